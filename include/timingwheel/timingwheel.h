@@ -1,0 +1,23 @@
+/*
+ * timingwheel — Apache Kafka's hierarchical timing wheel in C11.
+ *
+ * This umbrella header is all most programs need:
+ *
+ *     #include <timingwheel/timingwheel.h>
+ *
+ * It brings in the single-threaded wheel (wheel.h) and the read-only views and
+ * invariant checker used by tools and tests (inspect.h).
+ */
+#ifndef TIMINGWHEEL_TIMINGWHEEL_H
+#define TIMINGWHEEL_TIMINGWHEEL_H
+
+#define TW_VERSION_MAJOR 0
+#define TW_VERSION_MINOR 1
+#define TW_VERSION_PATCH 0
+#define TW_VERSION_STRING "0.1.0"
+
+#include "timingwheel/error.h"
+#include "timingwheel/wheel.h"
+#include "timingwheel/inspect.h"
+
+#endif

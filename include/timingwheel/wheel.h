@@ -1,0 +1,222 @@
+/*
+ * The single-threaded hierarchical timing wheel (Kafka's TimingWheel,
+ * TimerTaskList and TimerTaskEntry, plus the DelayQueue of buckets that lets
+ * the clock jump to the next non-empty bucket).
+ *
+ * The caller owns the clock: time is an int64_t in whatever unit the caller
+ * likes (milliseconds in the seeds), and nothing happens until the caller
+ * calls tw_wheel_advance(). Timers are intrusive: embed a struct tw_timer in
+ * your own object and get it back in the callback with tw_container_of().
+ * add, cancel and reschedule are O(1) and never allocate; only
+ * tw_wheel_init() allocates.
+ *
+ *     struct conn { int fd; struct tw_timer idle; };
+ *
+ *     static void on_idle(struct tw_wheel *w, struct tw_timer *t)
+ *     {
+ *             struct conn *c = tw_container_of(t, struct conn, idle);
+ *             close_conn(c);
+ *     }
+ *
+ *     tw_timer_init(&c->idle, on_idle);
+ *     tw_wheel_add(&wheel, &c->idle, now + 30000);
+ *     ...
+ *     tw_wheel_reschedule(&wheel, &c->idle, now + 30000);   // on every read
+ *
+ * Thread-safety: none. A wheel and its timers belong to one thread (the
+ * timer service in service.h adds the locking). Callbacks run only from
+ * tw_wheel_advance(), on the caller's thread.
+ */
+#ifndef TIMINGWHEEL_WHEEL_H
+#define TIMINGWHEEL_WHEEL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "timingwheel/error.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Get the enclosing object from a pointer to one of its members. */
+#define tw_container_of(ptr, type, member) \
+	((type *)(void *)((char *)(ptr)-offsetof(type, member)))
+
+struct tw_wheel;
+struct tw_timer;
+struct tw_bucket;   /* private */
+struct tw_level;    /* private */
+struct tw_observer; /* inspect.h */
+
+/*
+ * Called once when a timer expires. The timer is no longer pending when this
+ * runs, so the callback may add or reschedule it again, free it, or add,
+ * cancel and reschedule any other timer of the wheel (including ones due in
+ * the same advance, which then do not run).
+ */
+typedef void tw_timer_fn(struct tw_wheel *wheel, struct tw_timer *timer);
+
+/* Doubly linked list links (private). */
+struct tw_link {
+	struct tw_link *next;
+	struct tw_link *prev;
+};
+
+/*
+ * A timer: 40 bytes on LP64, and the only per-timer memory the wheel uses.
+ * All fields are private; use the functions below.
+ */
+struct tw_timer {
+	struct tw_link link;      /* position in its bucket */
+	struct tw_bucket *bucket; /* owning bucket; NULL when not pending */
+	int64_t due;              /* absolute due time given to add */
+	tw_timer_fn *fn;
+};
+
+enum tw_mode {
+	/* Never early: fires at the first tick boundary >= due (ceil), so
+	 * less than one tick late; a timer already due when added fires on
+	 * the next advance. The default. */
+	TW_MODE_EXACT = 0,
+	/* Kafka's TimingWheel bit for bit: buckets fire at their start, so a
+	 * timer may run up to one tick early; the clock only moves to the
+	 * expirations of the buckets it pops. For reproducing Kafka. */
+	TW_MODE_KAFKA = 1
+};
+
+/* wheel_size limits: Kafka uses 20 at a 1 ms tick. */
+#define TW_WHEEL_SIZE_MIN 2
+#define TW_WHEEL_SIZE_MAX 65536
+
+/*
+ * The wheel. Embed or allocate it, then call tw_wheel_init(). Every field is
+ * private.
+ */
+struct tw_wheel {
+	int64_t tick;             /* time units per level-1 bucket */
+	int64_t now;              /* the latest time given to advance */
+	size_t count;             /* pending timers */
+	struct tw_level *levels;  /* [max_levels], the first nlevels in use */
+	struct tw_bucket *buckets;/* [max_levels * size + 2]; last two: ready */
+	struct tw_bucket **queue; /* binary heap of buckets by expiration */
+	size_t queue_len;
+	uint64_t queue_seq;       /* FIFO order among equal expirations */
+	const struct tw_observer *observer;
+	uint32_t size;
+	uint32_t nlevels;
+	uint32_t max_levels;
+	uint8_t mode;
+	uint8_t ready_cur;        /* which ready list takes new due timers */
+	uint8_t advancing;        /* inside tw_wheel_advance() */
+};
+
+/* ---- timers ---- */
+
+/* Prepare a timer (not pending). fn must not be NULL. */
+void tw_timer_init(struct tw_timer *timer, tw_timer_fn *fn);
+
+/* Whether the timer is waiting in a wheel. */
+static inline bool tw_timer_pending(const struct tw_timer *timer)
+{
+	return timer->bucket != NULL;
+}
+
+/* The due time the timer was last added with. */
+static inline int64_t tw_timer_due(const struct tw_timer *timer)
+{
+	return timer->due;
+}
+
+/* ---- the wheel ---- */
+
+/*
+ * Initialise a wheel whose innermost level has wheel_size buckets of tick
+ * time units each, with its clock at start. Allocates every level's buckets
+ * once, here (levels are still created on demand in Kafka's sense: each one
+ * takes its clock from the level below when it is first needed).
+ * Returns 0, TW_EINVAL (NULL wheel, tick < 1, wheel_size outside
+ * [TW_WHEEL_SIZE_MIN, TW_WHEEL_SIZE_MAX], unknown mode) or TW_ENOMEM.
+ */
+int tw_wheel_init(struct tw_wheel *wheel, int64_t tick, uint32_t wheel_size,
+		  int64_t start, enum tw_mode mode);
+
+/*
+ * Release the wheel's memory. Pending timers are unlinked (no longer
+ * pending) without running; use tw_wheel_drain() first to get them back.
+ * Returns 0, TW_EINVAL (NULL) or TW_EREENTER (called from a callback).
+ */
+int tw_wheel_destroy(struct tw_wheel *wheel);
+
+/*
+ * Unlink every pending timer and hand each to hand_back (which may be NULL)
+ * instead of running its callback. Returns how many, or TW_EINVAL /
+ * TW_EREENTER.
+ */
+int64_t tw_wheel_drain(struct tw_wheel *wheel, tw_timer_fn *hand_back);
+
+/*
+ * Make timer fire at due (absolute time). O(1). A due time <= now fires on
+ * the next advance. Returns 0, TW_EINVAL (NULL wheel/timer or no callback)
+ * or TW_EBUSY (already pending: use tw_wheel_reschedule()).
+ */
+int tw_wheel_add(struct tw_wheel *wheel, struct tw_timer *timer, int64_t due);
+
+/* tw_wheel_add() at now + delay, clamped to INT64_MIN..INT64_MAX. */
+int tw_wheel_add_in(struct tw_wheel *wheel, struct tw_timer *timer,
+		    int64_t delay);
+
+/*
+ * Stop a timer. O(1). Returns 1 if it was pending (it will not run), 0 if it
+ * was not, TW_EINVAL for NULL, TW_EOWNER if it is pending in another wheel.
+ */
+int tw_wheel_cancel(struct tw_wheel *wheel, struct tw_timer *timer);
+
+/*
+ * Move a timer to a new due time, pending or not (the kernel's mod_timer).
+ * O(1). Returns 1 if it was pending, 0 if it was not (it is pending now),
+ * TW_EINVAL or TW_EOWNER.
+ */
+int tw_wheel_reschedule(struct tw_wheel *wheel, struct tw_timer *timer,
+			int64_t due);
+
+/*
+ * Move the clock to now and run every timer that is due by then, in order of
+ * the tick they fire at, buckets in order of expiration (ties: the order the
+ * buckets were queued). Empty stretches of time cost nothing: the clock
+ * jumps from bucket to bucket. Timers made due by callbacks during this call
+ * run on the next call (so a callback re-adding itself cannot loop forever).
+ * Returns the number of callbacks run, TW_EINVAL, TW_ERANGE (now is earlier
+ * than the last advance) or TW_EREENTER (called from a callback).
+ */
+int64_t tw_wheel_advance(struct tw_wheel *wheel, int64_t now);
+
+/*
+ * When advance next has work to do: the expiration of the earliest bucket
+ * (a higher-level bucket only moves its timers down, so this is never later
+ * than the next timer, sometimes earlier), or the current time if timers are
+ * already due. Returns false (and leaves *when alone) if nothing is queued.
+ */
+bool tw_wheel_next_expiry(const struct tw_wheel *wheel, int64_t *when);
+
+/*
+ * The poll timeout for an event loop at time now: -1 if nothing is queued,
+ * otherwise max(0, next expiry - now), clamped to INT64_MAX.
+ */
+int64_t tw_wheel_timeout(const struct tw_wheel *wheel, int64_t now);
+
+/* The latest time given to advance (or init's start). */
+int64_t tw_wheel_now(const struct tw_wheel *wheel);
+
+/* Pending timers. */
+size_t tw_wheel_count(const struct tw_wheel *wheel);
+
+/* Levels created so far (1 after init; Kafka's overflow wheels add more). */
+unsigned tw_wheel_levels(const struct tw_wheel *wheel);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

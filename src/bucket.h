@@ -1,0 +1,38 @@
+/*
+ * What the wheel, the bucket queue and the inspector share: the bucket and
+ * level layouts. Private to the library.
+ */
+#ifndef TW_BUCKET_H
+#define TW_BUCKET_H
+
+#include "timingwheel/wheel.h"
+
+#define TW_NOT_QUEUED SIZE_MAX
+
+/*
+ * One bucket (Kafka's TimerTaskList): the timers whose due times fall in
+ * [expiration, expiration + level tick). expiration is in ticks, not time
+ * units, so that no level's arithmetic can overflow (see wheel.c).
+ */
+struct tw_bucket {
+	struct tw_link head;
+	int64_t expiration;       /* in ticks; meaningful if has_expiration */
+	uint64_t queue_seq;       /* when it entered the queue: tie-break */
+	size_t queue_index;       /* heap position or TW_NOT_QUEUED */
+	size_t count;
+	struct tw_wheel *wheel;
+	bool has_expiration;
+};
+
+/*
+ * One level (Kafka's TimingWheel). The clock is kept as a bucket number
+ * ("virtual id" in Kafka): current_time = clock * span * wheel tick.
+ */
+struct tw_level {
+	uint64_t span;            /* ticks per bucket: wheel_size^(level-1) */
+	int64_t clock;            /* floor(current time in ticks / span) */
+	struct tw_bucket *slots;  /* wheel_size buckets */
+	bool unbounded;           /* span * wheel_size does not fit: top level */
+};
+
+#endif

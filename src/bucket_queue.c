@@ -1,0 +1,79 @@
+/*
+ * Binary heap of buckets (see bucket_queue.h). The heap array is allocated
+ * by tw_wheel_init() with room for every bucket the wheel can ever have, so
+ * pushing never allocates.
+ */
+#include "bucket_queue.h"
+
+static void place(struct tw_wheel *w, size_t i, struct tw_bucket *b)
+{
+	w->queue[i] = b;
+	b->queue_index = i;
+}
+
+static void sift_up(struct tw_wheel *w, size_t i)
+{
+	struct tw_bucket *b = w->queue[i];
+
+	while (i > 0) {
+		size_t parent = (i - 1) / 2;
+
+		if (!bq_before(b, w->queue[parent]))
+			break;
+		place(w, i, w->queue[parent]);
+		i = parent;
+	}
+	place(w, i, b);
+}
+
+static void sift_down(struct tw_wheel *w, size_t i)
+{
+	struct tw_bucket *b = w->queue[i];
+	size_t n = w->queue_len;
+
+	for (;;) {
+		size_t child = 2 * i + 1;
+
+		if (child >= n)
+			break;
+		if (child + 1 < n && bq_before(w->queue[child + 1], w->queue[child]))
+			child++;
+		if (!bq_before(w->queue[child], b))
+			break;
+		place(w, i, w->queue[child]);
+		i = child;
+	}
+	place(w, i, b);
+}
+
+void bq_push(struct tw_wheel *w, struct tw_bucket *b)
+{
+	b->queue_seq = w->queue_seq++;
+	place(w, w->queue_len++, b);
+	sift_up(w, b->queue_index);
+}
+
+struct tw_bucket *bq_pop(struct tw_wheel *w)
+{
+	struct tw_bucket *top = bq_top(w);
+
+	if (top)
+		bq_remove(w, top);
+	return top;
+}
+
+void bq_remove(struct tw_wheel *w, struct tw_bucket *b)
+{
+	size_t i = b->queue_index;
+	struct tw_bucket *last = w->queue[--w->queue_len];
+
+	b->queue_index = TW_NOT_QUEUED;
+	if (last == b)
+		return;
+	place(w, i, last);
+	/* The moved bucket may belong above or below its new position. */
+	if (i > 0 && bq_before(last, w->queue[(i - 1) / 2]))
+		sift_up(w, i);
+	else
+		sift_down(w, i);
+}

@@ -1,0 +1,31 @@
+/*
+ * The bucket queue: Kafka's DelayQueue[TimerTaskList]. A binary min-heap of
+ * the buckets that have an expiration, keyed by (expiration, queue order),
+ * with each bucket's heap index kept in the bucket so any bucket can leave
+ * the queue in O(log B). B is at most levels * wheel_size, a few hundred in
+ * practice, independent of the number of timers.
+ */
+#ifndef TW_BUCKET_QUEUE_H
+#define TW_BUCKET_QUEUE_H
+
+#include "bucket.h"
+
+void bq_push(struct tw_wheel *w, struct tw_bucket *b);
+struct tw_bucket *bq_pop(struct tw_wheel *w);
+void bq_remove(struct tw_wheel *w, struct tw_bucket *b);
+
+static inline struct tw_bucket *bq_top(const struct tw_wheel *w)
+{
+	return w->queue_len ? w->queue[0] : NULL;
+}
+
+/* The heap order: earlier expiration first, then earlier queued first. */
+static inline bool bq_before(const struct tw_bucket *a,
+			     const struct tw_bucket *b)
+{
+	if (a->expiration != b->expiration)
+		return a->expiration < b->expiration;
+	return a->queue_seq < b->queue_seq;
+}
+
+#endif

@@ -1,0 +1,25 @@
+#include "timingwheel/error.h"
+
+const char *tw_strerror(int err)
+{
+	switch (err) {
+	case TW_OK:
+		return "success";
+	case TW_EINVAL:
+		return "invalid argument";
+	case TW_ENOMEM:
+		return "out of memory";
+	case TW_EBUSY:
+		return "timer is already pending";
+	case TW_ERANGE:
+		return "clock would go backwards";
+	case TW_EOWNER:
+		return "timer is pending in another wheel";
+	case TW_EREENTER:
+		return "not allowed from inside a timer callback";
+	case TW_ECORRUPT:
+		return "wheel invariant broken";
+	default:
+		return "unknown error";
+	}
+}

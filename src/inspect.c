@@ -1,0 +1,292 @@
+/*
+ * inspect.c — read-only views of the wheel and its invariant checker.
+ *
+ * The checker does not trust any cached value: it walks every bucket, recomputes
+ * where each timer belongs from its due time and the level clocks (the same
+ * arithmetic as wheel.c), and compares.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "bucket_queue.h"
+#include "list.h"
+#include "wheel_internal.h"
+
+static const struct tw_level *level_of(const struct tw_wheel *w, unsigned level)
+{
+	if (!w || !w->buckets || level < 1 || level > w->nlevels)
+		return NULL;
+	return &w->levels[level - 1];
+}
+
+int tw_wheel_level_info(const struct tw_wheel *w, unsigned level,
+			struct tw_level_info *out)
+{
+	const struct tw_level *lv = level_of(w, level);
+
+	if (!lv || !out)
+		return TW_EINVAL;
+	out->tick = tw__ticks_to_time(w, tw__mul_sat(1, lv->span));
+	out->current_time = tw__level_clock_time(w, lv);
+	out->unbounded = lv->unbounded;
+	out->interval = lv->unbounded
+				? INT64_MAX
+				: tw__ticks_to_time(w, tw__mul_sat(w->size, lv->span));
+	return TW_OK;
+}
+
+static void describe(const struct tw_wheel *w, const struct tw_bucket *b,
+		     uint64_t span, struct tw_bucket_info *out)
+{
+	out->has_expiration = b->has_expiration;
+	out->queued = b->queue_index != TW_NOT_QUEUED;
+	out->expiration = tw__ticks_to_time(w, b->expiration);
+	out->end = tw__ticks_to_time(
+		w, tw__mul_sat(1, span) > INT64_MAX - b->expiration
+			   ? INT64_MAX
+			   : b->expiration + tw__mul_sat(1, span));
+	out->count = b->count;
+	out->first = list_empty(&b->head) ? NULL : list_timer(b->head.next);
+}
+
+int tw_wheel_bucket_info(const struct tw_wheel *w, unsigned level,
+			 unsigned slot, struct tw_bucket_info *out)
+{
+	const struct tw_level *lv = level_of(w, level);
+
+	if (!lv || !out || slot >= w->size)
+		return TW_EINVAL;
+	describe(w, &lv->slots[slot], lv->span, out);
+	return TW_OK;
+}
+
+int tw_wheel_ready_info(const struct tw_wheel *w, struct tw_bucket_info *out)
+{
+	if (!w || !w->buckets || !out)
+		return TW_EINVAL;
+	describe(w, tw__ready_list(w, w->ready_cur), 1, out);
+	out->has_expiration = true;
+	out->expiration = w->now;
+	out->end = w->now;
+	return TW_OK;
+}
+
+const struct tw_timer *tw_bucket_next(const struct tw_timer *t)
+{
+	const struct tw_link *next;
+
+	if (!t || !t->bucket)
+		return NULL;
+	next = t->link.next;
+	return next == &t->bucket->head ? NULL
+					: list_timer((struct tw_link *)next);
+}
+
+static int by_queue_order(const void *a, const void *b)
+{
+	const struct tw_bucket *x = *(const struct tw_bucket *const *)a;
+	const struct tw_bucket *y = *(const struct tw_bucket *const *)b;
+
+	return bq_before(x, y) ? -1 : bq_before(y, x) ? 1 : 0;
+}
+
+size_t tw_wheel_queue_snapshot(const struct tw_wheel *w,
+			       struct tw_queue_entry *out, size_t max)
+{
+	struct tw_bucket **sorted;
+	size_t n;
+
+	if (!w || !w->buckets)
+		return 0;
+	n = w->queue_len;
+	if (!out || max == 0 || n == 0)
+		return n;
+	sorted = malloc(n * sizeof(*sorted));
+	if (!sorted)
+		return n;
+	for (size_t i = 0; i < n; i++)
+		sorted[i] = w->queue[i];
+	qsort(sorted, n, sizeof(*sorted), by_queue_order);
+	for (size_t i = 0; i < n && i < max; i++) {
+		out[i].level = tw__bucket_level(w, sorted[i]);
+		out[i].slot = tw__bucket_slot(w, sorted[i]);
+		out[i].expiration = tw__ticks_to_time(w, sorted[i]->expiration);
+		out[i].count = sorted[i]->count;
+	}
+	free(sorted);
+	return n;
+}
+
+int tw_timer_where(const struct tw_wheel *w, const struct tw_timer *t,
+		   unsigned *level, unsigned *slot)
+{
+	if (!w || !t || !t->bucket || t->bucket->wheel != w)
+		return TW_EINVAL;
+	if (level)
+		*level = tw__bucket_level(w, t->bucket);
+	if (slot)
+		*slot = tw__bucket_slot(w, t->bucket);
+	return TW_OK;
+}
+
+void tw_wheel_set_observer(struct tw_wheel *w, const struct tw_observer *obs)
+{
+	if (w)
+		w->observer = obs;
+}
+
+/* ---- the checker ---- */
+
+#define BROKEN(...)                                            \
+	do {                                                   \
+		if (why && why_len)                            \
+			snprintf(why, why_len, __VA_ARGS__);   \
+		return TW_ECORRUPT;                            \
+	} while (0)
+
+/* The list walks both ways and every timer points back at its bucket. */
+static int check_list(const struct tw_bucket *b, char *why, size_t why_len)
+{
+	size_t n = 0;
+
+	for (const struct tw_link *l = b->head.next; l != &b->head; l = l->next) {
+		const struct tw_timer *t = list_timer((struct tw_link *)l);
+
+		if (l->next->prev != l || l->prev->next != l)
+			BROKEN("bucket list links broken");
+		if (t->bucket != b)
+			BROKEN("timer due %lld points at another bucket",
+			       (long long)t->due);
+		if (++n > b->count)
+			break;
+	}
+	if (n != b->count)
+		BROKEN("bucket count %zu but %zu timers linked", b->count, n);
+	return TW_OK;
+}
+
+static int check_bucket(const struct tw_wheel *w, uint32_t li, uint32_t slot,
+			char *why, size_t why_len)
+{
+	const struct tw_level *lv = &w->levels[li];
+	const struct tw_bucket *b = &lv->slots[slot];
+	bool queued = b->queue_index != TW_NOT_QUEUED;
+
+	if (b->wheel != w)
+		BROKEN("L%u#%u belongs to another wheel", li + 1, slot);
+	if (check_list(b, why, why_len))
+		return TW_ECORRUPT;
+	if (b->has_expiration != queued)
+		BROKEN("L%u#%u: has expiration %d but queued %d", li + 1, slot,
+		       b->has_expiration, queued);
+	if (queued && (b->queue_index >= w->queue_len ||
+		       w->queue[b->queue_index] != b))
+		BROKEN("L%u#%u: wrong queue index", li + 1, slot);
+	if (li >= w->nlevels) {
+		if (b->count || queued)
+			BROKEN("L%u#%u used before its level exists", li + 1, slot);
+		return TW_OK;
+	}
+	if (w->mode == TW_MODE_EXACT && queued && b->count == 0)
+		BROKEN("L%u#%u: empty bucket queued in exact mode", li + 1, slot);
+	if (b->count && !b->has_expiration)
+		BROKEN("L%u#%u: timers but no expiration", li + 1, slot);
+	for (const struct tw_link *l = b->head.next; l != &b->head; l = l->next) {
+		const struct tw_timer *t = list_timer((struct tw_link *)l);
+		int64_t key = tw__timer_key(w, t->due);
+		int64_t number = tw__span_div(key, lv->span);
+		uint64_t ahead = (uint64_t)number - (uint64_t)lv->clock;
+
+		if (key <= w->levels[0].clock)
+			BROKEN("timer due %lld overdue in L%u#%u", (long long)t->due,
+			       li + 1, slot);
+		if (number <= lv->clock ||
+		    (lv->unbounded ? ahead > w->size : ahead >= w->size))
+			BROKEN("timer due %lld outside L%u's range", (long long)t->due,
+			       li + 1);
+		if ((int64_t)((uint64_t)number * lv->span) != b->expiration ||
+		    (uint32_t)(((number % (int64_t)w->size) + (int64_t)w->size) %
+			       (int64_t)w->size) != slot)
+			BROKEN("timer due %lld in the wrong bucket L%u#%u",
+			       (long long)t->due, li + 1, slot);
+	}
+	return TW_OK;
+}
+
+static int check_ready(const struct tw_wheel *w, char *why, size_t why_len)
+{
+	const struct tw_bucket *waiting = tw__ready_list(w, w->ready_cur);
+	const struct tw_bucket *other = tw__ready_list(w, w->ready_cur ^ 1u);
+
+	if (check_list(waiting, why, why_len) || check_list(other, why, why_len))
+		return TW_ECORRUPT;
+	if (other->count)
+		BROKEN("timers left in the ready list being run");
+	if (waiting->has_expiration || waiting->queue_index != TW_NOT_QUEUED)
+		BROKEN("ready list is queued");
+	for (const struct tw_link *l = waiting->head.next; l != &waiting->head;
+	     l = l->next) {
+		const struct tw_timer *t = list_timer((struct tw_link *)l);
+		bool due = w->mode == TW_MODE_KAFKA
+				   ? tw__timer_key(w, t->due) <= w->levels[0].clock
+				   : t->due <= w->now;
+
+		if (!due)
+			BROKEN("timer due %lld is ready too soon", (long long)t->due);
+	}
+	return TW_OK;
+}
+
+static int check_queue(const struct tw_wheel *w, char *why, size_t why_len)
+{
+	for (size_t i = 0; i < w->queue_len; i++) {
+		const struct tw_bucket *b = w->queue[i];
+
+		if (b->queue_index != i || !b->has_expiration)
+			BROKEN("queue entry %zu inconsistent", i);
+		if (i > 0 && bq_before(b, w->queue[(i - 1) / 2]))
+			BROKEN("queue is not a heap at %zu", i);
+	}
+	return TW_OK;
+}
+
+static int check_clocks(const struct tw_wheel *w, char *why, size_t why_len)
+{
+	for (uint32_t i = 1; i < w->nlevels; i++)
+		if (w->levels[i].clock !=
+		    tw__floor_div(w->levels[i - 1].clock, (int64_t)w->size))
+			BROKEN("L%u clock disagrees with L%u", i + 1, i);
+	if (w->mode == TW_MODE_EXACT &&
+	    w->levels[0].clock != tw__due_limit(w, w->now))
+		BROKEN("L1 clock %lld behind now %lld",
+		       (long long)w->levels[0].clock, (long long)w->now);
+	return TW_OK;
+}
+
+int tw_wheel_check(const struct tw_wheel *w, char *why, size_t why_len)
+{
+	size_t total;
+
+	if (!w || !w->buckets)
+		BROKEN("wheel not initialised");
+	if (w->nlevels < 1 || w->nlevels > w->max_levels)
+		BROKEN("%u levels of at most %u", w->nlevels, w->max_levels);
+	if (w->advancing)
+		BROKEN("checked from inside advance");
+	if (check_clocks(w, why, why_len) || check_queue(w, why, why_len) ||
+	    check_ready(w, why, why_len))
+		return TW_ECORRUPT;
+	total = tw__ready_list(w, w->ready_cur)->count;
+	for (uint32_t li = 0; li < w->max_levels; li++) {
+		for (uint32_t slot = 0; slot < w->size; slot++) {
+			if (check_bucket(w, li, slot, why, why_len))
+				return TW_ECORRUPT;
+			total += w->levels[li].slots[slot].count;
+		}
+	}
+	if (total != w->count)
+		BROKEN("count %zu but %zu timers in buckets", w->count, total);
+	if (why && why_len)
+		why[0] = '\0';
+	return TW_OK;
+}

@@ -1,0 +1,24 @@
+/*
+ * Helpers wheel.c shares with inspect.c (the invariant checker recomputes
+ * what the wheel computed, the same way). Private to the library.
+ */
+#ifndef TW_WHEEL_INTERNAL_H
+#define TW_WHEEL_INTERNAL_H
+
+#include "timingwheel/inspect.h"
+#include "bucket.h"
+
+int64_t tw__floor_div(int64_t x, int64_t d);
+int64_t tw__ceil_div(int64_t x, int64_t d);
+int64_t tw__span_div(int64_t x, uint64_t span);
+int64_t tw__mul_sat(int64_t a, uint64_t b);
+int64_t tw__due_limit(const struct tw_wheel *w, int64_t now);
+int64_t tw__ticks_to_time(const struct tw_wheel *w, int64_t key);
+int64_t tw__timer_key(const struct tw_wheel *w, int64_t due);
+int64_t tw__level_clock_time(const struct tw_wheel *w,
+			     const struct tw_level *lv);
+struct tw_bucket *tw__ready_list(const struct tw_wheel *w, unsigned which);
+unsigned tw__bucket_level(const struct tw_wheel *w, const struct tw_bucket *b);
+unsigned tw__bucket_slot(const struct tw_wheel *w, const struct tw_bucket *b);
+
+#endif
