@@ -50,6 +50,14 @@ struct trace {
 	struct tw_observer observer;
 };
 
+#if defined(__GNUC__)
+#define PRINTF_LIKE(f, a) __attribute__((format(printf, f, a)))
+#else
+#define PRINTF_LIKE(f, a)
+#endif
+
+static void die(struct trace *tr, const char *fmt, ...) PRINTF_LIKE(2, 3);
+
 static void die(struct trace *tr, const char *fmt, ...)
 {
 	va_list ap;
@@ -185,6 +193,8 @@ static void draw(struct trace *tr)
 			       slot, b.expiration, b.end, b.expiration);
 			if (!b.count)
 				printf("  (empty)");
+			else
+				printf("  tasks:");
 			print_bucket_tasks(&b);
 			putchar('\n');
 		}
@@ -429,10 +439,12 @@ static void run_line(struct trace *tr, char *line)
 		return;
 	if (strcmp(argv[0], "wheel") && !tr->have_wheel)
 		die(tr, "the first command must be 'wheel'");
-	if (tr->text)
+	if (tr->text && tr->have_wheel)
 		printf("== %s:%u: %s  [now %" PRId64 "]\n", tr->path, tr->line,
-		       shown + strspn(shown, " \t"),
-		       tr->have_wheel ? tw_wheel_now(&tr->wheel) : 0);
+		       shown + strspn(shown, " \t"), tw_wheel_now(&tr->wheel));
+	else if (tr->text)
+		printf("== %s:%u: %s\n", tr->path, tr->line,
+		       shown + strspn(shown, " \t"));
 
 	if (!strcmp(argv[0], "wheel"))
 		cmd_wheel(tr, argv, argc);

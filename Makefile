@@ -1,0 +1,71 @@
+# A thin wrapper around CMake (the real build). The README's two commands:
+#   make demo   build, then replay seed 001 with tw-trace
+#   make test   build, then run every test through ctest
+# Also: make sanitize (ASan+UBSan test run), make clang (clang -Werror build
+# and tests), make valgrind, make install PREFIX=..., make deps.
+
+BUILD    ?= build
+PREFIX   ?= /usr/local
+JOBS     ?= $(shell nproc 2>/dev/null || echo 2)
+CMAKE_FLAGS ?=
+
+.PHONY: all build demo test sanitize clang valgrind install deps clean
+
+all: build
+
+# Install the build tools if this machine lacks them (a fresh Debian).
+deps:
+	@missing=""; \
+	for tool in cmake:cmake cc:gcc clang:clang valgrind:valgrind; do \
+	  command -v $${tool%%:*} >/dev/null 2>&1 || missing="$$missing $${tool##*:}"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing:$$missing"; \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq $$missing make; \
+	fi
+
+$(BUILD)/Makefile:
+	@$(MAKE) -s deps
+	cmake -S . -B $(BUILD) -DCMAKE_INSTALL_PREFIX=$(PREFIX) $(CMAKE_FLAGS)
+
+build: $(BUILD)/Makefile
+	cmake --build $(BUILD) -j $(JOBS)
+
+demo: build
+	$(BUILD)/tw-trace --text examples/seed001.tw
+
+test: build
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+sanitize:
+	@$(MAKE) -s deps
+	cmake -S . -B $(BUILD)-asan -DTW_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug
+	cmake --build $(BUILD)-asan -j $(JOBS)
+	cd $(BUILD)-asan && ctest --output-on-failure -j $(JOBS)
+
+clang:
+	@$(MAKE) -s deps
+	CC=clang cmake -S . -B $(BUILD)-clang
+	cmake --build $(BUILD)-clang -j $(JOBS)
+	cd $(BUILD)-clang && ctest --output-on-failure -j $(JOBS)
+
+VALGRIND = valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=all
+
+# memcheck over every test binary and the trace tool (the differential test
+# with fewer operations: valgrind is ~30x slower).
+valgrind: build
+	@set -e; for t in test_wheel test_kafka test_seeds; do \
+	  echo "valgrind $$t"; $(VALGRIND) $(BUILD)/tests/$$t >/dev/null; done
+	@echo "valgrind test_differential 100000"
+	@$(VALGRIND) $(BUILD)/tests/test_differential 100000 >/dev/null
+	@echo "valgrind tw-trace"
+	@$(VALGRIND) $(BUILD)/tw-trace --text examples/seed001.tw >/dev/null
+	@$(VALGRIND) $(BUILD)/tw-trace --events tests/scenarios/cancel.tw >/dev/null
+	@echo "valgrind: clean"
+
+install: build
+	cmake --install $(BUILD)
+
+clean:
+	rm -rf $(BUILD) $(BUILD)-asan $(BUILD)-clang

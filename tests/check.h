@@ -1,0 +1,66 @@
+/*
+ * A minimal test harness: CHECK* record a failure and go on; each test
+ * binary ends with "N passed, N failed" and exits non-zero on any failure.
+ */
+#ifndef TW_TEST_CHECK_H
+#define TW_TEST_CHECK_H
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "timingwheel/timingwheel.h"
+
+static int check_failures;
+static int tests_passed, tests_failed;
+
+#define CHECK(cond)                                                         \
+	do {                                                                \
+		if (!(cond)) {                                              \
+			fprintf(stderr, "%s:%d: CHECK(%s) failed\n", __FILE__, \
+				__LINE__, #cond);                           \
+			check_failures++;                                   \
+		}                                                           \
+	} while (0)
+
+#define CHECK_EQ(a, b)                                                      \
+	do {                                                                \
+		int64_t a_ = (int64_t)(a), b_ = (int64_t)(b);               \
+		if (a_ != b_) {                                             \
+			fprintf(stderr, "%s:%d: %s == %s failed: %" PRId64     \
+				" != %" PRId64 "\n", __FILE__, __LINE__, #a, #b, \
+				a_, b_);                                    \
+			check_failures++;                                   \
+		}                                                           \
+	} while (0)
+
+/* Run the invariant checker; report why it failed. */
+#define CHECK_WHEEL(w)                                                      \
+	do {                                                                \
+		char why_[256];                                             \
+		if (tw_wheel_check((w), why_, sizeof(why_)) != TW_OK) {     \
+			fprintf(stderr, "%s:%d: wheel invariant: %s\n",     \
+				__FILE__, __LINE__, why_);                  \
+			check_failures++;                                   \
+		}                                                           \
+	} while (0)
+
+#define RUN(test)                                                           \
+	do {                                                                \
+		int before_ = check_failures;                               \
+		test();                                                     \
+		if (check_failures == before_) {                            \
+			tests_passed++;                                     \
+		} else {                                                    \
+			tests_failed++;                                     \
+			fprintf(stderr, "FAIL %s\n", #test);                \
+		}                                                           \
+	} while (0)
+
+static inline int check_report(void)
+{
+	printf("%d passed, %d failed\n", tests_passed, tests_failed);
+	return tests_failed ? 1 : 0;
+}
+
+#endif

@@ -1,0 +1,293 @@
+/*
+ * The behaviours Kafka's own timer tests check (../shared/KAFKA_TESTS.md):
+ * TimingWheelTest, TimerTest and TimerTaskListTest, ported to this API.
+ * Kafka's tests run in kafka mode; where a behaviour matters to users it is
+ * checked in exact mode too. (SystemTimerReaperTest belongs to the timer
+ * service.)
+ */
+#include <string.h>
+
+#include "check.h"
+
+struct task {
+	struct tw_timer timer;
+	int id;
+	int fires;
+	int64_t fired_at;
+};
+
+static int order[1024];
+static int norder;
+
+static void on_fire(struct tw_wheel *w, struct tw_timer *t)
+{
+	struct task *task = tw_container_of(t, struct task, timer);
+
+	task->fires++;
+	task->fired_at = tw_wheel_now(w);
+	if (norder < 1024)
+		order[norder++] = task->id;
+}
+
+static void task_init(struct task *t, int id)
+{
+	memset(t, 0, sizeof(*t));
+	t->id = id;
+	tw_timer_init(&t->timer, on_fire);
+}
+
+static size_t queue_len(const struct tw_wheel *w)
+{
+	return tw_wheel_queue_snapshot(w, NULL, 0);
+}
+
+static int64_t level_time(const struct tw_wheel *w, unsigned level)
+{
+	struct tw_level_info li;
+
+	CHECK_EQ(tw_wheel_level_info(w, level, &li), TW_OK);
+	return li.current_time;
+}
+
+/* TimingWheelTest: tick 10, size 5, start 1000. */
+
+static void test_valid_task_is_added_and_queued(void)
+{
+	struct tw_wheel w;
+	struct task t;
+	unsigned level;
+
+	tw_wheel_init(&w, 10, 5, 1000, TW_MODE_KAFKA);
+	task_init(&t, 1);
+	CHECK_EQ(tw_wheel_add(&w, &t.timer, 1020), TW_OK);
+	CHECK_EQ(tw_timer_where(&w, &t.timer, &level, NULL), TW_OK);
+	CHECK_EQ(level, 1); /* "added", not handed back to run */
+	CHECK_EQ(queue_len(&w), 1);
+	CHECK_EQ(tw_wheel_count(&w), 1);
+	CHECK_WHEEL(&w);
+	tw_wheel_destroy(&w);
+}
+
+static void test_expired_or_current_tick_task_runs_now(void)
+{
+	struct tw_wheel w;
+	struct task past, same_tick, cancelled;
+	unsigned level;
+
+	for (int mode = 0; mode < 2; mode++) {
+		tw_wheel_init(&w, 10, 5, 1000, (enum tw_mode)mode);
+		task_init(&past, 1);
+		task_init(&same_tick, 2);
+		task_init(&cancelled, 3);
+		tw_wheel_add(&w, &past.timer, 999);
+		tw_wheel_add(&w, &same_tick.timer, 1005);
+		tw_wheel_add(&w, &cancelled.timer, 1000);
+		CHECK_EQ(tw_wheel_cancel(&w, &cancelled.timer), 1);
+		tw_timer_where(&w, &past.timer, &level, NULL);
+		CHECK_EQ(level, TW_LEVEL_READY);
+		tw_timer_where(&w, &same_tick.timer, &level, NULL);
+		/* Kafka runs a task due inside the current tick at once (5
+		 * early); exact mode waits for the tick boundary. */
+		CHECK_EQ(level, mode == TW_MODE_KAFKA ? TW_LEVEL_READY : 1u);
+		CHECK_EQ(queue_len(&w), mode == TW_MODE_KAFKA ? 0 : 1);
+		CHECK_EQ(tw_wheel_advance(&w, 1000), mode == TW_MODE_KAFKA ? 2 : 1);
+		CHECK_EQ(past.fired_at, 1000);
+		CHECK_EQ(cancelled.fires, 0);
+		CHECK_EQ(tw_wheel_advance(&w, 1010), mode == TW_MODE_KAFKA ? 0 : 1);
+		CHECK_EQ(same_tick.fires, 1);
+		CHECK(mode == TW_MODE_KAFKA || same_tick.fired_at >= 1005);
+		CHECK_WHEEL(&w);
+		tw_wheel_destroy(&w);
+	}
+}
+
+static void test_clock_moves_by_whole_ticks(void)
+{
+	struct tw_wheel w;
+	struct task t;
+
+	for (int mode = 0; mode < 2; mode++) {
+		tw_wheel_init(&w, 10, 5, 1000, (enum tw_mode)mode);
+		task_init(&t, 1);
+		tw_wheel_add(&w, &t.timer, 1015);
+		CHECK_EQ(tw_wheel_advance(&w, 1005), 0);
+		CHECK_EQ(level_time(&w, 1), 1000); /* within one tick: stays */
+		CHECK_EQ(tw_wheel_advance(&w, 1010), mode == TW_MODE_KAFKA);
+		CHECK_EQ(level_time(&w, 1), 1010); /* next tick: one tick on */
+		CHECK_EQ(tw_wheel_advance(&w, 1020), mode == TW_MODE_EXACT);
+		CHECK_EQ(t.fires, 1);
+		CHECK_EQ(t.fired_at, mode == TW_MODE_KAFKA ? 1010 : 1020);
+		CHECK_WHEEL(&w);
+		tw_wheel_destroy(&w);
+	}
+}
+
+static void test_overflow_wheel_created_once_and_reused(void)
+{
+	struct tw_wheel w;
+	struct task a, b;
+
+	tw_wheel_init(&w, 10, 5, 1000, TW_MODE_KAFKA);
+	task_init(&a, 1);
+	task_init(&b, 2);
+	CHECK_EQ(tw_wheel_levels(&w), 1);
+	tw_wheel_add(&w, &a.timer, 1049); /* level 1: [1000, 1050) */
+	CHECK_EQ(tw_wheel_levels(&w), 1);
+	tw_wheel_add(&w, &b.timer, 1050);
+	CHECK_EQ(tw_wheel_levels(&w), 2);
+	CHECK_EQ(level_time(&w, 2), 1000);
+	tw_wheel_cancel(&w, &b.timer);
+	tw_wheel_add(&w, &b.timer, 1249); /* level 2 covers [1000, 1250) */
+	CHECK_EQ(tw_wheel_levels(&w), 2);
+	CHECK_WHEEL(&w);
+	tw_wheel_destroy(&w);
+}
+
+static void test_advancing_to_1060_moves_overflow_clock_to_1050(void)
+{
+	struct tw_wheel w;
+	struct task t;
+
+	for (int mode = 0; mode < 2; mode++) {
+		tw_wheel_init(&w, 10, 5, 1000, (enum tw_mode)mode);
+		task_init(&t, 1);
+		tw_wheel_add(&w, &t.timer, 1060);
+		CHECK_EQ(tw_wheel_levels(&w), 2);
+		CHECK_EQ(tw_wheel_advance(&w, 1060), 1);
+		CHECK_EQ(level_time(&w, 1), 1060);
+		CHECK_EQ(level_time(&w, 2), 1050);
+		CHECK_WHEEL(&w);
+		tw_wheel_destroy(&w);
+	}
+}
+
+/* TimerTest: tick 1, size 3. */
+
+static void test_negative_delays_run_after_one_advance(void)
+{
+	struct tw_wheel w;
+	struct task t[5];
+
+	for (int mode = 0; mode < 2; mode++) {
+		tw_wheel_init(&w, 1, 3, 5000, (enum tw_mode)mode);
+		for (int i = 0; i < 5; i++) {
+			task_init(&t[i], i);
+			CHECK_EQ(tw_wheel_add_in(&w, &t[i].timer, -5 + i), TW_OK);
+		}
+		CHECK_EQ(tw_wheel_advance(&w, 5000), 5);
+		for (int i = 0; i < 5; i++)
+			CHECK_EQ(t[i].fires, 1);
+		tw_wheel_destroy(&w);
+	}
+}
+
+static void test_all_tasks_expire_once_never_early(void)
+{
+	enum { N = 5 + 2 * 90 + 400 };
+	static struct task t[N];
+	struct tw_wheel w;
+	int64_t when;
+
+	for (int mode = 0; mode < 2; mode++) {
+		int n = 0;
+
+		tw_wheel_init(&w, 1, 3, 0, (enum tw_mode)mode);
+		for (int i = 0; i < 5; i++, n++) {
+			task_init(&t[n], n);
+			tw_wheel_add(&w, &t[n].timer, i);
+		}
+		for (int i = 10; i < 100; i++) {
+			for (int j = 0; j < 2; j++, n++) {
+				task_init(&t[n], n);
+				tw_wheel_add(&w, &t[n].timer, i);
+			}
+		}
+		for (int i = 100; i < 500; i++, n++) {
+			task_init(&t[n], n);
+			tw_wheel_add(&w, &t[n].timer, i);
+		}
+		CHECK_WHEEL(&w);
+		while (tw_wheel_next_expiry(&w, &when)) {
+			CHECK(tw_wheel_advance(&w, when) >= 0);
+			CHECK_WHEEL(&w);
+		}
+		for (int i = 0; i < N; i++) {
+			CHECK_EQ(t[i].fires, 1);
+			/* With a 1 ms tick even Kafka is never early. */
+			CHECK(t[i].fired_at >= tw_timer_due(&t[i].timer));
+			CHECK(t[i].fired_at < tw_timer_due(&t[i].timer) + 1 ||
+			      tw_timer_due(&t[i].timer) <= 0);
+		}
+		CHECK_EQ(tw_wheel_count(&w), 0);
+		tw_wheel_destroy(&w);
+	}
+}
+
+/* TimerTaskListTest. */
+
+static void test_moving_between_lists_keeps_the_count(void)
+{
+	struct tw_wheel w;
+	struct task t[30];
+	struct tw_bucket_info b;
+
+	/* Three lists: three buckets of level 1 (tick 10 s), one counter. */
+	tw_wheel_init(&w, 10000, 5, 0, TW_MODE_KAFKA);
+	for (int i = 0; i < 10; i++) {
+		task_init(&t[i], i);
+		tw_wheel_add(&w, &t[i].timer, 10000 + i);
+	}
+	CHECK_EQ(tw_wheel_count(&w), 10);
+	/* Move them all to the second list, then to the third. */
+	for (int i = 0; i < 10; i++)
+		CHECK_EQ(tw_wheel_reschedule(&w, &t[i].timer, 20000 + i), 1);
+	CHECK_EQ(tw_wheel_count(&w), 10);
+	tw_wheel_bucket_info(&w, 1, 1, &b);
+	CHECK_EQ(b.count, 0);
+	tw_wheel_bucket_info(&w, 1, 2, &b);
+	CHECK_EQ(b.count, 10);
+	for (int i = 0; i < 10; i++)
+		CHECK_EQ(tw_wheel_reschedule(&w, &t[i].timer, 30000 + i), 1);
+	CHECK_EQ(tw_wheel_count(&w), 10);
+	tw_wheel_bucket_info(&w, 1, 3, &b);
+	CHECK_EQ(b.count, 10);
+	/* Cancel removes. */
+	for (int i = 0; i < 4; i++)
+		tw_wheel_cancel(&w, &t[i].timer);
+	CHECK_EQ(tw_wheel_count(&w), 6);
+	tw_wheel_bucket_info(&w, 1, 3, &b);
+	CHECK_EQ(b.count, 6);
+	CHECK_WHEEL(&w);
+	tw_wheel_destroy(&w);
+}
+
+static void test_bucket_remaining_delay(void)
+{
+	struct tw_wheel w;
+	struct task t;
+
+	for (int mode = 0; mode < 2; mode++) {
+		/* A 10 s bucket, looked at 5 s later: 5 s to go. */
+		tw_wheel_init(&w, 10000, 5, 0, (enum tw_mode)mode);
+		task_init(&t, 1);
+		tw_wheel_add(&w, &t.timer, 10000);
+		CHECK_EQ(tw_wheel_timeout(&w, 0), 10000);
+		CHECK_EQ(tw_wheel_advance(&w, 5000), 0);
+		CHECK_EQ(tw_wheel_timeout(&w, 5000), 5000);
+		tw_wheel_destroy(&w);
+	}
+}
+
+int main(void)
+{
+	RUN(test_valid_task_is_added_and_queued);
+	RUN(test_expired_or_current_tick_task_runs_now);
+	RUN(test_clock_moves_by_whole_ticks);
+	RUN(test_overflow_wheel_created_once_and_reused);
+	RUN(test_advancing_to_1060_moves_overflow_clock_to_1050);
+	RUN(test_negative_delays_run_after_one_advance);
+	RUN(test_all_tasks_expire_once_never_early);
+	RUN(test_moving_between_lists_keeps_the_count);
+	RUN(test_bucket_remaining_delay);
+	return check_report();
+}

@@ -1,0 +1,598 @@
+/*
+ * The wheel's contract, as a user relies on it: bad input, O(1) add /
+ * cancel / reschedule bookkeeping, never early in exact mode, the event-loop
+ * helpers, callbacks that change the wheel, and the int64 edges.
+ */
+#include <limits.h>
+#include <string.h>
+
+#include "check.h"
+
+struct rec {
+	struct tw_timer timer;
+	int id;
+	int fires;
+	int64_t fired_at;
+	void (*action)(struct tw_wheel *w, struct rec *self);
+	struct rec *other;
+};
+
+static int log_ids[4096];
+static int64_t log_at[4096];
+static int nlog;
+
+static void on_fire(struct tw_wheel *w, struct tw_timer *t)
+{
+	struct rec *r = tw_container_of(t, struct rec, timer);
+
+	r->fires++;
+	r->fired_at = tw_wheel_now(w);
+	if (nlog < 4096) {
+		log_ids[nlog] = r->id;
+		log_at[nlog++] = r->fired_at;
+	}
+	if (r->action)
+		r->action(w, r);
+}
+
+static void rec_init(struct rec *r, int id)
+{
+	memset(r, 0, sizeof(*r));
+	r->id = id;
+	tw_timer_init(&r->timer, on_fire);
+}
+
+static void reset_log(void)
+{
+	nlog = 0;
+}
+
+static void test_init_rejects_bad_parameters(void)
+{
+	struct tw_wheel w;
+
+	CHECK_EQ(tw_wheel_init(NULL, 1, 20, 0, TW_MODE_EXACT), TW_EINVAL);
+	CHECK_EQ(tw_wheel_init(&w, 0, 20, 0, TW_MODE_EXACT), TW_EINVAL);
+	CHECK_EQ(tw_wheel_init(&w, -5, 20, 0, TW_MODE_EXACT), TW_EINVAL);
+	CHECK_EQ(tw_wheel_init(&w, 1, 1, 0, TW_MODE_EXACT), TW_EINVAL);
+	CHECK_EQ(tw_wheel_init(&w, 1, TW_WHEEL_SIZE_MAX + 1, 0, TW_MODE_EXACT),
+		 TW_EINVAL);
+	CHECK_EQ(tw_wheel_init(&w, 1, 20, 0, (enum tw_mode)7), TW_EINVAL);
+	CHECK_EQ(tw_wheel_init(&w, 1, TW_WHEEL_SIZE_MIN, INT64_MIN, TW_MODE_EXACT),
+		 TW_OK);
+	CHECK_WHEEL(&w);
+	CHECK_EQ(tw_wheel_levels(&w), 1);
+	CHECK_EQ(tw_wheel_count(&w), 0);
+	CHECK_EQ(tw_wheel_now(&w), INT64_MIN);
+	tw_wheel_destroy(&w);
+	CHECK_EQ(tw_wheel_destroy(NULL), TW_EINVAL);
+	CHECK(strcmp(tw_strerror(TW_EBUSY), "unknown error") != 0);
+	CHECK(strcmp(tw_strerror(12345), "unknown error") == 0);
+}
+
+static void test_timer_is_five_words(void)
+{
+	/* The advertised memory per pending timer: 40 bytes on LP64, and
+	 * the wheel allocates nothing per timer. */
+	CHECK_EQ(sizeof(struct tw_timer), 5 * sizeof(void *));
+}
+
+static void test_bad_calls_change_nothing(void)
+{
+	struct tw_wheel w, other;
+	struct rec a, b;
+	struct tw_timer no_fn;
+
+	tw_wheel_init(&w, 10, 8, 0, TW_MODE_EXACT);
+	tw_wheel_init(&other, 10, 8, 0, TW_MODE_EXACT);
+	rec_init(&a, 1);
+	rec_init(&b, 2);
+	tw_timer_init(&no_fn, NULL);
+
+	CHECK_EQ(tw_wheel_add(NULL, &a.timer, 5), TW_EINVAL);
+	CHECK_EQ(tw_wheel_add(&w, NULL, 5), TW_EINVAL);
+	CHECK_EQ(tw_wheel_add(&w, &no_fn, 5), TW_EINVAL);
+	CHECK(!tw_timer_pending(&no_fn));
+	CHECK_EQ(tw_wheel_add(&w, &a.timer, 100), TW_OK);
+	CHECK_EQ(tw_wheel_add(&w, &a.timer, 300), TW_EBUSY);
+	CHECK_EQ(tw_timer_due(&a.timer), 100);
+	CHECK_EQ(tw_wheel_cancel(&other, &a.timer), TW_EOWNER);
+	CHECK_EQ(tw_wheel_reschedule(&other, &a.timer, 50), TW_EOWNER);
+	CHECK_EQ(tw_wheel_add(&other, &a.timer, 50), TW_EBUSY);
+	CHECK_EQ(tw_wheel_cancel(&w, NULL), TW_EINVAL);
+	CHECK_EQ(tw_wheel_cancel(NULL, &a.timer), TW_EINVAL);
+	CHECK_EQ(tw_wheel_cancel(&w, &b.timer), 0); /* never added */
+	CHECK_EQ(tw_wheel_advance(NULL, 5), TW_EINVAL);
+	CHECK_EQ(tw_wheel_advance(&w, 50), 0);
+	CHECK_EQ(tw_wheel_advance(&w, 49), TW_ERANGE); /* backwards */
+	CHECK_EQ(tw_wheel_now(&w), 50);
+	CHECK_EQ(tw_wheel_count(&w), 1);
+	CHECK_EQ(tw_wheel_count(&other), 0);
+	CHECK_WHEEL(&w);
+	CHECK_WHEEL(&other);
+	CHECK_EQ(tw_wheel_advance(&w, 100), 1);
+	CHECK_EQ(a.fires, 1);
+	tw_wheel_destroy(&w);
+	tw_wheel_destroy(&other);
+}
+
+static void test_add_cancel_pending_counts(void)
+{
+	struct tw_wheel w;
+	struct rec r[100];
+	int64_t when;
+
+	tw_wheel_init(&w, 1, 20, 0, TW_MODE_EXACT);
+	CHECK(!tw_wheel_next_expiry(&w, &when));
+	CHECK_EQ(tw_wheel_timeout(&w, 0), -1);
+	for (int i = 0; i < 100; i++) {
+		rec_init(&r[i], i);
+		CHECK(!tw_timer_pending(&r[i].timer));
+		CHECK_EQ(tw_wheel_add(&w, &r[i].timer, 1 + i * 37), TW_OK);
+		CHECK(tw_timer_pending(&r[i].timer));
+	}
+	CHECK_EQ(tw_wheel_count(&w), 100);
+	CHECK_WHEEL(&w);
+	for (int i = 0; i < 100; i += 2)
+		CHECK_EQ(tw_wheel_cancel(&w, &r[i].timer), 1);
+	for (int i = 0; i < 100; i += 2) {
+		CHECK_EQ(tw_wheel_cancel(&w, &r[i].timer), 0);
+		CHECK(!tw_timer_pending(&r[i].timer));
+	}
+	CHECK_EQ(tw_wheel_count(&w), 50);
+	CHECK_WHEEL(&w);
+	CHECK_EQ(tw_wheel_advance(&w, 100 * 37), 50);
+	for (int i = 0; i < 100; i++)
+		CHECK_EQ(r[i].fires, i % 2);
+	CHECK_EQ(tw_wheel_count(&w), 0);
+	/* Exact mode drops buckets emptied by cancel: nothing left queued. */
+	CHECK(!tw_wheel_next_expiry(&w, &when));
+	CHECK_WHEEL(&w);
+	tw_wheel_destroy(&w);
+}
+
+static void test_exact_never_early_less_than_a_tick_late(void)
+{
+	const int64_t tick = 7;
+	struct tw_wheel w;
+	struct rec r[300];
+
+	tw_wheel_init(&w, tick, 4, 3, TW_MODE_EXACT);
+	for (int i = 0; i < 300; i++) {
+		rec_init(&r[i], i);
+		tw_wheel_add(&w, &r[i].timer, 4 + (i * 13) % 500);
+	}
+	/* Advance one time unit at a time: each timer must fire at the first
+	 * tick boundary at or after its due time. */
+	for (int64_t now = 3; now <= 600; now++) {
+		CHECK(tw_wheel_advance(&w, now) >= 0);
+		CHECK_WHEEL(&w);
+	}
+	for (int i = 0; i < 300; i++) {
+		int64_t due = tw_timer_due(&r[i].timer);
+		int64_t boundary = (due + tick - 1) / tick * tick;
+
+		CHECK_EQ(r[i].fires, 1);
+		CHECK_EQ(r[i].fired_at, boundary);
+		CHECK(r[i].fired_at >= due && r[i].fired_at < due + tick);
+	}
+	tw_wheel_destroy(&w);
+}
+
+static void test_due_at_or_before_now_fires_on_next_advance(void)
+{
+	struct tw_wheel w;
+	struct rec a, b, c;
+	int64_t when;
+	unsigned level;
+
+	tw_wheel_init(&w, 1000, 3, 1500, TW_MODE_EXACT);
+	rec_init(&a, 1);
+	rec_init(&b, 2);
+	rec_init(&c, 3);
+	CHECK_EQ(tw_wheel_add(&w, &a.timer, 1500), TW_OK);    /* == now */
+	CHECK_EQ(tw_wheel_add(&w, &b.timer, -99999), TW_OK);  /* long past */
+	CHECK_EQ(tw_wheel_add(&w, &c.timer, 1501), TW_OK);    /* future */
+	CHECK_EQ(tw_timer_where(&w, &a.timer, &level, NULL), TW_OK);
+	CHECK_EQ(level, TW_LEVEL_READY);
+	CHECK_EQ(tw_timer_where(&w, &c.timer, &level, NULL), TW_OK);
+	CHECK_EQ(level, 1);
+	CHECK(tw_wheel_next_expiry(&w, &when));
+	CHECK_EQ(when, 1500);
+	CHECK_EQ(tw_wheel_timeout(&w, 1500), 0);
+	CHECK_WHEEL(&w);
+	CHECK_EQ(tw_wheel_advance(&w, 1500), 2);
+	CHECK_EQ(a.fired_at, 1500);
+	CHECK_EQ(b.fired_at, 1500);
+	CHECK_EQ(c.fires, 0);
+	CHECK(tw_wheel_next_expiry(&w, &when));
+	CHECK_EQ(when, 2000);
+	CHECK_EQ(tw_wheel_timeout(&w, 1700), 300);
+	CHECK_EQ(tw_wheel_advance(&w, 1999), 0);
+	CHECK_EQ(tw_wheel_advance(&w, 2000), 1);
+	CHECK_EQ(c.fired_at, 2000);
+	tw_wheel_destroy(&w);
+}
+
+static void test_reschedule(void)
+{
+	struct tw_wheel w;
+	struct rec a;
+
+	tw_wheel_init(&w, 10, 8, 0, TW_MODE_EXACT);
+	rec_init(&a, 1);
+	CHECK_EQ(tw_wheel_reschedule(&w, &a.timer, 500), 0); /* was idle */
+	CHECK(tw_timer_pending(&a.timer));
+	CHECK_EQ(tw_wheel_reschedule(&w, &a.timer, 20), 1);
+	CHECK_EQ(tw_wheel_reschedule(&w, &a.timer, 100000), 1);
+	CHECK_EQ(tw_wheel_count(&w), 1);
+	CHECK_WHEEL(&w);
+	CHECK_EQ(tw_wheel_advance(&w, 99990), 0);
+	CHECK_EQ(tw_wheel_advance(&w, 100000), 1);
+	CHECK_EQ(a.fired_at, 100000);
+	tw_wheel_destroy(&w);
+}
+
+/* Counts buckets popped: the clock must jump, not tick. */
+static int popped;
+static void count_pops(void *arg, const struct tw_wheel *w,
+		       const struct tw_event *ev)
+{
+	(void)arg;
+	(void)w;
+	if (ev->kind == TW_EV_POPPED)
+		popped++;
+}
+
+static void test_clock_jumps_over_empty_time(void)
+{
+	static const struct tw_observer obs = { count_pops, NULL };
+	struct tw_wheel w;
+	struct rec a;
+
+	tw_wheel_init(&w, 1, 20, 0, TW_MODE_EXACT);
+	tw_wheel_set_observer(&w, &obs);
+	rec_init(&a, 1);
+	popped = 0;
+	tw_wheel_add(&w, &a.timer, 1000000000000LL); /* 1e12 ticks away */
+	CHECK_EQ(tw_wheel_advance(&w, 2000000000000LL), 1);
+	CHECK_EQ(a.fired_at, 2000000000000LL);
+	/* One bucket per level on the way down, not 1e12 ticks. */
+	CHECK(popped <= (int)tw_wheel_levels(&w));
+	CHECK_WHEEL(&w);
+	tw_wheel_destroy(&w);
+}
+
+/* ---- callbacks that change the wheel ---- */
+
+static void act_cancel_other(struct tw_wheel *w, struct rec *self)
+{
+	CHECK_EQ(tw_wheel_cancel(w, &self->other->timer), 1);
+}
+
+static void test_callback_cancels_timer_in_same_batch(void)
+{
+	struct tw_wheel w;
+	struct rec a, b, c;
+
+	/* a and b share a bucket; c is in a later bucket, same advance. */
+	tw_wheel_init(&w, 10, 8, 0, TW_MODE_EXACT);
+	rec_init(&a, 1);
+	rec_init(&b, 2);
+	rec_init(&c, 3);
+	a.action = act_cancel_other;
+	a.other = &b;
+	tw_wheel_add(&w, &a.timer, 15);
+	tw_wheel_add(&w, &b.timer, 18);
+	tw_wheel_add(&w, &c.timer, 25);
+	CHECK_EQ(tw_wheel_advance(&w, 100), 2);
+	CHECK_EQ(b.fires, 0);
+	CHECK_EQ(c.fires, 1);
+	CHECK_WHEEL(&w);
+
+	/* And across buckets: a (bucket 20) cancels c (bucket 30). */
+	rec_init(&a, 1);
+	rec_init(&c, 3);
+	a.action = act_cancel_other;
+	a.other = &c;
+	tw_wheel_add(&w, &a.timer, 110);
+	tw_wheel_add(&w, &c.timer, 125);
+	CHECK_EQ(tw_wheel_advance(&w, 200), 1);
+	CHECK_EQ(c.fires, 0);
+	CHECK_EQ(tw_wheel_count(&w), 0);
+	CHECK_WHEEL(&w);
+	tw_wheel_destroy(&w);
+}
+
+static void act_periodic(struct tw_wheel *w, struct rec *self)
+{
+	/* From the due time, not from now, so it does not drift. */
+	if (self->fires < 5)
+		CHECK_EQ(tw_wheel_add(w, &self->timer,
+				      tw_timer_due(&self->timer) + 100), TW_OK);
+}
+
+static void test_callback_readds_itself(void)
+{
+	struct tw_wheel w;
+	struct rec a;
+
+	tw_wheel_init(&w, 10, 4, 0, TW_MODE_EXACT);
+	rec_init(&a, 1);
+	a.action = act_periodic;
+	tw_wheel_add(&w, &a.timer, 100);
+	reset_log();
+	for (int64_t now = 0; now <= 1000; now += 10)
+		tw_wheel_advance(&w, now);
+	CHECK_EQ(a.fires, 5);
+	for (int i = 0; i < nlog; i++)
+		CHECK_EQ(log_at[i], 100 * (i + 1));
+	CHECK_WHEEL(&w);
+	tw_wheel_destroy(&w);
+}
+
+static void act_readd_now(struct tw_wheel *w, struct rec *self)
+{
+	/* Already due: must wait for the next advance, not loop here. */
+	CHECK_EQ(tw_wheel_add(w, &self->timer, tw_wheel_now(w)), TW_OK);
+}
+
+static void test_callback_readding_due_timer_does_not_loop(void)
+{
+	struct tw_wheel w;
+	struct rec a;
+
+	tw_wheel_init(&w, 1, 8, 0, TW_MODE_EXACT);
+	rec_init(&a, 1);
+	a.action = act_readd_now;
+	tw_wheel_add(&w, &a.timer, 5);
+	CHECK_EQ(tw_wheel_advance(&w, 5), 1);
+	CHECK_EQ(tw_wheel_advance(&w, 5), 1);
+	CHECK_EQ(tw_wheel_advance(&w, 6), 1);
+	CHECK_EQ(a.fires, 3);
+	CHECK_EQ(tw_wheel_cancel(&w, &a.timer), 1);
+	CHECK_WHEEL(&w);
+	tw_wheel_destroy(&w);
+}
+
+static void act_reschedule_other(struct tw_wheel *w, struct rec *self)
+{
+	CHECK_EQ(tw_wheel_reschedule(w, &self->other->timer, tw_wheel_now(w) + 50),
+		 1);
+}
+
+static void test_callback_reschedules_other_due_in_same_batch(void)
+{
+	struct tw_wheel w;
+	struct rec a, b;
+
+	tw_wheel_init(&w, 10, 8, 0, TW_MODE_EXACT);
+	rec_init(&a, 1);
+	rec_init(&b, 2);
+	a.action = act_reschedule_other;
+	a.other = &b;
+	tw_wheel_add(&w, &a.timer, 10);
+	tw_wheel_add(&w, &b.timer, 10);
+	CHECK_EQ(tw_wheel_advance(&w, 10), 1);
+	CHECK_EQ(b.fires, 0);
+	CHECK_EQ(tw_timer_due(&b.timer), 60);
+	CHECK_EQ(tw_wheel_advance(&w, 60), 1);
+	CHECK_EQ(b.fired_at, 60);
+	tw_wheel_destroy(&w);
+}
+
+static void act_cancel_self(struct tw_wheel *w, struct rec *self)
+{
+	CHECK_EQ(tw_wheel_cancel(w, &self->timer), 0); /* no longer pending */
+	CHECK(!tw_timer_pending(&self->timer));
+}
+
+static void act_reenter(struct tw_wheel *w, struct rec *self)
+{
+	(void)self;
+	CHECK_EQ(tw_wheel_advance(w, tw_wheel_now(w) + 1000), TW_EREENTER);
+	CHECK_EQ(tw_wheel_destroy(w), TW_EREENTER);
+	CHECK_EQ(tw_wheel_drain(w, NULL), TW_EREENTER);
+}
+
+static void act_free_self(struct tw_wheel *w, struct rec *self)
+{
+	(void)w;
+	free(self);
+}
+
+static void test_callback_cancels_frees_and_reenters(void)
+{
+	struct tw_wheel w;
+	struct rec a, b, *heap = malloc(sizeof(*heap));
+
+	tw_wheel_init(&w, 10, 8, 0, TW_MODE_EXACT);
+	rec_init(&a, 1);
+	rec_init(&b, 2);
+	rec_init(heap, 3);
+	a.action = act_cancel_self;
+	b.action = act_reenter;
+	heap->action = act_free_self;
+	tw_wheel_add(&w, &a.timer, 10);
+	tw_wheel_add(&w, &b.timer, 20);
+	tw_wheel_add(&w, &heap->timer, 30); /* ASan catches any later touch */
+	CHECK_EQ(tw_wheel_advance(&w, 30), 3);
+	CHECK_EQ(tw_wheel_now(&w), 30);
+	CHECK_WHEEL(&w);
+	tw_wheel_destroy(&w);
+}
+
+static void test_equal_due_times_fire_in_add_order(void)
+{
+	struct tw_wheel w;
+	struct rec r[10];
+
+	tw_wheel_init(&w, 10, 8, 0, TW_MODE_EXACT);
+	for (int i = 0; i < 10; i++) {
+		rec_init(&r[i], i);
+		tw_wheel_add(&w, &r[i].timer, 55);
+	}
+	reset_log();
+	CHECK_EQ(tw_wheel_advance(&w, 60), 10);
+	for (int i = 0; i < 10; i++)
+		CHECK_EQ(log_ids[i], i);
+	tw_wheel_destroy(&w);
+}
+
+static void test_fires_in_tick_order_across_buckets_and_levels(void)
+{
+	struct tw_wheel w;
+	struct rec r[200];
+
+	tw_wheel_init(&w, 1, 4, 0, TW_MODE_EXACT);
+	for (int i = 0; i < 200; i++) {
+		rec_init(&r[i], i);
+		tw_wheel_add(&w, &r[i].timer, 1 + (i * 7919) % 1000);
+	}
+	reset_log();
+	CHECK_EQ(tw_wheel_advance(&w, 1000), 200);
+	for (int i = 1; i < nlog; i++)
+		CHECK(tw_timer_due(&r[log_ids[i - 1]].timer) <=
+		      tw_timer_due(&r[log_ids[i]].timer));
+	tw_wheel_destroy(&w);
+}
+
+static int handed_back;
+static void hand_back(struct tw_wheel *w, struct tw_timer *t)
+{
+	(void)w;
+	CHECK(!tw_timer_pending(t));
+	handed_back++;
+}
+
+static void test_drain_and_destroy_hand_back_pending(void)
+{
+	struct tw_wheel w;
+	struct rec r[50];
+
+	tw_wheel_init(&w, 1, 8, 0, TW_MODE_KAFKA);
+	for (int i = 0; i < 50; i++) {
+		rec_init(&r[i], i);
+		tw_wheel_add(&w, &r[i].timer, i * 1000 - 5);
+	}
+	handed_back = 0;
+	CHECK_EQ(tw_wheel_drain(&w, hand_back), 50);
+	CHECK_EQ(handed_back, 50);
+	CHECK_EQ(tw_wheel_count(&w), 0);
+	CHECK_WHEEL(&w);
+	CHECK_EQ(tw_wheel_advance(&w, 1000000), 0);
+	for (int i = 0; i < 50; i++)
+		CHECK_EQ(r[i].fires, 0);
+	/* The wheel is still usable; destroy unlinks what is left. */
+	tw_wheel_add(&w, &r[0].timer, 2000000);
+	tw_wheel_destroy(&w);
+	CHECK(!tw_timer_pending(&r[0].timer));
+}
+
+/* ---- the int64 edges ---- */
+
+static void test_due_times_at_int64_edges(void)
+{
+	static const int64_t ticks[] = { 1, 3, 1000, INT64_MAX / 2, INT64_MAX };
+	static const uint32_t sizes[] = { 2, 3, 20, 64 };
+
+	for (size_t ti = 0; ti < sizeof(ticks) / sizeof(ticks[0]); ti++) {
+		for (size_t si = 0; si < sizeof(sizes) / sizeof(sizes[0]); si++) {
+			for (int mode = 0; mode < 2; mode++) {
+				struct tw_wheel w;
+				struct rec hi, lo, mid, far;
+
+				CHECK_EQ(tw_wheel_init(&w, ticks[ti], sizes[si],
+						       INT64_MIN + 1, (enum tw_mode)mode),
+					 TW_OK);
+				rec_init(&hi, 1);
+				rec_init(&lo, 2);
+				rec_init(&mid, 3);
+				rec_init(&far, 4);
+				CHECK_EQ(tw_wheel_add(&w, &hi.timer, INT64_MAX), TW_OK);
+				CHECK_EQ(tw_wheel_add(&w, &lo.timer, INT64_MIN), TW_OK);
+				CHECK_EQ(tw_wheel_add(&w, &mid.timer, 0), TW_OK);
+				CHECK_EQ(tw_wheel_add(&w, &far.timer, INT64_MAX - 1), TW_OK);
+				CHECK_WHEEL(&w);
+				CHECK(tw_wheel_levels(&w) <= 64);
+				CHECK_EQ(tw_wheel_advance(&w, INT64_MIN + 1), 1);
+				CHECK_EQ(lo.fires, 1);
+				CHECK_WHEEL(&w);
+				CHECK_EQ(tw_wheel_advance(&w, -1), 0);
+				CHECK(tw_wheel_advance(&w, 0) >= 1);
+				CHECK_EQ(mid.fires, 1);
+				CHECK_WHEEL(&w);
+				if (mode == TW_MODE_EXACT) {
+					/* Never early, even at the end of time. */
+					CHECK_EQ(tw_wheel_advance(&w, INT64_MAX - 2), 0);
+					CHECK_EQ(far.fires + hi.fires, 0);
+				} else {
+					/* Kafka fires at the start of the tick:
+					 * with a tick of INT64_MAX, INT64_MAX - 1
+					 * is in the tick that starts at 0. */
+					CHECK_EQ(far.fires, ticks[ti] == INT64_MAX);
+				}
+				tw_wheel_advance(&w, INT64_MAX);
+				CHECK_EQ(hi.fires, 1);
+				CHECK_EQ(far.fires, 1);
+				CHECK_WHEEL(&w);
+				CHECK_EQ(tw_wheel_count(&w), 0);
+				tw_wheel_destroy(&w);
+			}
+		}
+	}
+}
+
+static void test_add_in_clamps(void)
+{
+	struct tw_wheel w;
+	struct rec a, b;
+
+	tw_wheel_init(&w, 1, 8, INT64_MAX - 10, TW_MODE_EXACT);
+	rec_init(&a, 1);
+	rec_init(&b, 2);
+	CHECK_EQ(tw_wheel_add_in(&w, &a.timer, INT64_MAX), TW_OK);
+	CHECK_EQ(tw_timer_due(&a.timer), INT64_MAX);
+	tw_wheel_destroy(&w);
+	tw_wheel_init(&w, 1, 8, INT64_MIN + 10, TW_MODE_EXACT);
+	CHECK_EQ(tw_wheel_add_in(&w, &b.timer, INT64_MIN), TW_OK);
+	CHECK_EQ(tw_timer_due(&b.timer), INT64_MIN);
+	CHECK_EQ(tw_wheel_timeout(&w, INT64_MIN + 10), 0);
+	tw_wheel_destroy(&w);
+}
+
+static void test_timeout_clamps(void)
+{
+	struct tw_wheel w;
+	struct rec a;
+
+	tw_wheel_init(&w, 1, 8, INT64_MIN, TW_MODE_EXACT);
+	rec_init(&a, 1);
+	tw_wheel_add(&w, &a.timer, INT64_MAX);
+	CHECK_EQ(tw_wheel_timeout(&w, INT64_MIN), INT64_MAX);
+	tw_wheel_destroy(&w);
+}
+
+int main(void)
+{
+	RUN(test_init_rejects_bad_parameters);
+	RUN(test_timer_is_five_words);
+	RUN(test_bad_calls_change_nothing);
+	RUN(test_add_cancel_pending_counts);
+	RUN(test_exact_never_early_less_than_a_tick_late);
+	RUN(test_due_at_or_before_now_fires_on_next_advance);
+	RUN(test_reschedule);
+	RUN(test_clock_jumps_over_empty_time);
+	RUN(test_callback_cancels_timer_in_same_batch);
+	RUN(test_callback_readds_itself);
+	RUN(test_callback_readding_due_timer_does_not_loop);
+	RUN(test_callback_reschedules_other_due_in_same_batch);
+	RUN(test_callback_cancels_frees_and_reenters);
+	RUN(test_equal_due_times_fire_in_add_order);
+	RUN(test_fires_in_tick_order_across_buckets_and_levels);
+	RUN(test_drain_and_destroy_hand_back_pending);
+	RUN(test_due_times_at_int64_edges);
+	RUN(test_add_in_clamps);
+	RUN(test_timeout_clamps);
+	return check_report();
+}
