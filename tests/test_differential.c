@@ -305,28 +305,26 @@ static void run_scenario(enum tw_mode mode, long ops, bool callbacks)
 
 static long ops_per_mode = 600000;
 
-static void test_exact_mode_matches_model(void)
+static void run_mode(enum tw_mode mode)
 {
 	long done = 0;
 
 	while (done < ops_per_mode && !check_failures) {
 		long n = 2000 + rnd_range(20000);
 
-		run_scenario(TW_MODE_EXACT, n, rnd_range(2));
+		run_scenario(mode, n, rnd_range(2));
 		done += n;
 	}
 }
 
+static void test_exact_mode_matches_model(void)
+{
+	run_mode(TW_MODE_EXACT);
+}
+
 static void test_kafka_mode_matches_model(void)
 {
-	long done = 0;
-
-	while (done < ops_per_mode && !check_failures) {
-		long n = 2000 + rnd_range(20000);
-
-		run_scenario(TW_MODE_KAFKA, n, rnd_range(2));
-		done += n;
-	}
+	run_mode(TW_MODE_KAFKA);
 }
 
 int main(int argc, char **argv)
