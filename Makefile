@@ -9,7 +9,7 @@ PREFIX   ?= /usr/local
 JOBS     ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
 
-.PHONY: all build demo test sanitize clang valgrind install deps clean
+.PHONY: all build demo test sanitize tsan soak clang valgrind install deps clean
 
 all: build
 
@@ -44,6 +44,22 @@ sanitize:
 	cmake --build $(BUILD)-asan -j $(JOBS)
 	cd $(BUILD)-asan && ctest --output-on-failure -j $(JOBS)
 
+# The threaded tests under ThreadSanitizer (a few seconds).
+tsan:
+	@$(MAKE) -s deps
+	cmake -S . -B $(BUILD)-tsan -DTW_TSAN=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo
+	cmake --build $(BUILD)-tsan -j $(JOBS)
+	cd $(BUILD)-tsan && TSAN_OPTIONS=halt_on_error=1 ctest --output-on-failure -L threaded
+
+# The stress test for minutes: SOAK_OPS operations per round, SOAK_ROUNDS
+# rounds with 2, 4 and 8 producers, under ThreadSanitizer.
+SOAK_OPS ?= 4000000
+SOAK_ROUNDS ?= 10
+soak: tsan
+	@set -e; for r in $$(seq $(SOAK_ROUNDS)); do for p in 2 4 8; do \
+	  TSAN_OPTIONS=halt_on_error=1 $(BUILD)-tsan/tests/test_service_stress \
+	    $(SOAK_OPS) $$p $$((r % 3)) $$((1 + r % 8)) | head -1; done; done
+
 clang:
 	@$(MAKE) -s deps
 	CC=clang cmake -S . -B $(BUILD)-clang
@@ -55,10 +71,12 @@ VALGRIND = valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-k
 # memcheck over every test binary and the trace tool (the differential test
 # with fewer operations: valgrind is ~30x slower).
 valgrind: build
-	@set -e; for t in test_wheel test_kafka test_seeds; do \
+	@set -e; for t in test_wheel test_kafka test_seeds test_service; do \
 	  echo "valgrind $$t"; $(VALGRIND) $(BUILD)/tests/$$t >/dev/null; done
 	@echo "valgrind test_differential 100000"
 	@$(VALGRIND) $(BUILD)/tests/test_differential 100000 >/dev/null
+	@echo "valgrind test_service_stress 100000"
+	@$(VALGRIND) $(BUILD)/tests/test_service_stress 100000 >/dev/null
 	@echo "valgrind tw-trace"
 	@$(VALGRIND) $(BUILD)/tw-trace --text examples/seed001.tw >/dev/null
 	@$(VALGRIND) $(BUILD)/tw-trace --events tests/scenarios/cancel.tw >/dev/null
@@ -68,4 +86,4 @@ install: build
 	cmake --install $(BUILD)
 
 clean:
-	rm -rf $(BUILD) $(BUILD)-asan $(BUILD)-clang
+	rm -rf $(BUILD) $(BUILD)-asan $(BUILD)-clang $(BUILD)-tsan

@@ -19,6 +19,14 @@ const char *tw_strerror(int err)
 		return "not allowed from inside a timer callback";
 	case TW_ECORRUPT:
 		return "wheel invariant broken";
+	case TW_EOVERFLOW:
+		return "due time overflows int64";
+	case TW_ESHUTDOWN:
+		return "service is shut down";
+	case TW_EAGAIN:
+		return "could not start a thread";
+	case TW_EDEADLK:
+		return "would wait for its own callback";
 	default:
 		return "unknown error";
 	}

@@ -19,7 +19,11 @@ enum tw_error {
 	TW_ERANGE = -4,   /* the clock would go backwards */
 	TW_EOWNER = -5,   /* the timer is pending in a different wheel */
 	TW_EREENTER = -6, /* advance/destroy called from inside a callback */
-	TW_ECORRUPT = -7  /* tw_wheel_check found a broken invariant */
+	TW_ECORRUPT = -7, /* tw_wheel_check found a broken invariant */
+	TW_EOVERFLOW = -8,/* now + delay does not fit in an int64_t */
+	TW_ESHUTDOWN = -9,/* the service is shut down */
+	TW_EAGAIN = -10,  /* a thread could not be started */
+	TW_EDEADLK = -11  /* cancel_sync from the timer's own callback */
 };
 
 /* A short constant English description of a TW_E* code (never NULL). */

@@ -5,8 +5,9 @@
  *
  *     #include <timingwheel/timingwheel.h>
  *
- * It brings in the single-threaded wheel (wheel.h) and the read-only views and
- * invariant checker used by tools and tests (inspect.h).
+ * It brings in the single-threaded wheel (wheel.h), the read-only views and
+ * invariant checker used by tools and tests (inspect.h), and the
+ * thread-safe timer service with its reaper and executors (service.h).
  */
 #ifndef TIMINGWHEEL_TIMINGWHEEL_H
 #define TIMINGWHEEL_TIMINGWHEEL_H
@@ -19,5 +20,6 @@
 #include "timingwheel/error.h"
 #include "timingwheel/wheel.h"
 #include "timingwheel/inspect.h"
+#include "timingwheel/service.h"
 
 #endif

@@ -1,0 +1,172 @@
+/*
+ * The timer service: Kafka's SystemTimer in C. Add, cancel and reschedule
+ * from any thread; a reaper thread sleeps until the next bucket is due and
+ * hands expired timers to a pool of executor threads (or runs them itself).
+ *
+ * Exactly once. Every timer added ends in exactly one of three ways, and the
+ * caller learns which:
+ *   - its callback runs (once per add; a periodic timer once per period);
+ *   - tw_service_cancel() returns TW_SVC_STOPPED: it will not run;
+ *   - tw_service_shutdown() hands it back through its hand_back function.
+ * Never two of these, never none.
+ *
+ * When may a timer be freed? When it is not pending and its callback is not
+ * running: after its callback returned, after tw_service_cancel_sync(), or
+ * after shutdown handed it back. Inside its own callback, a timer may free
+ * itself as its last act (nothing in the service touches it afterwards)
+ * unless it is periodic.
+ *
+ * Time is the clock's unit: nanoseconds of CLOCK_MONOTONIC by default.
+ * Thread-safety: every function may be called from any thread, including
+ * from callbacks, except tw_service_shutdown() / tw_service_destroy() from a
+ * callback (TW_EREENTER).
+ */
+#ifndef TIMINGWHEEL_SERVICE_H
+#define TIMINGWHEEL_SERVICE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "timingwheel/error.h"
+#include "timingwheel/wheel.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct tw_service;
+struct tw_service_timer;
+
+typedef void tw_service_fn(struct tw_service *svc, struct tw_service_timer *t);
+typedef void tw_service_hand_back_fn(struct tw_service_timer *t, void *arg);
+
+/* What cancel found (non-negative results). */
+enum tw_cancel_result {
+	TW_SVC_IDLE = 0,    /* not pending: never added, already ran, or
+			       already stopped; nothing was changed */
+	TW_SVC_STOPPED = 1, /* it was pending (or expired but not yet
+			       started) and will not run */
+	TW_SVC_RUNNING = 2  /* too late: its callback is running now (a
+			       periodic timer will not be re-armed) */
+};
+
+/*
+ * A service timer. Embed it in your object; all fields are private. 88
+ * bytes on LP64: the wheel's 40, the callback, the period, the owner, a
+ * dispatch link and key, and the state.
+ */
+struct tw_service_timer {
+	struct tw_timer wheel_timer;
+	tw_service_fn *fn;
+	int64_t period;           /* > 0: periodic, from the due time */
+	struct tw_service *svc;   /* set by the first add */
+	struct tw_service_timer *batch_next; /* expired, waiting to dispatch */
+	int64_t batch_key;        /* the tick it expired at */
+	uint8_t state;            /* idle, pending, queued */
+	uint8_t stop_rearm;       /* cancelled while running */
+};
+
+struct tw_service_clock {
+	int64_t (*now)(void *arg);
+	void *arg;
+};
+
+struct tw_service_config {
+	int64_t tick;             /* clock units per bucket; 0: 1 ms */
+	uint32_t wheel_size;      /* 0: 20 (Kafka's) */
+	unsigned executors;       /* threads running callbacks; 0: the reaper
+				     runs them */
+	unsigned shards;          /* independent wheels, one lock each;
+				     0: 4. 1 = one global lock */
+	size_t queue_capacity;    /* executor queue; 0: 4096. When it is
+				     full the reaper runs the callback
+				     itself (back-pressure, nothing lost) */
+	bool manual;              /* no reaper thread: call tw_service_poll() */
+	enum tw_mode mode;        /* TW_MODE_EXACT (default): never early */
+	struct tw_service_clock clock; /* NULL now: CLOCK_MONOTONIC, ns */
+};
+
+struct tw_service_stats {
+	uint64_t added;           /* successful adds (incl. reschedules, re-arms) */
+	uint64_t ran;             /* callbacks run */
+	uint64_t stopped;         /* cancels that returned TW_SVC_STOPPED */
+	uint64_t handed_back;     /* at shutdown */
+	uint64_t caller_ran;      /* run by the reaper because the queue was full */
+	uint64_t clock_backwards; /* reaper saw the clock go back (ignored) */
+	uint64_t wakeups;         /* reaper wake-ups */
+};
+
+/*
+ * Create and start a service (threads start here unless cfg->manual).
+ * cfg may be NULL for the defaults. Returns 0, TW_EINVAL (bad tick, size,
+ * shards > 1024), TW_ENOMEM, or TW_EAGAIN (a thread could not start).
+ */
+int tw_service_create(struct tw_service **out, const struct tw_service_config *cfg);
+
+/* Prepare a timer (not pending). period > 0 makes it periodic: after each
+ * run it is re-added at its previous due time + period (no drift). */
+void tw_service_timer_init(struct tw_service_timer *t, tw_service_fn *fn,
+			   int64_t period);
+
+/*
+ * Add at an absolute due time (clock units). Returns 0, TW_EINVAL,
+ * TW_EBUSY (already pending or expired-and-queued), TW_EOWNER (it belongs
+ * to another service) or TW_ESHUTDOWN.
+ */
+int tw_service_add(struct tw_service *svc, struct tw_service_timer *t, int64_t due);
+
+/* Add at now + delay. TW_EOVERFLOW if that is past INT64_MAX. */
+int tw_service_add_in(struct tw_service *svc, struct tw_service_timer *t,
+		      int64_t delay);
+
+/*
+ * Move to a new due time, pending or not. Returns what a cancel would have
+ * returned (TW_SVC_*) and then adds, or an error (then nothing changed).
+ */
+int tw_service_reschedule(struct tw_service *svc, struct tw_service_timer *t,
+			  int64_t due);
+
+/* Stop a timer. Returns a TW_SVC_* result, or TW_EINVAL / TW_EOWNER. */
+int tw_service_cancel(struct tw_service *svc, struct tw_service_timer *t);
+
+/*
+ * Like cancel, and then wait until the callback is not running (the
+ * kernel's del_timer_sync): afterwards the timer may be freed. From the
+ * timer's own callback it returns TW_EDEADLK instead of waiting (the
+ * cancel still took effect: a periodic timer is not re-armed).
+ */
+int tw_service_cancel_sync(struct tw_service *svc, struct tw_service_timer *t);
+
+/*
+ * Manual services: run (or queue for the executors) everything due at the
+ * clock's current time. Returns how many were dispatched, or TW_ERANGE if
+ * the clock went backwards (nothing changes) or TW_EINVAL.
+ */
+int64_t tw_service_poll(struct tw_service *svc);
+
+/* Wake the reaper (after moving an injected clock). */
+void tw_service_kick(struct tw_service *svc);
+
+int64_t tw_service_now(const struct tw_service *svc);
+size_t tw_service_count(struct tw_service *svc);
+void tw_service_stats(struct tw_service *svc, struct tw_service_stats *out);
+
+/*
+ * Stop accepting adds (TW_ESHUTDOWN from then on), stop the reaper, let
+ * running callbacks finish and the executors exit, then hand every timer
+ * that has not run — pending, or expired but not started — to hand_back
+ * (which may be NULL), on this thread. Returns how many, or TW_EREENTER
+ * from a callback. Calling it again returns 0.
+ */
+int64_t tw_service_shutdown(struct tw_service *svc,
+			    tw_service_hand_back_fn *hand_back, void *arg);
+
+/* Shut down (handing nothing back) if needed, and free. */
+void tw_service_destroy(struct tw_service *svc);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
