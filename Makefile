@@ -9,7 +9,8 @@ PREFIX   ?= /usr/local
 JOBS     ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
 
-.PHONY: all build demo test sanitize tsan soak clang valgrind install deps clean
+.PHONY: all build demo test sanitize tsan soak clang valgrind install deps clean \
+	bench-service
 
 all: build
 
@@ -81,6 +82,12 @@ valgrind: build
 	@$(VALGRIND) $(BUILD)/tw-trace --text examples/seed001.tw >/dev/null
 	@$(VALGRIND) $(BUILD)/tw-trace --events tests/scenarios/cancel.tw >/dev/null
 	@echo "valgrind: clean"
+
+# The timer service against a binary heap under one mutex (issue 4): a
+# table on stdout and build/bench/service.csv.
+bench-service: build
+	@mkdir -p $(BUILD)/bench
+	$(BUILD)/bench/service_bench $${BENCH_N:-1000000} $(BUILD)/bench/service.csv
 
 install: build
 	cmake --install $(BUILD)
