@@ -17,11 +17,15 @@
 struct tw_bucket {
 	struct tw_link head;
 	int64_t expiration;       /* in ticks; meaningful if has_expiration */
+	int64_t pop_at;           /* when it leaves the queue, in ticks:
+				     expiration, or one level tick earlier
+				     for an early cascade (see wheel.c) */
 	uint64_t queue_seq;       /* when it entered the queue: tie-break */
 	size_t queue_index;       /* heap position or TW_NOT_QUEUED */
 	size_t count;
 	struct tw_wheel *wheel;
 	bool has_expiration;
+	bool draining;            /* popped early, moving down in chunks */
 };
 
 /*
@@ -33,6 +37,8 @@ struct tw_level {
 	int64_t clock;            /* floor(current time in ticks / span) */
 	struct tw_bucket *slots;  /* wheel_size buckets */
 	bool unbounded;           /* span * wheel_size does not fit: top level */
+	uint64_t lead;            /* ticks a bucket pops before its expiration */
+	struct tw_bucket *draining; /* this level's bucket moving down */
 };
 
 #endif

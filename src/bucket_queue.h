@@ -1,6 +1,7 @@
 /*
  * The bucket queue: Kafka's DelayQueue[TimerTaskList]. A binary min-heap of
- * the buckets that have an expiration, keyed by (expiration, queue order),
+ * the buckets that have an expiration, keyed by (pop time, queue order) —
+ * the pop time is the expiration except for early cascades (wheel.c) —
  * with each bucket's heap index kept in the bucket so any bucket can leave
  * the queue in O(log B). B is at most levels * wheel_size, a few hundred in
  * practice, independent of the number of timers.
@@ -19,12 +20,12 @@ static inline struct tw_bucket *bq_top(const struct tw_wheel *w)
 	return w->queue_len ? w->queue[0] : NULL;
 }
 
-/* The heap order: earlier expiration first, then earlier queued first. */
+/* The heap order: earlier pop time first, then earlier queued first. */
 static inline bool bq_before(const struct tw_bucket *a,
 			     const struct tw_bucket *b)
 {
-	if (a->expiration != b->expiration)
-		return a->expiration < b->expiration;
+	if (a->pop_at != b->pop_at)
+		return a->pop_at < b->pop_at;
 	return a->queue_seq < b->queue_seq;
 }
 

@@ -38,8 +38,9 @@ int tw_wheel_level_info(const struct tw_wheel *w, unsigned level,
 static void describe(const struct tw_wheel *w, const struct tw_bucket *b,
 		     uint64_t span, struct tw_bucket_info *out)
 {
-	out->has_expiration = b->has_expiration;
+	out->has_expiration = b->has_expiration || b->draining;
 	out->queued = b->queue_index != TW_NOT_QUEUED;
+	out->draining = b->draining;
 	out->expiration = tw__ticks_to_time(w, b->expiration);
 	out->end = tw__ticks_to_time(
 		w, tw__mul_sat(1, span) > INT64_MAX - b->expiration
@@ -189,8 +190,15 @@ static int check_bucket(const struct tw_wheel *w, uint32_t li, uint32_t slot,
 	}
 	if (w->mode == TW_MODE_EXACT && queued && b->count == 0)
 		BROKEN("L%u#%u: empty bucket queued in exact mode", li + 1, slot);
-	if (b->count && !b->has_expiration)
+	if (b->count && !b->has_expiration && !b->draining)
 		BROKEN("L%u#%u: timers but no expiration", li + 1, slot);
+	if (b->draining != (lv->draining == b) || (b->draining && queued))
+		BROKEN("L%u#%u: draining state inconsistent", li + 1, slot);
+	if (queued && b->pop_at != (lv->lead ? tw__mul_sat(tw__span_div(b->expiration,
+									 lv->span) - 1,
+							    lv->lead)
+					      : b->expiration))
+		BROKEN("L%u#%u: queued under the wrong time", li + 1, slot);
 	for (const struct tw_link *l = b->head.next; l != &b->head; l = l->next) {
 		const struct tw_timer *t = list_timer((struct tw_link *)l);
 		int64_t key = tw__timer_key(w, t->due);
@@ -254,7 +262,7 @@ static int check_clocks(const struct tw_wheel *w, char *why, size_t why_len)
 {
 	for (uint32_t i = 1; i < w->nlevels; i++)
 		if (w->levels[i].clock !=
-		    tw__floor_div(w->levels[i - 1].clock, (int64_t)w->size))
+		    tw__floor_div(w->levels[i - 1].clock, (int64_t)w->factor))
 			BROKEN("L%u clock disagrees with L%u", i + 1, i);
 	if (w->mode == TW_MODE_EXACT &&
 	    w->levels[0].clock != tw__due_limit(w, w->now))

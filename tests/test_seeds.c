@@ -213,6 +213,13 @@ static void follow(void *arg, const struct tw_wheel *w, const struct tw_event *e
 		placed[nplaced++] = *ev;
 }
 
+static void check_placed(int i, unsigned level, unsigned slot, int64_t time)
+{
+	CHECK_EQ(placed[i].level, level);
+	CHECK_EQ(placed[i].slot, slot);
+	CHECK_EQ(placed[i].time, time);
+}
+
 static void test_seed004_cascade(void)
 {
 	static const struct tw_observer obs = { follow, NULL };
@@ -227,11 +234,19 @@ static void test_seed004_cascade(void)
 		followed = &b.timer;
 		nplaced = 0;
 		tw_wheel_add(&w, &a.timer, 350);
-		check_where(&w, &a, 2, 17, 340); /* level 2 slot 17 */
 		tw_wheel_add(&w, &b.timer, 450);
 		CHECK_EQ(tw_wheel_levels(&w), 3);
-		check_level(&w, 2, 20, 0);
-		check_level(&w, 3, 400, 0);
+		if (mode == TW_MODE_KAFKA) {
+			check_where(&w, &a, 2, 17, 340); /* level 2 slot 17 */
+			check_level(&w, 2, 20, 0);
+			check_level(&w, 3, 400, 0);
+		} else {
+			/* Exact mode: each level ticks at half the interval
+			 * below (1, 10, 100 ms), see wheel.c. */
+			check_where(&w, &a, 3, 3, 300);
+			check_level(&w, 2, 10, 0);
+			check_level(&w, 3, 100, 0);
+		}
 		while (tw_wheel_count(&w)) {
 			int64_t when;
 
@@ -239,19 +254,21 @@ static void test_seed004_cascade(void)
 			tw_wheel_advance(&w, when);
 			CHECK_WHEEL(&w);
 		}
-		/* level 3 slot 1 [400, 800) -> level 2 [440, 460) -> level 1
-		 * [450, 451) -> fires at 450 (450 is a tick boundary, so the
-		 * same in both modes). */
 		CHECK_EQ(nplaced, 3);
-		CHECK_EQ(placed[0].level, 3);
-		CHECK_EQ(placed[0].slot, 1);
-		CHECK_EQ(placed[0].time, 400);
-		CHECK_EQ(placed[1].level, 2);
-		CHECK_EQ(placed[1].slot, 2);
-		CHECK_EQ(placed[1].time, 440);
-		CHECK_EQ(placed[2].level, 1);
-		CHECK_EQ(placed[2].slot, 10);
-		CHECK_EQ(placed[2].time, 450);
+		if (mode == TW_MODE_KAFKA) {
+			/* level 3 slot 1 [400, 800) -> level 2 [440, 460) ->
+			 * level 1 [450, 451) -> fires at 450. */
+			check_placed(0, 3, 1, 400);
+			check_placed(1, 2, 2, 440);
+			check_placed(2, 1, 10, 450);
+		} else {
+			/* level 3 [400, 500), moved down from 300 on ->
+			 * level 2 [450, 460), moved down from 440 on ->
+			 * level 1 [450, 451). */
+			check_placed(0, 3, 4, 400);
+			check_placed(1, 2, 5, 450);
+			check_placed(2, 1, 10, 450);
+		}
 		CHECK_EQ(b.fired_at, 450);
 		CHECK_EQ(a.fired_at, 350);
 		tw_wheel_destroy(&w);

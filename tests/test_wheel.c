@@ -263,6 +263,56 @@ static void test_clock_jumps_over_empty_time(void)
 	tw_wheel_destroy(&w);
 }
 
+/* Counts timers moved or placed per advance. */
+static long moves;
+static void count_moves(void *arg, const struct tw_wheel *w,
+			const struct tw_event *ev)
+{
+	(void)arg;
+	(void)w;
+	if (ev->kind == TW_EV_PLACED)
+		moves++;
+}
+
+static void test_exact_mode_spreads_cascades_over_time(void)
+{
+	/* 100000 timers due in [1000, 1100): one higher-level bucket. Kafka
+	 * moves them all in one advance; exact mode moves them down in
+	 * shares over the tick before they are due, so no single 1 ms step
+	 * does more than a small part of the work. Same fire times. */
+	enum { N = 100000 };
+	static const struct tw_observer obs = { count_moves, NULL };
+	static struct rec r[N];
+
+	for (int mode = 0; mode < 2; mode++) {
+		struct tw_wheel w;
+		long worst = 0, fired = 0;
+
+		tw_wheel_init(&w, 1, 20, 0, (enum tw_mode)mode);
+		for (int i = 0; i < N; i++) {
+			rec_init(&r[i], i);
+			tw_wheel_add(&w, &r[i].timer, 1000 + (i * 7919) % 100);
+		}
+		tw_wheel_set_observer(&w, &obs);
+		for (int64_t now = 1; now <= 1100; now++) {
+			moves = 0;
+			fired += tw_wheel_advance(&w, now);
+			if (moves > worst)
+				worst = moves;
+			if (now % 50 == 0)
+				CHECK_WHEEL(&w);
+		}
+		CHECK_EQ(fired, N);
+		for (int i = 0; i < N; i += 997) /* tick 1: both modes exact */
+			CHECK_EQ(r[i].fired_at, tw_timer_due(&r[i].timer));
+		if (mode == TW_MODE_KAFKA)
+			CHECK(worst >= N); /* the burst this avoids */
+		else
+			CHECK(worst <= N / 20);
+		tw_wheel_destroy(&w);
+	}
+}
+
 /* ---- callbacks that change the wheel ---- */
 
 static void act_cancel_other(struct tw_wheel *w, struct rec *self)
@@ -583,6 +633,7 @@ int main(void)
 	RUN(test_due_at_or_before_now_fires_on_next_advance);
 	RUN(test_reschedule);
 	RUN(test_clock_jumps_over_empty_time);
+	RUN(test_exact_mode_spreads_cascades_over_time);
 	RUN(test_callback_cancels_timer_in_same_batch);
 	RUN(test_callback_readds_itself);
 	RUN(test_callback_readding_due_timer_does_not_loop);

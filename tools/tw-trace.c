@@ -191,6 +191,8 @@ static void draw(struct trace *tr)
 			}
 			printf("    bucket %u  [%" PRId64 ", %" PRId64 ")  expiration %" PRId64,
 			       slot, b.expiration, b.end, b.expiration);
+			if (b.draining)
+				printf("  (draining)");
 			if (!b.count)
 				printf("  (empty)");
 			else

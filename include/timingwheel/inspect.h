@@ -32,6 +32,8 @@ struct tw_level_info {
 struct tw_bucket_info {
 	bool has_expiration;  /* Kafka's expiration != -1 */
 	bool queued;          /* in the bucket queue */
+	bool draining;        /* exact mode: popped a tick early, its timers
+				 moving down a share at each advance */
 	int64_t expiration;   /* bucket start = when it is popped */
 	int64_t end;          /* expiration + level tick */
 	size_t count;         /* timers in the bucket */

@@ -105,6 +105,7 @@ struct tw_wheel {
 	uint64_t queue_seq;       /* FIFO order among equal expirations */
 	const struct tw_observer *observer;
 	uint32_t size;
+	uint32_t factor;          /* level tick ratio: size, or size/2 */
 	uint32_t nlevels;
 	uint32_t max_levels;
 	uint8_t mode;
