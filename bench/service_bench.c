@@ -19,7 +19,8 @@
  * The lateness runs take their service settings from the environment, for
  * experiments: BENCH_WHEEL_SIZE (20), BENCH_EXECUTORS (1), BENCH_SHARDS
  * (the default), and BENCH_HIST=1 prints the worst lateness per 100 ms of
- * due time.
+ * due time. BENCH_RUNS (3, at most 9): runs per throughput figure; the
+ * median is reported with the spread.
  */
 #define _GNU_SOURCE
 
@@ -46,16 +47,30 @@ static uint64_t rnd(uint64_t *s)
 	return *s;
 }
 
-static void report(const char *impl, const char *workload, unsigned threads,
-		   double ns_per_op)
+static int cmp_double(const void *a, const void *b)
 {
-	printf("  %-22s %-8s %u thread%s  %8.1f ns/op  %6.2f Mops/s\n", impl,
-	       workload, threads, threads > 1 ? "s" : " ", ns_per_op,
-	       1e3 / ns_per_op);
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* The median of runs[0..n) and its spread (min .. max). */
+static void report(const char *impl, const char *workload, unsigned threads,
+		   double *runs, int n)
+{
+	double median;
+
+	qsort(runs, (size_t)n, sizeof(*runs), cmp_double);
+	median = runs[n / 2];
+	printf("  %-22s %-8s %u thread%s  %8.1f ns/op  %6.2f Mops/s  (%d runs: "
+	       "%.1f .. %.1f)\n", impl, workload, threads, threads > 1 ? "s" : " ",
+	       median, 1e3 / median, n, runs[0], runs[n - 1]);
 	if (csv)
 		fprintf(csv, "%s,%s,%u,%zu,%.1f\n", impl, workload, threads, N,
-			ns_per_op);
+			median);
 }
+
+static int nruns = 3;
 
 /* ---- one interface over the implementations ---- */
 
@@ -165,37 +180,40 @@ static void producers(const char *name, enum impl impl, unsigned shards)
 	static const unsigned counts[] = { 1, 2, 4 };
 
 	for (size_t c = 0; c < 3; c++) {
-		struct bench b = { 0 };
-		struct tw_service_config cfg = { 0 };
-		double add, cancel, churn;
+		double add[9], cancel[9], churn[9];
 
-		b.impl = impl;
-		b.threads = counts[c];
-		b.items = calloc(N, sizeof(*b.items));
-		for (size_t i = 0; i < N; i++) {
-			tw_service_timer_init(&b.items[i].st, svc_fn, 0);
-			heap_timer_init(&b.items[i].ht, heap_fn);
+		for (int r = 0; r < nruns; r++) {
+			struct bench b = { 0 };
+			struct tw_service_config cfg = { 0 };
+
+			b.impl = impl;
+			b.threads = counts[c];
+			b.items = calloc(N, sizeof(*b.items));
+			for (size_t i = 0; i < N; i++) {
+				tw_service_timer_init(&b.items[i].st, svc_fn, 0);
+				heap_timer_init(&b.items[i].ht, heap_fn);
+			}
+			b.base = heap_now_ns();
+			if (impl == HEAP) {
+				heap_service_init(&b.hs, N, true);
+			} else {
+				cfg.shards = shards;
+				cfg.executors = 1;
+				tw_service_create(&b.svc, &cfg);
+			}
+			add[r] = run_phase(&b, 0);
+			cancel[r] = run_phase(&b, 1);
+			run_phase(&b, 0); /* all pending again */
+			churn[r] = run_phase(&b, 2);
+			if (impl == HEAP)
+				heap_service_destroy(&b.hs);
+			else
+				tw_service_destroy(b.svc);
+			free(b.items);
 		}
-		b.base = heap_now_ns();
-		if (impl == HEAP) {
-			heap_service_init(&b.hs, N, true);
-		} else {
-			cfg.shards = shards;
-			cfg.executors = 1;
-			tw_service_create(&b.svc, &cfg);
-		}
-		add = run_phase(&b, 0);
-		cancel = run_phase(&b, 1);
-		run_phase(&b, 0); /* all pending again */
-		churn = run_phase(&b, 2);
-		report(name, "add", b.threads, add);
-		report(name, "cancel", b.threads, cancel);
-		report(name, "churn", b.threads, churn);
-		if (impl == HEAP)
-			heap_service_destroy(&b.hs);
-		else
-			tw_service_destroy(b.svc);
-		free(b.items);
+		report(name, "add", counts[c], add, nruns);
+		report(name, "cancel", counts[c], cancel, nruns);
+		report(name, "churn", counts[c], churn, nruns);
 	}
 }
 
@@ -227,7 +245,7 @@ static void wait_all(void)
 		nanosleep(&ts, NULL);
 }
 
-static void expire(const char *name, enum impl impl, unsigned executors)
+static double expire_once(enum impl impl, unsigned executors)
 {
 	struct item *items = calloc(N, sizeof(*items));
 	struct tw_service_config cfg = { 0 };
@@ -235,6 +253,7 @@ static void expire(const char *name, enum impl impl, unsigned executors)
 	struct heap_service hs;
 	int64_t due;
 	uint64_t seed = 7;
+	double ns;
 
 	atomic_store(&ran, 0);
 	cfg.executors = executors;
@@ -257,13 +276,22 @@ static void expire(const char *name, enum impl impl, unsigned executors)
 		}
 	}
 	wait_all();
-	report(name, "expire", executors ? executors : 1,
-	       (double)(atomic_load(&last_run) - (due + 1000000)) / (double)N);
+	ns = (double)(atomic_load(&last_run) - (due + 1000000)) / (double)N;
 	if (impl == HEAP)
 		heap_service_destroy(&hs);
 	else
 		tw_service_destroy(svc);
 	free(items);
+	return ns;
+}
+
+static void expire(const char *name, enum impl impl, unsigned executors)
+{
+	double runs[9];
+
+	for (int r = 0; r < nruns; r++)
+		runs[r] = expire_once(impl, executors);
+	report(name, "expire", executors ? executors : 1, runs, nruns);
 }
 
 /* ---- lateness on the real clock ---- */
@@ -437,6 +465,9 @@ int main(int argc, char **argv)
 		N = strtoull(argv[1], NULL, 10);
 	if (argc > 2)
 		csv = fopen(argv[2], "w");
+	nruns = (int)env_or("BENCH_RUNS", 3);
+	if (nruns < 1 || nruns > 9)
+		nruns = 3;
 	if (csv)
 		fprintf(csv, "impl,workload,threads,n,ns_per_op\n");
 	printf("timer service vs binary heap under one mutex, N = %zu pending, "
