@@ -72,7 +72,7 @@ VALGRIND = valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-k
 # memcheck over every test binary and the trace tool (the differential test
 # with fewer operations: valgrind is ~30x slower).
 valgrind: build
-	@set -e; for t in test_wheel test_kafka test_seeds test_service; do \
+	@set -e; for t in test_wheel test_kafka test_seeds test_service test_purgatory; do \
 	  echo "valgrind $$t"; $(VALGRIND) $(BUILD)/tests/$$t >/dev/null; done
 	@echo "valgrind test_differential 100000"
 	@$(VALGRIND) $(BUILD)/tests/test_differential 100000 >/dev/null

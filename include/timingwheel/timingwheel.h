@@ -21,5 +21,6 @@
 #include "timingwheel/wheel.h"
 #include "timingwheel/inspect.h"
 #include "timingwheel/service.h"
+#include "timingwheel/purgatory.h"
 
 #endif

@@ -1,0 +1,697 @@
+/*
+ * purgatory.c — Kafka's DelayedOperationPurgatory.
+ *
+ * Watch lists. Every key that has operations waiting on it has a list of
+ * watch entries (the callers' struct tw_watch, one per op and key) in a
+ * hash table split into shards with a mutex each (Kafka uses 512), so
+ * producers checking different keys rarely share a lock.
+ *
+ * Exactly once. tw_op_force_complete() flips op->completed from 0 to 1 with
+ * a compare-and-swap: the condition check, the timeout and a cancel race
+ * for it and exactly one wins. The winner cancels the timeout and (unless
+ * it is a cancel) runs on_complete; the timeout then adds on_expiration.
+ *
+ * Lazy purge, as Kafka. A completed op's entries stay in the lists of its
+ * other keys until that key is checked, or until more than purge_interval
+ * ops completed since the last purge, when one thread walks every list.
+ * Because entries outlive completion, ops are reference counted: each
+ * linked entry, an armed timeout and any call in progress hold a
+ * reference, and on_release runs when the last one goes.
+ *
+ * Locks: a shard lock is never held while user code runs (try_complete,
+ * on_complete and on_release run after the shard is unlocked, on a
+ * snapshot of the ops); an op's lock is taken before a shard lock, never
+ * after.
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "list.h"
+#include "timingwheel/purgatory.h"
+
+struct tw_watchers {
+	struct tw_watchers *next; /* hash chain */
+	uint64_t hash;
+	size_t len;
+	size_t count;
+	struct tw_link entries;
+	unsigned char key[];
+};
+
+struct pshard {
+	_Alignas(64) pthread_mutex_t mu;
+	struct tw_watchers **table;
+	size_t nbuckets;
+	size_t nkeys;
+};
+
+struct tw_purgatory {
+	struct tw_service *svc;
+	struct pshard *shards;
+	unsigned nshards;
+	size_t purge_interval;
+	atomic_size_t watched;
+	atomic_size_t delayed;
+	atomic_size_t completed_since_purge;
+	atomic_bool purging;
+	atomic_bool closing;
+	pthread_mutex_t shutdown_mu;
+	bool shut_down;
+};
+
+/* Ops collected under a shard lock and dealt with after it. Per call, with
+ * room for 32 inline, so the common case allocates nothing. */
+struct oplist {
+	struct tw_delayed_op **ops;
+	size_t len, cap;
+	struct tw_delayed_op *small[32];
+};
+
+static void oplist_init(struct oplist *l)
+{
+	l->ops = l->small;
+	l->len = 0;
+	l->cap = sizeof(l->small) / sizeof(l->small[0]);
+}
+
+static bool oplist_push(struct oplist *l, struct tw_delayed_op *op)
+{
+	if (l->len == l->cap) {
+		size_t cap = 2 * l->cap;
+		struct tw_delayed_op **grown = malloc(cap * sizeof(*grown));
+
+		if (!grown)
+			return false;
+		memcpy(grown, l->ops, l->len * sizeof(*grown));
+		if (l->ops != l->small)
+			free(l->ops);
+		l->ops = grown;
+		l->cap = cap;
+	}
+	l->ops[l->len++] = op;
+	return true;
+}
+
+static void oplist_free(struct oplist *l)
+{
+	if (l->ops != l->small)
+		free(l->ops);
+	oplist_init(l);
+}
+
+/* ---- references ---- */
+
+static void op_get(struct tw_delayed_op *op)
+{
+	atomic_fetch_add(&op->refs, 1);
+}
+
+static void op_put(struct tw_delayed_op *op)
+{
+	if (atomic_fetch_sub(&op->refs, 1) == 1 && op->on_release)
+		op->on_release(op);
+}
+
+/* Drop the references collected under a lock, now that it is released. */
+static void put_all(struct oplist *puts)
+{
+	for (size_t i = 0; i < puts->len; i++)
+		op_put(puts->ops[i]);
+	oplist_free(puts);
+}
+
+/* ---- the hash table ---- */
+
+static uint64_t hash_key(const void *key, size_t len)
+{
+	const unsigned char *p = key;
+	uint64_t h = 1469598103934665603ULL; /* FNV-1a */
+
+	for (size_t i = 0; i < len; i++)
+		h = (h ^ p[i]) * 1099511628211ULL;
+	return h ^ (h >> 29);
+}
+
+static struct pshard *shard_for(struct tw_purgatory *p, uint64_t h)
+{
+	return &p->shards[h % p->nshards];
+}
+
+static struct tw_watchers **slot_for(struct pshard *sh, uint64_t h)
+{
+	return &sh->table[(h >> 16) % sh->nbuckets];
+}
+
+static struct tw_watchers *find(struct pshard *sh, uint64_t h, const void *key,
+				size_t len)
+{
+	for (struct tw_watchers *ws = *slot_for(sh, h); ws; ws = ws->next)
+		if (ws->hash == h && ws->len == len && !memcmp(ws->key, key, len))
+			return ws;
+	return NULL;
+}
+
+static void grow(struct pshard *sh)
+{
+	size_t n = sh->nbuckets * 2;
+	struct tw_watchers **table = calloc(n, sizeof(*table));
+
+	if (!table)
+		return; /* longer chains, still correct */
+	for (size_t i = 0; i < sh->nbuckets; i++) {
+		while (sh->table[i]) {
+			struct tw_watchers *ws = sh->table[i];
+
+			sh->table[i] = ws->next;
+			ws->next = table[(ws->hash >> 16) % n];
+			table[(ws->hash >> 16) % n] = ws;
+		}
+	}
+	free(sh->table);
+	sh->table = table;
+	sh->nbuckets = n;
+}
+
+static struct tw_watchers *find_or_add(struct pshard *sh, uint64_t h,
+				       const void *key, size_t len)
+{
+	struct tw_watchers *ws = find(sh, h, key, len), **slot;
+
+	if (ws)
+		return ws;
+	ws = malloc(sizeof(*ws) + len);
+	if (!ws)
+		return NULL;
+	ws->hash = h;
+	ws->len = len;
+	ws->count = 0;
+	list_init(&ws->entries);
+	memcpy(ws->key, key, len);
+	if (sh->nkeys >= sh->nbuckets)
+		grow(sh);
+	slot = slot_for(sh, h);
+	ws->next = *slot;
+	*slot = ws;
+	sh->nkeys++;
+	return ws;
+}
+
+static void remove_if_empty(struct pshard *sh, struct tw_watchers *ws)
+{
+	struct tw_watchers **pp = slot_for(sh, ws->hash);
+
+	if (ws->count)
+		return;
+	while (*pp != ws)
+		pp = &(*pp)->next;
+	*pp = ws->next;
+	sh->nkeys--;
+	free(ws);
+}
+
+/* Under the shard lock; the op's reference is dropped later. */
+static void unlink_entry(struct tw_purgatory *p, struct tw_watchers *ws,
+			 struct tw_watch *w, struct oplist *puts)
+{
+	list_unlink(&w->link);
+	ws->count--;
+	w->list = NULL;
+	atomic_fetch_sub(&w->op->linked, 1);
+	atomic_fetch_sub(&p->watched, 1);
+	if (!oplist_push(puts, w->op))
+		op_put(w->op); /* out of memory: drop it here instead */
+}
+
+/* Unlink the completed entries of one list. */
+static void drop_completed(struct tw_purgatory *p, struct tw_watchers *ws,
+			   struct oplist *puts)
+{
+	struct tw_link *l = ws->entries.next;
+
+	while (l != &ws->entries) {
+		struct tw_watch *w = tw_container_of(l, struct tw_watch, link);
+
+		l = l->next;
+		if (atomic_load(&w->op->completed))
+			unlink_entry(p, ws, w, puts);
+	}
+}
+
+/* ---- operations ---- */
+
+static void on_timeout(struct tw_service *svc, struct tw_service_timer *t);
+
+int tw_op_init(struct tw_delayed_op *op, int64_t timeout,
+	       tw_op_try_complete_fn *try_complete, tw_op_fn *on_complete,
+	       tw_op_fn *on_expiration, pthread_mutex_t *lock)
+{
+	if (!op || timeout <= 0 || !try_complete || !on_complete)
+		return TW_EINVAL;
+	memset(op, 0, sizeof(*op));
+	tw_service_timer_init(&op->timer, on_timeout, 0);
+	op->timeout = timeout;
+	op->try_complete = try_complete;
+	op->on_complete = on_complete;
+	op->on_expiration = on_expiration;
+	pthread_mutex_init(&op->own_lock, NULL);
+	op->lock = lock ? lock : &op->own_lock;
+	atomic_init(&op->completed, 0);
+	atomic_init(&op->refs, 0);
+	atomic_init(&op->linked, 0);
+	return TW_OK;
+}
+
+void tw_op_destroy(struct tw_delayed_op *op)
+{
+	if (op)
+		pthread_mutex_destroy(&op->own_lock);
+}
+
+bool tw_op_is_completed(const struct tw_delayed_op *op)
+{
+	return atomic_load(&((struct tw_delayed_op *)op)->completed) != 0;
+}
+
+static void maybe_purge(struct tw_purgatory *p);
+
+/* Win the race to complete (or, with run_callback false, to cancel). */
+static bool claim(struct tw_delayed_op *op, bool run_callback)
+{
+	struct tw_purgatory *p = op->purgatory;
+	int expected = 0;
+
+	if (!atomic_compare_exchange_strong(&op->completed, &expected, 1))
+		return false;
+	op_get(op);
+	if (p) {
+		if (tw_service_cancel(p->svc, &op->timer) == TW_SVC_STOPPED) {
+			atomic_fetch_sub(&p->delayed, 1);
+			op_put(op); /* the timeout's reference */
+		}
+		if (atomic_load(&op->linked))
+			atomic_fetch_add(&p->completed_since_purge, 1);
+	}
+	if (run_callback)
+		op->on_complete(op);
+	if (p && run_callback)
+		maybe_purge(p);
+	op_put(op);
+	return true;
+}
+
+bool tw_op_force_complete(struct tw_delayed_op *op)
+{
+	return claim(op, true);
+}
+
+bool tw_op_safe_try_complete(struct tw_delayed_op *op)
+{
+	bool done;
+
+	pthread_mutex_lock(op->lock);
+	done = op->try_complete(op);
+	pthread_mutex_unlock(op->lock);
+	return done;
+}
+
+static void on_timeout(struct tw_service *svc, struct tw_service_timer *t)
+{
+	struct tw_delayed_op *op = tw_container_of(t, struct tw_delayed_op, timer);
+
+	(void)svc;
+	atomic_fetch_sub(&op->purgatory->delayed, 1);
+	if (tw_op_force_complete(op) && op->on_expiration)
+		op->on_expiration(op);
+	op_put(op); /* the timeout's reference */
+}
+
+/* ---- the purgatory ---- */
+
+int tw_purgatory_create(struct tw_purgatory **out,
+			const struct tw_purgatory_config *cfg)
+{
+	struct tw_purgatory *p;
+	struct tw_service_config scfg = { 0 };
+	int rc;
+
+	if (!out)
+		return TW_EINVAL;
+	*out = NULL;
+	p = calloc(1, sizeof(*p));
+	if (!p)
+		return TW_ENOMEM;
+	if (cfg)
+		scfg = cfg->service;
+	p->nshards = cfg && cfg->shards ? cfg->shards : 512;
+	p->purge_interval = cfg && cfg->purge_interval ? cfg->purge_interval : 1000;
+	if (p->nshards > 65536) {
+		free(p);
+		return TW_EINVAL;
+	}
+	pthread_mutex_init(&p->shutdown_mu, NULL);
+	p->shards = aligned_alloc(64, p->nshards * sizeof(*p->shards));
+	if (!p->shards) {
+		free(p);
+		return TW_ENOMEM;
+	}
+	for (unsigned i = 0; i < p->nshards; i++) {
+		struct pshard *sh = &p->shards[i];
+
+		memset(sh, 0, sizeof(*sh));
+		pthread_mutex_init(&sh->mu, NULL);
+		sh->nbuckets = 8;
+		sh->table = calloc(sh->nbuckets, sizeof(*sh->table));
+		if (!sh->table) {
+			p->nshards = i + 1;
+			tw_purgatory_destroy(p);
+			return TW_ENOMEM;
+		}
+	}
+	rc = tw_service_create(&p->svc, &scfg);
+	if (rc) {
+		tw_purgatory_destroy(p);
+		return rc;
+	}
+	*out = p;
+	return TW_OK;
+}
+
+/* Watch op on one key, under the op's lock. */
+static int watch(struct tw_purgatory *p, struct tw_delayed_op *op,
+		 const void *key, size_t len, struct tw_watch *w)
+{
+	uint64_t h = hash_key(key, len);
+	struct pshard *sh = shard_for(p, h);
+	struct tw_watchers *ws;
+
+	pthread_mutex_lock(&sh->mu);
+	ws = find_or_add(sh, h, key, len);
+	if (!ws) {
+		pthread_mutex_unlock(&sh->mu);
+		return TW_ENOMEM;
+	}
+	w->op = op;
+	w->list = ws;
+	list_append(&ws->entries, &w->link);
+	ws->count++;
+	op_get(op);
+	atomic_fetch_add(&op->linked, 1);
+	atomic_fetch_add(&p->watched, 1);
+	pthread_mutex_unlock(&sh->mu);
+	return TW_OK;
+}
+
+/* Take back the entries of a watch that failed half-way. */
+static void unwatch(struct tw_purgatory *p, struct tw_watch *w)
+{
+	struct tw_watchers *ws = w->list;
+	struct pshard *sh = shard_for(p, ws->hash);
+	struct oplist puts;
+
+	oplist_init(&puts);
+	pthread_mutex_lock(&sh->mu);
+	unlink_entry(p, ws, w, &puts);
+	remove_if_empty(sh, ws);
+	pthread_mutex_unlock(&sh->mu);
+	put_all(&puts);
+}
+
+int tw_purgatory_try_complete_else_watch(struct tw_purgatory *p,
+					 struct tw_delayed_op *op,
+					 const void *const *keys,
+					 const size_t *lens, size_t nkeys,
+					 struct tw_watch *watches)
+{
+	bool done;
+	int rc = TW_OK;
+	size_t i;
+
+	if (!p || !op || !keys || !lens || !watches || nkeys == 0)
+		return TW_EINVAL;
+	for (i = 0; i < nkeys; i++)
+		if (!keys[i] || lens[i] == 0 || lens[i] > TW_KEY_MAX)
+			return TW_EINVAL;
+	if (atomic_load(&p->closing))
+		return TW_ESHUTDOWN;
+	op->purgatory = p;
+	op_get(op); /* this call's reference */
+
+	/* Kafka's safeTryCompleteOrElse: watch under the op's lock right
+	 * after the failed check, so no check in between is lost. */
+	pthread_mutex_lock(op->lock);
+	done = op->try_complete(op);
+	for (i = 0; !done && i < nkeys && rc == TW_OK; i++)
+		rc = watch(p, op, keys[i], lens[i], &watches[i]);
+	pthread_mutex_unlock(op->lock);
+	if (rc) {
+		while (i-- > 1)
+			unwatch(p, &watches[i - 1]);
+		op_put(op);
+		return rc;
+	}
+	if (!done && !tw_op_is_completed(op)) {
+		atomic_fetch_add(&p->delayed, 1);
+		op_get(op); /* the timeout's reference */
+		if (tw_service_add_in(p->svc, &op->timer, op->timeout) != TW_OK) {
+			atomic_fetch_sub(&p->delayed, 1);
+			op_put(op);
+		} else if (tw_op_is_completed(op) &&
+			   tw_service_cancel(p->svc, &op->timer) == TW_SVC_STOPPED) {
+			/* Completed before its timeout was armed. */
+			atomic_fetch_sub(&p->delayed, 1);
+			op_put(op);
+		}
+	}
+	op_put(op);
+	return done ? 1 : 0;
+}
+
+int64_t tw_purgatory_check_and_complete(struct tw_purgatory *p,
+					const void *key, size_t len)
+{
+	uint64_t h;
+	struct pshard *sh;
+	struct tw_watchers *ws;
+	struct oplist snapshot, puts;
+	int64_t completed = 0;
+
+	if (!p || !key || len == 0 || len > TW_KEY_MAX)
+		return TW_EINVAL;
+	h = hash_key(key, len);
+	sh = shard_for(p, h);
+	oplist_init(&snapshot);
+	oplist_init(&puts);
+	pthread_mutex_lock(&sh->mu);
+	ws = find(sh, h, key, len);
+	if (ws) {
+		drop_completed(p, ws, &puts);
+		for (struct tw_link *l = ws->entries.next; l != &ws->entries;
+		     l = l->next) {
+			struct tw_delayed_op *op =
+				tw_container_of(l, struct tw_watch, link)->op;
+
+			if (oplist_push(&snapshot, op))
+				op_get(op);
+		}
+		remove_if_empty(sh, ws);
+	}
+	pthread_mutex_unlock(&sh->mu);
+	put_all(&puts);
+
+	/* try_complete runs with no shard lock held: it may call back. */
+	for (size_t i = 0; i < snapshot.len; i++) {
+		struct tw_delayed_op *op = snapshot.ops[i];
+
+		if (!tw_op_is_completed(op) && tw_op_safe_try_complete(op))
+			completed++;
+	}
+	if (completed) {
+		pthread_mutex_lock(&sh->mu);
+		ws = find(sh, h, key, len);
+		if (ws) {
+			drop_completed(p, ws, &puts);
+			remove_if_empty(sh, ws);
+		}
+		pthread_mutex_unlock(&sh->mu);
+		put_all(&puts);
+	}
+	put_all(&snapshot);
+	return completed;
+}
+
+/* Claim the uncompleted ops of one list (unlinking all its entries) into
+ * claimed; the caller hands them back. */
+static void claim_list(struct tw_purgatory *p, struct tw_watchers *ws,
+		       struct oplist *claimed, struct oplist *puts)
+{
+	while (!list_empty(&ws->entries)) {
+		struct tw_watch *w =
+			tw_container_of(ws->entries.next, struct tw_watch, link);
+		struct tw_delayed_op *op = w->op;
+		int expected = 0;
+
+		if (atomic_compare_exchange_strong(&op->completed, &expected, 1)) {
+			/* Keep a reference: its entry's goes below. */
+			op_get(op);
+			if (!oplist_push(claimed, op))
+				op_put(op); /* out of memory: claimed, not handed back */
+		}
+		unlink_entry(p, ws, w, puts);
+	}
+}
+
+/* Cancel the timeouts of claimed ops and hand them back. */
+static int64_t hand_back_claimed(struct tw_purgatory *p, struct oplist *claimed,
+				 tw_op_fn *hand_back)
+{
+	int64_t n = 0;
+
+	for (size_t i = 0; i < claimed->len; i++) {
+		struct tw_delayed_op *op = claimed->ops[i];
+
+		if (tw_service_cancel_sync(p->svc, &op->timer) == TW_SVC_STOPPED) {
+			atomic_fetch_sub(&p->delayed, 1);
+			op_put(op);
+		}
+		n++;
+		if (hand_back)
+			hand_back(op);
+	}
+	put_all(claimed);
+	return n;
+}
+
+int64_t tw_purgatory_cancel_for_key(struct tw_purgatory *p, const void *key,
+				    size_t len, tw_op_fn *hand_back)
+{
+	uint64_t h;
+	struct pshard *sh;
+	struct tw_watchers *ws;
+	struct oplist claimed, puts;
+	int64_t n;
+
+	if (!p || !key || len == 0 || len > TW_KEY_MAX)
+		return TW_EINVAL;
+	h = hash_key(key, len);
+	sh = shard_for(p, h);
+	oplist_init(&claimed);
+	oplist_init(&puts);
+	pthread_mutex_lock(&sh->mu);
+	ws = find(sh, h, key, len);
+	if (ws) {
+		claim_list(p, ws, &claimed, &puts);
+		remove_if_empty(sh, ws);
+	}
+	pthread_mutex_unlock(&sh->mu);
+	n = hand_back_claimed(p, &claimed, hand_back);
+	put_all(&puts);
+	return n;
+}
+
+size_t tw_purgatory_watched(struct tw_purgatory *p)
+{
+	return atomic_load(&p->watched);
+}
+
+size_t tw_purgatory_delayed(struct tw_purgatory *p)
+{
+	return atomic_load(&p->delayed);
+}
+
+void tw_purgatory_purge(struct tw_purgatory *p)
+{
+	for (unsigned i = 0; i < p->nshards; i++) {
+		struct pshard *sh = &p->shards[i];
+		struct oplist puts;
+
+		oplist_init(&puts);
+		pthread_mutex_lock(&sh->mu);
+		for (size_t b = 0; b < sh->nbuckets; b++) {
+			struct tw_watchers *ws = sh->table[b];
+
+			while (ws) {
+				struct tw_watchers *next = ws->next;
+
+				drop_completed(p, ws, &puts);
+				remove_if_empty(sh, ws);
+				ws = next;
+			}
+		}
+		pthread_mutex_unlock(&sh->mu);
+		put_all(&puts);
+	}
+}
+
+/* Kafka's purge: once enough completed ops may linger in lists, one thread
+ * walks them all. */
+static void maybe_purge(struct tw_purgatory *p)
+{
+	bool expected = false;
+
+	if (atomic_load(&p->completed_since_purge) <= p->purge_interval)
+		return;
+	if (!atomic_compare_exchange_strong(&p->purging, &expected, true))
+		return;
+	atomic_store(&p->completed_since_purge, 0);
+	tw_purgatory_purge(p);
+	atomic_store(&p->purging, false);
+}
+
+int64_t tw_purgatory_shutdown(struct tw_purgatory *p, tw_op_fn *hand_back)
+{
+	struct oplist claimed;
+	int64_t n;
+
+	if (!p)
+		return TW_EINVAL;
+	pthread_mutex_lock(&p->shutdown_mu);
+	if (p->shut_down) {
+		pthread_mutex_unlock(&p->shutdown_mu);
+		return 0;
+	}
+	atomic_store(&p->closing, true);
+	oplist_init(&claimed);
+	for (unsigned i = 0; i < p->nshards; i++) {
+		struct pshard *sh = &p->shards[i];
+		struct oplist puts;
+
+		oplist_init(&puts);
+		pthread_mutex_lock(&sh->mu);
+		for (size_t b = 0; b < sh->nbuckets; b++) {
+			while (sh->table[b]) {
+				struct tw_watchers *ws = sh->table[b];
+
+				claim_list(p, ws, &claimed, &puts);
+				remove_if_empty(sh, ws);
+			}
+		}
+		pthread_mutex_unlock(&sh->mu);
+		put_all(&puts);
+	}
+	n = hand_back_claimed(p, &claimed, hand_back);
+	/* Nothing of ours is left in the service; wait for any timeout
+	 * callback still running. */
+	tw_service_shutdown(p->svc, NULL, NULL);
+	p->shut_down = true;
+	pthread_mutex_unlock(&p->shutdown_mu);
+	return n;
+}
+
+void tw_purgatory_destroy(struct tw_purgatory *p)
+{
+	if (!p)
+		return;
+	if (p->svc) {
+		tw_purgatory_shutdown(p, NULL);
+		tw_service_destroy(p->svc);
+	}
+	for (unsigned i = 0; i < p->nshards; i++) {
+		free(p->shards[i].table);
+		pthread_mutex_destroy(&p->shards[i].mu);
+	}
+	free(p->shards);
+	pthread_mutex_destroy(&p->shutdown_mu);
+	free(p);
+}

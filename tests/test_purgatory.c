@@ -1,0 +1,496 @@
+/*
+ * The purgatory: the behaviours of Kafka's DelayedOperationTest (see
+ * ../shared/KAFKA_TESTS.md), exactly-once completion under threads, bounded
+ * memory through lazy purging, shutdown and bad input.
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <string.h>
+#include <time.h>
+
+#include "check.h"
+
+#define MS 1000000LL /* the service clock is in nanoseconds */
+
+struct mock {
+	struct tw_delayed_op op;
+	struct tw_watch watches[3];
+	atomic_bool completable;
+	atomic_int attempts_left; /* > 0: complete after that many tries */
+	atomic_int completes, expirations, releases, tries;
+	bool lock_was_held;
+	int64_t added_at, completed_at;
+};
+
+static int64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static void sleep_us(long us)
+{
+	struct timespec ts = { us / 1000000, (us % 1000000) * 1000 };
+
+	nanosleep(&ts, NULL);
+}
+
+static bool mock_try(struct tw_delayed_op *op)
+{
+	struct mock *m = tw_container_of(op, struct mock, op);
+
+	atomic_fetch_add(&m->tries, 1);
+	/* Runs under the op's lock: trylock from the holder fails. */
+	m->lock_was_held = pthread_mutex_trylock(op->lock) == EBUSY;
+	if (!m->lock_was_held)
+		pthread_mutex_unlock(op->lock);
+	if (atomic_load(&m->attempts_left) > 0 &&
+	    atomic_fetch_sub(&m->attempts_left, 1) == 1)
+		atomic_store(&m->completable, true);
+	if (!atomic_load(&m->completable))
+		return false;
+	return tw_op_force_complete(op);
+}
+
+static void mock_complete(struct tw_delayed_op *op)
+{
+	struct mock *m = tw_container_of(op, struct mock, op);
+
+	m->completed_at = now_ns();
+	atomic_fetch_add(&m->completes, 1);
+}
+
+static void mock_expire(struct tw_delayed_op *op)
+{
+	atomic_fetch_add(&tw_container_of(op, struct mock, op)->expirations, 1);
+}
+
+static void mock_release(struct tw_delayed_op *op)
+{
+	atomic_fetch_add(&tw_container_of(op, struct mock, op)->releases, 1);
+}
+
+static void mock_init(struct mock *m, int64_t timeout)
+{
+	memset(m, 0, sizeof(*m));
+	CHECK_EQ(tw_op_init(&m->op, timeout, mock_try, mock_complete, mock_expire,
+			    NULL), TW_OK);
+	m->op.on_release = mock_release;
+}
+
+static struct tw_purgatory *new_purgatory(size_t purge_interval)
+{
+	struct tw_purgatory_config cfg = { 0 };
+	struct tw_purgatory *p = NULL;
+
+	cfg.purge_interval = purge_interval;
+	cfg.service.executors = 1;
+	CHECK_EQ(tw_purgatory_create(&p, &cfg), TW_OK);
+	return p;
+}
+
+/* Watch m on the named keys ("k1", "k2", ...). */
+static int watch_on(struct tw_purgatory *p, struct mock *m, int nkeys,
+		    const char *k0, const char *k1, const char *k2)
+{
+	const void *keys[3] = { k0, k1, k2 };
+	size_t lens[3] = { strlen(k0), k1 ? strlen(k1) : 0, k2 ? strlen(k2) : 0 };
+
+	m->added_at = now_ns();
+	return tw_purgatory_try_complete_else_watch(p, &m->op, keys, lens,
+						    (size_t)nkeys, m->watches);
+}
+
+static int64_t check(struct tw_purgatory *p, const char *key)
+{
+	return tw_purgatory_check_and_complete(p, key, strlen(key));
+}
+
+static void test_request_satisfaction(void)
+{
+	struct tw_purgatory *p = new_purgatory(0);
+	struct mock r1, r2;
+
+	mock_init(&r1, 100000 * MS);
+	mock_init(&r2, 100000 * MS);
+	CHECK_EQ(check(p, "test1"), 0);          /* nothing watched */
+	CHECK_EQ(watch_on(p, &r1, 1, "test1", NULL, NULL), 0);
+	CHECK_EQ(check(p, "test1"), 0);          /* not yet completable */
+	atomic_store(&r1.completable, true);
+	CHECK_EQ(check(p, "test1"), 1);          /* now it is */
+	CHECK_EQ(check(p, "test1"), 0);          /* and only once */
+	CHECK_EQ(atomic_load(&r1.completes), 1);
+	CHECK_EQ(atomic_load(&r1.expirations), 0);
+	CHECK(r1.lock_was_held);
+	/* Completable at once: completed now, never watched. */
+	atomic_store(&r2.completable, true);
+	CHECK_EQ(watch_on(p, &r2, 1, "test2", NULL, NULL), 1);
+	CHECK_EQ(tw_purgatory_watched(p), 0);
+	CHECK_EQ(tw_purgatory_delayed(p), 0);
+	tw_purgatory_destroy(p);
+	CHECK_EQ(atomic_load(&r1.releases), 1);
+	CHECK_EQ(atomic_load(&r2.releases), 1);
+	tw_op_destroy(&r1.op);
+	tw_op_destroy(&r2.op);
+}
+
+static void test_request_expiry(void)
+{
+	struct tw_purgatory *p = new_purgatory(0);
+	struct mock r1, r2;
+	int64_t deadline = now_ns() + 5000 * MS;
+
+	mock_init(&r1, 20 * MS);
+	mock_init(&r2, 200000 * MS);
+	CHECK_EQ(watch_on(p, &r1, 1, "test1", NULL, NULL), 0);
+	CHECK_EQ(watch_on(p, &r2, 1, "test2", NULL, NULL), 0);
+	while (!atomic_load(&r1.completes) && now_ns() < deadline)
+		sleep_us(1000);
+	CHECK_EQ(atomic_load(&r1.completes), 1);
+	CHECK_EQ(atomic_load(&r1.expirations), 1);
+	CHECK(r1.completed_at - r1.added_at >= 20 * MS); /* not before 20 ms */
+	CHECK(!tw_op_is_completed(&r2.op));
+	CHECK_EQ(tw_purgatory_delayed(p), 1);
+	tw_purgatory_destroy(p);
+	CHECK_EQ(atomic_load(&r2.completes), 0); /* handed back, not completed */
+	tw_op_destroy(&r1.op);
+	tw_op_destroy(&r2.op);
+}
+
+static void test_request_purge(void)
+{
+	struct tw_purgatory *p = new_purgatory(0);
+	struct mock r1, r2, r3;
+
+	mock_init(&r1, 100000 * MS);
+	mock_init(&r2, 100000 * MS);
+	mock_init(&r3, 100000 * MS);
+	watch_on(p, &r1, 1, "test1", NULL, NULL);
+	watch_on(p, &r2, 2, "test1", "test2", NULL);
+	watch_on(p, &r3, 3, "test1", "test2", "test3");
+	CHECK_EQ(tw_purgatory_delayed(p), 3);
+	CHECK_EQ(tw_purgatory_watched(p), 6);
+	/* Completing drops the delayed count at once... */
+	atomic_store(&r2.completable, true);
+	CHECK(tw_op_safe_try_complete(&r2.op));
+	CHECK_EQ(tw_purgatory_delayed(p), 2);
+	atomic_store(&r3.completable, true);
+	CHECK(tw_op_safe_try_complete(&r3.op));
+	CHECK_EQ(tw_purgatory_delayed(p), 1);
+	/* ...the watch lists shrink only as keys are checked. */
+	CHECK_EQ(tw_purgatory_watched(p), 6);
+	CHECK_EQ(check(p, "test1"), 0);
+	CHECK_EQ(tw_purgatory_watched(p), 4);
+	CHECK_EQ(check(p, "test2"), 0);
+	CHECK_EQ(tw_purgatory_watched(p), 2);
+	CHECK_EQ(check(p, "test3"), 0);
+	CHECK_EQ(tw_purgatory_watched(p), 1);
+	/* r2 and r3 are no longer referenced: released. */
+	CHECK_EQ(atomic_load(&r2.releases), 1);
+	CHECK_EQ(atomic_load(&r3.releases), 1);
+	CHECK_EQ(atomic_load(&r1.releases), 0);
+	tw_purgatory_destroy(p);
+	CHECK_EQ(atomic_load(&r1.releases), 1);
+	tw_op_destroy(&r1.op);
+	tw_op_destroy(&r2.op);
+	tw_op_destroy(&r3.op);
+}
+
+static struct tw_delayed_op *handed[8];
+static int nhanded;
+
+static void collect(struct tw_delayed_op *op)
+{
+	if (nhanded < 8)
+		handed[nhanded++] = op;
+}
+
+static void test_cancel_for_key(void)
+{
+	struct tw_purgatory *p = new_purgatory(0);
+	struct mock r1, r2, r3;
+
+	mock_init(&r1, 100000 * MS);
+	mock_init(&r2, 100000 * MS);
+	mock_init(&r3, 100000 * MS);
+	watch_on(p, &r1, 1, "key", NULL, NULL);
+	watch_on(p, &r2, 1, "key", NULL, NULL);
+	watch_on(p, &r3, 1, "key2", NULL, NULL);
+	nhanded = 0;
+	CHECK_EQ(tw_purgatory_cancel_for_key(p, "key", 3, collect), 2);
+	CHECK_EQ(nhanded, 2);
+	CHECK((handed[0] == &r1.op && handed[1] == &r2.op) ||
+	      (handed[0] == &r2.op && handed[1] == &r1.op));
+	CHECK_EQ(tw_purgatory_delayed(p), 1);
+	CHECK_EQ(tw_purgatory_watched(p), 1);
+	CHECK_EQ(tw_purgatory_cancel_for_key(p, "unknown", 7, collect), 0);
+	/* Cancelled ops neither complete nor expire. */
+	CHECK_EQ(atomic_load(&r1.completes) + atomic_load(&r1.expirations), 0);
+	CHECK(!tw_op_force_complete(&r1.op));
+	tw_purgatory_destroy(p);
+	tw_op_destroy(&r1.op);
+	tw_op_destroy(&r2.op);
+	tw_op_destroy(&r3.op);
+}
+
+static void test_shared_caller_lock(void)
+{
+	struct tw_purgatory *p = new_purgatory(0);
+	pthread_mutex_t shared = PTHREAD_MUTEX_INITIALIZER;
+	struct mock a, b;
+
+	mock_init(&a, 100000 * MS);
+	mock_init(&b, 100000 * MS);
+	tw_op_init(&a.op, 100000 * MS, mock_try, mock_complete, NULL, &shared);
+	tw_op_init(&b.op, 100000 * MS, mock_try, mock_complete, NULL, &shared);
+	CHECK(a.op.lock == &shared && b.op.lock == &shared);
+	watch_on(p, &a, 1, "k", NULL, NULL);
+	watch_on(p, &b, 1, "k", NULL, NULL);
+	atomic_store(&a.completable, true);
+	atomic_store(&b.completable, true);
+	CHECK_EQ(check(p, "k"), 2);
+	CHECK(a.lock_was_held && b.lock_was_held); /* the shared one */
+	tw_purgatory_destroy(p);
+	tw_op_destroy(&a.op);
+	tw_op_destroy(&b.op);
+}
+
+static void test_shutdown_hands_back_pending(void)
+{
+	struct tw_purgatory *p = new_purgatory(0);
+	struct mock r[5];
+	const char *k[2] = { "x", "y" };
+
+	for (int i = 0; i < 5; i++) {
+		mock_init(&r[i], 100000 * MS);
+		watch_on(p, &r[i], 2, k[i % 2], "z", NULL);
+	}
+	atomic_store(&r[0].completable, true);
+	CHECK_EQ(check(p, "x"), 1);
+	nhanded = 0;
+	CHECK_EQ(tw_purgatory_shutdown(p, collect), 4);
+	CHECK_EQ(nhanded, 4);
+	CHECK_EQ(tw_purgatory_shutdown(p, collect), 0);
+	CHECK_EQ(watch_on(p, &r[0], 1, "x", NULL, NULL), TW_ESHUTDOWN);
+	for (int i = 0; i < 5; i++) {
+		CHECK_EQ(atomic_load(&r[i].completes), i == 0);
+		CHECK_EQ(atomic_load(&r[i].releases), 1);
+	}
+	CHECK_EQ(tw_purgatory_watched(p), 0);
+	CHECK_EQ(tw_purgatory_delayed(p), 0);
+	tw_purgatory_destroy(p);
+	for (int i = 0; i < 5; i++)
+		tw_op_destroy(&r[i].op);
+}
+
+static void test_bad_input(void)
+{
+	struct tw_purgatory *p = new_purgatory(0);
+	struct mock m;
+	char big[TW_KEY_MAX + 1];
+	const void *keys[1] = { big };
+	size_t lens[1] = { sizeof(big) };
+
+	memset(big, 'k', sizeof(big));
+	mock_init(&m, 1000 * MS);
+	CHECK_EQ(tw_op_init(&m.op, 0, mock_try, mock_complete, NULL, NULL), TW_EINVAL);
+	CHECK_EQ(tw_op_init(&m.op, 5, NULL, mock_complete, NULL, NULL), TW_EINVAL);
+	CHECK_EQ(tw_purgatory_create(NULL, NULL), TW_EINVAL);
+	CHECK_EQ(tw_purgatory_try_complete_else_watch(p, &m.op, keys, lens, 0,
+						      m.watches), TW_EINVAL);
+	CHECK_EQ(tw_purgatory_try_complete_else_watch(p, &m.op, keys, lens, 1,
+						      m.watches), TW_EINVAL);
+	lens[0] = 0;
+	CHECK_EQ(tw_purgatory_try_complete_else_watch(p, &m.op, keys, lens, 1,
+						      m.watches), TW_EINVAL);
+	CHECK_EQ(tw_purgatory_check_and_complete(p, big, 0), TW_EINVAL);
+	CHECK_EQ(tw_purgatory_check_and_complete(p, big, TW_KEY_MAX + 1), TW_EINVAL);
+	CHECK_EQ(tw_purgatory_cancel_for_key(p, NULL, 3, NULL), TW_EINVAL);
+	/* A key of TW_KEY_MAX bytes is fine. */
+	lens[0] = TW_KEY_MAX;
+	CHECK_EQ(tw_purgatory_try_complete_else_watch(p, &m.op, keys, lens, 1,
+						      m.watches), 0);
+	CHECK_EQ(tw_purgatory_watched(p), 1);
+	CHECK_EQ(tw_purgatory_delayed(p), 1);
+	tw_purgatory_destroy(p);
+	tw_op_destroy(&m.op);
+}
+
+static void test_memory_bounded_by_purge(void)
+{
+	/* Each op watches a key nobody checks and one that completes it:
+	 * without purging, the first lists would grow without end. */
+	enum { N = 20000, INTERVAL = 100 };
+	static struct mock m[N];
+	struct tw_purgatory *p = new_purgatory(INTERVAL);
+	size_t most = 0;
+	char idle[32], hot[32];
+	long released = 0;
+
+	for (int i = 0; i < N; i++) {
+		mock_init(&m[i], 100000 * MS);
+		snprintf(idle, sizeof(idle), "idle-%d", i % 1000);
+		snprintf(hot, sizeof(hot), "hot-%d", i);
+		CHECK_EQ(watch_on(p, &m[i], 2, idle, hot, NULL), 0);
+		atomic_store(&m[i].completable, true);
+		CHECK_EQ(check(p, hot), 1);
+		if (tw_purgatory_watched(p) > most)
+			most = tw_purgatory_watched(p);
+	}
+	/* At most INTERVAL completed ops linger before a purge runs. */
+	CHECK(most <= 2 * (INTERVAL + 2));
+	CHECK_EQ(tw_purgatory_delayed(p), 0);
+	for (int i = 0; i < N; i++)
+		released += atomic_load(&m[i].releases);
+	CHECK(released >= N - INTERVAL - 2);
+	tw_purgatory_destroy(p);
+	for (int i = 0; i < N; i++) {
+		CHECK_EQ(atomic_load(&m[i].releases), 1);
+		CHECK_EQ(atomic_load(&m[i].completes), 1);
+		tw_op_destroy(&m[i].op);
+	}
+}
+
+/* ---- threads ---- */
+
+enum { OPS = 100, CHECKERS = 20, KEYS = 10 };
+static struct mock ops[OPS];
+static struct tw_purgatory *shared_p;
+static atomic_int remaining;
+
+static void *checker(void *arg)
+{
+	uint64_t s = (uint64_t)(uintptr_t)arg * 2654435761u + 1;
+	char key[16];
+
+	while (atomic_load(&remaining) > 0) {
+		int64_t n;
+
+		s ^= s << 13;
+		s ^= s >> 7;
+		s ^= s << 17;
+		snprintf(key, sizeof(key), "key%d", (int)(s % KEYS));
+		n = check(shared_p, key);
+		CHECK(n >= 0);
+		atomic_fetch_sub(&remaining, (int)n);
+		sleep_us((long)(s % 100));
+	}
+	return NULL;
+}
+
+static void test_many_threads_complete_every_op(void)
+{
+	/* Kafka's 100 ops and 20 threads checking keys with random sleeps:
+	 * every op completes, once (no lost wake-up). */
+	pthread_t th[CHECKERS];
+	char k1[16], k2[16];
+
+	shared_p = new_purgatory(10);
+	atomic_store(&remaining, OPS);
+	for (int i = 0; i < OPS; i++) {
+		mock_init(&ops[i], 100000 * MS);
+		atomic_store(&ops[i].attempts_left, 1 + i % 5);
+	}
+	for (int i = 0; i < CHECKERS; i++)
+		pthread_create(&th[i], NULL, checker, (void *)(uintptr_t)(i + 1));
+	for (int i = 0; i < OPS; i++) {
+		int rc;
+
+		snprintf(k1, sizeof(k1), "key%d", i % KEYS);
+		snprintf(k2, sizeof(k2), "key%d", (i * 7 + 3) % KEYS);
+		rc = watch_on(shared_p, &ops[i], 2, k1, k2, NULL);
+		CHECK(rc == 0 || rc == 1);
+		if (rc == 1)
+			atomic_fetch_sub(&remaining, 1);
+	}
+	for (int i = 0; i < CHECKERS; i++)
+		pthread_join(th[i], NULL);
+	for (int i = 0; i < OPS; i++) {
+		CHECK_EQ(atomic_load(&ops[i].completes), 1);
+		CHECK_EQ(atomic_load(&ops[i].expirations), 0);
+	}
+	tw_purgatory_destroy(shared_p);
+	for (int i = 0; i < OPS; i++) {
+		CHECK_EQ(atomic_load(&ops[i].releases), 1);
+		tw_op_destroy(&ops[i].op);
+	}
+}
+
+static atomic_int stop_racers;
+
+static void *racer(void *arg)
+{
+	uint64_t s = (uint64_t)(uintptr_t)arg * 2654435761u + 7;
+	char key[16];
+
+	while (!atomic_load(&stop_racers)) {
+		s ^= s << 13;
+		s ^= s >> 7;
+		s ^= s << 17;
+		snprintf(key, sizeof(key), "key%d", (int)(s % KEYS));
+		CHECK(check(shared_p, key) >= 0);
+	}
+	return NULL;
+}
+
+static void test_condition_and_timeout_race_exactly_once(void)
+{
+	/* Ops with 1..3 ms timeouts while 4 threads check their keys: each
+	 * completes once, by its condition or by its timeout, never both. */
+	enum { N = 3000 };
+	static struct mock m[N];
+	pthread_t th[4];
+	char k1[16];
+	int64_t deadline;
+	long by_timeout = 0;
+
+	shared_p = new_purgatory(50);
+	atomic_store(&stop_racers, 0);
+	for (int i = 0; i < 4; i++)
+		pthread_create(&th[i], NULL, racer, (void *)(uintptr_t)(i + 1));
+	for (int i = 0; i < N; i++) {
+		mock_init(&m[i], (1 + i % 3) * MS);
+		/* A quarter never satisfied (they expire); the rest need up
+		 * to ~2000 checks, which takes about as long as a timeout. */
+		atomic_store(&m[i].attempts_left, i % 4 ? 1 + (i * 37) % 2000 : 0);
+		snprintf(k1, sizeof(k1), "key%d", i % KEYS);
+		CHECK(watch_on(shared_p, &m[i], 1, k1, NULL, NULL) >= 0);
+	}
+	deadline = now_ns() + 10000 * MS;
+	for (int i = 0; i < N; i++)
+		while (!tw_op_is_completed(&m[i].op) && now_ns() < deadline)
+			sleep_us(100);
+	atomic_store(&stop_racers, 1);
+	for (int i = 0; i < 4; i++)
+		pthread_join(th[i], NULL);
+	tw_purgatory_destroy(shared_p);
+	for (int i = 0; i < N; i++) {
+		CHECK_EQ(atomic_load(&m[i].completes), 1);
+		CHECK(atomic_load(&m[i].expirations) <= 1);
+		CHECK_EQ(atomic_load(&m[i].releases), 1);
+		by_timeout += atomic_load(&m[i].expirations);
+		tw_op_destroy(&m[i].op);
+	}
+	/* Both paths were exercised. */
+	CHECK(by_timeout > 0 && by_timeout < N);
+}
+
+int main(void)
+{
+	RUN(test_request_satisfaction);
+	RUN(test_request_expiry);
+	RUN(test_request_purge);
+	RUN(test_cancel_for_key);
+	RUN(test_shared_caller_lock);
+	RUN(test_shutdown_hands_back_pending);
+	RUN(test_bad_input);
+	RUN(test_memory_bounded_by_purge);
+	RUN(test_many_threads_complete_every_op);
+	RUN(test_condition_and_timeout_race_exactly_once);
+	return check_report();
+}
