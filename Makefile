@@ -1,5 +1,6 @@
 # A thin wrapper around CMake (the real build). The README's two commands:
-#   make demo   build, then replay seed 001 with tw-trace
+#   make demo   build, replay seed 001 with tw-trace, run the acks=all
+#               purgatory example
 #   make test   build, then run every test through ctest
 # Also: make sanitize (ASan+UBSan test run), make clang (clang -Werror build
 # and tests), make valgrind, make install PREFIX=..., make deps.
@@ -10,7 +11,7 @@ JOBS     ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
 
 .PHONY: all build demo test sanitize tsan soak clang valgrind install deps clean \
-	bench-service
+	bench-service bench-purgatory
 
 all: build
 
@@ -35,6 +36,7 @@ build: $(BUILD)/Makefile
 
 demo: build
 	$(BUILD)/tw-trace --text examples/seed001.tw
+	$(BUILD)/produce_acks
 
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
@@ -88,6 +90,12 @@ valgrind: build
 bench-service: build
 	@mkdir -p $(BUILD)/bench
 	$(BUILD)/bench/service_bench $${BENCH_N:-1000000} $(BUILD)/bench/service.csv
+
+# The purgatory at a Poisson request rate (issue 5), then the highest rate
+# this machine sustains.
+bench-purgatory: build
+	$(BUILD)/bench/purgatory_bench
+	$(BUILD)/bench/purgatory_bench --find
 
 install: build
 	cmake --install $(BUILD)

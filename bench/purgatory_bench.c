@@ -1,0 +1,275 @@
+/*
+ * purgatory_bench — in the spirit of Kafka's TestPurgatoryPerformance.
+ *
+ * Requests arrive at a target rate (Poisson: exponential gaps) from one
+ * generator thread; each watches KEYS_PER_REQUEST keys out of KEY_SPACE and
+ * would complete after a latency drawn from a log-normal distribution
+ * (given its median and 75th percentile) — a completer, scheduled on a
+ * second timer service, makes it completable then and checks its keys —
+ * unless its timeout fires first. Reports the achieved rate, process CPU
+ * time per request, the share completed vs expired, and memory per watched
+ * op from the allocator.
+ *
+ * usage: purgatory_bench [REQUESTS [RATE [TIMEOUT_MS [P50_MS [P75_MS]]]]]
+ *        (defaults 200000, 20000/s, 200, 1, 5)
+ *        purgatory_bench --find [REQUESTS]   raise the rate by 25 % a step
+ *        until arrivals fall behind or requests expire that the latency
+ *        distribution would have completed; report the highest rate kept
+ */
+#define _GNU_SOURCE
+
+#include <malloc.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "timingwheel/timingwheel.h"
+
+#define KEY_SPACE 100
+#define KEYS_PER_REQUEST 3
+
+struct request {
+	struct tw_delayed_op op;
+	struct tw_watch watches[KEYS_PER_REQUEST];
+	struct tw_service_timer completion; /* when it becomes completable */
+	int keys[KEYS_PER_REQUEST];
+	int64_t arrival_ns;
+	int64_t latency_ns;
+	atomic_bool completable;
+	atomic_int ended;
+	bool expired;
+};
+
+static struct tw_purgatory *purgatory;
+static struct tw_service *completer;
+static atomic_long ended, expired;
+static char key_names[KEY_SPACE][16];
+
+static int64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static int64_t cpu_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static double allocated(void)
+{
+	struct mallinfo2 mi = mallinfo2();
+
+	return (double)mi.uordblks + (double)mi.hblkhd;
+}
+
+static uint64_t rng = 0x2545f4914f6cdd1dULL;
+
+static double uniform(void)
+{
+	rng ^= rng << 13;
+	rng ^= rng >> 7;
+	rng ^= rng << 17;
+	return ((double)(rng >> 11) + 0.5) / 9007199254740992.0;
+}
+
+static double normal(void)
+{
+	return sqrt(-2.0 * log(uniform())) * cos(2.0 * M_PI * uniform());
+}
+
+static bool try_complete(struct tw_delayed_op *op)
+{
+	struct request *r = tw_container_of(op, struct request, op);
+
+	return atomic_load(&r->completable) && tw_op_force_complete(op);
+}
+
+static void on_complete(struct tw_delayed_op *op)
+{
+	struct request *r = tw_container_of(op, struct request, op);
+
+	atomic_store(&r->ended, 1);
+	atomic_fetch_add(&ended, 1);
+}
+
+static void on_expiration(struct tw_delayed_op *op)
+{
+	tw_container_of(op, struct request, op)->expired = true;
+	atomic_fetch_add(&expired, 1);
+}
+
+/* The completer: the request's condition now holds; check its keys. */
+static void on_completable(struct tw_service *svc, struct tw_service_timer *t)
+{
+	struct request *r = tw_container_of(t, struct request, completion);
+
+	(void)svc;
+	atomic_store(&r->completable, true);
+	for (int k = 0; k < KEYS_PER_REQUEST; k++)
+		tw_purgatory_check_and_complete(purgatory, key_names[r->keys[k]],
+						strlen(key_names[r->keys[k]]));
+}
+
+struct result {
+	double rate, cpu_us, completed_share, expected_share, internal_bytes_per_op;
+	double elapsed_ms;
+	bool kept_up;
+};
+
+static struct result run(long n, double rate, int64_t timeout_ms, double p50_ms,
+			 double p75_ms, bool quiet)
+
+{
+	struct request *reqs = calloc((size_t)n, sizeof(*reqs));
+	struct tw_purgatory_config pcfg = { 0 };
+	struct tw_service_config ccfg = { 0 };
+	double mu = log(p50_ms * 1e6), sigma = (log(p75_ms * 1e6) - mu) / 0.6745;
+	double before, peak = 0, t = 0;
+	int64_t start, cpu0, submitted, late = 0;
+	struct result res = { 0 };
+
+	atomic_store(&ended, 0);
+	atomic_store(&expired, 0);
+	pcfg.service.executors = 1;
+	tw_purgatory_create(&purgatory, &pcfg);
+	tw_service_create(&completer, &ccfg);
+	for (long i = 0; i < n; i++) {
+		t += -log(uniform()) / rate * 1e9; /* Poisson arrivals */
+		reqs[i].arrival_ns = (int64_t)t;
+		reqs[i].latency_ns = (int64_t)exp(mu + sigma * normal());
+		for (int k = 0; k < KEYS_PER_REQUEST; k++)
+			reqs[i].keys[k] = (int)(uniform() * KEY_SPACE);
+	}
+	before = allocated();
+	start = now_ns();
+	cpu0 = cpu_ns();
+	for (long i = 0; i < n; i++) {
+		struct request *r = &reqs[i];
+		const void *keys[KEYS_PER_REQUEST];
+		size_t lens[KEYS_PER_REQUEST];
+		int64_t wait = start + r->arrival_ns - now_ns();
+
+		if (wait > 20000) {
+			struct timespec ts = { 0, (long)wait };
+
+			nanosleep(&ts, NULL);
+		} else if (wait < -10000000) {
+			late++; /* more than 10 ms behind schedule */
+		}
+		for (int k = 0; k < KEYS_PER_REQUEST; k++) {
+			keys[k] = key_names[r->keys[k]];
+			lens[k] = strlen(key_names[r->keys[k]]);
+		}
+		tw_op_init(&r->op, timeout_ms * 1000000, try_complete, on_complete,
+			   on_expiration, NULL);
+		if (r->latency_ns < timeout_ms * 1000000) {
+			tw_service_timer_init(&r->completion, on_completable, 0);
+			tw_service_add_in(completer, &r->completion, r->latency_ns);
+		}
+		tw_purgatory_try_complete_else_watch(purgatory, &r->op, keys, lens,
+						     KEYS_PER_REQUEST, r->watches);
+		if (i % 1024 == 0 && allocated() - before > peak)
+			peak = allocated() - before;
+	}
+	submitted = now_ns();
+	while (atomic_load(&ended) < n)
+		nanosleep(&(struct timespec){ 0, 1000000 }, NULL);
+	res.elapsed_ms = (double)(now_ns() - start) / 1e6;
+	res.cpu_us = (double)(cpu_ns() - cpu0) / 1e3 / (double)n;
+	res.rate = (double)n / ((double)(submitted - start) / 1e9);
+	res.completed_share = 1.0 - (double)atomic_load(&expired) / (double)n;
+	for (long i = 0; i < n; i++)
+		res.expected_share += reqs[i].latency_ns < timeout_ms * 1000000;
+	res.expected_share /= (double)n;
+	res.kept_up = late < n / 100;
+	/* What the purgatory allocates itself (watch lists, key copies, its
+	 * service), per op in flight: rate x mean lifetime. */
+	{
+		double lifetime_s = 0;
+
+		for (long i = 0; i < n; i++)
+			lifetime_s += (double)(reqs[i].latency_ns < timeout_ms * 1000000
+						       ? reqs[i].latency_ns
+						       : timeout_ms * 1000000) / 1e9;
+		lifetime_s /= (double)n;
+		res.internal_bytes_per_op = peak / (rate * lifetime_s + 1);
+	}
+	tw_service_destroy(completer);
+	tw_purgatory_destroy(purgatory);
+	for (long i = 0; i < n; i++)
+		tw_op_destroy(&reqs[i].op);
+	if (!quiet)
+		printf("  target %8.0f/s  achieved %8.0f/s  %s  elapsed %7.0f ms  "
+		       "CPU %5.2f us/request  completed %5.1f %% (latency says "
+		       "%5.1f %%)\n", rate, res.rate,
+		       res.kept_up ? "kept up    " : "FELL BEHIND", res.elapsed_ms,
+		       res.cpu_us, 100 * res.completed_share, 100 * res.expected_share);
+	free(reqs);
+	return res;
+}
+
+int main(int argc, char **argv)
+{
+	long n = 200000;
+	double rate = 20000, p50 = 1, p75 = 5;
+	int64_t timeout = 200;
+
+	for (int i = 0; i < KEY_SPACE; i++)
+		snprintf(key_names[i], sizeof(key_names[i]), "topic-%d", i);
+	printf("purgatory: %d keys, %d keys per request, log-normal latency, "
+	       "sizeof op %zu B + %d watch entries of %zu B\n", KEY_SPACE,
+	       KEYS_PER_REQUEST, sizeof(struct tw_delayed_op), KEYS_PER_REQUEST,
+	       sizeof(struct tw_watch));
+	if (argc > 1 && !strcmp(argv[1], "--find")) {
+		double best = 0;
+
+		n = argc > 2 ? atol(argv[2]) : 200000;
+		printf("finding the highest sustained rate (timeout %lld ms, p50 %.0f ms, "
+		       "p75 %.0f ms, %ld requests a step):\n", (long long)timeout, p50,
+		       p75, n);
+		/* Sustained: arrivals on schedule, and no more expiries than
+		 * the latency distribution itself causes. */
+		for (rate = 25000; rate <= 3200000; rate *= 1.25) {
+			struct result r = run(n, rate, timeout, p50, p75, false);
+
+			if (!r.kept_up || r.rate < 0.95 * rate ||
+			    r.completed_share < r.expected_share - 0.005)
+				break;
+			best = rate;
+		}
+		printf("highest sustained: %.0f requests/s\n", best);
+		return 0;
+	}
+	if (argc > 1)
+		n = atol(argv[1]);
+	if (argc > 2)
+		rate = atof(argv[2]);
+	if (argc > 3)
+		timeout = atoll(argv[3]);
+	if (argc > 4)
+		p50 = atof(argv[4]);
+	if (argc > 5)
+		p75 = atof(argv[5]);
+	printf("%ld requests, timeout %lld ms, latency p50 %.1f ms p75 %.1f ms:\n", n,
+	       (long long)timeout, p50, p75);
+	{
+		struct result r = run(n, rate, timeout, p50, p75, false);
+
+		printf("  memory per op: %zu B of the caller's (op + %d watch "
+		       "entries) + %.1f B the purgatory allocates (peak, per op in "
+		       "flight)\n", sizeof(struct tw_delayed_op) +
+		       KEYS_PER_REQUEST * sizeof(struct tw_watch), KEYS_PER_REQUEST,
+		       r.internal_bytes_per_op);
+	}
+	return 0;
+}
