@@ -211,6 +211,16 @@ static void remove_if_empty(struct pshard *sh, struct tw_watchers *ws)
 	free(ws);
 }
 
+/* Validate a key and find its shard; NULL if the key is not acceptable. */
+static struct pshard *locate(struct tw_purgatory *p, const void *key, size_t len,
+			     uint64_t *h)
+{
+	if (!p || !key || len == 0 || len > TW_KEY_MAX)
+		return NULL;
+	*h = hash_key(key, len);
+	return shard_for(p, *h);
+}
+
 /* Under the shard lock; the op's reference is dropped later. */
 static void unlink_entry(struct tw_purgatory *p, struct tw_watchers *ws,
 			 struct tw_watch *w, struct oplist *puts)
@@ -477,10 +487,9 @@ int64_t tw_purgatory_check_and_complete(struct tw_purgatory *p,
 	struct oplist snapshot, puts;
 	int64_t completed = 0;
 
-	if (!p || !key || len == 0 || len > TW_KEY_MAX)
+	sh = locate(p, key, len, &h);
+	if (!sh)
 		return TW_EINVAL;
-	h = hash_key(key, len);
-	sh = shard_for(p, h);
 	oplist_init(&snapshot);
 	oplist_init(&puts);
 	pthread_mutex_lock(&sh->mu);
@@ -572,10 +581,9 @@ int64_t tw_purgatory_cancel_for_key(struct tw_purgatory *p, const void *key,
 	struct oplist claimed, puts;
 	int64_t n;
 
-	if (!p || !key || len == 0 || len > TW_KEY_MAX)
+	sh = locate(p, key, len, &h);
+	if (!sh)
 		return TW_EINVAL;
-	h = hash_key(key, len);
-	sh = shard_for(p, h);
 	oplist_init(&claimed);
 	oplist_init(&puts);
 	pthread_mutex_lock(&sh->mu);

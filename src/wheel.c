@@ -390,11 +390,12 @@ static bool early_cascade(enum tw_mode mode, uint32_t size)
 	return mode == TW_MODE_EXACT && size >= 4;
 }
 
-/* Move up to n timers of a draining bucket down; returns how many fired
- * (none normally: a draining bucket's timers are due from E on). */
-static int64_t drain_some(struct tw_wheel *w, struct tw_level *lv, size_t n)
+/* Kafka's bucket.flush(addTimerTaskEntry), for up to n timers: each one of
+ * a popped bucket either fires (its tick has come) or drops to a lower
+ * level. One timer at a time, so a callback may cancel the ones still
+ * waiting here. Returns how many fired. */
+static int64_t move_down(struct tw_wheel *w, struct tw_bucket *b, size_t n)
 {
-	struct tw_bucket *b = lv->draining;
 	int64_t fired = 0;
 
 	while (n-- && !list_empty(&b->head)) {
@@ -409,6 +410,16 @@ static int64_t drain_some(struct tw_wheel *w, struct tw_level *lv, size_t n)
 			insert(w, t, key);
 		}
 	}
+	return fired;
+}
+
+/* Move up to n timers of a draining bucket down (none fire normally: a
+ * draining bucket's timers are due from its expiration on). */
+static int64_t drain_some(struct tw_wheel *w, struct tw_level *lv, size_t n)
+{
+	struct tw_bucket *b = lv->draining;
+	int64_t fired = move_down(w, b, n);
+
 	if (list_empty(&b->head)) {
 		b->draining = false;
 		lv->draining = NULL;
@@ -627,28 +638,6 @@ int tw_wheel_reschedule(struct tw_wheel *w, struct tw_timer *t, int64_t due)
 	return was_pending;
 }
 
-/* Kafka's bucket.flush(addTimerTaskEntry): every timer of a popped bucket
- * either fires (its tick has come) or drops to a lower level. One timer at
- * a time, so a callback may cancel the ones still waiting here. */
-static int64_t flush(struct tw_wheel *w, struct tw_bucket *b)
-{
-	int64_t fired = 0;
-
-	while (!list_empty(&b->head)) {
-		struct tw_timer *t = list_timer(b->head.next);
-		int64_t key = tw__timer_key(w, t->due);
-
-		bucket_take(b, t);
-		if (key <= w->levels[0].clock) {
-			fire(w, t);
-			fired++;
-		} else {
-			insert(w, t, key);
-		}
-	}
-	return fired;
-}
-
 int64_t tw_wheel_advance(struct tw_wheel *w, int64_t now)
 {
 	struct tw_bucket *ready, *b;
@@ -703,7 +692,7 @@ int64_t tw_wheel_advance(struct tw_wheel *w, int64_t now)
 			lv->draining = b;
 			b->draining = true;
 		} else {
-			fired += flush(w, b);
+			fired += move_down(w, b, SIZE_MAX);
 		}
 	}
 
