@@ -20,7 +20,8 @@
  * experiments: BENCH_WHEEL_SIZE (20), BENCH_EXECUTORS (1), BENCH_SHARDS
  * (the default), and BENCH_HIST=1 prints the worst lateness per 100 ms of
  * due time. BENCH_RUNS (3, at most 9): runs per throughput figure; the
- * median is reported with the spread.
+ * median is reported with the spread. BENCH_ONLY=NAME: only the producer
+ * runs whose name contains NAME.
  */
 #define _GNU_SOURCE
 
@@ -34,6 +35,7 @@
 #include <unistd.h>
 
 #include "heap_service.h"
+#include "inbox_service.h"
 #include "timingwheel/timingwheel.h"
 
 static size_t N = 1000000;
@@ -74,17 +76,19 @@ static int nruns = 3;
 
 /* ---- one interface over the implementations ---- */
 
-enum impl { HEAP, SVC };
+enum impl { HEAP, SVC, INBOX };
 
 struct item {
 	struct tw_service_timer st;
 	struct heap_timer ht;
+	struct inbox_timer it;
 };
 
 struct bench {
 	enum impl impl;
 	struct heap_service hs;
 	struct tw_service *svc;
+	struct inbox_service ib;
 	struct item *items;
 	unsigned threads;
 	pthread_barrier_t start;
@@ -130,7 +134,16 @@ static void *work(void *arg)
 		else
 			k = first + rnd(&seed) % per;
 		it = &b->items[k];
-		if (b->impl == HEAP) {
+		if (b->impl == INBOX) {
+			if (b->phase == 0) {
+				inbox_add(&b->ib, wk->index, &it->it, due);
+			} else if (b->phase == 1) {
+				inbox_cancel(&b->ib, wk->index, &it->it);
+			} else {
+				inbox_cancel(&b->ib, wk->index, &it->it);
+				inbox_add(&b->ib, wk->index, &it->it, due);
+			}
+		} else if (b->impl == HEAP) {
 			if (b->phase == 0) {
 				heap_service_add(&b->hs, &it->ht, due);
 			} else if (b->phase == 1) {
@@ -168,6 +181,9 @@ static double run_phase(struct bench *b, int phase)
 	pthread_barrier_wait(&b->start);
 	t0 = heap_now_ns();
 	pthread_barrier_wait(&b->start);
+	/* The inbox's work is not done until its reaper applied it all. */
+	if (b->impl == INBOX)
+		inbox_quiesce(&b->ib);
 	t1 = heap_now_ns();
 	for (unsigned i = 0; i < b->threads; i++)
 		pthread_join(th[i], NULL);
@@ -178,6 +194,10 @@ static double run_phase(struct bench *b, int phase)
 static void producers(const char *name, enum impl impl, unsigned shards)
 {
 	static const unsigned counts[] = { 1, 2, 4 };
+	const char *only = getenv("BENCH_ONLY");
+
+	if (only && !strstr(name, only))
+		return;
 
 	for (size_t c = 0; c < 3; c++) {
 		double add[9], cancel[9], churn[9];
@@ -192,10 +212,13 @@ static void producers(const char *name, enum impl impl, unsigned shards)
 			for (size_t i = 0; i < N; i++) {
 				tw_service_timer_init(&b.items[i].st, svc_fn, 0);
 				heap_timer_init(&b.items[i].ht, heap_fn);
+				inbox_timer_init(&b.items[i].it);
 			}
 			b.base = heap_now_ns();
 			if (impl == HEAP) {
 				heap_service_init(&b.hs, N, true);
+			} else if (impl == INBOX) {
+				inbox_service_init(&b.ib, b.base);
 			} else {
 				cfg.shards = shards;
 				cfg.executors = 1;
@@ -207,6 +230,8 @@ static void producers(const char *name, enum impl impl, unsigned shards)
 			churn[r] = run_phase(&b, 2);
 			if (impl == HEAP)
 				heap_service_destroy(&b.hs);
+			else if (impl == INBOX)
+				inbox_service_destroy(&b.ib);
 			else
 				tw_service_destroy(b.svc);
 			free(b.items);
@@ -477,6 +502,7 @@ int main(int argc, char **argv)
 	producers("service 1 shard", SVC, 1);
 	producers("service 4 shards", SVC, 4);
 	producers("service 16 shards", SVC, 16);
+	producers("inbox (Netty-style)", INBOX, 0);
 	printf("expiry (N due within one 1 ms tick; ns per timer run):\n");
 	expire("heap + mutex (reaper)", HEAP, 0);
 	expire("service (reaper)", SVC, 0);
