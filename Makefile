@@ -59,9 +59,11 @@ tsan:
 SOAK_OPS ?= 4000000
 SOAK_ROUNDS ?= 10
 soak: tsan
-	@set -e; for r in $$(seq $(SOAK_ROUNDS)); do for p in 2 4 8; do \
-	  TSAN_OPTIONS=halt_on_error=1 $(BUILD)-tsan/tests/test_service_stress \
-	    $(SOAK_OPS) $$p $$((r % 3)) $$((1 + r % 8)) | head -1; done; done
+	@for r in $$(seq $(SOAK_ROUNDS)); do for p in 2 4 8; do \
+	  out=$$(TSAN_OPTIONS=halt_on_error=1 $(BUILD)-tsan/tests/test_service_stress \
+	    $(SOAK_OPS) $$p $$((r % 3)) $$((1 + r % 8)) 2>&1) \
+	    || { echo "$$out"; echo "soak: FAILED"; exit 1; }; \
+	  echo "$$out" | head -1; done; done; echo "soak: clean"
 
 clang:
 	@$(MAKE) -s deps
