@@ -29,9 +29,11 @@
  *   execute    queued  -> idle, then run     (anything else: skip it)
  *   cancel     pending -> idle: STOPPED; queued -> idle: STOPPED
  * so a timer runs only if no cancel won the race under the lock, and every
- * cancel that reports STOPPED took the state away from the executor. A ring
- * slot may hold a timer that was cancelled and re-added since; execute's
- * state check skips such stale entries.
+ * cancel that reports STOPPED took the state away from the executor. A
+ * timer has at most one entry in a batch or the queue (dispatching): if it
+ * is cancelled, re-added and expires again before that entry is consumed,
+ * the same entry runs it, so no second entry can outlive a callback that
+ * frees the timer.
  *
  * Who is running what is kept per thread (running[]), not in the timer, so
  * a one-shot callback may free its own timer: after the callback returns
@@ -171,6 +173,12 @@ static void on_expire(struct tw_wheel *w, struct tw_timer *wt)
 		tw_container_of(wt, struct tw_service_timer, wheel_timer);
 
 	t->state = ST_QUEUED;
+	/* Expired again while an earlier entry still waits in the queue
+	 * (cancelled and re-added meanwhile): that entry will run it. A
+	 * second entry could outlive a callback that frees the timer. */
+	if (t->dispatching)
+		return;
+	t->dispatching = 1;
 	/* Recorded here, under the lock: a cancel and re-add may rewrite
 	 * the due time while the batch is merged. */
 	t->batch_key = fire_key(tw_container_of(w, struct shard, wheel)->svc,
@@ -189,9 +197,10 @@ static void execute(struct tw_service *svc, struct tw_service_timer *t,
 	int64_t when = 0;
 
 	pthread_mutex_lock(&sh->mu);
+	t->dispatching = 0; /* this was its one entry */
 	if (t->state != ST_QUEUED) {
 		pthread_mutex_unlock(&sh->mu);
-		return; /* stopped by cancel, or a stale queue entry */
+		return; /* stopped by cancel */
 	}
 	t->state = ST_IDLE;
 	t->stop_rearm = 0;
@@ -773,6 +782,7 @@ static void stop_threads(struct tw_service *svc)
 		struct shard *sh = shard_of(svc, t);
 
 		pthread_mutex_lock(&sh->mu);
+		t->dispatching = 0;
 		if (t->state == ST_QUEUED)
 			collect_pending(NULL, &t->wheel_timer);
 		pthread_mutex_unlock(&sh->mu);

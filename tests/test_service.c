@@ -242,10 +242,13 @@ static void act_cancel_other(struct tw_service *svc, struct job *self)
 	self->result = tw_service_cancel(svc, &self->other->t);
 }
 
+static atomic_int freed;
+
 static void act_free_self(struct tw_service *svc, struct job *self)
 {
 	(void)svc;
 	free(self);
+	atomic_fetch_add(&freed, 1);
 }
 
 static void act_reenter(struct tw_service *svc, struct job *self)
@@ -480,6 +483,42 @@ static void test_cancel_sync_waits_for_running_callback(void)
 	tw_service_destroy(svc);
 }
 
+static void test_stale_queue_entry_never_touches_freed_timer(void)
+{
+	/* A timer expires and waits in the executor queue; it is cancelled,
+	 * re-added and expires again before the executor gets to it. Its
+	 * callback frees it. Only one queue entry may refer to it, or the
+	 * second would read freed memory (ASan). */
+	struct tw_service *svc = manual_service(1);
+	struct job blocker, *heap = malloc(sizeof(*heap));
+	pthread_t th;
+
+	atomic_store(&release_gate, 0);
+	atomic_store(&entered, 0);
+	atomic_store(&freed, 0);
+	job_init(&blocker, 1, 0);
+	blocker.action = act_block;
+	job_init(heap, 2, 0);
+	heap->action = act_free_self;
+	tw_service_add(svc, &blocker.t, 1010);
+	set_clock(1010);
+	tw_service_poll(svc);
+	CHECK(wait_for(&entered, 1, 5000)); /* the executor is busy */
+	tw_service_add(svc, &heap->t, 1020);
+	set_clock(1020);
+	CHECK_EQ(tw_service_poll(svc), 1);   /* queued behind the blocker */
+	CHECK_EQ(tw_service_cancel(svc, &heap->t), TW_SVC_STOPPED);
+	CHECK_EQ(tw_service_add(svc, &heap->t, 1030), TW_OK);
+	set_clock(1030);
+	tw_service_poll(svc);                /* expires again */
+	pthread_create(&th, NULL, release_later, NULL);
+	pthread_join(th, NULL);
+	CHECK(wait_for(&freed, 1, 5000)); /* ran once, freed itself */
+	sleep_ms(20);                      /* a stale entry would run now */
+	tw_service_destroy(svc);
+	CHECK_EQ(atomic_load(&freed), 1);
+}
+
 static void test_full_queue_runs_on_reaper_nothing_lost(void)
 {
 	struct tw_service_config cfg = { 0 };
@@ -539,6 +578,7 @@ int main(void)
 	RUN(test_reaper_alone_drives_expiry);
 	RUN(test_reaper_sleeps_and_is_woken_by_earlier_add);
 	RUN(test_cancel_sync_waits_for_running_callback);
+	RUN(test_stale_queue_entry_never_touches_freed_timer);
 	RUN(test_full_queue_runs_on_reaper_nothing_lost);
 	return check_report();
 }

@@ -65,6 +65,7 @@ struct tw_service_timer {
 	int64_t batch_key;        /* the tick it expired at */
 	uint8_t state;            /* idle, pending, queued */
 	uint8_t stop_rearm;       /* cancelled while running */
+	uint8_t dispatching;      /* has an entry in a batch or the queue */
 };
 
 struct tw_service_clock {
