@@ -296,7 +296,11 @@ static bool claim(struct tw_delayed_op *op, bool run_callback)
 		return false;
 	op_get(op);
 	if (p) {
-		if (tw_service_cancel(p->svc, &op->timer) == TW_SVC_STOPPED) {
+		/* _sync: once the timeout's reference goes, the op may be
+		 * freed, so the service must not hold on to its timer. From
+		 * the timeout's own callback this returns TW_EDEADLK and the
+		 * callback drops that reference itself. */
+		if (tw_service_cancel_sync(p->svc, &op->timer) == TW_SVC_STOPPED) {
 			atomic_fetch_sub(&p->delayed, 1);
 			op_put(op); /* the timeout's reference */
 		}
@@ -468,7 +472,8 @@ int tw_purgatory_try_complete_else_watch(struct tw_purgatory *p,
 			atomic_fetch_sub(&p->delayed, 1);
 			op_put(op);
 		} else if (tw_op_is_completed(op) &&
-			   tw_service_cancel(p->svc, &op->timer) == TW_SVC_STOPPED) {
+			   tw_service_cancel_sync(p->svc, &op->timer) ==
+				   TW_SVC_STOPPED) {
 			/* Completed before its timeout was armed. */
 			atomic_fetch_sub(&p->delayed, 1);
 			op_put(op);

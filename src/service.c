@@ -20,7 +20,8 @@
  * runs, so a batch is in tick order whatever shards its timers hash to.
  * Dispatch hands each expired timer to the executor queue (a bounded ring).
  * When the ring is full the reaper runs the callback itself: back-pressure
- * on expiry instead of unbounded memory or a lost timer.
+ * on expiry instead of unbounded memory or a lost timer. Lock order: a
+ * shard lock may be held when the queue lock is taken, never the reverse.
  *
  * Exactly once. A timer's state (idle, pending, queued) changes only under
  * its shard's lock:
@@ -92,6 +93,8 @@ struct tw_service {
 	 * scanning thread's. */
 	_Atomic(struct tw_service_timer *) *running;
 	struct tw_service_timer **runs; /* per shard, while scanning */
+	struct tw_service_timer *batch_rest; /* rest of the batch being
+						 dispatched (scanning thread) */
 
 	atomic_uint_fast64_t added, ran, stopped, handed_back, caller_ran,
 		backwards, wakeups;
@@ -101,7 +104,7 @@ struct tw_service {
  * wheel callback fills while this thread scans. */
 static _Thread_local struct tw_service_timer *tls_current;
 static _Thread_local struct tw_service_timer *tls_batch;
-static _Thread_local bool tls_scanning;
+static _Thread_local struct tw_service *tls_scanning; /* its scanner */
 
 #define COUNT(svc, field) \
 	atomic_fetch_add_explicit(&(svc)->field, 1, memory_order_relaxed)
@@ -199,6 +202,7 @@ static void execute(struct tw_service *svc, struct tw_service_timer *t,
 	pthread_mutex_lock(&sh->mu);
 	t->dispatching = 0; /* this was its one entry */
 	if (t->state != ST_QUEUED) {
+		pthread_cond_broadcast(&sh->idle); /* cancel_sync may wait */
 		pthread_mutex_unlock(&sh->mu);
 		return; /* stopped by cancel */
 	}
@@ -259,17 +263,20 @@ static struct tw_service_timer *merge_runs(struct tw_service *svc)
 	return svc->runs[0];
 }
 
-/* Hand expired timers to the executors, or run them here. */
+/* Hand expired timers to the executors, or run them here. The rest of
+ * the batch stays in svc->batch_rest, where a callback run here may take
+ * a timer out (cancel_sync). */
 static int64_t dispatch(struct tw_service *svc, struct tw_service_timer *batch)
 {
 	_Atomic(struct tw_service_timer *) *own = &svc->running[svc->nexecutors];
 	int64_t n = 0;
 
-	while (batch) {
-		struct tw_service_timer *t = batch;
+	svc->batch_rest = batch;
+	while (svc->batch_rest) {
+		struct tw_service_timer *t = svc->batch_rest;
 		bool queued = false;
 
-		batch = t->batch_next;
+		svc->batch_rest = t->batch_next;
 		n++;
 		if (svc->nexecutors) {
 			pthread_mutex_lock(&svc->q_mu);
@@ -287,6 +294,34 @@ static int64_t dispatch(struct tw_service *svc, struct tw_service_timer *batch)
 			execute(svc, t, own);
 	}
 	return n;
+}
+
+/* Take a timer's one queue entry away (cancel_sync; under its shard
+ * lock). Only the scanning thread touches svc->batch_rest. */
+static bool take_entry(struct tw_service *svc, struct tw_service_timer *t)
+{
+	bool found = false;
+
+	if (tls_scanning == svc) {
+		for (struct tw_service_timer **pp = &svc->batch_rest; *pp;
+		     pp = &(*pp)->batch_next) {
+			if (*pp == t) {
+				*pp = t->batch_next;
+				return true;
+			}
+		}
+	}
+	pthread_mutex_lock(&svc->q_mu);
+	for (size_t i = 0; i < svc->ring_len && !found; i++) {
+		size_t slot = (svc->ring_head + i) % svc->ring_cap;
+
+		if (svc->ring[slot] == t) {
+			svc->ring[slot] = NULL; /* the executor skips it */
+			found = true;
+		}
+	}
+	pthread_mutex_unlock(&svc->q_mu);
+	return found;
 }
 
 /* Advance every shard to now and return the earliest next expiry. What
@@ -364,10 +399,10 @@ static void *reaper_main(void *arg)
 		pthread_mutex_unlock(&svc->reaper_mu);
 
 		pthread_mutex_lock(&svc->scan_mu);
-		tls_scanning = true;
+		tls_scanning = svc;
 		next = scan(svc, clock_now(svc));
 		dispatch(svc, svc->runs[0]);
-		tls_scanning = false;
+		tls_scanning = NULL;
 		pthread_mutex_unlock(&svc->scan_mu);
 
 		pthread_mutex_lock(&svc->reaper_mu);
@@ -406,7 +441,8 @@ static void *executor_main(void *arg)
 		svc->ring_head = (svc->ring_head + 1) % svc->ring_cap;
 		svc->ring_len--;
 		pthread_mutex_unlock(&svc->q_mu);
-		execute(svc, t, &svc->running[index]);
+		if (t) /* NULL: taken back by cancel_sync */
+			execute(svc, t, &svc->running[index]);
 	}
 	return NULL;
 }
@@ -684,8 +720,26 @@ int tw_service_cancel_sync(struct tw_service *svc, struct tw_service_timer *t)
 		pthread_mutex_unlock(&sh->mu);
 		return TW_EDEADLK;
 	}
-	while (is_running(svc, t))
-		pthread_cond_wait(&sh->idle, &sh->mu);
+	/* An expired timer may still have its entry in the batch or the
+	 * queue: take it back, so that afterwards nothing refers to the
+	 * timer. An entry still on its way from the reaper lands in the
+	 * queue soon; retry rather than wait for an executor to consume it
+	 * (this thread may be the only executor). */
+	for (;;) {
+		struct timespec ts;
+
+		if (t->dispatching && take_entry(svc, t))
+			t->dispatching = 0;
+		if (!is_running(svc, t) && !t->dispatching)
+			break;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_nsec += 1000000;
+		if (ts.tv_nsec >= 1000000000) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000;
+		}
+		pthread_cond_timedwait(&sh->idle, &sh->mu, &ts);
+	}
 	pthread_mutex_unlock(&sh->mu);
 	return result;
 }
@@ -706,10 +760,10 @@ int64_t tw_service_poll(struct tw_service *svc)
 	n = now < tw_wheel_now(&svc->shards[0].wheel) ? TW_ERANGE : 0;
 	pthread_mutex_unlock(&svc->shards[0].mu);
 	if (n == 0) {
-		tls_scanning = true;
+		tls_scanning = svc;
 		scan(svc, now);
 		n = dispatch(svc, svc->runs[0]);
-		tls_scanning = false;
+		tls_scanning = NULL;
 	}
 	pthread_mutex_unlock(&svc->scan_mu);
 	return n;
@@ -773,21 +827,10 @@ static void stop_threads(struct tw_service *svc)
 		pthread_join(svc->reaper, NULL);
 		svc->reaper_started = false;
 	}
-	/* Expired timers that no executor started yet are handed back, not
-	 * run: mark them, then let the executors finish what they run. */
+	/* Expired timers already in the queue run: the executors drain it
+	 * before they exit (the queue lock is never held while a shard lock
+	 * is taken, so cancel_sync may take the queue lock under one). */
 	pthread_mutex_lock(&svc->q_mu);
-	for (size_t i = 0; i < svc->ring_len; i++) {
-		struct tw_service_timer *t =
-			svc->ring[(svc->ring_head + i) % svc->ring_cap];
-		struct shard *sh = shard_of(svc, t);
-
-		pthread_mutex_lock(&sh->mu);
-		t->dispatching = 0;
-		if (t->state == ST_QUEUED)
-			collect_pending(NULL, &t->wheel_timer);
-		pthread_mutex_unlock(&sh->mu);
-	}
-	svc->ring_len = 0;
 	svc->stop_executors = true;
 	pthread_cond_broadcast(&svc->q_cv);
 	pthread_mutex_unlock(&svc->q_mu);

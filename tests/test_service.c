@@ -519,6 +519,34 @@ static void test_stale_queue_entry_never_touches_freed_timer(void)
 	CHECK_EQ(atomic_load(&freed), 1);
 }
 
+static void test_cancel_sync_of_queued_timer_allows_free(void)
+{
+	/* Expired, waiting behind a busy executor: cancel_sync stops it and,
+	 * when it returns, nothing in the service refers to it any more. */
+	struct tw_service *svc = manual_service(1);
+	struct job blocker, *heap = malloc(sizeof(*heap));
+	pthread_t th;
+
+	atomic_store(&release_gate, 0);
+	atomic_store(&entered, 0);
+	job_init(&blocker, 1, 0);
+	blocker.action = act_block;
+	job_init(heap, 2, 0);
+	tw_service_add(svc, &blocker.t, 1010);
+	set_clock(1010);
+	tw_service_poll(svc);
+	CHECK(wait_for(&entered, 1, 5000));
+	tw_service_add(svc, &heap->t, 1020);
+	set_clock(1020);
+	CHECK_EQ(tw_service_poll(svc), 1); /* in the queue */
+	CHECK_EQ(tw_service_cancel_sync(svc, &heap->t), TW_SVC_STOPPED);
+	free(heap); /* allowed now (ASan checks the queue does not touch it) */
+	pthread_create(&th, NULL, release_later, NULL);
+	pthread_join(th, NULL);
+	sleep_ms(20);
+	tw_service_destroy(svc);
+}
+
 static void test_full_queue_runs_on_reaper_nothing_lost(void)
 {
 	struct tw_service_config cfg = { 0 };
@@ -579,6 +607,7 @@ int main(void)
 	RUN(test_reaper_sleeps_and_is_woken_by_earlier_add);
 	RUN(test_cancel_sync_waits_for_running_callback);
 	RUN(test_stale_queue_entry_never_touches_freed_timer);
+	RUN(test_cancel_sync_of_queued_timer_allows_free);
 	RUN(test_full_queue_runs_on_reaper_nothing_lost);
 	return check_report();
 }

@@ -7,7 +7,8 @@
  * caller learns which:
  *   - its callback runs (once per add; a periodic timer once per period);
  *   - tw_service_cancel() returns TW_SVC_STOPPED: it will not run;
- *   - tw_service_shutdown() hands it back through its hand_back function.
+ *   - tw_service_shutdown() hands it back through its hand_back function
+ *     (it was still pending when the service shut down).
  * Never two of these, never none.
  *
  * When may a timer be freed? When it is not pending and its callback is not
@@ -132,8 +133,10 @@ int tw_service_reschedule(struct tw_service *svc, struct tw_service_timer *t,
 int tw_service_cancel(struct tw_service *svc, struct tw_service_timer *t);
 
 /*
- * Like cancel, and then wait until the callback is not running (the
- * kernel's del_timer_sync): afterwards the timer may be freed. From the
+ * Like cancel, and then make sure nothing in the service refers to the
+ * timer: wait until its callback is not running, and take back an expired
+ * entry still waiting to run (the kernel's del_timer_sync). Afterwards the
+ * timer may be freed; after a plain cancel it may not. From the
  * timer's own callback it returns TW_EDEADLK instead of waiting (the
  * cancel still took effect: a periodic timer is not re-armed).
  */
@@ -154,10 +157,9 @@ size_t tw_service_count(struct tw_service *svc);
 void tw_service_stats(struct tw_service *svc, struct tw_service_stats *out);
 
 /*
- * Stop accepting adds (TW_ESHUTDOWN from then on), stop the reaper, let
- * running callbacks finish and the executors exit, then hand every timer
- * that has not run — pending, or expired but not started — to hand_back
- * (which may be NULL), on this thread. Returns how many, or TW_EREENTER
+ * Stop accepting adds (TW_ESHUTDOWN from then on), stop the reaper, let the
+ * executors run what already expired and exit, then hand every timer that
+ * is still pending to hand_back (which may be NULL), on this thread. Returns how many, or TW_EREENTER
  * from a callback. Calling it again returns 0.
  */
 int64_t tw_service_shutdown(struct tw_service *svc,
