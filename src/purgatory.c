@@ -700,6 +700,27 @@ void tw_purgatory_destroy(struct tw_purgatory *p)
 		tw_purgatory_shutdown(p, NULL);
 		tw_service_destroy(p->svc);
 	}
+	/* A watch that raced shutdown may have linked entries after its
+	 * walk (its op is completed by then): drop them too. */
+	for (unsigned i = 0; i < p->nshards && p->shards[i].table; i++) {
+		struct pshard *sh = &p->shards[i];
+		struct oplist puts;
+
+		oplist_init(&puts);
+		for (size_t b = 0; b < sh->nbuckets; b++) {
+			while (sh->table[b]) {
+				struct tw_watchers *ws = sh->table[b];
+
+				while (!list_empty(&ws->entries))
+					unlink_entry(p, ws,
+						     tw_container_of(ws->entries.next,
+								     struct tw_watch, link),
+						     &puts);
+				remove_if_empty(sh, ws);
+			}
+		}
+		put_all(&puts);
+	}
 	for (unsigned i = 0; i < p->nshards; i++) {
 		free(p->shards[i].table);
 		pthread_mutex_destroy(&p->shards[i].mu);
