@@ -260,6 +260,12 @@ static int check_queue(const struct tw_wheel *w, char *why, size_t why_len)
 
 static int check_clocks(const struct tw_wheel *w, char *why, size_t why_len)
 {
+	uint32_t draining = 0;
+
+	for (uint32_t i = 0; i < w->max_levels; i++)
+		draining += w->levels[i].draining != NULL;
+	if (draining != w->ndraining)
+		BROKEN("%u levels draining, counted %u", draining, w->ndraining);
 	for (uint32_t i = 1; i < w->nlevels; i++)
 		if (w->levels[i].clock !=
 		    tw__floor_div(w->levels[i - 1].clock, (int64_t)w->factor))

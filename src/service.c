@@ -688,21 +688,32 @@ int tw_service_reschedule(struct tw_service *svc, struct tw_service_timer *t,
 	return add_or_reschedule(svc, t, due, true);
 }
 
-int tw_service_cancel(struct tw_service *svc, struct tw_service_timer *t)
+/* cancel_sync, under the shard lock: an expired timer may still have its
+ * entry in the batch or the queue. Take it back, so that afterwards
+ * nothing refers to the timer. An entry still on its way from the reaper
+ * lands in the queue soon; retry rather than wait for an executor to
+ * consume it (this thread may be the only executor). */
+static void wait_unreferenced(struct tw_service *svc, struct shard *sh,
+			      struct tw_service_timer *t)
 {
-	struct shard *sh;
-	int result;
+	for (;;) {
+		struct timespec ts;
 
-	if (!svc || !t)
-		return TW_EINVAL;
-	sh = shard_of(svc, t);
-	pthread_mutex_lock(&sh->mu);
-	result = owned_elsewhere(svc, t) ? TW_EOWNER : cancel_locked(svc, t);
-	pthread_mutex_unlock(&sh->mu);
-	return result;
+		if (t->dispatching && take_entry(svc, t))
+			t->dispatching = 0;
+		if (!is_running(svc, t) && !t->dispatching)
+			return;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_nsec += 1000000;
+		if (ts.tv_nsec >= 1000000000) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000;
+		}
+		pthread_cond_timedwait(&sh->idle, &sh->mu, &ts);
+	}
 }
 
-int tw_service_cancel_sync(struct tw_service *svc, struct tw_service_timer *t)
+static int cancel(struct tw_service *svc, struct tw_service_timer *t, bool sync)
 {
 	struct shard *sh;
 	int result;
@@ -716,32 +727,22 @@ int tw_service_cancel_sync(struct tw_service *svc, struct tw_service_timer *t)
 		return TW_EOWNER;
 	}
 	result = cancel_locked(svc, t);
-	if (tls_current == t) {
-		pthread_mutex_unlock(&sh->mu);
-		return TW_EDEADLK;
-	}
-	/* An expired timer may still have its entry in the batch or the
-	 * queue: take it back, so that afterwards nothing refers to the
-	 * timer. An entry still on its way from the reaper lands in the
-	 * queue soon; retry rather than wait for an executor to consume it
-	 * (this thread may be the only executor). */
-	for (;;) {
-		struct timespec ts;
-
-		if (t->dispatching && take_entry(svc, t))
-			t->dispatching = 0;
-		if (!is_running(svc, t) && !t->dispatching)
-			break;
-		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_nsec += 1000000;
-		if (ts.tv_nsec >= 1000000000) {
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000;
-		}
-		pthread_cond_timedwait(&sh->idle, &sh->mu, &ts);
-	}
+	if (sync && tls_current == t)
+		result = TW_EDEADLK;
+	else if (sync)
+		wait_unreferenced(svc, sh, t);
 	pthread_mutex_unlock(&sh->mu);
 	return result;
+}
+
+int tw_service_cancel(struct tw_service *svc, struct tw_service_timer *t)
+{
+	return cancel(svc, t, false);
+}
+
+int tw_service_cancel_sync(struct tw_service *svc, struct tw_service_timer *t)
+{
+	return cancel(svc, t, true);
 }
 
 int64_t tw_service_poll(struct tw_service *svc)

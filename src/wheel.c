@@ -423,6 +423,7 @@ static int64_t drain_some(struct tw_wheel *w, struct tw_level *lv, size_t n)
 	if (list_empty(&b->head)) {
 		b->draining = false;
 		lv->draining = NULL;
+		w->ndraining--;
 	}
 	return fired;
 }
@@ -432,7 +433,7 @@ static struct tw_level *earliest_drain(const struct tw_wheel *w)
 {
 	struct tw_level *best = NULL;
 
-	for (uint32_t i = 1; i < w->nlevels; i++) {
+	for (uint32_t i = 1; w->ndraining && i < w->nlevels; i++) {
 		struct tw_level *lv = &w->levels[i];
 
 		if (lv->draining &&
@@ -447,7 +448,7 @@ static int64_t drain_share(struct tw_wheel *w, int64_t limit)
 {
 	int64_t fired = 0;
 
-	for (uint32_t i = 1; i < w->nlevels; i++) {
+	for (uint32_t i = 1; w->ndraining && i < w->nlevels; i++) {
 		struct tw_level *lv = &w->levels[i];
 		uint64_t left, share;
 
@@ -550,6 +551,7 @@ int64_t tw_wheel_drain(struct tw_wheel *w, tw_timer_fn *hand_back)
 	}
 	for (uint32_t i = 0; i < w->max_levels; i++)
 		w->levels[i].draining = NULL;
+	w->ndraining = 0;
 	for (size_t i = 0; i < nbuckets; i++) {
 		struct tw_bucket *b = &w->buckets[i];
 
@@ -691,6 +693,7 @@ int64_t tw_wheel_advance(struct tw_wheel *w, int64_t now)
 				fired += drain_some(w, lv, SIZE_MAX);
 			lv->draining = b;
 			b->draining = true;
+			w->ndraining++;
 		} else {
 			fired += move_down(w, b, SIZE_MAX);
 		}
@@ -707,7 +710,7 @@ int64_t tw_wheel_advance(struct tw_wheel *w, int64_t now)
 bool tw_wheel_next_expiry(const struct tw_wheel *w, int64_t *when)
 {
 	const struct tw_bucket *top;
-	bool draining = false;
+	bool draining;
 	int64_t t = INT64_MAX;
 
 	if (!w || !w->buckets || !when)
@@ -716,8 +719,7 @@ bool tw_wheel_next_expiry(const struct tw_wheel *w, int64_t *when)
 		*when = w->now;
 		return true;
 	}
-	for (uint32_t i = 1; i < w->nlevels; i++)
-		draining |= w->levels[i].draining != NULL;
+	draining = w->ndraining != 0;
 	top = bq_top(w);
 	if (!top && !draining)
 		return false;

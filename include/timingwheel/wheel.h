@@ -108,6 +108,7 @@ struct tw_wheel {
 	uint32_t factor;          /* level tick ratio: size, or size/2 */
 	uint32_t nlevels;
 	uint32_t max_levels;
+	uint32_t ndraining;       /* levels with a bucket draining down */
 	uint8_t mode;
 	uint8_t ready_cur;        /* which ready list takes new due timers */
 	uint8_t advancing;        /* inside tw_wheel_advance() */
