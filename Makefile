@@ -11,7 +11,7 @@ JOBS     ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
 
 .PHONY: all build demo test sanitize tsan soak clang valgrind install deps clean \
-	bench-service bench-purgatory
+	bench-service bench-purgatory bench bench-quick bench-deps
 
 all: build
 
@@ -86,6 +86,27 @@ valgrind: build
 	@$(VALGRIND) $(BUILD)/tw-trace --text examples/seed001.tw >/dev/null
 	@$(VALGRIND) $(BUILD)/tw-trace --events tests/scenarios/cancel.tw >/dev/null
 	@echo "valgrind: clean"
+
+# The wheel against libuv, libev, libevent and a binary heap (issue 6):
+# a table on stdout and build/bench/results.csv. bench-quick: N = 1e3, 1e6.
+bench-deps:
+	@if ! pkg-config --exists libuv libevent 2>/dev/null || [ ! -f /usr/include/ev.h ]; then \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && \
+	  $$SUDO apt-get install -y -qq libuv1-dev libev-dev libevent-dev pkg-config; \
+	fi
+
+bench: bench-deps
+	cmake -S . -B $(BUILD) >/dev/null
+	cmake --build $(BUILD) -j $(JOBS) --target wheel_bench
+	@mkdir -p $(BUILD)/bench
+	$(BUILD)/bench/wheel_bench $(BUILD)/bench/results.csv
+
+bench-quick: bench-deps
+	cmake -S . -B $(BUILD) >/dev/null
+	cmake --build $(BUILD) -j $(JOBS) --target wheel_bench
+	@mkdir -p $(BUILD)/bench
+	$(BUILD)/bench/wheel_bench --quick $(BUILD)/bench/results.csv
 
 # The timer service against a binary heap under one mutex (issue 4): a
 # table on stdout and build/bench/service.csv.
