@@ -38,6 +38,9 @@ struct tw_level {
 	struct tw_bucket *slots;  /* wheel_size buckets */
 	bool unbounded;           /* span * wheel_size does not fit: top level */
 	uint64_t lead;            /* ticks a bucket pops before its expiration */
+	uint64_t too_far;         /* (size + 1) * span, saturated: a distance
+				     from level 1's clock this large cannot
+				     fit this level */
 	struct tw_bucket *draining; /* this level's bucket moving down */
 };
 

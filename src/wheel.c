@@ -307,14 +307,21 @@ static void advance_clocks(struct tw_wheel *w, int64_t key)
 }
 
 /* Kafka's TimingWheel.add for a timer that is not due: the first level
- * whose range holds it, creating levels as needed. key > level 1's clock. */
+ * whose range holds it, creating levels as needed. key > level 1's clock.
+ * Level L's clock is level 1's / span (I5), so its bucket number for key
+ * is at least distance / span - 1 ahead of it: a level whose too_far the
+ * distance reaches cannot hold the timer, and is passed without dividing. */
 static void insert(struct tw_wheel *w, struct tw_timer *t, int64_t key)
 {
+	uint64_t distance = (uint64_t)key - (uint64_t)w->levels[0].clock;
+
 	for (uint32_t i = 0;; i++) {
 		struct tw_level *lv;
 		int64_t number;
 
 		lv = i < w->nlevels ? &w->levels[i] : add_level(w);
+		if (!lv->unbounded && distance >= lv->too_far)
+			continue;
 		number = tw__span_div(key, lv->span);
 		/* number > lv->clock here (I2), so the unsigned distance is
 		 * exact even when it exceeds INT64_MAX. */
@@ -521,6 +528,9 @@ int tw_wheel_init(struct tw_wheel *w, int64_t tick, uint32_t wheel_size,
 		lv->unbounded = i == max_levels - 1;
 		lv->lead = i > 0 && factor != wheel_size ? span : 0;
 		lv->draining = NULL;
+		lv->too_far = span > UINT64_MAX / (wheel_size + 1ULL)
+				      ? UINT64_MAX
+				      : span * (wheel_size + 1ULL);
 		if (!lv->unbounded)
 			span *= factor;
 	}
