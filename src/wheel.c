@@ -204,6 +204,12 @@ int64_t tw__due_limit(const struct tw_wheel *w, int64_t now)
 	return tw__floor_div(now, w->tick);
 }
 
+#if defined(__GNUC__)
+#define prefetch(p) __builtin_prefetch(p)
+#else
+#define prefetch(p) ((void)(p))
+#endif
+
 static uint32_t slot_of(const struct tw_wheel *w, int64_t bucket_number)
 {
 	int64_t m = bucket_number % (int64_t)w->size;
@@ -409,6 +415,9 @@ static int64_t move_down(struct tw_wheel *w, struct tw_bucket *b, size_t n)
 		struct tw_timer *t = list_timer(b->head.next);
 		int64_t key = tw__timer_key(w, t->due);
 
+		/* The list is a chain of cache misses: start on the next one
+		 * while this one moves. */
+		prefetch(t->link.next);
 		bucket_take(b, t);
 		if (key <= w->levels[0].clock) {
 			fire(w, t);
