@@ -42,6 +42,10 @@ static FILE *csv;
 static size_t N;
 static int64_t *due;      /* ms, 1 .. SPAN_MS */
 static int64_t *due2;     /* churn's new due times */
+static int64_t *idle;     /* idle timeouts: 30 s + up to 1 s */
+static int64_t *idle2;    /* reset: 30 s from a clock creeping 1 s */
+static int64_t *cur_due;  /* what insert uses */
+static int64_t *cur_due2; /* what churn uses */
 static size_t *order;     /* a random permutation */
 static size_t *pick;      /* churn's random picks */
 static double floor_ns;
@@ -107,7 +111,7 @@ static void tw_setup(void)
 static void tw_insert(void)
 {
 	for (size_t i = 0; i < N; i++)
-		tw_wheel_add(&wheel, &tws[i], due[i]);
+		tw_wheel_add(&wheel, &tws[i], cur_due[i]);
 }
 
 static void tw_cancel(void)
@@ -119,7 +123,7 @@ static void tw_cancel(void)
 static void tw_churn(void)
 {
 	for (size_t i = 0; i < N; i++)
-		tw_wheel_reschedule(&wheel, &tws[pick[i]], due2[i]);
+		tw_wheel_reschedule(&wheel, &tws[pick[i]], cur_due2[i]);
 }
 
 static void tw_expire(void)
@@ -211,7 +215,7 @@ static void heap_setup(void)
 static void heap_insert(void)
 {
 	for (size_t i = 0; i < N; i++)
-		hadd(&hts[i], due[i]);
+		hadd(&hts[i], cur_due[i]);
 }
 
 static void heap_cancel(void)
@@ -224,7 +228,7 @@ static void heap_churn(void)
 {
 	for (size_t i = 0; i < N; i++) {
 		hremove(&hts[pick[i]]);
-		hadd(&hts[pick[i]], due2[i]);
+		hadd(&hts[pick[i]], cur_due2[i]);
 	}
 }
 
@@ -264,7 +268,7 @@ static void luv_setup(void)
 static void luv_insert(void)
 {
 	for (size_t i = 0; i < N; i++)
-		uv_timer_start(&uvs[i], luv_fn, (uint64_t)due[i], 0);
+		uv_timer_start(&uvs[i], luv_fn, (uint64_t)cur_due[i], 0);
 }
 
 static void luv_cancel(void)
@@ -276,7 +280,7 @@ static void luv_cancel(void)
 static void luv_churn(void)
 {
 	for (size_t i = 0; i < N; i++)
-		uv_timer_start(&uvs[pick[i]], luv_fn, (uint64_t)due2[i], 0);
+		uv_timer_start(&uvs[pick[i]], luv_fn, (uint64_t)cur_due2[i], 0);
 }
 
 static void luv_expire(void)
@@ -324,7 +328,7 @@ static void libev_setup(void)
 static void libev_insert(void)
 {
 	for (size_t i = 0; i < N; i++) {
-		ev_timer_set(&evs[i], (double)due[i] / 1e3, 0.);
+		ev_timer_set(&evs[i], (double)cur_due[i] / 1e3, 0.);
 		ev_timer_start(evloop, &evs[i]);
 	}
 }
@@ -339,7 +343,7 @@ static void libev_churn(void)
 {
 	for (size_t i = 0; i < N; i++) {
 		ev_timer_stop(evloop, &evs[pick[i]]);
-		ev_timer_set(&evs[pick[i]], (double)due2[i] / 1e3, 0.);
+		ev_timer_set(&evs[pick[i]], (double)cur_due2[i] / 1e3, 0.);
 		ev_timer_start(evloop, &evs[pick[i]]);
 	}
 }
@@ -398,7 +402,7 @@ static void le_setup(void)
 static void le_insert(void)
 {
 	for (size_t i = 0; i < N; i++) {
-		struct timeval tv = tv_of(due[i]);
+		struct timeval tv = tv_of(cur_due[i]);
 
 		evtimer_add(les[i], &tv);
 	}
@@ -413,7 +417,7 @@ static void le_cancel(void)
 static void le_churn(void)
 {
 	for (size_t i = 0; i < N; i++) {
-		struct timeval tv = tv_of(due2[i]);
+		struct timeval tv = tv_of(cur_due2[i]);
 
 		evtimer_add(les[pick[i]], &tv); /* re-adding reschedules */
 	}
@@ -491,11 +495,22 @@ static double timed(void (*fn)(void))
 
 static void measure(const struct impl *im)
 {
-	double ins[RUNS], can[RUNS], chu[RUNS], exp[RUNS], bytes = 0;
+	double ins[RUNS], can[RUNS], chu[RUNS], exp[RUNS], idl[RUNS], bytes = 0;
 
 	for (int r = 0; r < RUNS; r++) {
 		double before = allocated();
 
+		/* Idle timeouts reset on every packet: due 30 s out, reset to
+		 * 30 s from a clock that creeps forward. */
+		cur_due = idle;
+		cur_due2 = idle2;
+		im->setup();
+		im->insert();
+		idl[r] = timed(im->churn);
+		im->teardown();
+
+		cur_due = due;
+		cur_due2 = due2;
 		fired = 0;
 		im->setup();
 		ins[r] = timed(im->insert);
@@ -513,6 +528,7 @@ static void measure(const struct impl *im)
 	report(im->name, "insert", ins, bytes);
 	report(im->name, "cancel", can, 0);
 	report(im->name, "churn", chu, 0);
+	report(im->name, "idle", idl, 0);
 	report(im->name, "expire", exp, 0);
 }
 
@@ -523,9 +539,13 @@ static void prepare(size_t n)
 	due2 = realloc(due2, n * sizeof(*due2));
 	order = realloc(order, n * sizeof(*order));
 	pick = realloc(pick, n * sizeof(*pick));
+	idle = realloc(idle, n * sizeof(*idle));
+	idle2 = realloc(idle2, n * sizeof(*idle2));
 	for (size_t i = 0; i < n; i++) {
 		due[i] = 1 + (int64_t)(rnd() % SPAN_MS);
 		due2[i] = 1 + (int64_t)(rnd() % SPAN_MS);
+		idle[i] = 30000 + (int64_t)(rnd() % 1000);
+		idle2[i] = 31000 + (int64_t)((uint64_t)i * 1000 / n);
 		order[i] = i;
 		pick[i] = rnd() % n;
 	}

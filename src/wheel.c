@@ -643,6 +643,27 @@ int tw_wheel_cancel(struct tw_wheel *w, struct tw_timer *t)
 	return 1;
 }
 
+/* Exact mode: a timer whose new due time falls in the bucket it is in
+ * (an idle timeout reset a little later, at a coarse level) only needs its
+ * due time changed: the bucket's number and expiration still match (I1)
+ * and the bucket moves it down to its exact tick later. Saves the unlink
+ * and append, two or three cache misses. Kafka mode always moves, as
+ * Kafka's remove-then-add does. */
+static bool stays_put(const struct tw_wheel *w, const struct tw_timer *t,
+		      int64_t due)
+{
+	const struct tw_bucket *b = t->bucket;
+	unsigned level = tw__bucket_level(w, b);
+	const struct tw_level *lv;
+
+	if (w->mode != TW_MODE_EXACT || level == TW_LEVEL_READY ||
+	    b->draining || due <= w->now)
+		return false;
+	lv = &w->levels[level - 1];
+	return (int64_t)((uint64_t)tw__span_div(tw__timer_key(w, due), lv->span) *
+			 lv->span) == b->expiration;
+}
+
 int tw_wheel_reschedule(struct tw_wheel *w, struct tw_timer *t, int64_t due)
 {
 	int was_pending;
@@ -652,6 +673,10 @@ int tw_wheel_reschedule(struct tw_wheel *w, struct tw_timer *t, int64_t due)
 	if (t->bucket && t->bucket->wheel != w)
 		return TW_EOWNER;
 	was_pending = t->bucket != NULL;
+	if (was_pending && stays_put(w, t, due)) {
+		t->due = due;
+		return 1;
+	}
 	if (was_pending)
 		unlink_pending(w, t);
 	t->due = due;

@@ -233,6 +233,39 @@ static void test_reschedule(void)
 	tw_wheel_destroy(&w);
 }
 
+static void test_reschedule_within_its_bucket_stays_put(void)
+{
+	/* An idle timeout reset a little later, at a coarse level, keeps its
+	 * bucket; it still fires at its new due time exactly. */
+	struct tw_wheel w;
+	struct rec a, b;
+	unsigned level, slot, level2, slot2;
+
+	tw_wheel_init(&w, 1, 20, 0, TW_MODE_EXACT);
+	rec_init(&a, 1);
+	rec_init(&b, 2);
+	tw_wheel_add(&w, &a.timer, 30000);
+	tw_wheel_add(&w, &b.timer, 30001);
+	tw_timer_where(&w, &a.timer, &level, &slot);
+	CHECK(level > 1);
+	CHECK_EQ(tw_wheel_reschedule(&w, &a.timer, 30005), 1);
+	tw_timer_where(&w, &a.timer, &level2, &slot2);
+	CHECK_EQ(level2, level);
+	CHECK_EQ(slot2, slot);
+	CHECK_EQ(tw_timer_due(&a.timer), 30005);
+	CHECK_WHEEL(&w);
+	CHECK_EQ(tw_wheel_advance(&w, 30004), 1); /* only b */
+	CHECK_EQ(a.fires, 0);
+	CHECK_EQ(tw_wheel_advance(&w, 30005), 1);
+	CHECK_EQ(a.fired_at, 30005);
+	/* Rescheduled to now or the past: it fires on the next advance. */
+	tw_wheel_add(&w, &a.timer, 90000);
+	CHECK_EQ(tw_wheel_reschedule(&w, &a.timer, 30005), 1);
+	CHECK_EQ(tw_wheel_advance(&w, 30005), 1);
+	CHECK_WHEEL(&w);
+	tw_wheel_destroy(&w);
+}
+
 /* Counts buckets popped: the clock must jump, not tick. */
 static int popped;
 static void count_pops(void *arg, const struct tw_wheel *w,
@@ -632,6 +665,7 @@ int main(void)
 	RUN(test_exact_never_early_less_than_a_tick_late);
 	RUN(test_due_at_or_before_now_fires_on_next_advance);
 	RUN(test_reschedule);
+	RUN(test_reschedule_within_its_bucket_stays_put);
 	RUN(test_clock_jumps_over_empty_time);
 	RUN(test_exact_mode_spreads_cascades_over_time);
 	RUN(test_callback_cancels_timer_in_same_batch);
