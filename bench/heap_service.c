@@ -1,17 +1,10 @@
 #define _POSIX_C_SOURCE 200809L
 
 #include "heap_service.h"
+#include "bench_util.h"
 
 #include <stdlib.h>
 #include <time.h>
-
-int64_t heap_now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
 
 static void set(struct heap_service *hs, size_t i, struct heap_timer *t)
 {
@@ -69,7 +62,7 @@ static void *reaper(void *arg)
 
 	pthread_mutex_lock(&hs->mu);
 	while (!hs->stop) {
-		int64_t now = heap_now_ns();
+		int64_t now = bench_now_ns();
 
 		while (hs->len && hs->heap[0]->due <= now) {
 			struct heap_timer *t = hs->heap[0];

@@ -34,6 +34,5 @@ int heap_service_add(struct heap_service *hs, struct heap_timer *t, int64_t due)
 int heap_service_cancel(struct heap_service *hs, struct heap_timer *t);
 /* Run everything due at now on this thread; returns how many. */
 size_t heap_service_poll(struct heap_service *hs, int64_t now);
-int64_t heap_now_ns(void);
 
 #endif

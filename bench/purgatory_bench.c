@@ -27,6 +27,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench_util.h"
 #include "timingwheel/timingwheel.h"
 
 #define KEY_SPACE 100
@@ -49,27 +50,12 @@ static struct tw_service *completer;
 static atomic_long ended, expired;
 static char key_names[KEY_SPACE][16];
 
-static int64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 static int64_t cpu_ns(void)
 {
 	struct timespec ts;
 
 	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
 	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-static double allocated(void)
-{
-	struct mallinfo2 mi = mallinfo2();
-
-	return (double)mi.uordblks + (double)mi.hblkhd;
 }
 
 static uint64_t rng = 0x2545f4914f6cdd1dULL;
@@ -150,14 +136,14 @@ static struct result run(long n, double rate, int64_t timeout_ms, double p50_ms,
 		for (int k = 0; k < KEYS_PER_REQUEST; k++)
 			reqs[i].keys[k] = (int)(uniform() * KEY_SPACE);
 	}
-	before = allocated();
-	start = now_ns();
+	before = bench_allocated();
+	start = bench_now_ns();
 	cpu0 = cpu_ns();
 	for (long i = 0; i < n; i++) {
 		struct request *r = &reqs[i];
 		const void *keys[KEYS_PER_REQUEST];
 		size_t lens[KEYS_PER_REQUEST];
-		int64_t wait = start + r->arrival_ns - now_ns();
+		int64_t wait = start + r->arrival_ns - bench_now_ns();
 
 		if (wait > 20000) {
 			struct timespec ts = { 0, (long)wait };
@@ -178,13 +164,13 @@ static struct result run(long n, double rate, int64_t timeout_ms, double p50_ms,
 		}
 		tw_purgatory_try_complete_else_watch(purgatory, &r->op, keys, lens,
 						     KEYS_PER_REQUEST, r->watches);
-		if (i % 1024 == 0 && allocated() - before > peak)
-			peak = allocated() - before;
+		if (i % 1024 == 0 && bench_allocated() - before > peak)
+			peak = bench_allocated() - before;
 	}
-	submitted = now_ns();
+	submitted = bench_now_ns();
 	while (atomic_load(&ended) < n)
 		nanosleep(&(struct timespec){ 0, 1000000 }, NULL);
-	res.elapsed_ms = (double)(now_ns() - start) / 1e6;
+	res.elapsed_ms = (double)(bench_now_ns() - start) / 1e6;
 	res.cpu_us = (double)(cpu_ns() - cpu0) / 1e3 / (double)n;
 	res.rate = (double)n / ((double)(submitted - start) / 1e9);
 	res.completed_share = 1.0 - (double)atomic_load(&expired) / (double)n;

@@ -34,6 +34,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_util.h"
 #include "heap_service.h"
 #include "inbox_service.h"
 #include "timingwheel/timingwheel.h"
@@ -179,12 +180,12 @@ static double run_phase(struct bench *b, int phase)
 		pthread_create(&th[i], NULL, work, &wk[i]);
 	}
 	pthread_barrier_wait(&b->start);
-	t0 = heap_now_ns();
+	t0 = bench_now_ns();
 	pthread_barrier_wait(&b->start);
 	/* The inbox's work is not done until its reaper applied it all. */
 	if (b->impl == INBOX)
 		inbox_quiesce(&b->ib);
-	t1 = heap_now_ns();
+	t1 = bench_now_ns();
 	for (unsigned i = 0; i < b->threads; i++)
 		pthread_join(th[i], NULL);
 	pthread_barrier_destroy(&b->start);
@@ -214,7 +215,7 @@ static void producers(const char *name, enum impl impl, unsigned shards)
 				heap_timer_init(&b.items[i].ht, heap_fn);
 				inbox_timer_init(&b.items[i].it);
 			}
-			b.base = heap_now_ns();
+			b.base = bench_now_ns();
 			if (impl == HEAP) {
 				heap_service_init(&b.hs, N, true);
 			} else if (impl == INBOX) {
@@ -252,14 +253,14 @@ static void count_svc(struct tw_service *s, struct tw_service_timer *t)
 	(void)s;
 	(void)t;
 	if (atomic_fetch_add(&ran, 1) + 1 == N)
-		atomic_store(&last_run, heap_now_ns());
+		atomic_store(&last_run, bench_now_ns());
 }
 
 static void count_heap(struct heap_timer *t)
 {
 	(void)t;
 	if (atomic_fetch_add(&ran, 1) + 1 == N)
-		atomic_store(&last_run, heap_now_ns());
+		atomic_store(&last_run, bench_now_ns());
 }
 
 static void wait_all(void)
@@ -288,7 +289,7 @@ static double expire_once(enum impl impl, unsigned executors)
 	else
 		tw_service_create(&svc, &cfg);
 	/* All due within one 1 ms tick, 200 ms from now: added well before. */
-	due = heap_now_ns() + 200000000;
+	due = bench_now_ns() + 200000000;
 	for (size_t i = 0; i < N; i++) {
 		int64_t d = due + (int64_t)(rnd(&seed) % 1000000);
 
@@ -332,7 +333,7 @@ static void late_svc(struct tw_service *s, struct tw_service_timer *t)
 	struct late_item *li = tw_container_of(t, struct late_item, it.st);
 
 	(void)s;
-	li->late = heap_now_ns() - li->due;
+	li->late = bench_now_ns() - li->due;
 	atomic_fetch_add(&ran, 1);
 }
 
@@ -340,7 +341,7 @@ static void late_heap(struct heap_timer *t)
 {
 	struct late_item *li = tw_container_of(t, struct late_item, it.ht);
 
-	li->late = heap_now_ns() - li->due;
+	li->late = bench_now_ns() - li->due;
 	atomic_fetch_add(&ran, 1);
 }
 
@@ -381,7 +382,7 @@ static void lateness(const char *name, enum impl impl, enum tw_mode mode)
 		tw_service_create(&svc, &cfg);
 	/* Due 1 s .. 3 s from now: every task is added before any is due
 	 * (adding 1e6 takes well under 1 s), so lateness is the timer's. */
-	start = heap_now_ns() + 1000000000;
+	start = bench_now_ns() + 1000000000;
 	for (size_t i = 0; i < N; i++) {
 		items[i].due = start + (int64_t)(rnd(&seed) % 2000000000ULL);
 		if (impl == HEAP) {
@@ -392,7 +393,7 @@ static void lateness(const char *name, enum impl impl, enum tw_mode mode)
 			tw_service_add(svc, &items[i].it.st, items[i].due);
 		}
 	}
-	if (heap_now_ns() >= start)
+	if (bench_now_ns() >= start)
 		printf("  (warning: adding took longer than 1 s)\n");
 	wait_all();
 	if (env_or("BENCH_HIST", 0)) {
@@ -431,14 +432,6 @@ static void lateness(const char *name, enum impl impl, enum tw_mode mode)
 
 /* ---- memory per pending task ---- */
 
-/* Bytes the allocator handed out, mmapped chunks included. */
-static double allocated(void)
-{
-	struct mallinfo2 mi = mallinfo2();
-
-	return (double)mi.uordblks + (double)mi.hblkhd;
-}
-
 static void memory(void)
 {
 	double before, after;
@@ -448,15 +441,15 @@ static void memory(void)
 	struct tw_service_timer *st;
 	struct heap_timer *ht;
 
-	before = allocated();
+	before = bench_allocated();
 	cfg.executors = 1;
 	tw_service_create(&svc, &cfg);
 	st = malloc(N * sizeof(*st));
 	for (size_t i = 0; i < N; i++) {
 		tw_service_timer_init(&st[i], svc_fn, 0);
-		tw_service_add(svc, &st[i], heap_now_ns() + 1000000000LL + (int64_t)i * 1000);
+		tw_service_add(svc, &st[i], bench_now_ns() + 1000000000LL + (int64_t)i * 1000);
 	}
-	after = allocated();
+	after = bench_allocated();
 	printf("  %-22s memory   %.1f bytes per pending task (the timer is %zu B; "
 	       "the rest is the service's fixed part / N)\n", "service (4 shards)",
 	       (after - before) / (double)N, sizeof(*st));
@@ -466,14 +459,14 @@ static void memory(void)
 	tw_service_destroy(svc);
 	free(st);
 
-	before = allocated();
+	before = bench_allocated();
 	heap_service_init(&hs, N, false);
 	ht = malloc(N * sizeof(*ht));
 	for (size_t i = 0; i < N; i++) {
 		heap_timer_init(&ht[i], heap_fn);
 		heap_service_add(&hs, &ht[i], (int64_t)i);
 	}
-	after = allocated();
+	after = bench_allocated();
 	printf("  %-22s memory   %.1f bytes per pending task (timer %zu B + heap "
 	       "slot)\n", "heap + mutex",
 	       (after - before) / (double)N, sizeof(*ht));

@@ -33,6 +33,7 @@
 #include <time.h>
 #include <uv.h>
 
+#include "bench_util.h"
 #include "timingwheel/timingwheel.h"
 
 #define RUNS 3
@@ -50,21 +51,6 @@ static size_t *order;     /* a random permutation */
 static size_t *pick;      /* churn's random picks */
 static double floor_ns;
 static long fired;
-
-static int64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-static double allocated(void)
-{
-	struct mallinfo2 mi = mallinfo2();
-
-	return (double)mi.uordblks + (double)mi.hblkhd;
-}
 
 static uint64_t rng = 0x9e3779b97f4a7c15ULL;
 
@@ -487,10 +473,10 @@ static void report(const char *lib, const char *work, double *runs, double bytes
 
 static double timed(void (*fn)(void))
 {
-	int64_t t0 = now_ns();
+	int64_t t0 = bench_now_ns();
 
 	fn();
-	return (double)(now_ns() - t0) / (double)N;
+	return (double)(bench_now_ns() - t0) / (double)N;
 }
 
 static void measure(const struct impl *im)
@@ -498,7 +484,7 @@ static void measure(const struct impl *im)
 	double ins[RUNS], can[RUNS], chu[RUNS], exp[RUNS], idl[RUNS], bytes = 0;
 
 	for (int r = 0; r < RUNS; r++) {
-		double before = allocated();
+		double before = bench_allocated();
 
 		/* Idle timeouts reset on every packet: due 30 s out, reset to
 		 * 30 s from a clock that creeps forward. */
@@ -515,7 +501,7 @@ static void measure(const struct impl *im)
 		im->setup();
 		ins[r] = timed(im->insert);
 		if (r == 0)
-			bytes = (allocated() - before) / (double)N;
+			bytes = (bench_allocated() - before) / (double)N;
 		can[r] = timed(im->cancel);
 		im->insert();
 		chu[r] = timed(im->churn);
