@@ -15,11 +15,18 @@ CMAKE_FLAGS ?=
 
 all: build
 
-# Install the build tools if this machine lacks them (a fresh Debian).
+# Install what the build and the tests need if this machine lacks it (a
+# fresh Debian): compilers, valgrind, libuv (the libuv example), pkg-config
+# and cmake (the install test), Chromium (the tw-trace --html browser test),
+# doxygen (make docs).
+DEPS = cmake:cmake cc:gcc clang:clang valgrind:valgrind pkg-config:pkg-config \
+	chromium:chromium doxygen:doxygen /usr/include/uv.h:libuv1-dev
 deps:
 	@missing=""; \
-	for tool in cmake:cmake cc:gcc clang:clang valgrind:valgrind; do \
-	  command -v $${tool%%:*} >/dev/null 2>&1 || missing="$$missing $${tool##*:}"; \
+	for dep in $(DEPS); do \
+	  what=$${dep%%:*}; \
+	  case $$what in /*) [ -e $$what ] ;; *) command -v $$what >/dev/null 2>&1 ;; esac \
+	    || missing="$$missing $${dep##*:}"; \
 	done; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing:$$missing"; \
@@ -85,6 +92,7 @@ valgrind: build
 	@echo "valgrind tw-trace"
 	@$(VALGRIND) $(BUILD)/tw-trace --text examples/seed001.tw >/dev/null
 	@$(VALGRIND) $(BUILD)/tw-trace --events tests/scenarios/cancel.tw >/dev/null
+	@$(VALGRIND) $(BUILD)/tw-trace --html $(BUILD)/valgrind-seed004.html examples/seed004.tw
 	@echo "valgrind: clean"
 
 # The wheel against libuv, libev, libevent and a binary heap (issue 6):
