@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# Install the built library into a scratch prefix and use it the two ways a
+# user does: find_package(timingwheel) from CMake (static and shared
+# targets) and pkg-config from a plain compiler line. The program is the
+# README's quick start, extracted as written.
+#
+#   install_test.sh SOURCE_DIR BUILD_DIR WORK_DIR
+set -euo pipefail
+src=$1 build=$2 work=$3
+rm -rf "$work"
+mkdir -p "$work"
+prefix=$work/prefix
+
+fail() { echo "install_test: $*"; exit 1; }
+
+cmake --install "$build" --prefix "$prefix" >/dev/null
+
+# What a packager expects to find.
+for f in include/timingwheel/timingwheel.h include/timingwheel/wheel.h \
+         include/timingwheel/service.h include/timingwheel/purgatory.h; do
+  [ -f "$prefix/$f" ] || fail "missing $f"
+done
+libdir=$(dirname "$(find "$prefix" -name libtimingwheel.a | head -1)")
+[ -f "$libdir/libtimingwheel.a" ] || fail "no static library"
+[ -f "$libdir/pkgconfig/timingwheel.pc" ] || fail "no timingwheel.pc"
+[ -f "$libdir/cmake/timingwheel/timingwheelConfig.cmake" ] || fail "no CMake config"
+so=$(find "$libdir" -name 'libtimingwheel.so.*.*' | head -1)
+[ -n "$so" ] || fail "no versioned shared library"
+soname=$(objdump -p "$so" | awk '/SONAME/ { print $2 }')
+[ "$soname" = libtimingwheel.so.0 ] || fail "SONAME is '$soname', not libtimingwheel.so.0"
+[ -L "$libdir/libtimingwheel.so" ] || fail "no libtimingwheel.so link for -l"
+
+# The README's quick start: the C block after the quickstart marker.
+awk '/<!-- quickstart/ { on = 1; next } on && /^```c/ { inside = 1; next }
+     inside && /^```/ { exit } inside { print }' "$src/README.md" >"$work/quickstart.c"
+[ "$(wc -l <"$work/quickstart.c")" -ge 5 ] || fail "no quick start found in README.md"
+expected="ring at 350"
+
+check_run() {
+  local out
+  out=$("$@") || fail "$1 exited with $?"
+  [ "$out" = "$expected" ] || fail "$1 printed '$out', expected '$expected'"
+}
+
+# 1. CMake: find_package against the installed copy only.
+cp "$src/tests/consumer/CMakeLists.txt" "$work/"
+cmake -S "$work" -B "$work/cmake-build" -DCMAKE_PREFIX_PATH="$prefix" \
+  -DCMAKE_C_FLAGS="-Wall -Wextra -Werror" >/dev/null
+cmake --build "$work/cmake-build" >/dev/null
+check_run "$work/cmake-build/consumer_static"
+check_run "$work/cmake-build/consumer_shared"
+ldd "$work/cmake-build/consumer_shared" | grep -q "$prefix" ||
+  fail "consumer_shared does not load the installed libtimingwheel.so"
+
+# 2. pkg-config, the way the README shows it (shared), and --static.
+export PKG_CONFIG_PATH=$libdir/pkgconfig
+[ "$(pkg-config --modversion timingwheel)" = 0.1.0 ] || fail "pkg-config version"
+# shellcheck disable=SC2046
+cc -std=c11 -Wall -Wextra -Werror "$work/quickstart.c" \
+  $(pkg-config --cflags --libs timingwheel) -o "$work/pc_shared"
+LD_LIBRARY_PATH=$libdir check_run "$work/pc_shared"
+# shellcheck disable=SC2046
+cc -std=c11 -Wall -Wextra -Werror "$work/quickstart.c" -static \
+  $(pkg-config --cflags --libs --static timingwheel) -o "$work/pc_static"
+check_run "$work/pc_static"
+echo "install_test: headers, libtimingwheel.a, $soname, timingwheel.pc and the CMake config installed; the README quick start builds and runs with find_package and with pkg-config"
