@@ -10,7 +10,7 @@ PREFIX   ?= /usr/local
 JOBS     ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
 
-.PHONY: all build demo test sanitize tsan soak clang valgrind install deps clean \
+.PHONY: docs all build demo test sanitize tsan soak clang valgrind install deps clean \
 	bench-service bench-purgatory bench bench-quick bench-deps
 
 all: build
@@ -127,6 +127,16 @@ bench-service: build
 bench-purgatory: build
 	$(BUILD)/bench/purgatory_bench
 	$(BUILD)/bench/purgatory_bench --find
+
+# The API reference from the public headers: doxygen with warnings as
+# errors (every declaration and parameter documented), then a check that
+# every function states its result and its thread safety.
+docs:
+	@$(MAKE) -s deps
+	@mkdir -p $(BUILD)/docs
+	TW_DOCS_OUT=$(BUILD)/docs doxygen docs/Doxyfile
+	bash docs/check-api-docs.sh include/timingwheel/*.h
+	@echo "docs: $(BUILD)/docs/html/index.html"
 
 install: build
 	cmake --install $(BUILD)

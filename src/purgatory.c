@@ -281,6 +281,8 @@ void tw_op_destroy(struct tw_delayed_op *op)
 
 bool tw_op_is_completed(const struct tw_delayed_op *op)
 {
+	if (!op)
+		return false;
 	return atomic_load(&((struct tw_delayed_op *)op)->completed) != 0;
 }
 
@@ -317,6 +319,8 @@ static bool claim(struct tw_delayed_op *op, bool run_callback)
 
 bool tw_op_force_complete(struct tw_delayed_op *op)
 {
+	if (!op)
+		return false;
 	return claim(op, true);
 }
 
@@ -324,6 +328,8 @@ bool tw_op_safe_try_complete(struct tw_delayed_op *op)
 {
 	bool done;
 
+	if (!op || !op->lock || !op->try_complete)
+		return false;
 	pthread_mutex_lock(op->lock);
 	done = op->try_complete(op);
 	pthread_mutex_unlock(op->lock);
@@ -605,17 +611,21 @@ int64_t tw_purgatory_cancel_for_key(struct tw_purgatory *p, const void *key,
 
 size_t tw_purgatory_watched(struct tw_purgatory *p)
 {
+	if (!p)
+		return 0;
 	return atomic_load(&p->watched);
 }
 
 size_t tw_purgatory_delayed(struct tw_purgatory *p)
 {
+	if (!p)
+		return 0;
 	return atomic_load(&p->delayed);
 }
 
 void tw_purgatory_purge(struct tw_purgatory *p)
 {
-	for (unsigned i = 0; i < p->nshards; i++) {
+	for (unsigned i = 0; p && i < p->nshards; i++) {
 		struct pshard *sh = &p->shards[i];
 		struct oplist puts;
 

@@ -452,6 +452,8 @@ static void *executor_main(void *arg)
 void tw_service_timer_init(struct tw_service_timer *t, tw_service_fn *fn,
 			   int64_t period)
 {
+	if (!t)
+		return;
 	memset(t, 0, sizeof(*t));
 	tw_timer_init(&t->wheel_timer, on_expire);
 	t->fn = fn;
@@ -778,6 +780,8 @@ void tw_service_kick(struct tw_service *svc)
 
 int64_t tw_service_now(const struct tw_service *svc)
 {
+	if (!svc)
+		return 0;
 	return clock_now(svc);
 }
 
@@ -785,7 +789,7 @@ size_t tw_service_count(struct tw_service *svc)
 {
 	size_t n = 0;
 
-	for (unsigned i = 0; i < svc->nshards; i++) {
+	for (unsigned i = 0; svc && i < svc->nshards; i++) {
 		pthread_mutex_lock(&svc->shards[i].mu);
 		n += tw_wheel_count(&svc->shards[i].wheel);
 		pthread_mutex_unlock(&svc->shards[i].mu);
@@ -795,6 +799,12 @@ size_t tw_service_count(struct tw_service *svc)
 
 void tw_service_stats(struct tw_service *svc, struct tw_service_stats *out)
 {
+	if (!out)
+		return;
+	if (!svc) {
+		memset(out, 0, sizeof(*out));
+		return;
+	}
 	out->added = atomic_load(&svc->added);
 	out->ran = atomic_load(&svc->ran);
 	out->stopped = atomic_load(&svc->stopped);

@@ -481,6 +481,8 @@ static int64_t drain_share(struct tw_wheel *w, int64_t limit)
 
 void tw_timer_init(struct tw_timer *timer, tw_timer_fn *fn)
 {
+	if (!timer)
+		return;
 	memset(timer, 0, sizeof(*timer));
 	timer->fn = fn;
 }
@@ -797,16 +799,22 @@ int64_t tw_wheel_timeout(const struct tw_wheel *w, int64_t now)
 
 int64_t tw_wheel_now(const struct tw_wheel *w)
 {
+	if (!w)
+		return 0;
 	return w->now;
 }
 
 size_t tw_wheel_count(const struct tw_wheel *w)
 {
+	if (!w)
+		return 0;
 	return w->count;
 }
 
 unsigned tw_wheel_levels(const struct tw_wheel *w)
 {
+	if (!w)
+		return 0;
 	return w->nlevels;
 }
 

@@ -1,4 +1,5 @@
-/*
+/**
+ * @file
  * Error codes shared by every timingwheel module.
  *
  * Like libuv, functions return 0 (or a non-negative count) on success and a
@@ -11,22 +12,29 @@
 extern "C" {
 #endif
 
+/** The result codes: 0 for success, negative for an error. */
 enum tw_error {
-	TW_OK = 0,
-	TW_EINVAL = -1,   /* a NULL pointer, a missing callback, a bad parameter */
-	TW_ENOMEM = -2,   /* allocation failed (only tw_wheel_init allocates) */
-	TW_EBUSY = -3,    /* the timer is already pending; use reschedule */
-	TW_ERANGE = -4,   /* the clock would go backwards */
-	TW_EOWNER = -5,   /* the timer is pending in a different wheel */
-	TW_EREENTER = -6, /* advance/destroy called from inside a callback */
-	TW_ECORRUPT = -7, /* tw_wheel_check found a broken invariant */
-	TW_EOVERFLOW = -8,/* now + delay does not fit in an int64_t */
-	TW_ESHUTDOWN = -9,/* the service is shut down */
-	TW_EAGAIN = -10,  /* a thread could not be started */
-	TW_EDEADLK = -11  /* cancel_sync from the timer's own callback */
+	TW_OK = 0,        /**< success */
+	TW_EINVAL = -1,   /**< a NULL pointer, a missing callback, a bad parameter */
+	TW_ENOMEM = -2,   /**< allocation failed (the wheel allocates only in init) */
+	TW_EBUSY = -3,    /**< the timer is already pending; use reschedule */
+	TW_ERANGE = -4,   /**< the clock would go backwards */
+	TW_EOWNER = -5,   /**< the timer is pending in a different wheel or service */
+	TW_EREENTER = -6, /**< called from inside a callback where that is not allowed */
+	TW_ECORRUPT = -7, /**< tw_wheel_check() found a broken invariant */
+	TW_EOVERFLOW = -8,/**< now + delay does not fit in an int64_t */
+	TW_ESHUTDOWN = -9,/**< the service or purgatory is shut down */
+	TW_EAGAIN = -10,  /**< a thread could not be started */
+	TW_EDEADLK = -11  /**< cancel_sync from the timer's own callback */
 };
 
-/* A short constant English description of a TW_E* code (never NULL). */
+/**
+ * Describe a result code.
+ * @param err a TW_E* code (any int is accepted)
+ * @return a short constant English description, never NULL ("unknown error"
+ *         for a code that is not a TW_E*)
+ * @threadsafety Any thread.
+ */
 const char *tw_strerror(int err);
 
 #ifdef __cplusplus

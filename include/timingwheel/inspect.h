@@ -1,4 +1,5 @@
-/*
+/**
+ * @file
  * Read-only views of a wheel's inside, an observer hook, and the invariant
  * checker. tw-trace draws the wheel with these; tests assert the seeds'
  * intermediate states with them. None of it is needed to use the wheel.
@@ -18,105 +19,164 @@
 extern "C" {
 #endif
 
-/* Where tw_timer_where() finds a timer that is due and waits for advance. */
+/** The level tw_timer_where() reports for a timer that is due and waits for
+ *  the next advance. */
 #define TW_LEVEL_READY 0u
 
+/** One level of the wheel (Kafka's TimingWheel). */
 struct tw_level_info {
-	int64_t tick;         /* time covered by one bucket */
-	int64_t current_time; /* the level's clock, a multiple of tick */
-	int64_t interval;     /* tick * wheel_size: range is [current_time,
-				 current_time + interval) */
-	bool unbounded;       /* the top level: covers everything beyond */
+	int64_t tick;         /**< time covered by one bucket */
+	int64_t current_time; /**< the level's clock, a multiple of tick */
+	int64_t interval;     /**< tick * wheel_size: range is [current_time,
+				   current_time + interval) */
+	bool unbounded;       /**< the top level: covers everything beyond */
 };
 
+/** One bucket (Kafka's TimerTaskList). */
 struct tw_bucket_info {
-	bool has_expiration;  /* Kafka's expiration != -1 */
-	bool queued;          /* in the bucket queue */
-	bool draining;        /* exact mode: popped a tick early, its timers
-				 moving down a share at each advance */
-	int64_t expiration;   /* bucket start = when it is popped */
-	int64_t end;          /* expiration + level tick */
-	size_t count;         /* timers in the bucket */
-	const struct tw_timer *first; /* walk with tw_bucket_next() */
+	bool has_expiration;  /**< Kafka's expiration != -1 */
+	bool queued;          /**< in the bucket queue */
+	bool draining;        /**< exact mode: popped a tick early, its timers
+				   moving down a share at each advance */
+	int64_t expiration;   /**< bucket start = when it is popped */
+	int64_t end;          /**< expiration + level tick */
+	size_t count;         /**< timers in the bucket */
+	const struct tw_timer *first; /**< walk with tw_bucket_next() */
 };
 
+/** One entry of the bucket queue (Kafka's DelayQueue). */
 struct tw_queue_entry {
-	unsigned level;
-	unsigned slot;
-	int64_t expiration;
-	size_t count;
+	unsigned level;       /**< the bucket's level, from 1 */
+	unsigned slot;        /**< the bucket's slot, from 0 */
+	int64_t expiration;   /**< when it is popped */
+	size_t count;         /**< timers in it */
 };
 
-/* Level 1..tw_wheel_levels(). Returns 0 or TW_EINVAL. */
+/**
+ * Describe a level.
+ * @param wheel an initialised wheel
+ * @param level 1..tw_wheel_levels()
+ * @param[out] out the description
+ * @retval 0 success
+ * @retval TW_EINVAL NULL pointer or no such level
+ * @threadsafety The wheel's thread.
+ */
 int tw_wheel_level_info(const struct tw_wheel *wheel, unsigned level,
 			struct tw_level_info *out);
 
-/* Bucket slot of a level. Returns 0 or TW_EINVAL. */
+/**
+ * Describe a bucket.
+ * @param wheel an initialised wheel
+ * @param level 1..tw_wheel_levels()
+ * @param slot 0..wheel_size-1
+ * @param[out] out the description; out->first stays valid until the wheel
+ *                 next changes
+ * @retval 0 success
+ * @retval TW_EINVAL NULL pointer, no such level or slot
+ * @threadsafety The wheel's thread.
+ */
 int tw_wheel_bucket_info(const struct tw_wheel *wheel, unsigned level,
 			 unsigned slot, struct tw_bucket_info *out);
 
-/* The timers due now, waiting for the next advance (level TW_LEVEL_READY). */
+/**
+ * Describe the timers due now, waiting for the next advance (level
+ * TW_LEVEL_READY).
+ * @param wheel an initialised wheel
+ * @param[out] out the description, as for a bucket
+ * @retval 0 success
+ * @retval TW_EINVAL NULL pointer
+ * @threadsafety The wheel's thread.
+ */
 int tw_wheel_ready_info(const struct tw_wheel *wheel,
 			struct tw_bucket_info *out);
 
-/* The next timer in the same bucket, in firing order, or NULL. */
+/**
+ * Walk a bucket.
+ * @param timer a timer from tw_bucket_info::first or this function
+ * @return the next timer in the same bucket, in firing order, or NULL
+ * @threadsafety The wheel's thread.
+ */
 const struct tw_timer *tw_bucket_next(const struct tw_timer *timer);
 
-/*
- * Copy the bucket queue, in the order it will be popped, into out[0..max).
- * Returns the queue's length (which may exceed max).
+/**
+ * Copy the bucket queue, in the order it will be popped.
+ * @param wheel an initialised wheel
+ * @param[out] out room for max entries (may be NULL when max is 0)
+ * @param max entries out can take
+ * @return the queue's length (which may exceed max: call again with more)
+ * @threadsafety The wheel's thread.
  */
 size_t tw_wheel_queue_snapshot(const struct tw_wheel *wheel,
 			       struct tw_queue_entry *out, size_t max);
 
-/*
- * Where a pending timer is: its level (TW_LEVEL_READY if it is due and
- * waits for the next advance) and slot. Returns 0, or TW_EINVAL if the
- * timer is not pending in this wheel.
+/**
+ * Where a pending timer is.
+ * @param wheel an initialised wheel
+ * @param timer a timer
+ * @param[out] level its level, or TW_LEVEL_READY if it is due and waits for
+ *                   the next advance
+ * @param[out] slot its slot
+ * @retval 0 success
+ * @retval TW_EINVAL NULL pointer, or the timer is not pending in this wheel
+ * @threadsafety The wheel's thread.
  */
 int tw_timer_where(const struct tw_wheel *wheel, const struct tw_timer *timer,
 		   unsigned *level, unsigned *slot);
 
 /* ---- observer: called synchronously on every structural event ---- */
 
+/** What an observer is told about. */
 enum tw_event_kind {
-	TW_EV_LEVEL_ADDED, /* level, time = its current_time */
-	TW_EV_PLACED,      /* timer put in level/slot (add or cascade),
-			      time = the bucket's expiration */
-	TW_EV_READY,       /* timer due when added: waits for next advance */
-	TW_EV_POPPED,      /* bucket level/slot left the queue, time = its
-			      expiration */
-	TW_EV_CLOCK,       /* level's clock moved to time */
-	TW_EV_FIRED        /* timer's callback is about to run; time = now */
+	TW_EV_LEVEL_ADDED, /**< level, time = its current_time */
+	TW_EV_PLACED,      /**< timer put in level/slot (add or cascade),
+			        time = the bucket's expiration */
+	TW_EV_READY,       /**< timer due when added: waits for next advance */
+	TW_EV_POPPED,      /**< bucket level/slot left the queue, time = its
+			        expiration */
+	TW_EV_CLOCK,       /**< level's clock moved to time */
+	TW_EV_FIRED        /**< timer's callback is about to run; time = now */
 };
 
+/** One structural event. Fields not named by the kind are 0 / NULL. */
 struct tw_event {
-	enum tw_event_kind kind;
-	unsigned level;
-	unsigned slot;
-	int64_t time;
-	const struct tw_timer *timer;
+	enum tw_event_kind kind;      /**< what happened */
+	unsigned level;               /**< the level concerned */
+	unsigned slot;                /**< the bucket concerned */
+	int64_t time;                 /**< see enum tw_event_kind */
+	const struct tw_timer *timer; /**< the timer concerned */
 };
 
+/** An observer: on_event(arg, wheel, event) runs synchronously. */
 struct tw_observer {
+	/** Called on every event; must not change the wheel. */
 	void (*on_event)(void *arg, const struct tw_wheel *wheel,
 			 const struct tw_event *event);
-	void *arg;
+	void *arg; /**< passed to on_event */
 };
 
-/* Install (or with NULL remove) an observer. It must outlive its use. */
+/**
+ * Install or remove an observer.
+ * @param wheel an initialised wheel
+ * @param observer the observer (it must outlive its use), or NULL to remove
+ * @threadsafety The wheel's thread.
+ */
 void tw_wheel_set_observer(struct tw_wheel *wheel,
 			   const struct tw_observer *observer);
 
-/*
+/**
  * Check every invariant of the wheel against a plain walk of all its
  * buckets (wahern/timeout's timeouts_check): each pending timer is in the
  * bucket its due time and the level clocks select, each bucket's expiration
  * matches its contents, every bucket with an expiration is in the queue
  * under it (and, in exact mode, only non-empty ones), the queue is a valid
  * heap, the level clocks agree, and the counts add up. O(buckets + timers).
- * Returns 0 or TW_ECORRUPT, with a description in why (if not NULL).
- * Call it between operations, not from a callback.
+ * @param wheel an initialised wheel
+ * @param[out] why a description of the first broken invariant (may be NULL)
+ * @param why_len the size of why
+ * @retval 0 every invariant holds
+ * @retval TW_ECORRUPT one does not, or the wheel is NULL or not initialised
+ *         (why says which)
+ * @threadsafety The wheel's thread, between operations (not from a callback).
  */
 int tw_wheel_check(const struct tw_wheel *wheel, char *why, size_t why_len);
 

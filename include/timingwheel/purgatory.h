@@ -1,4 +1,5 @@
-/*
+/**
+ * @file
  * The purgatory: Kafka's DelayedOperationPurgatory in C.
  *
  * A delayed operation is a request that cannot answer yet (a produce with
@@ -7,10 +8,11 @@
  * gets there first — a key check, the timeout, or a cancel — completes it,
  * exactly once:
  *
- *   completed by its condition:  on_complete(op)
- *   timed out:                    on_complete(op), then on_expiration(op)
- *   cancelled (cancel_for_key,
- *   shutdown):                    handed back to the caller, no callback
+ * | how it ends                          | what runs                           |
+ * |--------------------------------------|-------------------------------------|
+ * | completed by its condition           | on_complete(op)                     |
+ * | timed out                            | on_complete(op), then on_expiration(op) |
+ * | cancelled (cancel_for_key, shutdown) | handed back to the caller, no callback |
  *
  * Lifetime. Completed operations are removed from the watch lists of their
  * keys lazily, as Kafka does: when the key is checked, or by a purge once
@@ -45,108 +47,205 @@ struct tw_purgatory;
 struct tw_delayed_op;
 struct tw_watchers; /* private: one key's watch list */
 
-/* Check the condition; if it holds, call tw_op_force_complete(op) and
- * return what it returned. Runs under the op's lock. */
+/**
+ * Check the condition; if it holds, call tw_op_force_complete(op) and
+ * return what it returned. Runs under the op's lock.
+ * @param op the operation
+ * @return true if this call completed it
+ */
 typedef bool tw_op_try_complete_fn(struct tw_delayed_op *op);
+/**
+ * A callback about an operation (on_complete, on_expiration, on_release,
+ * hand-back).
+ * @param op the operation
+ */
 typedef void tw_op_fn(struct tw_delayed_op *op);
 
-/* One key an operation watches. Private fields; provide one per key. */
+/** One key an operation watches. Private fields; provide one per key. */
 struct tw_watch {
-	struct tw_link link;
-	struct tw_delayed_op *op;
-	struct tw_watchers *list; /* NULL when not linked */
+	struct tw_link link;      /**< position in the key's list */
+	struct tw_delayed_op *op; /**< the operation watching */
+	struct tw_watchers *list; /**< NULL when not linked */
 };
 
+/** A delayed operation (Kafka's DelayedOperation). Embed it; the caller
+ *  sets on_release after tw_op_init() if it wants it. */
 struct tw_delayed_op {
-	struct tw_service_timer timer; /* the timeout (private) */
-	tw_op_try_complete_fn *try_complete;
-	tw_op_fn *on_complete;
-	tw_op_fn *on_expiration;       /* may be NULL */
-	tw_op_fn *on_release;          /* may be NULL */
-	pthread_mutex_t *lock;         /* own_lock, or the caller's */
-	pthread_mutex_t own_lock;
-	struct tw_purgatory *purgatory;
-	int64_t timeout;               /* clock units (ns by default) */
-	atomic_int completed;
-	atomic_int refs;
-	atomic_int linked;             /* watch entries still in lists */
+	struct tw_service_timer timer; /**< the timeout (private) */
+	tw_op_try_complete_fn *try_complete; /**< the condition */
+	tw_op_fn *on_complete;         /**< runs once when it completes */
+	tw_op_fn *on_expiration;       /**< after on_complete on timeout; may be NULL */
+	tw_op_fn *on_release;          /**< the purgatory let go of it; may be NULL */
+	pthread_mutex_t *lock;         /**< own_lock, or the caller's */
+	pthread_mutex_t own_lock;      /**< used when no lock is shared */
+	struct tw_purgatory *purgatory;/**< set when first watched */
+	int64_t timeout;               /**< clock units (ns by default) */
+	atomic_int completed;          /**< the exactly-once flag */
+	atomic_int refs;               /**< the purgatory's references */
+	atomic_int linked;             /**< watch entries still in lists */
 };
 
-/*
- * Prepare an operation. timeout > 0 (clock units of the purgatory's
- * service); try_complete and on_complete are required; lock may be NULL
- * (the op's own). Returns 0 or TW_EINVAL.
+/**
+ * Prepare an operation.
+ * @param op the operation
+ * @param timeout > 0, in clock units of the purgatory's service
+ * @param try_complete the condition (required)
+ * @param on_complete runs once when it completes (required)
+ * @param on_expiration runs after on_complete when it timed out (may be NULL)
+ * @param lock a lock shared with other operations, or NULL for its own
+ * @retval 0 success
+ * @retval TW_EINVAL NULL op, timeout <= 0, no try_complete or on_complete
+ * @threadsafety The op's owner, before anyone else sees it.
  */
 int tw_op_init(struct tw_delayed_op *op, int64_t timeout,
 	       tw_op_try_complete_fn *try_complete, tw_op_fn *on_complete,
 	       tw_op_fn *on_expiration, pthread_mutex_t *lock);
 
-/* Release the op's own lock (after on_release, or if it was never used). */
+/**
+ * Release the op's own lock (after on_release, or if it was never used).
+ * @param op the operation (NULL: nothing happens)
+ * @threadsafety The op's owner, once the purgatory let go of it.
+ */
 void tw_op_destroy(struct tw_delayed_op *op);
 
-/*
+/**
  * Complete the operation if nobody has: cancel its timeout and run
- * on_complete. Returns true for the one caller that completed it.
+ * on_complete (Kafka's forceComplete).
+ * @param op the operation
+ * @return true for the one caller that completed it; false for everyone
+ *         else and for NULL
+ * @threadsafety Any thread; usually from try_complete, under the op's lock.
  */
 bool tw_op_force_complete(struct tw_delayed_op *op);
 
+/**
+ * Whether it completed (by condition, timeout or cancel).
+ * @param op the operation
+ * @return true once completed; false for NULL
+ * @threadsafety Any thread.
+ */
 bool tw_op_is_completed(const struct tw_delayed_op *op);
 
-/* try_complete under the op's lock (Kafka's safeTryComplete). */
+/**
+ * try_complete under the op's lock (Kafka's safeTryComplete).
+ * @param op an initialised operation
+ * @return what try_complete returned; false for NULL
+ * @threadsafety Any thread; not while holding the op's lock.
+ */
 bool tw_op_safe_try_complete(struct tw_delayed_op *op);
 
+/** How to build a purgatory; zeros give the defaults. */
 struct tw_purgatory_config {
-	struct tw_service_config service; /* its own timer service (zeros: the
-					     defaults, 1 ms tick) */
-	unsigned shards;            /* watch-list shards; 0: 512 (Kafka's) */
-	size_t purge_interval;      /* 0: 1000 (Kafka's default) */
+	struct tw_service_config service; /**< its own timer service (zeros: the
+					       defaults, 1 ms tick) */
+	unsigned shards;            /**< watch-list shards; 0: 512 (Kafka's) */
+	size_t purge_interval;      /**< 0: 1000 (Kafka's default) */
 };
 
+/**
+ * Create a purgatory and start its timer service.
+ * @param[out] out the new purgatory (NULL on failure)
+ * @param cfg the configuration, or NULL for the defaults
+ * @retval 0 success
+ * @retval TW_EINVAL NULL out, shards > 65536 or a bad service configuration
+ * @retval TW_ENOMEM allocation failed
+ * @retval TW_EAGAIN a thread could not start
+ * @threadsafety Any thread.
+ */
 int tw_purgatory_create(struct tw_purgatory **out,
 			const struct tw_purgatory_config *cfg);
 
-/*
- * Kafka's tryCompleteElseWatch: complete the op now if its condition holds;
- * otherwise watch it on every key (watches[i] for keys[i], lens[i] bytes,
- * 0 < lens[i] <= TW_KEY_MAX), and arm its timeout. The watching happens
- * under the op's lock right after the failed check, so a key check that
- * comes in between cannot be lost. Returns 1 if completed now, 0 if it
- * waits, or TW_EINVAL (no keys, a key empty or too long) / TW_ENOMEM /
- * TW_ESHUTDOWN (then nothing was watched).
- */
+/** The longest key, in bytes. */
 #define TW_KEY_MAX 4096
+
+/**
+ * Kafka's tryCompleteElseWatch: complete the op now if its condition holds;
+ * otherwise watch it on every key and arm its timeout. The watching happens
+ * under the op's lock right after the failed check, so a key check that
+ * comes in between cannot be lost.
+ * @param p the purgatory
+ * @param op an initialised operation, not yet watched
+ * @param keys nkeys keys (byte strings)
+ * @param lens their lengths, each 1..TW_KEY_MAX
+ * @param nkeys >= 1
+ * @param watches nkeys watch entries, the caller's memory (usually in op)
+ * @retval 1 completed now
+ * @retval 0 it waits
+ * @retval TW_EINVAL a NULL pointer, no keys, a key empty or too long
+ * @retval TW_ENOMEM a key's list could not be allocated
+ * @retval TW_ESHUTDOWN the purgatory is shut down
+ * (on an error nothing was watched)
+ * @threadsafety Any thread.
+ */
 int tw_purgatory_try_complete_else_watch(struct tw_purgatory *p,
 					 struct tw_delayed_op *op,
 					 const void *const *keys,
 					 const size_t *lens, size_t nkeys,
 					 struct tw_watch *watches);
 
-/* Try every op watched on the key; drop completed ones from its list.
- * Returns how many this call completed. */
+/**
+ * Try every op watched on the key; drop completed ones from its list
+ * (Kafka's checkAndComplete).
+ * @param p the purgatory
+ * @param key the key
+ * @param len its length, 1..TW_KEY_MAX
+ * @return how many this call completed, or TW_EINVAL (NULL, bad length)
+ * @threadsafety Any thread; not under an op's lock.
+ */
 int64_t tw_purgatory_check_and_complete(struct tw_purgatory *p,
 					const void *key, size_t len);
 
-/*
+/**
  * Stop every uncompleted op watched on the key: each is claimed (it will
  * not complete or expire), its timeout cancelled, and handed to hand_back.
- * Returns how many.
+ * @param p the purgatory
+ * @param key the key
+ * @param len its length, 1..TW_KEY_MAX
+ * @param hand_back receives each claimed op (may be NULL)
+ * @return how many were handed back, or TW_EINVAL (NULL, bad length)
+ * @threadsafety Any thread; not under an op's lock.
  */
 int64_t tw_purgatory_cancel_for_key(struct tw_purgatory *p, const void *key,
 				    size_t len, tw_op_fn *hand_back);
 
-/* Watch entries in the lists, completed-but-not-yet-purged included. */
+/**
+ * Watch entries in the lists (Kafka's watched()).
+ * @param p the purgatory
+ * @return entries, completed-but-not-yet-purged included (0 for NULL)
+ * @threadsafety Any thread.
+ */
 size_t tw_purgatory_watched(struct tw_purgatory *p);
-/* Operations waiting for their timeout (not completed). */
+
+/**
+ * Operations waiting for their timeout (Kafka's numDelayed()).
+ * @param p the purgatory
+ * @return operations not completed (0 for NULL)
+ * @threadsafety Any thread.
+ */
 size_t tw_purgatory_delayed(struct tw_purgatory *p);
-/* Remove every completed entry from every list now. */
+
+/**
+ * Remove every completed entry from every list now.
+ * @param p the purgatory (NULL: nothing happens)
+ * @threadsafety Any thread; not under an op's lock.
+ */
 void tw_purgatory_purge(struct tw_purgatory *p);
 
-/*
+/**
  * Refuse new operations, claim every uncompleted one and hand it back,
  * then stop the purgatory's service, waiting for timeouts that are running.
- * Returns how many were handed back.
+ * @param p the purgatory
+ * @param hand_back receives each uncompleted op (may be NULL)
+ * @return how many were handed back, or TW_EINVAL (NULL)
+ * @threadsafety Any thread but the purgatory's callbacks.
  */
 int64_t tw_purgatory_shutdown(struct tw_purgatory *p, tw_op_fn *hand_back);
+
+/**
+ * Shut down if needed, then free the purgatory (ops are the caller's).
+ * @param p the purgatory (NULL: nothing happens)
+ * @threadsafety Any thread but the purgatory's callbacks.
+ */
 void tw_purgatory_destroy(struct tw_purgatory *p);
 
 #ifdef __cplusplus

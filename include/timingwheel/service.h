@@ -1,4 +1,5 @@
-/*
+/**
+ * @file
  * The timer service: Kafka's SystemTimer in C. Add, cancel and reschedule
  * from any thread; a reaper thread sleeps until the next bucket is due and
  * hands expired timers to a pool of executor threads (or runs them itself).
@@ -39,133 +40,232 @@ extern "C" {
 struct tw_service;
 struct tw_service_timer;
 
+/**
+ * A timer's callback, run once per expiry on an executor (or the reaper).
+ * @param svc the service
+ * @param t the timer; not pending while this runs (unless periodic)
+ */
 typedef void tw_service_fn(struct tw_service *svc, struct tw_service_timer *t);
+/**
+ * Receives a timer that was still pending at shutdown.
+ * @param t the timer; no longer pending, and the service will not touch it
+ * @param arg the argument given to tw_service_shutdown()
+ */
 typedef void tw_service_hand_back_fn(struct tw_service_timer *t, void *arg);
 
-/* What cancel found (non-negative results). */
+/** What cancel found (non-negative results). */
 enum tw_cancel_result {
-	TW_SVC_IDLE = 0,    /* not pending: never added, already ran, or
-			       already stopped; nothing was changed */
-	TW_SVC_STOPPED = 1, /* it was pending (or expired but not yet
-			       started) and will not run */
-	TW_SVC_RUNNING = 2  /* too late: its callback is running now (a
-			       periodic timer will not be re-armed) */
+	TW_SVC_IDLE = 0,    /**< not pending: never added, already ran, or
+			         already stopped; nothing was changed */
+	TW_SVC_STOPPED = 1, /**< it was pending (or expired but not yet
+			         started) and will not run */
+	TW_SVC_RUNNING = 2  /**< too late: its callback is running now (a
+			         periodic timer will not be re-armed) */
 };
 
-/*
+/**
  * A service timer. Embed it in your object; all fields are private. 88
  * bytes on LP64: the wheel's 40, the callback, the period, the owner, a
  * dispatch link and key, and the state.
  */
 struct tw_service_timer {
-	struct tw_timer wheel_timer;
-	tw_service_fn *fn;
-	int64_t period;           /* > 0: periodic, from the due time */
-	struct tw_service *svc;   /* set by the first add */
-	struct tw_service_timer *batch_next; /* expired, waiting to dispatch */
-	int64_t batch_key;        /* the tick it expired at */
-	uint8_t state;            /* idle, pending, queued */
-	uint8_t stop_rearm;       /* cancelled while running */
-	uint8_t dispatching;      /* has an entry in a batch or the queue */
+	struct tw_timer wheel_timer; /**< its entry in a shard's wheel */
+	tw_service_fn *fn;        /**< the callback */
+	int64_t period;           /**< > 0: periodic, from the due time */
+	struct tw_service *svc;   /**< set by the first add */
+	struct tw_service_timer *batch_next; /**< expired, waiting to dispatch */
+	int64_t batch_key;        /**< the tick it expired at */
+	uint8_t state;            /**< idle, pending, queued */
+	uint8_t stop_rearm;       /**< cancelled while running */
+	uint8_t dispatching;      /**< has an entry in a batch or the queue */
 };
 
+/** An injectable clock (tests drive a virtual one). */
 struct tw_service_clock {
+	/** The current time in the service's units; must never fail. A
+	 *  clock that goes back is tolerated (counted in the stats). */
 	int64_t (*now)(void *arg);
-	void *arg;
+	void *arg; /**< passed to now */
 };
 
+/** How to build a service; zeros everywhere give the defaults. */
 struct tw_service_config {
-	int64_t tick;             /* clock units per bucket; 0: 1 ms */
-	uint32_t wheel_size;      /* 0: 20 (Kafka's) */
-	unsigned executors;       /* threads running callbacks; 0: the reaper
-				     runs them */
-	unsigned shards;          /* independent wheels, one lock each;
-				     0: 4. 1 = one global lock */
-	size_t queue_capacity;    /* executor queue; 0: 4096. When it is
-				     full the reaper runs the callback
-				     itself (back-pressure, nothing lost) */
-	bool manual;              /* no reaper thread: call tw_service_poll() */
-	enum tw_mode mode;        /* TW_MODE_EXACT (default): never early */
-	struct tw_service_clock clock; /* NULL now: CLOCK_MONOTONIC, ns */
+	int64_t tick;             /**< clock units per bucket; 0: 1 ms */
+	uint32_t wheel_size;      /**< 0: 20 (Kafka's) */
+	unsigned executors;       /**< threads running callbacks; 0: the reaper
+				       runs them */
+	unsigned shards;          /**< independent wheels, one lock each;
+				       0: 4. 1 = one global lock */
+	size_t queue_capacity;    /**< executor queue; 0: 4096. When it is
+				       full the reaper runs the callback
+				       itself (back-pressure, nothing lost) */
+	bool manual;              /**< no reaper thread: call tw_service_poll() */
+	enum tw_mode mode;        /**< TW_MODE_EXACT (default): never early */
+	struct tw_service_clock clock; /**< now == NULL: CLOCK_MONOTONIC, ns */
 };
 
+/** Counters, for monitoring and for the exactly-once accounting. */
 struct tw_service_stats {
-	uint64_t added;           /* successful adds (incl. reschedules, re-arms) */
-	uint64_t ran;             /* callbacks run */
-	uint64_t stopped;         /* cancels that returned TW_SVC_STOPPED */
-	uint64_t handed_back;     /* at shutdown */
-	uint64_t caller_ran;      /* run by the reaper because the queue was full */
-	uint64_t clock_backwards; /* reaper saw the clock go back (ignored) */
-	uint64_t wakeups;         /* reaper wake-ups */
+	uint64_t added;           /**< successful adds (incl. reschedules, re-arms) */
+	uint64_t ran;             /**< callbacks run */
+	uint64_t stopped;         /**< cancels that returned TW_SVC_STOPPED */
+	uint64_t handed_back;     /**< at shutdown */
+	uint64_t caller_ran;      /**< run by the reaper because the queue was full */
+	uint64_t clock_backwards; /**< reaper saw the clock go back (ignored) */
+	uint64_t wakeups;         /**< reaper wake-ups */
 };
 
-/*
+/**
  * Create and start a service (threads start here unless cfg->manual).
- * cfg may be NULL for the defaults. Returns 0, TW_EINVAL (bad tick, size,
- * shards > 1024), TW_ENOMEM, or TW_EAGAIN (a thread could not start).
+ * @param[out] out the new service (NULL on failure)
+ * @param cfg the configuration, or NULL for the defaults
+ * @retval 0 success
+ * @retval TW_EINVAL NULL out, tick < 0, bad wheel_size, shards > 1024
+ * @retval TW_ENOMEM allocation failed
+ * @retval TW_EAGAIN a thread could not start (nothing is left running)
+ * @threadsafety Any thread.
  */
 int tw_service_create(struct tw_service **out, const struct tw_service_config *cfg);
 
-/* Prepare a timer (not pending). period > 0 makes it periodic: after each
- * run it is re-added at its previous due time + period (no drift). */
+/**
+ * Prepare a timer (not pending). Never on a timer that is pending.
+ * @param t the timer (NULL: nothing happens)
+ * @param fn its callback (add refuses a timer without one)
+ * @param period > 0 makes it periodic: after each run it is re-added at its
+ *               previous due time + period (no drift); <= 0: one-shot
+ * @threadsafety The timer's owner; no service is touched.
+ */
 void tw_service_timer_init(struct tw_service_timer *t, tw_service_fn *fn,
 			   int64_t period);
 
-/*
- * Add at an absolute due time (clock units). Returns 0, TW_EINVAL,
- * TW_EBUSY (already pending or expired-and-queued), TW_EOWNER (it belongs
- * to another service) or TW_ESHUTDOWN.
+/**
+ * Add at an absolute due time. O(1) under one shard's lock.
+ * @param svc the service
+ * @param t an initialised timer
+ * @param due absolute due time in clock units
+ * @retval 0 success
+ * @retval TW_EINVAL NULL svc or t, or no callback
+ * @retval TW_EBUSY already pending, or expired and waiting to run
+ * @retval TW_EOWNER it belongs to another service
+ * @retval TW_ESHUTDOWN the service is shut down
+ * @threadsafety Any thread, callbacks included.
  */
 int tw_service_add(struct tw_service *svc, struct tw_service_timer *t, int64_t due);
 
-/* Add at now + delay. TW_EOVERFLOW if that is past INT64_MAX. */
+/**
+ * Add at now + delay.
+ * @param svc the service
+ * @param t an initialised timer
+ * @param delay clock units from tw_service_now()
+ * @return as tw_service_add(), or TW_EOVERFLOW if now + delay does not fit
+ *         an int64_t
+ * @threadsafety Any thread, callbacks included.
+ */
 int tw_service_add_in(struct tw_service *svc, struct tw_service_timer *t,
 		      int64_t delay);
 
-/*
- * Move to a new due time, pending or not. Returns what a cancel would have
- * returned (TW_SVC_*) and then adds, or an error (then nothing changed).
+/**
+ * Move to a new due time, pending or not.
+ * @param svc the service
+ * @param t an initialised timer
+ * @param due the new absolute due time
+ * @return what a cancel would have returned (a TW_SVC_* value), after which
+ *         the timer is pending at due; or an error as for tw_service_add()
+ *         (then nothing changed)
+ * @threadsafety Any thread, callbacks included.
  */
 int tw_service_reschedule(struct tw_service *svc, struct tw_service_timer *t,
 			  int64_t due);
 
-/* Stop a timer. Returns a TW_SVC_* result, or TW_EINVAL / TW_EOWNER. */
+/**
+ * Stop a timer. Does not wait: if the callback is running, it goes on (use
+ * tw_service_cancel_sync() before freeing the timer).
+ * @param svc the service
+ * @param t a timer
+ * @return TW_SVC_STOPPED, TW_SVC_RUNNING or TW_SVC_IDLE (see
+ *         enum tw_cancel_result), or TW_EINVAL (NULL) or TW_EOWNER (it
+ *         belongs to another service)
+ * @threadsafety Any thread, callbacks included.
+ */
 int tw_service_cancel(struct tw_service *svc, struct tw_service_timer *t);
 
-/*
+/**
  * Like cancel, and then make sure nothing in the service refers to the
  * timer: wait until its callback is not running, and take back an expired
  * entry still waiting to run (the kernel's del_timer_sync). Afterwards the
- * timer may be freed; after a plain cancel it may not. From the
- * timer's own callback it returns TW_EDEADLK instead of waiting (the
- * cancel still took effect: a periodic timer is not re-armed).
+ * timer may be freed; after a plain cancel it may not.
+ * @param svc the service
+ * @param t a timer
+ * @return as tw_service_cancel(), or TW_EDEADLK from the timer's own
+ *         callback, instead of waiting for itself (the cancel still took
+ *         effect: a periodic timer is not re-armed)
+ * @threadsafety Any thread; from a callback it may wait for another
+ *               callback (never for its own).
  */
 int tw_service_cancel_sync(struct tw_service *svc, struct tw_service_timer *t);
 
-/*
+/**
  * Manual services: run (or queue for the executors) everything due at the
- * clock's current time. Returns how many were dispatched, or TW_ERANGE if
- * the clock went backwards (nothing changes) or TW_EINVAL.
+ * clock's current time.
+ * @param svc the service
+ * @return how many were dispatched, or TW_EINVAL (NULL), TW_ERANGE (the
+ *         clock went backwards; nothing changes), TW_EREENTER (from a
+ *         callback) or TW_ESHUTDOWN
+ * @threadsafety Any thread but the callbacks; one poll at a time.
  */
 int64_t tw_service_poll(struct tw_service *svc);
 
-/* Wake the reaper (after moving an injected clock). */
+/**
+ * Wake the reaper, so it reads the clock again (after moving an injected
+ * clock).
+ * @param svc the service (NULL: nothing happens)
+ * @threadsafety Any thread.
+ */
 void tw_service_kick(struct tw_service *svc);
 
+/**
+ * Read the service's clock.
+ * @param svc the service
+ * @return the clock's current reading, or 0 for NULL
+ * @threadsafety Any thread.
+ */
 int64_t tw_service_now(const struct tw_service *svc);
+
+/**
+ * Pending timers.
+ * @param svc the service
+ * @return timers pending in all shards (0 for NULL)
+ * @threadsafety Any thread (takes every shard's lock in turn).
+ */
 size_t tw_service_count(struct tw_service *svc);
+
+/**
+ * Read the counters.
+ * @param svc the service
+ * @param[out] out the counters (zeroed for a NULL svc; NULL out: nothing)
+ * @threadsafety Any thread.
+ */
 void tw_service_stats(struct tw_service *svc, struct tw_service_stats *out);
 
-/*
+/**
  * Stop accepting adds (TW_ESHUTDOWN from then on), stop the reaper, let the
  * executors run what already expired and exit, then hand every timer that
- * is still pending to hand_back (which may be NULL), on this thread. Returns how many, or TW_EREENTER
- * from a callback. Calling it again returns 0.
+ * is still pending to hand_back, on this thread.
+ * @param svc the service
+ * @param hand_back receives each pending timer (may be NULL)
+ * @param arg passed to hand_back
+ * @return how many were handed back (0 when called again), or TW_EINVAL
+ *         (NULL) or TW_EREENTER (from a callback)
+ * @threadsafety Any thread but the callbacks.
  */
 int64_t tw_service_shutdown(struct tw_service *svc,
 			    tw_service_hand_back_fn *hand_back, void *arg);
 
-/* Shut down (handing nothing back) if needed, and free. */
+/**
+ * Shut down (handing nothing back) if needed, and free.
+ * @param svc the service (NULL: nothing happens)
+ * @threadsafety Any thread but the callbacks; nothing may use svc after.
+ */
 void tw_service_destroy(struct tw_service *svc);
 
 #ifdef __cplusplus

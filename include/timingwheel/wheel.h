@@ -1,4 +1,5 @@
-/*
+/**
+ * @file
  * The single-threaded hierarchical timing wheel (Kafka's TimingWheel,
  * TimerTaskList and TimerTaskEntry, plus the DelayQueue of buckets that lets
  * the clock jump to the next non-empty bucket).
@@ -10,6 +11,7 @@
  * add, cancel and reschedule are O(1) and never allocate; only
  * tw_wheel_init() allocates.
  *
+ * @code
  *     struct conn { int fd; struct tw_timer idle; };
  *
  *     static void on_idle(struct tw_wheel *w, struct tw_timer *t)
@@ -22,6 +24,7 @@
  *     tw_wheel_add(&wheel, &c->idle, now + 30000);
  *     ...
  *     tw_wheel_reschedule(&wheel, &c->idle, now + 30000);   // on every read
+ * @endcode
  *
  * Thread-safety: none. A wheel and its timers belong to one thread (the
  * timer service in service.h adds the locking). Callbacks run only from
@@ -40,7 +43,8 @@
 extern "C" {
 #endif
 
-/* Get the enclosing object from a pointer to one of its members. */
+/** Get the enclosing object of type @p type from @p ptr, a pointer to its
+ *  member @p member (the kernel's container_of). */
 #define tw_container_of(ptr, type, member) \
 	((type *)(void *)((char *)(ptr)-offsetof(type, member)))
 
@@ -50,82 +54,102 @@ struct tw_bucket;   /* private */
 struct tw_level;    /* private */
 struct tw_observer; /* inspect.h */
 
-/*
+/**
  * Called once when a timer expires. The timer is no longer pending when this
  * runs, so the callback may add or reschedule it again, free it, or add,
  * cancel and reschedule any other timer of the wheel (including ones due in
  * the same advance, which then do not run).
+ * @param wheel the wheel that ran it; tw_wheel_now() is the advance's time
+ * @param timer the timer that expired
  */
 typedef void tw_timer_fn(struct tw_wheel *wheel, struct tw_timer *timer);
 
-/* Doubly linked list links (private). */
+/** Doubly linked list links (private). */
 struct tw_link {
-	struct tw_link *next;
-	struct tw_link *prev;
+	struct tw_link *next;     /**< next in the bucket */
+	struct tw_link *prev;     /**< previous in the bucket */
 };
 
-/*
+/**
  * A timer: 40 bytes on LP64, and the only per-timer memory the wheel uses.
- * All fields are private; use the functions below.
+ * Embed it in your own object. All fields are private; use the functions.
  */
 struct tw_timer {
-	struct tw_link link;      /* position in its bucket */
-	struct tw_bucket *bucket; /* owning bucket; NULL when not pending */
-	int64_t due;              /* absolute due time given to add */
-	tw_timer_fn *fn;
+	struct tw_link link;      /**< position in its bucket */
+	struct tw_bucket *bucket; /**< owning bucket; NULL when not pending */
+	int64_t due;              /**< absolute due time given to add */
+	tw_timer_fn *fn;          /**< the callback */
 };
 
+/** When a timer fires relative to its due time. */
 enum tw_mode {
-	/* Never early: fires at the first tick boundary >= due (ceil), so
-	 * less than one tick late; a timer already due when added fires on
-	 * the next advance. The default. */
+	/** Never early: fires at the first tick boundary >= due (ceil), so
+	 *  less than one tick late; a timer already due when added fires on
+	 *  the next advance. The default. */
 	TW_MODE_EXACT = 0,
-	/* Kafka's TimingWheel bit for bit: buckets fire at their start, so a
-	 * timer may run up to one tick early; the clock only moves to the
-	 * expirations of the buckets it pops. For reproducing Kafka. */
+	/** Kafka's TimingWheel bit for bit: buckets fire at their start, so a
+	 *  timer may run up to one tick early; the clock only moves to the
+	 *  expirations of the buckets it pops. For reproducing Kafka. */
 	TW_MODE_KAFKA = 1
 };
 
-/* wheel_size limits: Kafka uses 20 at a 1 ms tick. */
+/** The smallest wheel_size tw_wheel_init() accepts. */
 #define TW_WHEEL_SIZE_MIN 2
+/** The largest wheel_size tw_wheel_init() accepts (Kafka uses 20). */
 #define TW_WHEEL_SIZE_MAX 65536
 
-/*
+/**
  * The wheel. Embed or allocate it, then call tw_wheel_init(). Every field is
  * private.
  */
 struct tw_wheel {
-	int64_t tick;             /* time units per level-1 bucket */
-	int64_t now;              /* the latest time given to advance */
-	size_t count;             /* pending timers */
-	struct tw_level *levels;  /* [max_levels], the first nlevels in use */
-	struct tw_bucket *buckets;/* [max_levels * size + 2]; last two: ready */
-	struct tw_bucket **queue; /* binary heap of buckets by expiration */
-	size_t queue_len;
-	uint64_t queue_seq;       /* FIFO order among equal expirations */
-	const struct tw_observer *observer;
-	uint32_t size;
-	uint32_t factor;          /* level tick ratio: size, or size/2 */
-	uint32_t nlevels;
-	uint32_t max_levels;
-	uint32_t ndraining;       /* levels with a bucket draining down */
-	uint8_t mode;
-	uint8_t ready_cur;        /* which ready list takes new due timers */
-	uint8_t advancing;        /* inside tw_wheel_advance() */
+	int64_t tick;             /**< time units per level-1 bucket */
+	int64_t now;              /**< the latest time given to advance */
+	size_t count;             /**< pending timers */
+	struct tw_level *levels;  /**< [max_levels], the first nlevels in use */
+	struct tw_bucket *buckets;/**< [max_levels * size + 2]; last two: ready */
+	struct tw_bucket **queue; /**< binary heap of buckets by expiration */
+	size_t queue_len;         /**< buckets in the queue */
+	uint64_t queue_seq;       /**< FIFO order among equal expirations */
+	const struct tw_observer *observer; /**< inspect.h's hook, or NULL */
+	uint32_t size;            /**< buckets per level */
+	uint32_t factor;          /**< level tick ratio: size, or size/2 */
+	uint32_t nlevels;         /**< levels in use */
+	uint32_t max_levels;      /**< levels allocated */
+	uint32_t ndraining;       /**< levels with a bucket draining down */
+	uint8_t mode;             /**< an enum tw_mode */
+	uint8_t ready_cur;        /**< which ready list takes new due timers */
+	uint8_t advancing;        /**< inside tw_wheel_advance() */
 };
 
 /* ---- timers ---- */
 
-/* Prepare a timer (not pending). fn must not be NULL. */
+/**
+ * Prepare a timer (not pending). Call once before its first add; never on a
+ * pending timer.
+ * @param timer the timer (NULL: nothing happens)
+ * @param fn its callback (add refuses a timer without one)
+ * @threadsafety The timer's owner; no wheel is touched.
+ */
 void tw_timer_init(struct tw_timer *timer, tw_timer_fn *fn);
 
-/* Whether the timer is waiting in a wheel. */
+/**
+ * Whether the timer is waiting in a wheel.
+ * @param timer an initialised timer
+ * @return true from add until it fires, is cancelled or handed back
+ * @threadsafety The wheel's thread.
+ */
 static inline bool tw_timer_pending(const struct tw_timer *timer)
 {
 	return timer->bucket != NULL;
 }
 
-/* The due time the timer was last added with. */
+/**
+ * The due time the timer was last added with.
+ * @param timer an initialised timer
+ * @return the absolute due time of the last add or reschedule
+ * @threadsafety The wheel's thread.
+ */
 static inline int64_t tw_timer_due(const struct tw_timer *timer)
 {
 	return timer->due;
@@ -133,88 +157,159 @@ static inline int64_t tw_timer_due(const struct tw_timer *timer)
 
 /* ---- the wheel ---- */
 
-/*
+/**
  * Initialise a wheel whose innermost level has wheel_size buckets of tick
  * time units each, with its clock at start. Allocates every level's buckets
  * once, here (levels are still created on demand in Kafka's sense: each one
  * takes its clock from the level below when it is first needed).
- * Returns 0, TW_EINVAL (NULL wheel, tick < 1, wheel_size outside
- * [TW_WHEEL_SIZE_MIN, TW_WHEEL_SIZE_MAX], unknown mode) or TW_ENOMEM.
+ * @param wheel the wheel to set up
+ * @param tick time units per level-1 bucket (>= 1)
+ * @param wheel_size buckets per level, TW_WHEEL_SIZE_MIN..TW_WHEEL_SIZE_MAX
+ * @param start the clock's first reading
+ * @param mode TW_MODE_EXACT (never early) or TW_MODE_KAFKA
+ * @retval 0 success
+ * @retval TW_EINVAL NULL wheel, tick < 1, wheel_size out of range, unknown mode
+ * @retval TW_ENOMEM allocation failed (the wheel is left unusable)
+ * @threadsafety Single-threaded: the wheel and its timers belong to the
+ *               thread that uses them.
  */
 int tw_wheel_init(struct tw_wheel *wheel, int64_t tick, uint32_t wheel_size,
 		  int64_t start, enum tw_mode mode);
 
-/*
+/**
  * Release the wheel's memory. Pending timers are unlinked (no longer
  * pending) without running; use tw_wheel_drain() first to get them back.
- * Returns 0, TW_EINVAL (NULL) or TW_EREENTER (called from a callback).
+ * @param wheel an initialised wheel
+ * @retval 0 success
+ * @retval TW_EINVAL NULL wheel
+ * @retval TW_EREENTER called from a callback (nothing changes)
+ * @threadsafety The wheel's thread, outside callbacks.
  */
 int tw_wheel_destroy(struct tw_wheel *wheel);
 
-/*
- * Unlink every pending timer and hand each to hand_back (which may be NULL)
- * instead of running its callback. Returns how many, or TW_EINVAL /
- * TW_EREENTER.
+/**
+ * Unlink every pending timer and hand each to hand_back instead of running
+ * its callback (shutdown of an event loop: nothing is lost).
+ * @param wheel an initialised wheel
+ * @param hand_back called once per timer, already not pending; may be NULL
+ * @return how many timers were handed back, or TW_EINVAL (NULL wheel) or
+ *         TW_EREENTER (called from a callback)
+ * @threadsafety The wheel's thread, outside callbacks.
  */
 int64_t tw_wheel_drain(struct tw_wheel *wheel, tw_timer_fn *hand_back);
 
-/*
- * Make timer fire at due (absolute time). O(1). A due time <= now fires on
- * the next advance. Returns 0, TW_EINVAL (NULL wheel/timer or no callback)
- * or TW_EBUSY (already pending: use tw_wheel_reschedule()).
+/**
+ * Make timer fire at due (absolute time). O(1), no allocation. A due time
+ * <= now fires on the next advance.
+ * @param wheel an initialised wheel
+ * @param timer an initialised timer that is not pending
+ * @param due absolute due time, any int64_t
+ * @retval 0 success
+ * @retval TW_EINVAL NULL wheel or timer, or a timer without a callback
+ * @retval TW_EBUSY already pending (use tw_wheel_reschedule())
+ * @threadsafety The wheel's thread; callbacks may call it.
  */
 int tw_wheel_add(struct tw_wheel *wheel, struct tw_timer *timer, int64_t due);
 
-/* tw_wheel_add() at now + delay, clamped to INT64_MIN..INT64_MAX. */
+/**
+ * tw_wheel_add() at now + delay.
+ * @param wheel an initialised wheel
+ * @param timer an initialised timer that is not pending
+ * @param delay time from tw_wheel_now(); the sum is clamped to
+ *              INT64_MIN..INT64_MAX
+ * @return as tw_wheel_add()
+ * @threadsafety The wheel's thread; callbacks may call it.
+ */
 int tw_wheel_add_in(struct tw_wheel *wheel, struct tw_timer *timer,
 		    int64_t delay);
 
-/*
- * Stop a timer. O(1). Returns 1 if it was pending (it will not run), 0 if it
- * was not, TW_EINVAL for NULL, TW_EOWNER if it is pending in another wheel.
+/**
+ * Stop a timer. O(1). Afterwards the timer may be freed or re-added.
+ * @param wheel the wheel it was added to
+ * @param timer an initialised timer
+ * @retval 1 it was pending and will not run
+ * @retval 0 it was not pending (never added, fired, or cancelled before)
+ * @retval TW_EINVAL NULL wheel or timer
+ * @retval TW_EOWNER it is pending in another wheel (nothing changes)
+ * @threadsafety The wheel's thread; callbacks may call it.
  */
 int tw_wheel_cancel(struct tw_wheel *wheel, struct tw_timer *timer);
 
-/*
+/**
  * Move a timer to a new due time, pending or not (the kernel's mod_timer).
- * O(1). Returns 1 if it was pending, 0 if it was not (it is pending now),
- * TW_EINVAL or TW_EOWNER.
+ * O(1), no allocation.
+ * @param wheel the wheel
+ * @param timer an initialised timer with a callback
+ * @param due the new absolute due time
+ * @retval 1 it was pending (and is moved)
+ * @retval 0 it was not pending (it is pending now)
+ * @retval TW_EINVAL NULL wheel or timer, or no callback
+ * @retval TW_EOWNER it is pending in another wheel (nothing changes)
+ * @threadsafety The wheel's thread; callbacks may call it.
  */
 int tw_wheel_reschedule(struct tw_wheel *wheel, struct tw_timer *timer,
 			int64_t due);
 
-/*
+/**
  * Move the clock to now and run every timer that is due by then, in order of
  * the tick they fire at, buckets in order of expiration (ties: the order the
  * buckets were queued). Empty stretches of time cost nothing: the clock
  * jumps from bucket to bucket. Timers made due by callbacks during this call
  * run on the next call (so a callback re-adding itself cannot loop forever).
- * Returns the number of callbacks run, TW_EINVAL, TW_ERANGE (now is earlier
- * than the last advance) or TW_EREENTER (called from a callback).
+ * @param wheel an initialised wheel
+ * @param now the clock's new reading, >= the last one
+ * @return the number of callbacks run, or TW_EINVAL (NULL wheel), TW_ERANGE
+ *         (now is earlier than the last advance; nothing changes) or
+ *         TW_EREENTER (called from a callback)
+ * @threadsafety The wheel's thread, outside callbacks.
  */
 int64_t tw_wheel_advance(struct tw_wheel *wheel, int64_t now);
 
-/*
+/**
  * When advance next has work to do: the expiration of the earliest bucket
  * (a higher-level bucket only moves its timers down, so this is never later
  * than the next timer, sometimes earlier), or the current time if timers are
- * already due. Returns false (and leaves *when alone) if nothing is queued.
+ * already due.
+ * @param wheel an initialised wheel
+ * @param[out] when the time, if anything is queued
+ * @return false (and *when is left alone) if nothing is queued
+ * @threadsafety The wheel's thread.
  */
 bool tw_wheel_next_expiry(const struct tw_wheel *wheel, int64_t *when);
 
-/*
- * The poll timeout for an event loop at time now: -1 if nothing is queued,
- * otherwise max(0, next expiry - now), clamped to INT64_MAX.
+/**
+ * The poll timeout for an event loop (epoll_wait, uv_timer_start).
+ * @param wheel an initialised wheel
+ * @param now the caller's clock
+ * @return -1 if nothing is queued, otherwise max(0, next expiry - now),
+ *         clamped to INT64_MAX
+ * @threadsafety The wheel's thread.
  */
 int64_t tw_wheel_timeout(const struct tw_wheel *wheel, int64_t now);
 
-/* The latest time given to advance (or init's start). */
+/**
+ * The wheel's clock.
+ * @param wheel an initialised wheel
+ * @return the latest time given to advance (or init's start); 0 for NULL
+ * @threadsafety The wheel's thread.
+ */
 int64_t tw_wheel_now(const struct tw_wheel *wheel);
 
-/* Pending timers. */
+/**
+ * Pending timers.
+ * @param wheel an initialised wheel
+ * @return how many timers are pending (0 for NULL)
+ * @threadsafety The wheel's thread.
+ */
 size_t tw_wheel_count(const struct tw_wheel *wheel);
 
-/* Levels created so far (1 after init; Kafka's overflow wheels add more). */
+/**
+ * Levels created so far.
+ * @param wheel an initialised wheel
+ * @return 1 after init; Kafka's overflow wheels add more on demand (0 for
+ *         NULL)
+ * @threadsafety The wheel's thread.
+ */
 unsigned tw_wheel_levels(const struct tw_wheel *wheel);
 
 #ifdef __cplusplus
