@@ -93,6 +93,10 @@ valgrind: build
 	@$(VALGRIND) $(BUILD)/tw-trace --text examples/seed001.tw >/dev/null
 	@$(VALGRIND) $(BUILD)/tw-trace --events tests/scenarios/cancel.tw >/dev/null
 	@$(VALGRIND) $(BUILD)/tw-trace --html $(BUILD)/valgrind-seed004.html examples/seed004.tw
+	@echo "valgrind examples"
+	@$(VALGRIND) $(BUILD)/epoll_idle 50 >/dev/null
+	@$(VALGRIND) $(BUILD)/service_pool 20 >/dev/null
+	@if [ -x $(BUILD)/libuv_idle ]; then $(VALGRIND) $(BUILD)/libuv_idle 50 >/dev/null; fi
 	@echo "valgrind: clean"
 
 # The wheel against libuv, libev, libevent and a binary heap (issue 6):
