@@ -10,7 +10,7 @@ PREFIX   ?= /usr/local
 JOBS     ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
 
-.PHONY: docs all build demo test sanitize tsan soak clang valgrind install deps clean \
+.PHONY: fuzz docs all build demo test sanitize tsan soak clang valgrind install deps clean \
 	bench-service bench-purgatory bench bench-quick bench-deps
 
 all: build
@@ -132,6 +132,24 @@ bench-purgatory: build
 	$(BUILD)/bench/purgatory_bench
 	$(BUILD)/bench/purgatory_bench --find
 
+# libFuzzer (clang): each target runs FUZZ_SECONDS from the seed corpus in
+# fuzz/corpus/NAME (new inputs go to build-fuzz/corpus/NAME, not the repo).
+# A crash leaves its input in build-fuzz/ and fails the target.
+FUZZ_SECONDS ?= 60
+FUZZ_TARGETS = scenario wheel purgatory
+fuzz:
+	@$(MAKE) -s deps
+	CC=clang cmake -S . -B $(BUILD)-fuzz -DTW_FUZZ=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+	cmake --build $(BUILD)-fuzz -j $(JOBS) --target $(addprefix fuzz_,$(FUZZ_TARGETS))
+	@set -e; for t in $(FUZZ_TARGETS); do \
+	  mkdir -p $(BUILD)-fuzz/corpus/$$t; \
+	  echo "fuzz_$$t: $(FUZZ_SECONDS) s"; \
+	  ( cd $(BUILD)-fuzz && ./fuzz_$$t -max_total_time=$(FUZZ_SECONDS) -max_len=4096 \
+	      -print_final_stats=1 corpus/$$t $(CURDIR)/fuzz/corpus/$$t 2>fuzz_$$t.log ) \
+	    || { tail -40 $(BUILD)-fuzz/fuzz_$$t.log; echo "fuzz_$$t: FOUND A CRASH"; exit 1; }; \
+	  grep -E '^stat::number_of_executed_units|^Done' $(BUILD)-fuzz/fuzz_$$t.log; \
+	done; echo "fuzz: no finding"
+
 # The API reference from the public headers: doxygen with warnings as
 # errors (every declaration and parameter documented), then a check that
 # every function states its result and its thread safety.
@@ -146,4 +164,4 @@ install: build
 	cmake --install $(BUILD)
 
 clean:
-	rm -rf $(BUILD) $(BUILD)-asan $(BUILD)-clang $(BUILD)-tsan
+	rm -rf $(BUILD) $(BUILD)-asan $(BUILD)-clang $(BUILD)-tsan $(BUILD)-fuzz $(BUILD)-cov

@@ -662,6 +662,13 @@ static void maybe_purge(struct tw_purgatory *p)
 	atomic_store(&p->purging, false);
 }
 
+int64_t tw_purgatory_poll(struct tw_purgatory *p)
+{
+	if (!p)
+		return TW_EINVAL;
+	return tw_service_poll(p->svc);
+}
+
 int64_t tw_purgatory_shutdown(struct tw_purgatory *p, tw_op_fn *hand_back)
 {
 	struct oplist claimed;

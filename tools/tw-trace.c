@@ -26,6 +26,11 @@
  *
  * Exit status: 0, 1 if the wheel's invariant checker fails, 2 for a bad
  * scenario ("file:line: message" on stderr).
+ *
+ * Built with -DTW_TRACE_FUZZ this file is a libFuzzer target instead
+ * (fuzz/, `make fuzz`): the input's first byte picks events, text or html,
+ * the rest is a scenario; a bad scenario is rejected as it is here, and a
+ * broken invariant or a sanitizer report is a finding.
  */
 #define _POSIX_C_SOURCE 200809L /* open_memstream */
 #include <errno.h>
@@ -72,8 +77,18 @@ struct trace {
 
 static void die(struct trace *tr, const char *fmt, ...) PRINTF_LIKE(2, 3);
 
+#ifdef TW_TRACE_FUZZ
+#include <setjmp.h>
+static jmp_buf reject; /* a bad scenario: back to the fuzzer's entry */
+#endif
+
 static void die(struct trace *tr, const char *fmt, ...)
 {
+#ifdef TW_TRACE_FUZZ
+	(void)tr;
+	(void)fmt;
+	longjmp(reject, 2);
+#else
 	va_list ap;
 
 	fprintf(stderr, "%s:%u: ", tr->path, tr->line);
@@ -82,6 +97,7 @@ static void die(struct trace *tr, const char *fmt, ...)
 	va_end(ap);
 	fputc('\n', stderr);
 	exit(2);
+#endif
 }
 
 /* Text or events: read by the timer callback, which only gets the wheel. */
@@ -462,6 +478,9 @@ static void check(struct trace *tr)
 	if (tw_wheel_check(&tr->wheel, why, sizeof(why)) != TW_OK) {
 		fprintf(stderr, "%s:%u: invariant broken: %s\n", tr->path,
 			tr->line, why);
+#ifdef TW_TRACE_FUZZ
+		abort();
+#endif
 		exit(1);
 	}
 }
@@ -658,18 +677,87 @@ static void run_line(struct trace *tr, char *line)
 		draw(tr);
 }
 
+#ifndef TW_TRACE_FUZZ
 static void usage(void)
 {
 	fprintf(stderr, "usage: tw-trace [--events|--text] SCENARIO\n"
 			"       tw-trace --html OUT.html SCENARIO\n");
 	exit(2);
 }
+#endif
 
+static void replay(struct trace *tr, FILE *f)
+{
+	char line[4096];
+
+	while (fgets(line, sizeof(line), f)) {
+		tr->line++;
+		if (!strchr(line, '\n') && !feof(f))
+			die(tr, "line too long");
+		run_line(tr, line);
+	}
+}
+
+static void trace_free(struct trace *tr)
+{
+	if (tr->step_open) {
+		fclose(narration);
+		free(tr->log_buf);
+		tr->step_open = false;
+	}
+	if (tr->have_wheel)
+		tw_wheel_destroy(&tr->wheel);
+	for (size_t i = 0; i < tr->ntasks; i++)
+		free(tr->tasks[i]);
+	free(tr->tasks);
+}
+
+#ifdef TW_TRACE_FUZZ
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	/* static: it must survive the longjmp of a rejected scenario */
+	static struct trace tr;
+	FILE *devnull, *f;
+
+	if (size < 2)
+		return 0;
+	memset(&tr, 0, sizeof(tr));
+	tr.path = "fuzz";
+	tr.text = data[0] % 3 != 0;
+	tr.html = data[0] % 3 == 2;
+	text_mode = tr.text;
+	tr.observer.on_event = on_event;
+	tr.observer.arg = &tr;
+	devnull = fopen("/dev/null", "w");
+	f = fmemopen((void *)(data + 1), size - 1, "r");
+	if (!devnull || !f)
+		abort();
+	narration = devnull;
+	if (tr.html && !(tr.steps = open_memstream(&tr.steps_buf, &tr.steps_len)))
+		abort();
+	if (setjmp(reject) == 0) {
+		replay(&tr, f);
+		if (tr.html) {
+			write_page(&tr, "/dev/null");
+			tr.steps = NULL;
+		}
+	}
+	if (tr.steps) {
+		fclose(tr.steps);
+		free(tr.steps_buf);
+	}
+	trace_free(&tr);
+	fclose(f);
+	fclose(devnull);
+	return 0;
+}
+#else
 int main(int argc, char **argv)
 {
 	struct trace tr = { 0 };
 	const char *html_path = NULL;
-	char line[4096];
 	FILE *f;
 
 	narration = stdout;
@@ -699,19 +787,11 @@ int main(int argc, char **argv)
 		fprintf(stderr, "%s: %s\n", tr.path, strerror(errno));
 		return 2;
 	}
-	while (fgets(line, sizeof(line), f)) {
-		tr.line++;
-		if (!strchr(line, '\n') && !feof(f))
-			die(&tr, "line too long");
-		run_line(&tr, line);
-	}
+	replay(&tr, f);
 	fclose(f);
 	if (html_path)
 		write_page(&tr, html_path);
-	if (tr.have_wheel)
-		tw_wheel_destroy(&tr.wheel);
-	for (size_t i = 0; i < tr.ntasks; i++)
-		free(tr.tasks[i]);
-	free(tr.tasks);
+	trace_free(&tr);
 	return 0;
 }
+#endif

@@ -232,6 +232,18 @@ size_t tw_purgatory_delayed(struct tw_purgatory *p);
 void tw_purgatory_purge(struct tw_purgatory *p);
 
 /**
+ * Expire the operations whose timeout is due, for a purgatory whose service
+ * is manual (cfg.service.manual: no reaper thread, e.g. on a virtual clock
+ * in tests, or driven from an event loop).
+ * @param p the purgatory
+ * @return how many timeouts were dispatched, or TW_EINVAL (NULL), TW_ERANGE
+ *         (the clock went backwards), TW_EREENTER or TW_ESHUTDOWN, as
+ *         tw_service_poll()
+ * @threadsafety Any thread but the purgatory's callbacks; one poll at a time.
+ */
+int64_t tw_purgatory_poll(struct tw_purgatory *p);
+
+/**
  * Refuse new operations, claim every uncompleted one and hand it back,
  * then stop the purgatory's service, waiting for timeouts that are running.
  * @param p the purgatory
