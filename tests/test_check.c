@@ -1,0 +1,239 @@
+/*
+ * The invariant checker catches what it claims to catch. tw-trace, the
+ * differential test and the fuzzers all rely on tw_wheel_check() to find a
+ * broken wheel, so each kind of damage is done here by hand (white-box: this
+ * test includes the private headers) and must be reported, with its
+ * description; once repaired, the wheel must check clean again.
+ */
+#include <string.h>
+
+#include "check.h"
+#include "../src/bucket_queue.h"
+#include "../src/list.h"
+#include "../src/wheel_internal.h"
+
+/* Tick 10, 4 buckets (exact mode: each level 2x the one below), clock at 10:
+ * timers at 25 and 37 (level 1), 80 and 500 (higher levels), 5000 (top). */
+#define NT 5
+static const int64_t dues[NT] = { 25, 37, 80, 500, 5000 };
+
+struct fixture {
+	struct tw_wheel w;
+	struct tw_timer t[NT + 1]; /* the last one: a ready timer, if asked */
+};
+
+static void noop(struct tw_wheel *w, struct tw_timer *t)
+{
+	(void)w;
+	(void)t;
+}
+
+static void setup(struct fixture *f)
+{
+	memset(f, 0, sizeof(*f));
+	CHECK_EQ(tw_wheel_init(&f->w, 10, 4, 0, TW_MODE_EXACT), 0);
+	for (int i = 0; i <= NT; i++)
+		tw_timer_init(&f->t[i], noop);
+	CHECK_EQ(tw_wheel_advance(&f->w, 10), 0);
+	for (int i = 0; i < NT; i++)
+		CHECK_EQ(tw_wheel_add(&f->w, &f->t[i], dues[i]), 0);
+	CHECK(tw_wheel_levels(&f->w) >= 3);
+	CHECK_WHEEL(&f->w);
+}
+
+static void teardown(struct fixture *f)
+{
+	CHECK_WHEEL(&f->w); /* every case repairs what it broke */
+	tw_wheel_destroy(&f->w);
+}
+
+#define EXPECT_BROKEN(w, needle)                                              \
+	do {                                                                  \
+		char why_[256] = "";                                          \
+		int rc_ = tw_wheel_check((w), why_, sizeof(why_));            \
+		if (rc_ != TW_ECORRUPT || !strstr(why_, (needle))) {          \
+			fprintf(stderr, "%s:%d: expected \"%s\", got %d \"%s\"\n", \
+				__FILE__, __LINE__, (needle), rc_, why_);     \
+			check_failures++;                                     \
+		}                                                             \
+	} while (0)
+
+static void test_wheel_level_damage(void)
+{
+	struct fixture f;
+	uint32_t n;
+
+	EXPECT_BROKEN(NULL, "not initialised");
+	setup(&f);
+	f.w.count++;
+	EXPECT_BROKEN(&f.w, "count 6 but 5 timers");
+	f.w.count--;
+	f.w.advancing = 1;
+	EXPECT_BROKEN(&f.w, "inside advance");
+	f.w.advancing = 0;
+	n = f.w.nlevels;
+	f.w.nlevels = 0;
+	EXPECT_BROKEN(&f.w, "0 levels of at most");
+	f.w.nlevels = f.w.max_levels + 1;
+	EXPECT_BROKEN(&f.w, "levels of at most");
+	f.w.nlevels = n;
+	f.w.ndraining++;
+	EXPECT_BROKEN(&f.w, "levels draining");
+	f.w.ndraining--;
+	f.w.levels[1].clock++;
+	EXPECT_BROKEN(&f.w, "L2 clock disagrees with L1");
+	f.w.levels[1].clock--;
+	/* Clock 1 -> 0 leaves level 2's clock (floor / 2) as it was. */
+	f.w.levels[0].clock--;
+	EXPECT_BROKEN(&f.w, "L1 clock 0 behind now 10");
+	f.w.levels[0].clock++;
+	teardown(&f);
+}
+
+static void test_queue_damage(void)
+{
+	struct fixture f;
+	struct tw_bucket *root, *child;
+
+	setup(&f);
+	CHECK(f.w.queue_len >= 2);
+	root = f.w.queue[0];
+	root->queue_index = 99;
+	EXPECT_BROKEN(&f.w, "queue entry 0 inconsistent");
+	root->queue_index = 0;
+
+	/* Swap the root with its first child: no longer a heap. */
+	child = f.w.queue[1];
+	f.w.queue[0] = child, child->queue_index = 0;
+	f.w.queue[1] = root, root->queue_index = 1;
+	EXPECT_BROKEN(&f.w, "queue is not a heap at 1");
+	f.w.queue[0] = root, root->queue_index = 0;
+	f.w.queue[1] = child, child->queue_index = 1;
+
+	/* Earlier than it should pop (the heap itself stays valid). */
+	root->pop_at--;
+	EXPECT_BROKEN(&f.w, "queued under the wrong time");
+	root->pop_at++;
+
+	root->draining = true;
+	EXPECT_BROKEN(&f.w, "draining state inconsistent");
+	root->draining = false;
+	teardown(&f);
+}
+
+static void test_ready_list_damage(void)
+{
+	struct fixture f;
+	struct tw_timer *ready = NULL;
+
+	setup(&f);
+	ready = &f.t[NT];
+	CHECK_EQ(tw_wheel_add(&f.w, ready, 5), 0); /* due: waits in the ready list */
+	ready->due = 1000;
+	EXPECT_BROKEN(&f.w, "timer due 1000 is ready too soon");
+	ready->due = 5;
+	f.w.ready_cur ^= 1u;
+	EXPECT_BROKEN(&f.w, "timers left in the ready list being run");
+	f.w.ready_cur ^= 1u;
+	tw__ready_list(&f.w, f.w.ready_cur)->has_expiration = true;
+	EXPECT_BROKEN(&f.w, "ready list is queued");
+	tw__ready_list(&f.w, f.w.ready_cur)->has_expiration = false;
+	CHECK_EQ(tw_wheel_cancel(&f.w, ready), 1);
+	teardown(&f);
+}
+
+static void test_list_damage(void)
+{
+	struct fixture f;
+	struct tw_timer *t0;
+	struct tw_bucket *b;
+	struct tw_link *prev;
+
+	setup(&f);
+	t0 = &f.t[0];
+	b = t0->bucket;
+	prev = t0->link.prev;
+	t0->link.prev = &f.t[1].link;
+	EXPECT_BROKEN(&f.w, "bucket list links broken");
+	t0->link.prev = prev;
+
+	t0->bucket = f.t[1].bucket;
+	EXPECT_BROKEN(&f.w, "timer due 25 points at another bucket");
+	t0->bucket = b;
+
+	b->count++;
+	EXPECT_BROKEN(&f.w, "bucket count 2 but 1 timers linked");
+	b->count--;
+
+	b->wheel = NULL;
+	EXPECT_BROKEN(&f.w, "belongs to another wheel");
+	b->wheel = &f.w;
+	teardown(&f);
+}
+
+static void test_timer_placement_damage(void)
+{
+	struct fixture f;
+	struct tw_timer *t0;
+
+	setup(&f);
+	t0 = &f.t[0]; /* due 25: level 1, tick 3 */
+	t0->due = 5;
+	EXPECT_BROKEN(&f.w, "timer due 5 overdue");
+	t0->due = 1000;
+	EXPECT_BROKEN(&f.w, "timer due 1000 outside L1's range");
+	t0->due = 35;
+	EXPECT_BROKEN(&f.w, "timer due 35 in the wrong bucket");
+	t0->due = 25;
+	teardown(&f);
+}
+
+static void test_bucket_state_damage(void)
+{
+	struct fixture f;
+	struct tw_timer *t0;
+	struct tw_bucket *b, *unused;
+
+	setup(&f);
+	t0 = &f.t[0];
+	b = t0->bucket;
+
+	/* Exact mode never leaves an empty bucket queued. */
+	list_unlink(&t0->link);
+	b->count--, f.w.count--;
+	t0->bucket = NULL;
+	EXPECT_BROKEN(&f.w, "empty bucket queued in exact mode");
+	list_append(&b->head, &t0->link);
+	b->count++, f.w.count++;
+	t0->bucket = b;
+
+	/* Timers in a bucket that will never be popped. */
+	bq_remove(&f.w, b);
+	b->has_expiration = false;
+	EXPECT_BROKEN(&f.w, "timers but no expiration");
+	b->has_expiration = true;
+	bq_push(&f.w, b);
+	CHECK_WHEEL(&f.w);
+
+	/* A bucket of a level that does not exist yet, queued. */
+	CHECK(f.w.nlevels < f.w.max_levels);
+	unused = &f.w.levels[f.w.max_levels - 1].slots[0];
+	unused->has_expiration = true;
+	unused->expiration = unused->pop_at = INT64_MAX;
+	bq_push(&f.w, unused);
+	EXPECT_BROKEN(&f.w, "used before its level exists");
+	bq_remove(&f.w, unused);
+	unused->has_expiration = false;
+	teardown(&f);
+}
+
+int main(void)
+{
+	RUN(test_wheel_level_damage);
+	RUN(test_queue_damage);
+	RUN(test_ready_list_damage);
+	RUN(test_list_damage);
+	RUN(test_timer_placement_damage);
+	RUN(test_bucket_state_damage);
+	return check_report();
+}
