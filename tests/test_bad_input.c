@@ -1,0 +1,586 @@
+/*
+ * Every row of docs/bad-input.md: the bad call gets its documented result,
+ * and every other timer is intact. Each test keeps "bystanders" pending
+ * (timers, service timers, a delayed operation) while the bad calls are
+ * made, then checks the structure and lets the bystanders fire: each must
+ * run exactly once, at or after its due time.
+ */
+#include <stdatomic.h>
+#include <string.h>
+
+#include "check.h"
+
+/* ---- the wheel ---- */
+
+#define NBYSTANDERS 6
+
+struct bystander {
+	struct tw_timer timer;
+	int fired;
+	int64_t fired_at;
+};
+
+static struct bystander bys[NBYSTANDERS];
+static const int64_t by_due[NBYSTANDERS] = { 3, 50, 51, 999, 40000, 1 << 30 };
+
+static void bystander_fired(struct tw_wheel *w, struct tw_timer *t)
+{
+	struct bystander *b = tw_container_of(t, struct bystander, timer);
+
+	b->fired++;
+	b->fired_at = tw_wheel_now(w);
+}
+
+static void add_bystanders(struct tw_wheel *w)
+{
+	for (int i = 0; i < NBYSTANDERS; i++) {
+		bys[i].fired = 0;
+		tw_timer_init(&bys[i].timer, bystander_fired);
+		CHECK_EQ(tw_wheel_add(w, &bys[i].timer, by_due[i]), 0);
+	}
+}
+
+/* The structure is sound, nothing was lost, and each bystander fires once,
+ * never early. */
+static void bystanders_intact(struct tw_wheel *w, size_t others_pending)
+{
+	CHECK_WHEEL(w);
+	CHECK_EQ(tw_wheel_count(w), NBYSTANDERS + others_pending);
+	for (int i = 0; i < NBYSTANDERS; i++)
+		CHECK(tw_timer_pending(&bys[i].timer));
+	for (int i = 0; i < NBYSTANDERS; i++) {
+		CHECK(tw_wheel_advance(w, by_due[i]) >= 1);
+		CHECK_EQ(bys[i].fired, 1);
+		CHECK(bys[i].fired_at >= by_due[i]);
+	}
+	CHECK_WHEEL(w);
+}
+
+static void never_runs(struct tw_wheel *w, struct tw_timer *t)
+{
+	(void)w;
+	(void)t;
+	check_failures++;
+	fprintf(stderr, "a timer that should not run ran\n");
+}
+
+/* B1: NULL pointers, to every wheel function. */
+static void test_null_pointers_wheel(void)
+{
+	struct tw_wheel w;
+	struct tw_timer t;
+	struct tw_level_info li;
+	struct tw_bucket_info bi;
+	unsigned level, slot;
+	int64_t when = 77;
+
+	CHECK_EQ(tw_wheel_init(NULL, 1, 8, 0, TW_MODE_EXACT), TW_EINVAL);
+	CHECK_EQ(tw_wheel_init(&w, 1, 8, 0, TW_MODE_EXACT), 0);
+	add_bystanders(&w);
+	tw_timer_init(&t, never_runs);
+	tw_timer_init(NULL, never_runs); /* nothing happens */
+	CHECK_EQ(tw_wheel_destroy(NULL), TW_EINVAL);
+	CHECK_EQ(tw_wheel_drain(NULL, NULL), TW_EINVAL);
+	CHECK_EQ(tw_wheel_add(NULL, &t, 5), TW_EINVAL);
+	CHECK_EQ(tw_wheel_add(&w, NULL, 5), TW_EINVAL);
+	CHECK_EQ(tw_wheel_add_in(NULL, &t, 5), TW_EINVAL);
+	CHECK_EQ(tw_wheel_add_in(&w, NULL, 5), TW_EINVAL);
+	CHECK_EQ(tw_wheel_cancel(NULL, &t), TW_EINVAL);
+	CHECK_EQ(tw_wheel_cancel(&w, NULL), TW_EINVAL);
+	CHECK_EQ(tw_wheel_reschedule(NULL, &t, 5), TW_EINVAL);
+	CHECK_EQ(tw_wheel_reschedule(&w, NULL, 5), TW_EINVAL);
+	CHECK_EQ(tw_wheel_advance(NULL, 5), TW_EINVAL);
+	CHECK(!tw_wheel_next_expiry(NULL, &when));
+	CHECK(!tw_wheel_next_expiry(&w, NULL));
+	CHECK_EQ(when, 77);
+	CHECK_EQ(tw_wheel_timeout(NULL, 0), -1);
+	CHECK_EQ(tw_wheel_now(NULL), 0);
+	CHECK_EQ(tw_wheel_count(NULL), 0);
+	CHECK_EQ(tw_wheel_levels(NULL), 0);
+	CHECK_EQ(tw_wheel_level_info(NULL, 1, &li), TW_EINVAL);
+	CHECK_EQ(tw_wheel_level_info(&w, 1, NULL), TW_EINVAL);
+	CHECK_EQ(tw_wheel_bucket_info(NULL, 1, 0, &bi), TW_EINVAL);
+	CHECK_EQ(tw_wheel_bucket_info(&w, 1, 0, NULL), TW_EINVAL);
+	CHECK_EQ(tw_wheel_ready_info(NULL, &bi), TW_EINVAL);
+	CHECK_EQ(tw_wheel_ready_info(&w, NULL), TW_EINVAL);
+	CHECK(tw_bucket_next(NULL) == NULL);
+	CHECK_EQ(tw_wheel_queue_snapshot(NULL, NULL, 0), 0);
+	CHECK_EQ(tw_timer_where(NULL, &bys[0].timer, &level, &slot), TW_EINVAL);
+	CHECK_EQ(tw_timer_where(&w, NULL, &level, &slot), TW_EINVAL);
+	CHECK_EQ(tw_wheel_check(NULL, NULL, 0), TW_ECORRUPT);
+	tw_wheel_set_observer(NULL, NULL); /* nothing happens */
+	bystanders_intact(&w, 0);
+	tw_wheel_destroy(&w);
+}
+
+/* B2: parameters out of range at init; the wheel is not touched. */
+static void test_bad_wheel_parameters(void)
+{
+	struct tw_wheel w;
+	struct tw_level_info li;
+	struct tw_bucket_info bi;
+
+	CHECK_EQ(tw_wheel_init(&w, 0, 8, 0, TW_MODE_EXACT), TW_EINVAL);
+	CHECK_EQ(tw_wheel_init(&w, -5, 8, 0, TW_MODE_EXACT), TW_EINVAL);
+	CHECK_EQ(tw_wheel_init(&w, 1, 1, 0, TW_MODE_EXACT), TW_EINVAL);
+	CHECK_EQ(tw_wheel_init(&w, 1, 0, 0, TW_MODE_EXACT), TW_EINVAL);
+	CHECK_EQ(tw_wheel_init(&w, 1, TW_WHEEL_SIZE_MAX + 1, 0, TW_MODE_EXACT), TW_EINVAL);
+	CHECK_EQ(tw_wheel_init(&w, 1, 8, 0, (enum tw_mode)7), TW_EINVAL);
+	/* The limits themselves are accepted. */
+	CHECK_EQ(tw_wheel_init(&w, INT64_MAX, TW_WHEEL_SIZE_MIN, INT64_MIN, TW_MODE_KAFKA), 0);
+	tw_wheel_destroy(&w);
+	CHECK_EQ(tw_wheel_init(&w, 1, 8, 0, TW_MODE_EXACT), 0);
+	add_bystanders(&w);
+	/* Levels and slots that do not exist. */
+	CHECK_EQ(tw_wheel_level_info(&w, 0, &li), TW_EINVAL);
+	CHECK_EQ(tw_wheel_level_info(&w, tw_wheel_levels(&w) + 1, &li), TW_EINVAL);
+	CHECK_EQ(tw_wheel_bucket_info(&w, 1, 8, &bi), TW_EINVAL);
+	bystanders_intact(&w, 0);
+	tw_wheel_destroy(&w);
+}
+
+/* B3: a timer added twice; one without a callback. */
+static void test_timer_added_twice(void)
+{
+	struct tw_wheel w;
+	struct tw_timer t, no_fn;
+
+	CHECK_EQ(tw_wheel_init(&w, 1, 8, 0, TW_MODE_EXACT), 0);
+	add_bystanders(&w);
+	tw_timer_init(&t, never_runs);
+	tw_timer_init(&no_fn, NULL);
+	CHECK_EQ(tw_wheel_add(&w, &t, INT64_MAX), 0);
+	CHECK_EQ(tw_wheel_add(&w, &t, 7), TW_EBUSY);
+	CHECK_EQ(tw_timer_due(&t), INT64_MAX); /* where it was */
+	CHECK_EQ(tw_wheel_add(&w, &no_fn, 7), TW_EINVAL);
+	CHECK_EQ(tw_wheel_reschedule(&w, &no_fn, 7), TW_EINVAL);
+	CHECK(!tw_timer_pending(&no_fn));
+	bystanders_intact(&w, 1);
+	CHECK_EQ(tw_wheel_cancel(&w, &t), 1);
+	tw_wheel_destroy(&w);
+}
+
+/* B4: cancelling a timer never added; one owned by another wheel. */
+static void test_cancel_never_added_or_foreign(void)
+{
+	struct tw_wheel w, other;
+	struct tw_timer never, foreign;
+	unsigned level, slot;
+
+	CHECK_EQ(tw_wheel_init(&w, 1, 8, 0, TW_MODE_EXACT), 0);
+	CHECK_EQ(tw_wheel_init(&other, 1, 8, 0, TW_MODE_EXACT), 0);
+	add_bystanders(&w);
+	tw_timer_init(&never, never_runs);
+	tw_timer_init(&foreign, never_runs);
+	CHECK_EQ(tw_wheel_cancel(&w, &never), 0);
+	CHECK_EQ(tw_wheel_cancel(&w, &never), 0);
+	CHECK_EQ(tw_wheel_add(&other, &foreign, 20), 0);
+	CHECK_EQ(tw_wheel_cancel(&w, &foreign), TW_EOWNER);
+	CHECK_EQ(tw_wheel_reschedule(&w, &foreign, 30), TW_EOWNER);
+	CHECK_EQ(tw_timer_where(&w, &foreign, &level, &slot), TW_EINVAL);
+	CHECK_EQ(tw_timer_due(&foreign), 20);
+	CHECK_EQ(tw_wheel_count(&other), 1);
+	CHECK_WHEEL(&other);
+	bystanders_intact(&w, 0);
+	CHECK_EQ(tw_wheel_cancel(&other, &foreign), 1);
+	tw_wheel_destroy(&other);
+	tw_wheel_destroy(&w);
+}
+
+static int plain_fired;
+
+static void count_fire(struct tw_wheel *w, struct tw_timer *t)
+{
+	(void)w;
+	(void)t;
+	plain_fired++;
+}
+
+/* B5: due times and delays at the ends of int64. */
+static void test_due_times_that_overflow(void)
+{
+	struct tw_wheel w;
+	struct tw_timer late, early_, far;
+
+	CHECK_EQ(tw_wheel_init(&w, 1, 20, 0, TW_MODE_EXACT), 0);
+	add_bystanders(&w);
+	tw_timer_init(&late, never_runs);
+	tw_timer_init(&early_, count_fire);
+	tw_timer_init(&far, never_runs);
+	CHECK_EQ(tw_wheel_add(&w, &late, INT64_MAX), 0);
+	CHECK_EQ(tw_wheel_add_in(&w, &far, INT64_MAX), 0); /* clamped */
+	CHECK_EQ(tw_timer_due(&far), INT64_MAX);
+	CHECK_EQ(tw_wheel_add(&w, &early_, INT64_MIN), 0); /* due: next advance */
+	CHECK_EQ(tw_wheel_timeout(&w, 0), 0);
+	CHECK_EQ(tw_wheel_advance(&w, 0), 1);
+	CHECK_EQ(plain_fired, 1);
+	bystanders_intact(&w, 2);
+	CHECK_EQ(tw_wheel_cancel(&w, &late), 1);
+	CHECK_EQ(tw_wheel_cancel(&w, &far), 1);
+	tw_wheel_destroy(&w);
+}
+
+/* B6: a clock that goes backwards. */
+static void test_clock_backwards_wheel(void)
+{
+	struct tw_wheel w;
+
+	CHECK_EQ(tw_wheel_init(&w, 1, 8, 100, TW_MODE_EXACT), 0);
+	add_bystanders(&w); /* 3 and 50 are due already: next advance */
+	CHECK_EQ(tw_wheel_advance(&w, 99), TW_ERANGE);
+	CHECK_EQ(tw_wheel_advance(&w, INT64_MIN), TW_ERANGE);
+	CHECK_EQ(tw_wheel_now(&w), 100);
+	CHECK_EQ(bys[0].fired, 0);
+	CHECK_WHEEL(&w);
+	CHECK_EQ(tw_wheel_advance(&w, 100), 3); /* 3, 50, 51 */
+	for (int i = 0; i < 3; i++)
+		CHECK_EQ(bys[i].fired, 1);
+	CHECK_EQ(tw_wheel_advance(&w, 1 << 30), 3);
+	tw_wheel_destroy(&w);
+}
+
+/* B7: calls a callback may not make, and a callback that frees itself. */
+static struct tw_wheel *cb_wheel;
+static int64_t cb_results[3];
+
+static void reenters(struct tw_wheel *w, struct tw_timer *t)
+{
+	cb_results[0] = tw_wheel_advance(w, tw_wheel_now(w) + 1);
+	cb_results[1] = tw_wheel_destroy(w);
+	cb_results[2] = tw_wheel_drain(w, NULL);
+	free(t); /* its last act: the wheel never touches it again */
+}
+
+static void test_callback_reentry_and_self_free(void)
+{
+	struct tw_wheel w;
+	struct tw_timer *t = malloc(sizeof(*t));
+
+	CHECK(t != NULL);
+	cb_wheel = &w;
+	CHECK_EQ(tw_wheel_init(&w, 1, 8, 0, TW_MODE_EXACT), 0);
+	add_bystanders(&w);
+	tw_timer_init(t, reenters);
+	CHECK_EQ(tw_wheel_add(&w, t, 2), 0);
+	CHECK_EQ(tw_wheel_advance(&w, 2), 1);
+	CHECK_EQ(cb_results[0], TW_EREENTER);
+	CHECK_EQ(cb_results[1], TW_EREENTER);
+	CHECK_EQ(cb_results[2], TW_EREENTER);
+	bystanders_intact(&w, 0);
+	tw_wheel_destroy(&w);
+}
+
+/* ---- the service ---- */
+
+static _Atomic int64_t svc_clock;
+
+static int64_t virtual_now(void *arg)
+{
+	(void)arg;
+	return atomic_load(&svc_clock);
+}
+
+struct svc_bystander {
+	struct tw_service_timer timer;
+	atomic_int ran;
+	int64_t ran_at;
+};
+
+static struct svc_bystander sbys[4];
+static const int64_t sby_due[4] = { 10, 11, 5000, 1 << 24 };
+
+static void svc_bystander_ran(struct tw_service *svc, struct tw_service_timer *t)
+{
+	struct svc_bystander *b = tw_container_of(t, struct svc_bystander, timer);
+
+	b->ran_at = tw_service_now(svc);
+	atomic_fetch_add(&b->ran, 1);
+}
+
+static struct tw_service *manual_service(void)
+{
+	struct tw_service_config cfg = { .tick = 1, .manual = true };
+	struct tw_service *svc = NULL;
+
+	cfg.clock.now = virtual_now;
+	atomic_store(&svc_clock, 0);
+	CHECK_EQ(tw_service_create(&svc, &cfg), 0);
+	return svc;
+}
+
+static void add_svc_bystanders(struct tw_service *svc)
+{
+	for (int i = 0; i < 4; i++) {
+		tw_service_timer_init(&sbys[i].timer, svc_bystander_ran, 0);
+		atomic_store(&sbys[i].ran, 0);
+		CHECK_EQ(tw_service_add(svc, &sbys[i].timer, sby_due[i]), 0);
+	}
+}
+
+static void svc_bystanders_intact(struct tw_service *svc, size_t others)
+{
+	CHECK_EQ(tw_service_count(svc), 4 + others);
+	for (int i = 0; i < 4; i++) {
+		if (atomic_load(&svc_clock) < sby_due[i])
+			atomic_store(&svc_clock, sby_due[i]);
+		CHECK(tw_service_poll(svc) >= 1);
+		CHECK_EQ(atomic_load(&sbys[i].ran), 1);
+		CHECK(sbys[i].ran_at >= sby_due[i]);
+	}
+}
+
+static void svc_never_runs(struct tw_service *svc, struct tw_service_timer *t)
+{
+	(void)svc;
+	(void)t;
+	check_failures++;
+	fprintf(stderr, "a service timer that should not run ran\n");
+}
+
+/* S1-S4: NULLs, bad configuration, double add, foreign and never-added
+ * timers, overflowing delays, a clock that goes back. */
+static void test_service_bad_input(void)
+{
+	struct tw_service *svc, *other, *none = (struct tw_service *)1;
+	struct tw_service_config bad = { 0 };
+	struct tw_service_timer t, foreign, no_fn;
+	struct tw_service_stats st;
+
+	CHECK_EQ(tw_service_create(NULL, NULL), TW_EINVAL);
+	bad.wheel_size = 1;
+	CHECK_EQ(tw_service_create(&none, &bad), TW_EINVAL);
+	CHECK(none == NULL);
+	bad.wheel_size = 0, bad.shards = 5000;
+	CHECK_EQ(tw_service_create(&none, &bad), TW_EINVAL);
+	bad.shards = 0, bad.tick = -1;
+	CHECK_EQ(tw_service_create(&none, &bad), TW_EINVAL);
+
+	svc = manual_service();
+	other = manual_service();
+	add_svc_bystanders(svc);
+	tw_service_timer_init(&t, svc_never_runs, 0);
+	tw_service_timer_init(&foreign, svc_never_runs, 0);
+	tw_service_timer_init(&no_fn, NULL, 0);
+	tw_service_timer_init(NULL, NULL, 0); /* nothing happens */
+
+	CHECK_EQ(tw_service_add(NULL, &t, 5), TW_EINVAL);
+	CHECK_EQ(tw_service_add(svc, NULL, 5), TW_EINVAL);
+	CHECK_EQ(tw_service_add(svc, &no_fn, 5), TW_EINVAL);
+	CHECK_EQ(tw_service_add_in(NULL, &t, 5), TW_EINVAL);
+	CHECK_EQ(tw_service_reschedule(NULL, &t, 5), TW_EINVAL);
+	CHECK_EQ(tw_service_cancel(NULL, &t), TW_EINVAL);
+	CHECK_EQ(tw_service_cancel(svc, NULL), TW_EINVAL);
+	CHECK_EQ(tw_service_cancel_sync(NULL, &t), TW_EINVAL);
+	CHECK_EQ(tw_service_poll(NULL), TW_EINVAL);
+	CHECK_EQ(tw_service_shutdown(NULL, NULL, NULL), TW_EINVAL);
+	CHECK_EQ(tw_service_now(NULL), 0);
+	CHECK_EQ(tw_service_count(NULL), 0);
+	tw_service_stats(NULL, &st);
+	CHECK_EQ(st.added, 0);
+	tw_service_stats(svc, NULL);
+	tw_service_kick(NULL);
+	tw_service_destroy(NULL);
+
+	CHECK_EQ(tw_service_cancel(svc, &t), TW_SVC_IDLE);      /* never added */
+	CHECK_EQ(tw_service_cancel_sync(svc, &t), TW_SVC_IDLE);
+	CHECK_EQ(tw_service_add(svc, &t, 100000), 0);
+	CHECK_EQ(tw_service_add(svc, &t, 20), TW_EBUSY);         /* twice */
+	CHECK_EQ(tw_service_add(other, &foreign, 30), 0);
+	CHECK_EQ(tw_service_cancel(svc, &foreign), TW_EOWNER);   /* foreign */
+	CHECK_EQ(tw_service_add(svc, &foreign, 30), TW_EOWNER);
+	CHECK_EQ(tw_service_reschedule(svc, &foreign, 30), TW_EOWNER);
+	CHECK_EQ(tw_service_count(other), 1);
+	atomic_store(&svc_clock, 5);
+	CHECK_EQ(tw_service_add_in(svc, &no_fn, 5), TW_EINVAL);
+	CHECK_EQ(tw_service_cancel(svc, &t), TW_SVC_STOPPED);
+	CHECK_EQ(tw_service_add_in(svc, &t, INT64_MAX), TW_EOVERFLOW); /* overflow */
+	CHECK_EQ(tw_service_add(svc, &t, INT64_MAX), 0);         /* the end of time is fine */
+	CHECK_EQ(tw_service_poll(svc), 0);
+	atomic_store(&svc_clock, 4);                             /* backwards */
+	CHECK_EQ(tw_service_poll(svc), TW_ERANGE);
+	CHECK_EQ(tw_service_now(svc), 4);
+	atomic_store(&svc_clock, 5);
+	svc_bystanders_intact(svc, 1);
+	CHECK_EQ(tw_service_cancel(svc, &t), TW_SVC_STOPPED);
+	CHECK_EQ(tw_service_cancel(other, &foreign), TW_SVC_STOPPED);
+	tw_service_destroy(other);
+	tw_service_destroy(svc);
+}
+
+/* S5: from inside a callback: shutdown, destroy's shutdown, poll and
+ * cancel_sync of itself. */
+static int64_t svc_cb_results[3];
+
+static void svc_reenters(struct tw_service *svc, struct tw_service_timer *t)
+{
+	svc_cb_results[0] = tw_service_shutdown(svc, NULL, NULL);
+	svc_cb_results[1] = tw_service_poll(svc);
+	svc_cb_results[2] = tw_service_cancel_sync(svc, t);
+}
+
+static void test_service_calls_from_a_callback(void)
+{
+	struct tw_service *svc = manual_service();
+	struct tw_service_timer t;
+
+	add_svc_bystanders(svc);
+	tw_service_timer_init(&t, svc_reenters, 0);
+	CHECK_EQ(tw_service_add(svc, &t, 3), 0);
+	atomic_store(&svc_clock, 3);
+	CHECK_EQ(tw_service_poll(svc), 1);
+	CHECK_EQ(svc_cb_results[0], TW_EREENTER);
+	CHECK_EQ(svc_cb_results[1], TW_EREENTER);
+	CHECK_EQ(svc_cb_results[2], TW_EDEADLK);
+	svc_bystanders_intact(svc, 0);
+	tw_service_destroy(svc);
+}
+
+/* S6: calls after shutdown. */
+static int handed_back;
+
+static void count_hand_back(struct tw_service_timer *t, void *arg)
+{
+	(void)t;
+	(void)arg;
+	handed_back++;
+}
+
+static void test_service_after_shutdown(void)
+{
+	struct tw_service *svc = manual_service();
+	struct tw_service_timer t;
+
+	add_svc_bystanders(svc);
+	tw_service_timer_init(&t, svc_never_runs, 0);
+	handed_back = 0;
+	CHECK_EQ(tw_service_shutdown(svc, count_hand_back, NULL), 4);
+	CHECK_EQ(handed_back, 4); /* the bystanders come back, none runs */
+	CHECK_EQ(tw_service_add(svc, &t, 5), TW_ESHUTDOWN);
+	CHECK_EQ(tw_service_add_in(svc, &t, 5), TW_ESHUTDOWN);
+	CHECK_EQ(tw_service_reschedule(svc, &t, 5), TW_ESHUTDOWN);
+	CHECK_EQ(tw_service_poll(svc), TW_ESHUTDOWN);
+	CHECK_EQ(tw_service_cancel(svc, &t), TW_SVC_IDLE);
+	CHECK_EQ(tw_service_shutdown(svc, count_hand_back, NULL), 0);
+	CHECK_EQ(handed_back, 4);
+	CHECK_EQ(tw_service_count(svc), 0);
+	for (int i = 0; i < 4; i++)
+		CHECK_EQ(atomic_load(&sbys[i].ran), 0);
+	tw_service_destroy(svc);
+}
+
+/* ---- the purgatory ---- */
+
+struct op {
+	struct tw_delayed_op base;
+	struct tw_watch watch[2];
+	atomic_int completes, expirations;
+	bool ready;
+};
+
+static bool op_ready(struct tw_delayed_op *d)
+{
+	struct op *o = tw_container_of(d, struct op, base);
+
+	return o->ready && tw_op_force_complete(d);
+}
+
+static void op_completed(struct tw_delayed_op *d)
+{
+	atomic_fetch_add(&tw_container_of(d, struct op, base)->completes, 1);
+}
+
+static void op_expired(struct tw_delayed_op *d)
+{
+	atomic_fetch_add(&tw_container_of(d, struct op, base)->expirations, 1);
+}
+
+/* P1-P4: bad operations, bad keys, NULLs, calls after shutdown. */
+static void test_purgatory_bad_input(void)
+{
+	struct tw_purgatory_config cfg = { .service = { .tick = 1, .manual = true } };
+	struct tw_purgatory *p, *none = (struct tw_purgatory *)1;
+	struct op bystander = { 0 }, bad = { 0 };
+	static char long_key[TW_KEY_MAX + 1];
+	const void *keys[2] = { "k", long_key };
+	size_t lens[2] = { 1, TW_KEY_MAX + 1 };
+	size_t zero = 0;
+
+	cfg.service.clock.now = virtual_now;
+	atomic_store(&svc_clock, 0);
+	CHECK_EQ(tw_purgatory_create(NULL, &cfg), TW_EINVAL);
+	cfg.shards = 70000;
+	CHECK_EQ(tw_purgatory_create(&none, &cfg), TW_EINVAL);
+	CHECK(none == NULL);
+	cfg.shards = 0;
+	CHECK_EQ(tw_purgatory_create(&p, &cfg), 0);
+
+	/* The bystander waits on "k" for 100. */
+	CHECK_EQ(tw_op_init(&bystander.base, 100, op_ready, op_completed, op_expired, NULL), 0);
+	CHECK_EQ(tw_purgatory_try_complete_else_watch(p, &bystander.base, keys, lens, 1,
+						      bystander.watch), 0);
+
+	CHECK_EQ(tw_op_init(NULL, 10, op_ready, op_completed, NULL, NULL), TW_EINVAL);
+	CHECK_EQ(tw_op_init(&bad.base, 0, op_ready, op_completed, NULL, NULL), TW_EINVAL);
+	CHECK_EQ(tw_op_init(&bad.base, -1, op_ready, op_completed, NULL, NULL), TW_EINVAL);
+	CHECK_EQ(tw_op_init(&bad.base, 10, NULL, op_completed, NULL, NULL), TW_EINVAL);
+	CHECK_EQ(tw_op_init(&bad.base, 10, op_ready, NULL, NULL, NULL), TW_EINVAL);
+	CHECK_EQ(tw_op_init(&bad.base, 10, op_ready, op_completed, NULL, NULL), 0);
+	/* Keys: none, empty, too long, NULL. */
+	CHECK_EQ(tw_purgatory_try_complete_else_watch(p, &bad.base, keys, lens, 0, bad.watch), TW_EINVAL);
+	CHECK_EQ(tw_purgatory_try_complete_else_watch(p, &bad.base, keys, &zero, 1, bad.watch), TW_EINVAL);
+	CHECK_EQ(tw_purgatory_try_complete_else_watch(p, &bad.base, keys, lens, 2, bad.watch), TW_EINVAL);
+	CHECK_EQ(tw_purgatory_try_complete_else_watch(p, &bad.base, NULL, lens, 1, bad.watch), TW_EINVAL);
+	CHECK_EQ(tw_purgatory_try_complete_else_watch(p, &bad.base, keys, lens, 1, NULL), TW_EINVAL);
+	CHECK_EQ(tw_purgatory_try_complete_else_watch(NULL, &bad.base, keys, lens, 1, bad.watch), TW_EINVAL);
+	CHECK_EQ(tw_purgatory_check_and_complete(p, "", 0), TW_EINVAL);
+	CHECK_EQ(tw_purgatory_check_and_complete(p, long_key, TW_KEY_MAX + 1), TW_EINVAL);
+	CHECK_EQ(tw_purgatory_check_and_complete(NULL, "k", 1), TW_EINVAL);
+	CHECK_EQ(tw_purgatory_cancel_for_key(p, NULL, 1, NULL), TW_EINVAL);
+	CHECK_EQ(tw_purgatory_check_and_complete(p, long_key, TW_KEY_MAX), 0); /* long is fine */
+	CHECK(!tw_op_force_complete(NULL));
+	CHECK(!tw_op_is_completed(NULL));
+	CHECK(!tw_op_safe_try_complete(NULL));
+	CHECK_EQ(tw_purgatory_watched(NULL), 0);
+	CHECK_EQ(tw_purgatory_delayed(NULL), 0);
+	CHECK_EQ(tw_purgatory_poll(NULL), TW_EINVAL);
+	CHECK_EQ(tw_purgatory_shutdown(NULL, NULL), TW_EINVAL);
+	tw_purgatory_purge(NULL);
+	tw_purgatory_destroy(NULL);
+	tw_op_destroy(NULL);
+	CHECK(!tw_op_is_completed(&bad.base));
+
+	/* The bystander is intact: still watched, completes by its key. */
+	CHECK_EQ(tw_purgatory_watched(p), 1);
+	CHECK_EQ(tw_purgatory_delayed(p), 1);
+	bystander.ready = true;
+	CHECK_EQ(tw_purgatory_check_and_complete(p, "k", 1), 1);
+	CHECK_EQ(atomic_load(&bystander.completes), 1);
+	atomic_store(&svc_clock, 1000);
+	CHECK(tw_purgatory_poll(p) >= 0);
+	CHECK_EQ(atomic_load(&bystander.expirations), 0);
+
+	/* After shutdown: refused, nothing watched. */
+	CHECK_EQ(tw_purgatory_shutdown(p, NULL), 0);
+	CHECK_EQ(tw_purgatory_try_complete_else_watch(p, &bad.base, keys, lens, 1, bad.watch),
+		 TW_ESHUTDOWN);
+	CHECK_EQ(tw_purgatory_delayed(p), 0);
+	tw_purgatory_destroy(p);
+	tw_op_destroy(&bystander.base);
+	tw_op_destroy(&bad.base);
+}
+
+int main(void)
+{
+	RUN(test_null_pointers_wheel);
+	RUN(test_bad_wheel_parameters);
+	RUN(test_timer_added_twice);
+	RUN(test_cancel_never_added_or_foreign);
+	RUN(test_due_times_that_overflow);
+	RUN(test_clock_backwards_wheel);
+	RUN(test_callback_reentry_and_self_free);
+	RUN(test_service_bad_input);
+	RUN(test_service_calls_from_a_callback);
+	RUN(test_service_after_shutdown);
+	RUN(test_purgatory_bad_input);
+	return check_report();
+}
