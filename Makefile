@@ -10,7 +10,7 @@ PREFIX   ?= /usr/local
 JOBS     ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
 
-.PHONY: fuzz docs all build demo test sanitize tsan soak clang valgrind install deps clean \
+.PHONY: coverage fuzz docs all build demo test sanitize tsan soak clang valgrind install deps clean \
 	bench-service bench-purgatory bench bench-quick bench-deps
 
 all: build
@@ -18,9 +18,9 @@ all: build
 # Install what the build and the tests need if this machine lacks it (a
 # fresh Debian): compilers, valgrind, libuv (the libuv example), pkg-config
 # and cmake (the install test), Chromium (the tw-trace --html browser test),
-# doxygen (make docs).
+# doxygen (make docs), lcov (make coverage).
 DEPS = cmake:cmake cc:gcc clang:clang valgrind:valgrind pkg-config:pkg-config \
-	chromium:chromium doxygen:doxygen /usr/include/uv.h:libuv1-dev
+	chromium:chromium doxygen:doxygen lcov:lcov /usr/include/uv.h:libuv1-dev
 deps:
 	@missing=""; \
 	for dep in $(DEPS); do \
@@ -131,6 +131,28 @@ bench-service: build
 bench-purgatory: build
 	$(BUILD)/bench/purgatory_bench
 	$(BUILD)/bench/purgatory_bench --find
+
+# Line and branch coverage of src/ by the whole test suite (gcov + lcov),
+# with an HTML report; fails below COVERAGE_LINES % of lines or
+# COVERAGE_BRANCHES % of branches.
+COVERAGE_LINES ?= 95
+COVERAGE_BRANCHES ?= 90
+LCOV = lcov -q --rc lcov_branch_coverage=1
+coverage:
+	@$(MAKE) -s deps
+	cmake -S . -B $(BUILD)-cov -DTW_COVERAGE=ON -DCMAKE_BUILD_TYPE=Debug -DTW_BUILD_BENCH=OFF >/dev/null
+	cmake --build $(BUILD)-cov -j $(JOBS)
+	$(LCOV) --zerocounters --directory $(BUILD)-cov
+	cd $(BUILD)-cov && ctest -j $(JOBS) >/dev/null || (ctest --rerun-failed --output-on-failure; exit 1)
+	$(LCOV) --capture --directory $(BUILD)-cov --output-file $(BUILD)-cov/all.info 2>/dev/null
+	$(LCOV) --extract $(BUILD)-cov/all.info '$(CURDIR)/src/*' --output-file $(BUILD)-cov/src.info
+	@lcov --rc lcov_branch_coverage=1 --list $(BUILD)-cov/src.info 2>/dev/null | tail -n +3
+	@genhtml -q --branch-coverage -o $(BUILD)-cov/html $(BUILD)-cov/src.info 2>/dev/null
+	@lcov --rc lcov_branch_coverage=1 --summary $(BUILD)-cov/src.info 2>&1 | awk \
+	  -v L=$(COVERAGE_LINES) -v B=$(COVERAGE_BRANCHES) \
+	  '/lines\.*:/ { l = $$2 + 0 } /branches\.*:/ { b = $$2 + 0 } \
+	   END { printf "coverage of src/: %.1f%% of lines (need %d), %.1f%% of branches (need %d); report: $(BUILD)-cov/html/index.html\n", l, L, b, B; \
+	         exit (l < L || b < B) }'
 
 # libFuzzer (clang): each target runs FUZZ_SECONDS from the seed corpus in
 # fuzz/corpus/NAME (new inputs go to build-fuzz/corpus/NAME, not the repo).

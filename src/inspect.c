@@ -5,6 +5,7 @@
  * where each timer belongs from its due time and the level clocks (the same
  * arithmetic as wheel.c), and compares.
  */
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -138,12 +139,23 @@ void tw_wheel_set_observer(struct tw_wheel *w, const struct tw_observer *obs)
 
 /* ---- the checker ---- */
 
-#define BROKEN(...)                                            \
-	do {                                                   \
-		if (why && why_len)                            \
-			snprintf(why, why_len, __VA_ARGS__);   \
-		return TW_ECORRUPT;                            \
-	} while (0)
+#if defined(__GNUC__)
+__attribute__((format(printf, 3, 4)))
+#endif
+static int broken(char *why, size_t why_len, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (why && why_len) {
+		va_start(ap, fmt);
+		vsnprintf(why, why_len, fmt, ap);
+		va_end(ap);
+	}
+	return TW_ECORRUPT;
+}
+
+/* Report the first broken invariant (in why, if given) and stop. */
+#define BROKEN(...) return broken(why, why_len, __VA_ARGS__)
 
 /* The list walks both ways and every timer points back at its bucket. */
 static int check_list(const struct tw_bucket *b, char *why, size_t why_len)

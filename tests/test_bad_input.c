@@ -109,6 +109,49 @@ static void test_null_pointers_wheel(void)
 	CHECK_EQ(tw_timer_where(&w, NULL, &level, &slot), TW_EINVAL);
 	CHECK_EQ(tw_wheel_check(NULL, NULL, 0), TW_ECORRUPT);
 	tw_wheel_set_observer(NULL, NULL); /* nothing happens */
+	/* where: the out pointers are optional */
+	CHECK_EQ(tw_timer_where(&w, &bys[1].timer, NULL, NULL), 0);
+	/* snapshot: max 0 only counts */
+	CHECK_EQ(tw_wheel_queue_snapshot(&w, NULL, 0), tw_wheel_queue_snapshot(&w, NULL, 0));
+	bystanders_intact(&w, 0);
+	tw_wheel_destroy(&w);
+}
+
+/* B1: a wheel that was never initialised (all zeros) is refused by every
+ * reader instead of being read. */
+static void test_uninitialised_wheel(void)
+{
+	struct tw_wheel zero;
+	struct tw_level_info li;
+	struct tw_bucket_info bi;
+	struct tw_queue_entry q[2];
+	int64_t when = 5;
+
+	memset(&zero, 0, sizeof(zero));
+	CHECK_EQ(tw_wheel_level_info(&zero, 1, &li), TW_EINVAL);
+	CHECK_EQ(tw_wheel_bucket_info(&zero, 1, 0, &bi), TW_EINVAL);
+	CHECK_EQ(tw_wheel_ready_info(&zero, &bi), TW_EINVAL);
+	CHECK_EQ(tw_wheel_queue_snapshot(&zero, q, 2), 0);
+	CHECK(!tw_wheel_next_expiry(&zero, &when));
+	CHECK_EQ(when, 5);
+	CHECK_EQ(tw_wheel_check(&zero, NULL, 0), TW_ECORRUPT);
+}
+
+/* A snapshot into less room than the queue has copies what fits, in pop
+ * order, and says how long the queue is. */
+static void test_snapshot_into_small_room(void)
+{
+	struct tw_wheel w;
+	struct tw_queue_entry q[2];
+	size_t n;
+
+	CHECK_EQ(tw_wheel_init(&w, 1, 8, 0, TW_MODE_EXACT), 0);
+	add_bystanders(&w);
+	n = tw_wheel_queue_snapshot(&w, NULL, 0);
+	CHECK(n > 2);
+	CHECK_EQ(tw_wheel_queue_snapshot(&w, q, 2), n);
+	CHECK(q[0].expiration <= q[1].expiration);
+	CHECK_EQ(q[0].expiration, 3);
 	bystanders_intact(&w, 0);
 	tw_wheel_destroy(&w);
 }
@@ -354,6 +397,10 @@ static void test_service_bad_input(void)
 	CHECK_EQ(tw_service_create(&none, &bad), TW_EINVAL);
 	bad.shards = 0, bad.tick = -1;
 	CHECK_EQ(tw_service_create(&none, &bad), TW_EINVAL);
+	bad.tick = 0, bad.executors = 5000;
+	CHECK_EQ(tw_service_create(&none, &bad), TW_EINVAL);
+	bad.executors = 0, bad.wheel_size = TW_WHEEL_SIZE_MAX + 1;
+	CHECK_EQ(tw_service_create(&none, &bad), TW_EINVAL);
 
 	svc = manual_service();
 	other = manual_service();
@@ -531,6 +578,14 @@ static void test_purgatory_bad_input(void)
 	CHECK_EQ(tw_purgatory_try_complete_else_watch(p, &bad.base, keys, lens, 2, bad.watch), TW_EINVAL);
 	CHECK_EQ(tw_purgatory_try_complete_else_watch(p, &bad.base, NULL, lens, 1, bad.watch), TW_EINVAL);
 	CHECK_EQ(tw_purgatory_try_complete_else_watch(p, &bad.base, keys, lens, 1, NULL), TW_EINVAL);
+	CHECK_EQ(tw_purgatory_try_complete_else_watch(p, &bad.base, keys, NULL, 1, bad.watch), TW_EINVAL);
+	CHECK_EQ(tw_purgatory_try_complete_else_watch(p, NULL, keys, lens, 1, bad.watch), TW_EINVAL);
+	{
+		const void *null_key[1] = { NULL };
+
+		CHECK_EQ(tw_purgatory_try_complete_else_watch(p, &bad.base, null_key, lens, 1,
+							      bad.watch), TW_EINVAL);
+	}
 	CHECK_EQ(tw_purgatory_try_complete_else_watch(NULL, &bad.base, keys, lens, 1, bad.watch), TW_EINVAL);
 	CHECK_EQ(tw_purgatory_check_and_complete(p, "", 0), TW_EINVAL);
 	CHECK_EQ(tw_purgatory_check_and_complete(p, long_key, TW_KEY_MAX + 1), TW_EINVAL);
@@ -569,9 +624,31 @@ static void test_purgatory_bad_input(void)
 	tw_op_destroy(&bad.base);
 }
 
+/* E1: every code has its own description; anything else is "unknown". */
+static void test_error_strings(void)
+{
+	static const int codes[] = { TW_OK, TW_EINVAL, TW_ENOMEM, TW_EBUSY,
+		TW_ERANGE, TW_EOWNER, TW_EREENTER, TW_ECORRUPT, TW_EOVERFLOW,
+		TW_ESHUTDOWN, TW_EAGAIN, TW_EDEADLK };
+	const size_t n = sizeof(codes) / sizeof(codes[0]);
+
+	for (size_t i = 0; i < n; i++) {
+		CHECK(tw_strerror(codes[i]) != NULL);
+		CHECK(strcmp(tw_strerror(codes[i]), "unknown error") != 0);
+		for (size_t j = 0; j < i; j++)
+			CHECK(strcmp(tw_strerror(codes[i]), tw_strerror(codes[j])) != 0);
+	}
+	CHECK(strcmp(tw_strerror(1), "unknown error") == 0);
+	CHECK(strcmp(tw_strerror(TW_EDEADLK - 1), "unknown error") == 0);
+	CHECK(strcmp(tw_strerror(INT32_MIN), "unknown error") == 0);
+}
+
 int main(void)
 {
+	RUN(test_error_strings);
 	RUN(test_null_pointers_wheel);
+	RUN(test_uninitialised_wheel);
+	RUN(test_snapshot_into_small_room);
 	RUN(test_bad_wheel_parameters);
 	RUN(test_timer_added_twice);
 	RUN(test_cancel_never_added_or_foreign);

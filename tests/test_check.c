@@ -67,6 +67,7 @@ static void test_wheel_level_damage(void)
 	setup(&f);
 	f.w.count++;
 	EXPECT_BROKEN(&f.w, "count 6 but 5 timers");
+	CHECK_EQ(tw_wheel_check(&f.w, NULL, 0), TW_ECORRUPT); /* no description */
 	f.w.count--;
 	f.w.advancing = 1;
 	EXPECT_BROKEN(&f.w, "inside advance");

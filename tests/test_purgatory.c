@@ -480,6 +480,72 @@ static void test_condition_and_timeout_race_exactly_once(void)
 	CHECK(by_timeout > 0 && by_timeout < N);
 }
 
+/* Hundreds of keys in one shard (its table grows, keys collide) and a hot
+ * key with many watchers: every op completes exactly once, and the lists
+ * are gone afterwards. */
+static void test_many_keys_and_a_hot_key(void)
+{
+	struct tw_purgatory_config cfg = { .shards = 1 };
+	struct tw_purgatory *p = NULL;
+	enum { NKEYS = 300, NHOT = 100 };
+	static struct mock cold[NKEYS], hot[NHOT];
+	char key[32];
+
+	cfg.service.executors = 1;
+	CHECK_EQ(tw_purgatory_create(&p, &cfg), TW_OK);
+	for (int i = 0; i < NKEYS; i++) {
+		snprintf(key, sizeof(key), "key-%d", i);
+		mock_init(&cold[i], 100000 * MS);
+		CHECK_EQ(watch_on(p, &cold[i], 1, key, NULL, NULL), 0);
+	}
+	for (int i = 0; i < NHOT; i++) {
+		mock_init(&hot[i], 100000 * MS);
+		CHECK_EQ(watch_on(p, &hot[i], 2, "hot", "key-0", NULL), 0);
+	}
+	CHECK_EQ(tw_purgatory_watched(p), NKEYS + 2 * NHOT);
+	CHECK_EQ(tw_purgatory_delayed(p), NKEYS + NHOT);
+	for (int i = 0; i < NHOT; i++)
+		atomic_store(&hot[i].completable, true);
+	CHECK_EQ(check(p, "hot"), NHOT); /* one check completes all */
+	for (int i = NKEYS - 1; i >= 0; i--) {
+		snprintf(key, sizeof(key), "key-%d", i);
+		atomic_store(&cold[i].completable, true);
+		CHECK_EQ(check(p, key), 1);
+	}
+	tw_purgatory_purge(p);
+	CHECK_EQ(tw_purgatory_watched(p), 0);
+	CHECK_EQ(tw_purgatory_delayed(p), 0);
+	for (int i = 0; i < NKEYS; i++)
+		CHECK_EQ(atomic_load(&cold[i].completes), 1);
+	for (int i = 0; i < NHOT; i++)
+		CHECK_EQ(atomic_load(&hot[i].completes), 1);
+	tw_purgatory_destroy(p);
+	for (int i = 0; i < NKEYS; i++) {
+		CHECK_EQ(atomic_load(&cold[i].releases), 1);
+		tw_op_destroy(&cold[i].op);
+	}
+	for (int i = 0; i < NHOT; i++) {
+		CHECK_EQ(atomic_load(&hot[i].releases), 1);
+		tw_op_destroy(&hot[i].op);
+	}
+}
+
+/* A NULL configuration gives Kafka's defaults. */
+static void test_default_configuration(void)
+{
+	struct tw_purgatory *p = NULL;
+	struct mock m;
+
+	CHECK_EQ(tw_purgatory_create(&p, NULL), TW_OK);
+	mock_init(&m, 100000 * MS);
+	atomic_store(&m.completable, true);
+	CHECK_EQ(watch_on(p, &m, 1, "k", NULL, NULL), 1);
+	CHECK_EQ(atomic_load(&m.completes), 1);
+	tw_purgatory_destroy(p);
+	CHECK_EQ(atomic_load(&m.releases), 1);
+	tw_op_destroy(&m.op);
+}
+
 int main(void)
 {
 	RUN(test_request_satisfaction);
@@ -489,6 +555,8 @@ int main(void)
 	RUN(test_shared_caller_lock);
 	RUN(test_shutdown_hands_back_pending);
 	RUN(test_bad_input);
+	RUN(test_many_keys_and_a_hot_key);
+	RUN(test_default_configuration);
 	RUN(test_memory_bounded_by_purge);
 	RUN(test_many_threads_complete_every_op);
 	RUN(test_condition_and_timeout_race_exactly_once);

@@ -363,6 +363,44 @@ static void test_bad_input(void)
 	tw_service_destroy(other);
 }
 
+/* Kafka mode on a virtual clock that starts below zero: a timer may run up
+ * to a tick early (never more), as Kafka's; add_in with a negative delay
+ * is due at once. */
+static void test_kafka_mode_and_negative_times(void)
+{
+	struct tw_service_config cfg = { .tick = 10, .wheel_size = 8, .manual = true,
+					 .mode = TW_MODE_KAFKA };
+	static const int64_t due[4] = { -995, -991, -900, 5 };
+	struct tw_service *svc = NULL;
+	struct job j[4], now_job;
+	bool some_early = false;
+
+	cfg.clock.now = virtual_clock;
+	set_clock(-1000);
+	CHECK_EQ(tw_service_create(&svc, &cfg), TW_OK);
+	for (int i = 0; i < 4; i++) {
+		job_init(&j[i], i, 0);
+		CHECK_EQ(tw_service_add(svc, &j[i].t, due[i]), TW_OK);
+	}
+	job_init(&now_job, 9, 0);
+	CHECK_EQ(tw_service_add_in(svc, &now_job.t, -50), TW_OK);
+	/* -995 and -991 share the tick that starts at -1000: due now. */
+	CHECK_EQ(tw_service_poll(svc), 3);
+	CHECK_EQ(atomic_load(&now_job.runs), 1);
+	for (int64_t t = -1000; t <= 20; t++) {
+		set_clock(t);
+		CHECK(tw_service_poll(svc) >= 0);
+	}
+	for (int i = 0; i < 4; i++) {
+		CHECK_EQ(atomic_load(&j[i].runs), 1);
+		CHECK(j[i].ran_at > due[i] - 10);     /* less than a tick early */
+		CHECK(j[i].ran_at <= due[i]);         /* and not late: polled every unit */
+		some_early |= j[i].ran_at < due[i];
+	}
+	CHECK(some_early); /* Kafka's rounding is really in effect */
+	tw_service_destroy(svc);
+}
+
 /* ---- threaded ---- */
 
 static int64_t mono_ms(void)
@@ -603,6 +641,7 @@ int main(void)
 	RUN(test_callbacks_cancel_free_and_reenter);
 	RUN(test_shutdown_hands_back_pending);
 	RUN(test_bad_input);
+	RUN(test_kafka_mode_and_negative_times);
 	RUN(test_reaper_alone_drives_expiry);
 	RUN(test_reaper_sleeps_and_is_woken_by_earlier_add);
 	RUN(test_cancel_sync_waits_for_running_callback);
