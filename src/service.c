@@ -131,11 +131,31 @@ static struct shard *shard_of(const struct tw_service *svc,
 	return &svc->shards[(h >> 32) % svc->nshards];
 }
 
+/*
+ * running[] slots are relaxed atomics: a slot is written under the lock of
+ * the running timer's shard, and read under the lock of the shard of the
+ * timer asked about, so only a read for the same timer must be ordered with
+ * the write -- and that one is, by the shared lock. All access goes through
+ * these two (tests/helgrind.supp names them: helgrind does not model C11
+ * atomics, ThreadSanitizer does).
+ */
+static inline struct tw_service_timer *
+running_load(_Atomic(struct tw_service_timer *) *slot)
+{
+	return atomic_load_explicit(slot, memory_order_relaxed);
+}
+
+static inline void running_store(_Atomic(struct tw_service_timer *) *slot,
+				 struct tw_service_timer *t)
+{
+	atomic_store_explicit(slot, t, memory_order_relaxed);
+}
+
 static bool is_running(const struct tw_service *svc,
 		       const struct tw_service_timer *t)
 {
 	for (unsigned i = 0; i <= svc->nexecutors; i++)
-		if (atomic_load_explicit(&svc->running[i], memory_order_relaxed) == t)
+		if (running_load(&svc->running[i]) == t)
 			return true;
 	return false;
 }
@@ -208,7 +228,7 @@ static void execute(struct tw_service *svc, struct tw_service_timer *t,
 	}
 	t->state = ST_IDLE;
 	t->stop_rearm = 0;
-	atomic_store_explicit(slot, t, memory_order_relaxed);
+	running_store(slot, t);
 	period = t->period;
 	next_due = t->wheel_timer.due;
 	pthread_mutex_unlock(&sh->mu);
@@ -219,7 +239,7 @@ static void execute(struct tw_service *svc, struct tw_service_timer *t,
 	COUNT(svc, ran);
 
 	pthread_mutex_lock(&sh->mu);
-	atomic_store_explicit(slot, NULL, memory_order_relaxed);
+	running_store(slot, NULL);
 	pthread_cond_broadcast(&sh->idle);
 	have = false;
 	if (period > 0 && t->state == ST_IDLE && !t->stop_rearm &&
