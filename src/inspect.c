@@ -39,14 +39,19 @@ int tw_wheel_level_info(const struct tw_wheel *w, unsigned level,
 static void describe(const struct tw_wheel *w, const struct tw_bucket *b,
 		     uint64_t span, struct tw_bucket_info *out)
 {
+	int64_t width;
+
 	out->has_expiration = b->has_expiration || b->draining;
 	out->queued = b->queue_index != TW_NOT_QUEUED;
 	out->draining = b->draining;
 	out->expiration = tw__ticks_to_time(w, b->expiration);
+	/* width >= 1: only a positive expiration can overflow the sum
+	 * (a negative one is a clock that started below zero). */
+	width = tw__mul_sat(1, span);
 	out->end = tw__ticks_to_time(
-		w, tw__mul_sat(1, span) > INT64_MAX - b->expiration
+		w, b->expiration > 0 && width > INT64_MAX - b->expiration
 			   ? INT64_MAX
-			   : b->expiration + tw__mul_sat(1, span));
+			   : b->expiration + width);
 	out->count = b->count;
 	out->first = list_empty(&b->head) ? NULL : list_timer(b->head.next);
 }

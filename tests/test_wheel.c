@@ -574,6 +574,33 @@ static void test_drain_and_destroy_hand_back_pending(void)
 
 /* ---- the int64 edges ---- */
 
+/* A clock that starts below zero: buckets with negative expirations are
+ * described correctly (found by fuzz_scenario: the bucket's end overflowed
+ * in the computation, undefined behaviour caught by UBSan). */
+static void test_negative_times_are_described(void)
+{
+	struct tw_wheel w;
+	struct rec a, b;
+	struct tw_bucket_info bi;
+	unsigned level, slot;
+
+	CHECK_EQ(tw_wheel_init(&w, 96, 4, -1000, TW_MODE_KAFKA), 0);
+	rec_init(&a, 1);
+	rec_init(&b, 2);
+	CHECK_EQ(tw_wheel_add(&w, &a.timer, -900), 0);
+	CHECK_EQ(tw_wheel_add(&w, &b.timer, -700), 0);
+	CHECK_EQ(tw_timer_where(&w, &a.timer, &level, &slot), 0);
+	CHECK_EQ(tw_wheel_bucket_info(&w, level, slot, &bi), 0);
+	CHECK_EQ(level, 1);
+	CHECK_EQ(bi.expiration, -960); /* floor(-900 / 96) * 96 */
+	CHECK_EQ(bi.end, -864);
+	CHECK_EQ(bi.count, 1);
+	CHECK_WHEEL(&w);
+	CHECK_EQ(tw_wheel_advance(&w, 0), 2);
+	CHECK_EQ(a.fires + b.fires, 2);
+	tw_wheel_destroy(&w);
+}
+
 static void test_due_times_at_int64_edges(void)
 {
 	static const int64_t ticks[] = { 1, 3, 1000, INT64_MAX / 2, INT64_MAX };
@@ -677,6 +704,7 @@ int main(void)
 	RUN(test_fires_in_tick_order_across_buckets_and_levels);
 	RUN(test_drain_and_destroy_hand_back_pending);
 	RUN(test_due_times_at_int64_edges);
+	RUN(test_negative_times_are_described);
 	RUN(test_add_in_clamps);
 	RUN(test_timeout_clamps);
 	return check_report();
