@@ -11,7 +11,7 @@ JOBS     ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
 
 .PHONY: helgrind coverage fuzz docs all build demo test sanitize tsan soak clang valgrind install deps clean \
-	bench-service bench-purgatory bench bench-quick bench-deps
+	bench-service bench-purgatory bench bench-quick bench-big bench-deps
 
 all: build
 
@@ -115,25 +115,33 @@ helgrind: build
 	@echo "helgrind: clean"
 
 # The wheel against libuv, libev, libevent and a binary heap (issue 6):
-# a table on stdout and build/bench/results.csv. bench-quick: N = 1e3, 1e6.
+# a table on stdout, build/bench/results.csv and build/bench/results.png
+# (gnuplot). bench: N = 1e3 .. 1e7; bench-quick: N = 1e3, 1e6 (under two
+# minutes); bench-big: the wheel alone with 1e8 pending timers.
 bench-deps:
-	@if ! pkg-config --exists libuv libevent 2>/dev/null || [ ! -f /usr/include/ev.h ]; then \
+	@if ! pkg-config --exists libuv libevent 2>/dev/null || [ ! -f /usr/include/ev.h ] || \
+	    ! command -v gnuplot >/dev/null; then \
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	  $$SUDO apt-get update -qq && \
-	  $$SUDO apt-get install -y -qq libuv1-dev libev-dev libevent-dev pkg-config; \
+	  $$SUDO apt-get install -y -qq libuv1-dev libev-dev libevent-dev pkg-config gnuplot-nox; \
 	fi
 
+WHEEL_BENCH = cmake -S . -B $(BUILD) >/dev/null && \
+	cmake --build $(BUILD) -j $(JOBS) --target wheel_bench && mkdir -p $(BUILD)/bench
+
 bench: bench-deps
-	cmake -S . -B $(BUILD) >/dev/null
-	cmake --build $(BUILD) -j $(JOBS) --target wheel_bench
-	@mkdir -p $(BUILD)/bench
+	$(WHEEL_BENCH)
 	$(BUILD)/bench/wheel_bench $(BUILD)/bench/results.csv
+	bench/plot.sh $(BUILD)/bench/results.csv $(BUILD)/bench/results.png
 
 bench-quick: bench-deps
-	cmake -S . -B $(BUILD) >/dev/null
-	cmake --build $(BUILD) -j $(JOBS) --target wheel_bench
-	@mkdir -p $(BUILD)/bench
+	$(WHEEL_BENCH)
 	$(BUILD)/bench/wheel_bench --quick $(BUILD)/bench/results.csv
+	bench/plot.sh $(BUILD)/bench/results.csv $(BUILD)/bench/results.png
+
+bench-big: bench-deps
+	$(WHEEL_BENCH)
+	$(BUILD)/bench/wheel_bench --big $(BUILD)/bench/big.csv
 
 # The timer service against a binary heap under one mutex (issue 4): a
 # table on stdout and build/bench/service.csv.

@@ -6,20 +6,25 @@
  * here, and a floor: one random cache line of a pool of N entries touched
  * per operation, which no timer structure can beat by much.
  *
- * Workloads, due times uniform over 1 ms .. 3 h at a 1 ms tick:
+ * Workloads, each on two sets of due times at a 1 ms tick: "uniform" over
+ * 1 ms .. 3 h, and "idle" (skewed: 30 s + up to 1 s, reset to 30 s from a
+ * clock creeping forward, like a server's idle timeouts):
  *   insert  N timers;            cancel  them all in random order;
  *   churn   N times: cancel a random pending timer and re-add it with a new
- *           due time (a connection's idle timeout reset on every packet);
+ *           due time (an idle timeout reset on every packet);
  *   expire  fire all N.
  * The wheel and the heap run on a virtual clock (advance to 3 h in one
  * call). libuv, libev and libevent have no virtual clock: for expire their
  * timers are all made due at once (timeout 0; libev: distinct due times in
  * the past) and one non-blocking loop iteration fires them.
  *
- * usage: wheel_bench [--quick] [CSV]   (--quick: N = 1e3 and 1e6 only)
+ * usage: wheel_bench [--quick|--big] [CSV]
+ *   N = 1e3 .. 1e7; --quick: 1e3 and 1e6; --big: the wheel alone at 1e8,
+ *   one run (do 1e8 pending timers fit, and what do they cost).
  * Each figure is the median of 3 runs, with the spread and its multiple of
  * the floor; memory per timer is from the allocator (mallinfo2), all
- * internal structures included.
+ * internal structures included. At the end, for each N and workload, the
+ * fastest peer's time divided by the wheel's.
  */
 #define _GNU_SOURCE
 
@@ -37,6 +42,8 @@
 #include "timingwheel/timingwheel.h"
 
 #define RUNS 3
+#define MAX_SIZES 8
+#define NWORK 8
 #define SPAN_MS (3 * 3600 * 1000LL)
 
 static FILE *csv;
@@ -51,6 +58,15 @@ static size_t *order;     /* a random permutation */
 static size_t *pick;      /* churn's random picks */
 static double floor_ns;
 static long fired;
+static int nruns = RUNS;
+
+/* Medians of this run, for the summary: [size][impl][workload]. */
+static const char *const work_names[NWORK] = {
+	"insert", "cancel", "churn", "expire",
+	"insert-idle", "cancel-idle", "churn-idle", "expire-idle"
+};
+static double result[MAX_SIZES][8][NWORK];
+static size_t size_index;
 
 static uint64_t rng = 0x9e3779b97f4a7c15ULL;
 
@@ -458,17 +474,20 @@ static int cmpd(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-static void report(const char *lib, const char *work, double *runs, double bytes)
+static double report(const char *lib, const char *work, double *runs, double bytes)
 {
-	qsort(runs, RUNS, sizeof(*runs), cmpd);
-	printf("  %-10s %-7s %9.1f ns/op  (%.1f .. %.1f)  %5.1fx floor", lib, work,
-	       runs[RUNS / 2], runs[0], runs[RUNS - 1], runs[RUNS / 2] / floor_ns);
+	double median;
+
+	qsort(runs, (size_t)nruns, sizeof(*runs), cmpd);
+	median = runs[nruns / 2];
+	printf("  %-11s %-12s %9.1f ns/op  (%.1f .. %.1f)  %5.1fx floor", lib, work,
+	       median, runs[0], runs[nruns - 1], median / floor_ns);
 	if (bytes > 0)
 		printf("  %6.1f B/timer", bytes);
 	putchar('\n');
 	if (csv)
-		fprintf(csv, "%s,%s,%zu,%.2f,%.1f\n", lib, work, N, runs[RUNS / 2],
-			bytes);
+		fprintf(csv, "%s,%s,%zu,%.2f,%.1f\n", lib, work, N, median, bytes);
+	return median;
 }
 
 static double timed(void (*fn)(void))
@@ -479,43 +498,46 @@ static double timed(void (*fn)(void))
 	return (double)(bench_now_ns() - t0) / (double)N;
 }
 
-static void measure(const struct impl *im)
+/* The four workloads on one set of due times into t[workload][run r];
+ * returns the bytes per timer after insert. */
+static double run_set(const struct impl *im, int64_t *set, int64_t *set2,
+		      double t[4][RUNS], int r)
 {
-	double ins[RUNS], can[RUNS], chu[RUNS], exp[RUNS], idl[RUNS], bytes = 0;
+	double before = bench_allocated(), bytes;
 
-	for (int r = 0; r < RUNS; r++) {
-		double before = bench_allocated();
+	cur_due = set;
+	cur_due2 = set2;
+	fired = 0;
+	im->setup();
+	t[0][r] = timed(im->insert);
+	bytes = (bench_allocated() - before) / (double)N;
+	t[1][r] = timed(im->cancel);
+	im->insert();
+	t[2][r] = timed(im->churn);
+	t[3][r] = timed(im->expire);
+	if (fired != (long)N)
+		fprintf(stderr, "%s: expire fired %ld of %zu\n", im->name, fired, N);
+	im->teardown();
+	return bytes;
+}
 
-		/* Idle timeouts reset on every packet: due 30 s out, reset to
-		 * 30 s from a clock that creeps forward. */
-		cur_due = idle;
-		cur_due2 = idle2;
-		im->setup();
-		im->insert();
-		idl[r] = timed(im->churn);
-		im->teardown();
+static void measure(const struct impl *im, size_t impl_index)
+{
+	double uni[4][RUNS], idl[4][RUNS], bytes = 0;
 
-		cur_due = due;
-		cur_due2 = due2;
-		fired = 0;
-		im->setup();
-		ins[r] = timed(im->insert);
+	for (int r = 0; r < nruns; r++) {
+		double b = run_set(im, due, due2, uni, r);
+
 		if (r == 0)
-			bytes = (bench_allocated() - before) / (double)N;
-		can[r] = timed(im->cancel);
-		im->insert();
-		chu[r] = timed(im->churn);
-		exp[r] = timed(im->expire);
-		if (fired != (long)N)
-			fprintf(stderr, "%s: expire fired %ld of %zu\n", im->name,
-				fired, N);
-		im->teardown();
+			bytes = b;
+		run_set(im, idle, idle2, idl, r);
 	}
-	report(im->name, "insert", ins, bytes);
-	report(im->name, "cancel", can, 0);
-	report(im->name, "churn", chu, 0);
-	report(im->name, "idle", idl, 0);
-	report(im->name, "expire", exp, 0);
+	for (int w = 0; w < 4; w++)
+		result[size_index][impl_index][w] =
+			report(im->name, work_names[w], uni[w], w == 0 ? bytes : 0);
+	for (int w = 0; w < 4; w++)
+		result[size_index][impl_index][4 + w] =
+			report(im->name, work_names[4 + w], idl[w], 0);
 }
 
 static void prepare(size_t n)
@@ -553,18 +575,47 @@ static const struct impl impls[] = {
 	{ "libevent", le_setup, le_insert, le_cancel, le_churn, le_expire, le_teardown },
 };
 
+/* For each N and workload: the fastest peer's time over the wheel's. */
+static void summary(const size_t *ns, size_t count, size_t nimpls)
+{
+	printf("\nfastest peer / the wheel (> 1: the wheel is faster), per N\n");
+	printf("  %-12s", "workload");
+	for (size_t k = 0; k < count; k++)
+		printf(" %18zu", ns[k]);
+	putchar('\n');
+	for (int w = 0; w < NWORK; w++) {
+		printf("  %-12s", work_names[w]);
+		for (size_t k = 0; k < count; k++) {
+			size_t best = 1;
+
+			for (size_t i = 2; i < nimpls; i++)
+				if (result[k][i][w] < result[k][best][w])
+					best = i;
+			printf("  %5.2fx %-10s", result[k][best][w] / result[k][0][w],
+			       impls[best].name);
+		}
+		putchar('\n');
+	}
+}
+
 int main(int argc, char **argv)
 {
-	static const size_t full[] = { 1000, 10000, 100000, 1000000 };
+	static const size_t full[] = { 1000, 10000, 100000, 1000000, 10000000 };
 	static const size_t quick[] = { 1000, 1000000 };
+	static const size_t big[] = { 100000000 };
 	const size_t *ns = full;
-	size_t count = 4;
+	size_t count = 5, nimpls = sizeof(impls) / sizeof(impls[0]);
 	cpu_set_t cpus;
 
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--quick")) {
 			ns = quick;
 			count = 2;
+		} else if (!strcmp(argv[i], "--big")) {
+			ns = big;
+			count = 1;
+			nimpls = 1;
+			nruns = 1;
 		} else {
 			csv = fopen(argv[i], "w");
 		}
@@ -575,27 +626,31 @@ int main(int argc, char **argv)
 		printf("(could not pin to CPU 0)\n");
 	if (csv)
 		fprintf(csv, "library,workload,n,ns_per_op,bytes_per_timer\n");
-	printf("timers side by side, pinned to CPU 0, median of %d runs (spread), "
-	       "due uniform over 1 ms .. 3 h\n", RUNS);
+	printf("timers side by side, pinned to CPU 0, median of %d runs (spread); "
+	       "uniform: due over 1 ms .. 3 h; idle: 30 s idle timeouts\n", nruns);
 	for (size_t k = 0; k < count; k++) {
 		double f[RUNS];
 
+		size_index = k;
 		prepare(ns[k]);
-		for (int r = 0; r < RUNS; r++) {
+		for (int r = 0; r < nruns; r++) {
 			floor_setup();
 			floor_touch(); /* warm */
 			f[r] = timed(floor_touch);
 			floor_teardown();
 		}
-		qsort(f, RUNS, sizeof(*f), cmpd);
-		floor_ns = f[RUNS / 2];
+		qsort(f, (size_t)nruns, sizeof(*f), cmpd);
+		floor_ns = f[nruns / 2];
 		printf("N = %zu: floor (one random cache line per op) %.1f ns\n", N,
 		       floor_ns);
 		if (csv)
 			fprintf(csv, "floor,touch,%zu,%.2f,64.0\n", N, floor_ns);
-		for (size_t i = 0; i < sizeof(impls) / sizeof(impls[0]); i++)
-			measure(&impls[i]);
+		for (size_t i = 0; i < nimpls; i++)
+			measure(&impls[i], i);
+		fflush(stdout);
 	}
+	if (nimpls > 1)
+		summary(ns, count, nimpls);
 	if (csv)
 		fclose(csv);
 	return 0;
