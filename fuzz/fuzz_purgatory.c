@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "timingwheel/timingwheel.h"
+#include "fuzz_input.h"
 
 #define NOPS 12
 #define NKEYS 5
@@ -126,19 +127,6 @@ static void check_counts(void)
 		waiting += ops[i].state == WAITING;
 	if (tw_purgatory_delayed(purg) != waiting)
 		abort();
-}
-
-struct input {
-	const uint8_t *p;
-	size_t n;
-};
-
-static unsigned take(struct input *in)
-{
-	if (!in->n)
-		return 0;
-	in->n--;
-	return *in->p++;
 }
 
 static void start_op(struct fop *f, struct input *in)

@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "timingwheel/timingwheel.h"
+#include "fuzz_input.h"
 
 #define NTIMERS 24
 
@@ -44,19 +45,6 @@ static int64_t tick;
 static bool kafka;
 static uint64_t epoch; /* advances so far; callbacks see the current one */
 static bool in_advance;
-
-struct input {
-	const uint8_t *p;
-	size_t n;
-};
-
-static unsigned take(struct input *in)
-{
-	if (!in->n)
-		return 0;
-	in->n--;
-	return *in->p++;
-}
 
 /* A due-time offset: mostly near, sometimes far (higher levels). */
 static int64_t take_delta(struct input *in)

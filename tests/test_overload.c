@@ -240,82 +240,93 @@ static void op_done(struct tw_delayed_op *op)
 	(void)op;
 }
 
-/* Fail the k-th allocation and every later one, for k = 0, 1, ... until
- * the call no longer allocates that much: each failure must be TW_ENOMEM
- * (or TW_EAGAIN for a thread) with nothing leaked. */
+/* What is built, one of each kind, behind one signature. */
+static struct tw_wheel built_wheel;
+static struct tw_service *built_service;
+static struct tw_purgatory *built_purgatory;
+
+static int create_wheel(void)
+{
+	return tw_wheel_init(&built_wheel, 1, 64, 0, TW_MODE_EXACT);
+}
+
+static void destroy_wheel(void)
+{
+	tw_wheel_destroy(&built_wheel);
+}
+
+static int create_service(void)
+{
+	struct tw_service_config cfg = { .executors = 2, .shards = 3 };
+	int rc;
+
+	built_service = (struct tw_service *)&cfg; /* must come back NULL */
+	rc = tw_service_create(&built_service, &cfg);
+	CHECK(rc == 0 || built_service == NULL);
+	return rc;
+}
+
+static void destroy_service(void)
+{
+	tw_service_destroy(built_service);
+}
+
+static int create_purgatory(void)
+{
+	struct tw_purgatory_config cfg = { .shards = 4 };
+	int rc;
+
+	built_purgatory = (struct tw_purgatory *)&cfg;
+	rc = tw_purgatory_create(&built_purgatory, &cfg);
+	CHECK(rc == 0 || built_purgatory == NULL);
+	return rc;
+}
+
+static void destroy_purgatory(void)
+{
+	tw_purgatory_destroy(built_purgatory);
+}
+
+/* Fail the k-th allocation of create() and every later one, for k = 0, 1,
+ * ... until create() no longer allocates that much: each failure must be
+ * TW_ENOMEM (or TW_EAGAIN for a thread) with nothing left allocated, the
+ * success too once destroyed. Returns how many k failed. */
+static int fail_each_allocation(int (*create)(void), void (*destroy)(void))
+{
+	int failures = 0;
+
+	for (long k = 0;; k++) {
+		int rc;
+
+		arm(k);
+		rc = create();
+		disarm();
+		if (rc == 0)
+			destroy();
+		CHECK_EQ(stop_counting(), 0);
+		if (rc == 0)
+			return failures;
+		CHECK(rc == TW_ENOMEM || rc == TW_EAGAIN);
+		failures++;
+	}
+}
+
 static void test_allocation_failures(void)
 {
-	int enomem = 0, rc;
+	int rc;
 
 	if (under_valgrind()) {
 		printf("  skipped under valgrind\n");
 		return;
 	}
-	for (long k = 0;; k++) {
-		struct tw_wheel w;
-
-		arm(k);
-		rc = tw_wheel_init(&w, 1, 64, 0, TW_MODE_EXACT);
-		disarm();
-		if (rc == 0)
-			tw_wheel_destroy(&w);
-		CHECK_EQ(stop_counting(), 0);
-		if (rc == 0)
-			break;
-		CHECK_EQ(rc, TW_ENOMEM);
-		enomem++;
-	}
-	CHECK(enomem >= 2);
-
+	CHECK(fail_each_allocation(create_wheel, destroy_wheel) >= 2);
 	/* glibc keeps the stacks (and thread-local blocks) of joined threads
 	 * for reuse: start and stop threads once so that this cache is not
 	 * counted as ours. */
-	{
-		struct tw_service_config cfg = { .executors = 2, .shards = 3 };
-		struct tw_service *svc = NULL;
-
-		CHECK_EQ(tw_service_create(&svc, &cfg), 0);
-		tw_service_destroy(svc);
-	}
-	enomem = 0;
-	for (long k = 0;; k++) {
-		struct tw_service_config cfg = { .executors = 2, .shards = 3 };
-		struct tw_service *svc = (struct tw_service *)&cfg;
-
-		arm(k);
-		rc = tw_service_create(&svc, &cfg);
-		disarm();
-		if (rc == 0)
-			tw_service_destroy(svc);
-		else
-			CHECK(svc == NULL);
-		CHECK_EQ(stop_counting(), 0);
-		if (rc == 0)
-			break;
-		CHECK(rc == TW_ENOMEM || rc == TW_EAGAIN);
-		enomem++;
-	}
-	CHECK(enomem >= 5);
-
-	enomem = 0;
-	for (long k = 0;; k++) {
-		struct tw_purgatory_config cfg = { .shards = 4 };
-		struct tw_purgatory *p = NULL;
-
-		arm(k);
-		rc = tw_purgatory_create(&p, &cfg);
-		disarm();
-		if (rc == 0)
-			tw_purgatory_destroy(p);
-		else
-			CHECK(p == NULL);
-		CHECK_EQ(stop_counting(), 0);
-		if (rc == 0)
-			break;
-		CHECK(rc == TW_ENOMEM || rc == TW_EAGAIN);
-		enomem++;
-	}
-	CHECK(enomem >= 5);
+	CHECK_EQ(create_service(), 0);
+	destroy_service();
+	CHECK(fail_each_allocation(create_service, destroy_service) >= 5);
+	CHECK(fail_each_allocation(create_purgatory, destroy_purgatory) >= 5);
 
 	/* Watching a key no one watches yet allocates its list. */
 	{
