@@ -18,7 +18,7 @@
  * timers are all made due at once (timeout 0; libev: distinct due times in
  * the past) and one non-blocking loop iteration fires them.
  *
- * usage: wheel_bench [--quick|--big] [CSV]
+ * usage: [TW_BENCH_WHEEL_SIZE=n] wheel_bench [--quick|--big] [CSV]
  *   N = 1e3 .. 1e7; --quick: 1e3 and 1e6; --big: the wheel alone at 1e8,
  *   one run (do 1e8 pending timers fit, and what do they cost).
  * Each figure is the median of 3 runs, with the spread and its multiple of
@@ -102,9 +102,19 @@ static void tw_fn(struct tw_wheel *w, struct tw_timer *t)
 	fired++;
 }
 
+/* Buckets per level: Kafka's 20 unless TW_BENCH_WHEEL_SIZE says otherwise
+ * (to measure what wider levels buy). */
+static uint32_t wheel_size(void)
+{
+	const char *env = getenv("TW_BENCH_WHEEL_SIZE");
+	long v = env ? strtol(env, NULL, 10) : 20;
+
+	return v >= TW_WHEEL_SIZE_MIN && v <= TW_WHEEL_SIZE_MAX ? (uint32_t)v : 20;
+}
+
 static void tw_setup(void)
 {
-	tw_wheel_init(&wheel, 1, 20, 0, TW_MODE_EXACT);
+	tw_wheel_init(&wheel, 1, wheel_size(), 0, TW_MODE_EXACT);
 	tws = malloc(N * sizeof(*tws));
 	for (size_t i = 0; i < N; i++)
 		tw_timer_init(&tws[i], tw_fn);
