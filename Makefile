@@ -10,7 +10,7 @@ PREFIX   ?= /usr/local
 JOBS     ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
 
-.PHONY: helgrind coverage fuzz docs all build demo test sanitize tsan soak clang valgrind install deps clean \
+.PHONY: coverage fuzz docs all build demo test sanitize tsan soak clang valgrind install deps clean \
 	bench-service bench-purgatory bench bench-quick bench-big bench-deps
 
 all: build
@@ -98,21 +98,6 @@ valgrind: build
 	@$(VALGRIND) $(BUILD)/service_pool 20 >/dev/null
 	@if [ -x $(BUILD)/libuv_idle ]; then $(VALGRIND) $(BUILD)/libuv_idle 50 >/dev/null; fi
 	@echo "valgrind: clean"
-
-# helgrind (lock order, races) over the timer service's threaded tests and
-# the thread-pool example. tests/helgrind.supp names the two relaxed-atomic
-# accessors helgrind cannot model. The purgatory completes operations with
-# a compare-and-swap and counts references atomically, which helgrind does
-# not model either; ThreadSanitizer (make tsan), which does, covers it.
-HELGRIND = valgrind -q --tool=helgrind --suppressions=tests/helgrind.supp --error-exitcode=99
-helgrind: build
-	@set -e; for t in test_service test_overload; do \
-	  echo "helgrind $$t"; $(HELGRIND) $(BUILD)/tests/$$t >/dev/null; done
-	@echo "helgrind test_service_stress 20000"
-	@$(HELGRIND) $(BUILD)/tests/test_service_stress 20000 >/dev/null
-	@echo "helgrind service_pool"
-	@$(HELGRIND) $(BUILD)/service_pool 20 >/dev/null
-	@echo "helgrind: clean"
 
 # The wheel against libuv, libev, libevent and a binary heap (issue 6):
 # a table on stdout, build/bench/results.csv and build/bench/results.png

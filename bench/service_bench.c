@@ -4,8 +4,8 @@
  *
  *   1. add, cancel and churn (cancel + re-add) of N pending timers from 1, 2
  *      and 4 producer threads, for: the heap under one mutex, the service
- *      with one shard (a single global lock, like Kafka's write lock), and
- *      with 4 and 16 shards;
+ *      with its default 8 inboxes, and with 1 inbox (every producer pushes
+ *      onto the same lock-free stack);
  *   2. expiry throughput: N timers due at once, run by the reaper alone and
  *      by 1 and 2 executors;
  *   3. lateness on the real clock: N tasks due uniformly over 2 s (Kafka's
@@ -17,7 +17,7 @@
  * impl,workload,threads,n,ns_per_op
  *
  * The lateness runs take their service settings from the environment, for
- * experiments: BENCH_WHEEL_SIZE (20), BENCH_EXECUTORS (1), BENCH_SHARDS
+ * experiments: BENCH_WHEEL_SIZE (20), BENCH_EXECUTORS (1), BENCH_INBOXES
  * (the default), and BENCH_HIST=1 prints the worst lateness per 100 ms of
  * due time. BENCH_RUNS (3, at most 9): runs per throughput figure; the
  * median is reported with the spread. BENCH_ONLY=NAME: only the producer
@@ -36,7 +36,6 @@
 
 #include "bench_util.h"
 #include "heap_service.h"
-#include "inbox_service.h"
 #include "timingwheel/timingwheel.h"
 
 static size_t N = 1000000;
@@ -77,19 +76,17 @@ static int nruns = 3;
 
 /* ---- one interface over the implementations ---- */
 
-enum impl { HEAP, SVC, INBOX };
+enum impl { HEAP, SVC };
 
 struct item {
 	struct tw_service_timer st;
 	struct heap_timer ht;
-	struct inbox_timer it;
 };
 
 struct bench {
 	enum impl impl;
 	struct heap_service hs;
 	struct tw_service *svc;
-	struct inbox_service ib;
 	struct item *items;
 	unsigned threads;
 	pthread_barrier_t start;
@@ -135,16 +132,7 @@ static void *work(void *arg)
 		else
 			k = first + rnd(&seed) % per;
 		it = &b->items[k];
-		if (b->impl == INBOX) {
-			if (b->phase == 0) {
-				inbox_add(&b->ib, wk->index, &it->it, due);
-			} else if (b->phase == 1) {
-				inbox_cancel(&b->ib, wk->index, &it->it);
-			} else {
-				inbox_cancel(&b->ib, wk->index, &it->it);
-				inbox_add(&b->ib, wk->index, &it->it, due);
-			}
-		} else if (b->impl == HEAP) {
+		if (b->impl == HEAP) {
 			if (b->phase == 0) {
 				heap_service_add(&b->hs, &it->ht, due);
 			} else if (b->phase == 1) {
@@ -182,9 +170,10 @@ static double run_phase(struct bench *b, int phase)
 	pthread_barrier_wait(&b->start);
 	t0 = bench_now_ns();
 	pthread_barrier_wait(&b->start);
-	/* The inbox's work is not done until its reaper applied it all. */
-	if (b->impl == INBOX)
-		inbox_quiesce(&b->ib);
+	/* The service's work is not done until every add and cancel left in
+	 * the inboxes is applied to the wheel: count() applies the rest. */
+	if (b->impl == SVC)
+		tw_service_count(b->svc);
 	t1 = bench_now_ns();
 	for (unsigned i = 0; i < b->threads; i++)
 		pthread_join(th[i], NULL);
@@ -192,7 +181,7 @@ static double run_phase(struct bench *b, int phase)
 	return (double)(t1 - t0) / (double)((N / b->threads) * b->threads);
 }
 
-static void producers(const char *name, enum impl impl, unsigned shards)
+static void producers(const char *name, enum impl impl, unsigned inboxes)
 {
 	static const unsigned counts[] = { 1, 2, 4 };
 	const char *only = getenv("BENCH_ONLY");
@@ -213,15 +202,12 @@ static void producers(const char *name, enum impl impl, unsigned shards)
 			for (size_t i = 0; i < N; i++) {
 				tw_service_timer_init(&b.items[i].st, svc_fn, 0);
 				heap_timer_init(&b.items[i].ht, heap_fn);
-				inbox_timer_init(&b.items[i].it);
 			}
 			b.base = bench_now_ns();
 			if (impl == HEAP) {
 				heap_service_init(&b.hs, N, true);
-			} else if (impl == INBOX) {
-				inbox_service_init(&b.ib, b.base);
 			} else {
-				cfg.shards = shards;
+				cfg.inboxes = inboxes;
 				cfg.executors = 1;
 				tw_service_create(&b.svc, &cfg);
 			}
@@ -231,8 +217,6 @@ static void producers(const char *name, enum impl impl, unsigned shards)
 			churn[r] = run_phase(&b, 2);
 			if (impl == HEAP)
 				heap_service_destroy(&b.hs);
-			else if (impl == INBOX)
-				inbox_service_destroy(&b.ib);
 			else
 				tw_service_destroy(b.svc);
 			free(b.items);
@@ -374,7 +358,7 @@ static void lateness(const char *name, enum impl impl, enum tw_mode mode)
 	cfg.executors = (unsigned)env_or("BENCH_EXECUTORS", 1);
 	cfg.mode = mode;
 	cfg.wheel_size = (uint32_t)env_or("BENCH_WHEEL_SIZE", 20);
-	cfg.shards = (unsigned)env_or("BENCH_SHARDS", 0);
+	cfg.inboxes = (unsigned)env_or("BENCH_INBOXES", 0);
 	cfg.queue_capacity = 65536;
 	if (impl == HEAP)
 		heap_service_init(&hs, N, true);
@@ -451,7 +435,7 @@ static void memory(void)
 	}
 	after = bench_allocated();
 	printf("  %-22s memory   %.1f bytes per pending task (the timer is %zu B; "
-	       "the rest is the service's fixed part / N)\n", "service (4 shards)",
+	       "the rest is the service's fixed part / N)\n", "service",
 	       (after - before) / (double)N, sizeof(*st));
 	if (csv)
 		fprintf(csv, "service,bytes_per_task,1,%zu,%.1f\n", N,
@@ -492,10 +476,8 @@ int main(int argc, char **argv)
 	       "%ld cores\n", N, sysconf(_SC_NPROCESSORS_ONLN));
 	printf("producers (wall time / total ops; due 1 s .. 1 h ahead):\n");
 	producers("heap + mutex", HEAP, 0);
-	producers("service 1 shard", SVC, 1);
-	producers("service 4 shards", SVC, 4);
-	producers("service 16 shards", SVC, 16);
-	producers("inbox (Netty-style)", INBOX, 0);
+	producers("service", SVC, 0);
+	producers("service 1 inbox", SVC, 1);
 	printf("expiry (N due within one 1 ms tick; ns per timer run):\n");
 	expire("heap + mutex (reaper)", HEAP, 0);
 	expire("service (reaper)", SVC, 0);

@@ -91,7 +91,7 @@ static void test_create_rejects_bad_config(void)
 	cfg.wheel_size = 1;
 	CHECK_EQ(tw_service_create(&svc, &cfg), TW_EINVAL);
 	cfg.wheel_size = 0;
-	cfg.shards = 5000;
+	cfg.inboxes = 5000;
 	CHECK_EQ(tw_service_create(&svc, &cfg), TW_EINVAL);
 	/* The defaults work, with threads, and shut down cleanly. */
 	CHECK_EQ(tw_service_create(&svc, NULL), TW_OK);
@@ -124,7 +124,7 @@ static void test_runs_in_order_never_early(void)
 	tw_service_destroy(svc);
 }
 
-static void test_one_poll_runs_all_shards_in_tick_order(void)
+static void test_one_poll_runs_its_batch_in_tick_order(void)
 {
 	struct tw_service *svc = manual_service(0);
 	struct job j[64];
@@ -134,7 +134,7 @@ static void test_one_poll_runs_all_shards_in_tick_order(void)
 		tw_service_add(svc, &j[i].t, 1010 + ((i * 37) % 64) * 10);
 	}
 	set_clock(5000);
-	CHECK_EQ(tw_service_poll(svc), 64); /* one batch over every shard */
+	CHECK_EQ(tw_service_poll(svc), 64); /* one batch, however the adds came in */
 	for (int i = 1; i < 64; i++)
 		CHECK(j[order[i - 1]].t.wheel_timer.due < j[order[i]].t.wheel_timer.due);
 	tw_service_destroy(svc);
@@ -635,7 +635,7 @@ int main(void)
 {
 	RUN(test_create_rejects_bad_config);
 	RUN(test_runs_in_order_never_early);
-	RUN(test_one_poll_runs_all_shards_in_tick_order);
+	RUN(test_one_poll_runs_its_batch_in_tick_order);
 	RUN(test_cancel_before_and_after_expiry);
 	RUN(test_reschedule);
 	RUN(test_periodic_does_not_drift);

@@ -6,14 +6,21 @@
  *
  *     adds == runs + cancels that returned STOPPED + timers handed back
  *
- * per timer and in total: zero lost, zero doubled. Built with
+ * per timer and in total: zero lost, zero doubled. Each thread also owns
+ * timers it allocates, adds, stops with cancel_sync at a random moment
+ * (before, around or after expiry), checks (it ran exactly once, never
+ * early, or cancel_sync stopped it) and then scribbles over and frees: a
+ * service that still touched one afterwards is a use-after-free that ASan
+ * (make sanitize) and TSan (make tsan) report. Built with
  * ThreadSanitizer by `make tsan`; `make soak` runs it for minutes.
  *
- * usage: test_service_stress [TOTAL_OPS [THREADS [EXECUTORS [SHARDS]]]]
+ * usage: test_service_stress [TOTAL_OPS [THREADS [EXECUTORS [INBOXES]]]]
  */
 #define _POSIX_C_SOURCE 200809L
 
 #include <pthread.h>
+#include <sched.h>
+#include <stdlib.h>
 #include <stdatomic.h>
 #include <string.h>
 
@@ -48,6 +55,63 @@ static void on_run(struct tw_service *s, struct tw_service_timer *t)
 		atomic_fetch_add(&it->adds, 1);
 }
 
+/* A timer one thread owns from malloc to free. */
+struct owned {
+	struct tw_service_timer t;
+	atomic_int runs;
+	int64_t due;
+};
+
+static atomic_long owned_adds, owned_runs, owned_stopped;
+
+static void on_owned(struct tw_service *s, struct tw_service_timer *t)
+{
+	struct owned *o = tw_container_of(t, struct owned, t);
+
+	CHECK(tw_service_now(s) >= o->due); /* never early */
+	sched_yield(); /* a callback that takes a while: cancel_sync waits */
+	atomic_fetch_add(&o->runs, 1);
+}
+
+static void owned_round(uint64_t *seed)
+{
+	struct owned *o = malloc(sizeof(*o));
+	int rc;
+
+	CHECK(o != NULL);
+	memset(o, 0, sizeof(*o));
+	tw_service_timer_init(&o->t, on_owned, 0);
+	o->due = tw_service_now(svc) + (int64_t)(rnd(seed) % 50000);
+	CHECK_EQ(tw_service_add(svc, &o->t, o->due), TW_OK);
+	atomic_fetch_add(&owned_adds, 1);
+	switch (rnd(seed) % 4) {
+	case 0:
+		break; /* almost surely still pending */
+	case 1:
+		sched_yield();
+		break;
+	case 2: /* at its expiry: maybe queued or running */
+		while (tw_service_now(svc) < o->due)
+			;
+		break;
+	default: /* after: maybe running or done */
+		while (tw_service_now(svc) < o->due + 100000)
+			;
+		break;
+	}
+	rc = tw_service_cancel_sync(svc, &o->t);
+	if (rc == TW_SVC_STOPPED) {
+		CHECK_EQ(atomic_load(&o->runs), 0);
+		atomic_fetch_add(&owned_stopped, 1);
+	} else {
+		CHECK(rc == TW_SVC_IDLE || rc == TW_SVC_RUNNING);
+		CHECK_EQ(atomic_load(&o->runs), 1);
+		atomic_fetch_add(&owned_runs, 1);
+	}
+	memset(o, 0x5a, sizeof(*o));
+	free(o);
+}
+
 static void account(struct item *it, int result)
 {
 	if (result == TW_SVC_STOPPED)
@@ -63,9 +127,14 @@ static void *producer(void *arg)
 		int64_t delay = (int64_t)(rnd(&seed) % 2000000); /* 0..2 ms */
 		int rc;
 
-		switch (rnd(&seed) % 4) {
+		switch (rnd(&seed) % 9) {
+		case 8:
+			owned_round(&seed);
+			break;
 		case 0:
 		case 1:
+		case 4:
+		case 5:
 			rc = tw_service_add_in(svc, &it->t, delay);
 			if (rc == TW_OK)
 				atomic_fetch_add(&it->adds, 1);
@@ -73,6 +142,7 @@ static void *producer(void *arg)
 				CHECK(rc == TW_EBUSY);
 			break;
 		case 2:
+		case 6:
 			rc = tw_service_cancel(svc, &it->t);
 			CHECK(rc >= 0);
 			account(it, rc);
@@ -96,7 +166,7 @@ static void hand_back(struct tw_service_timer *t, void *arg)
 }
 
 static long total_ops = 1000000;
-static unsigned nthreads = 4, nexecutors = 2, nshards = 4;
+static unsigned nthreads = 4, nexecutors = 2, ninboxes = 4;
 
 static void test_every_add_ends_exactly_once(void)
 {
@@ -107,7 +177,7 @@ static void test_every_add_ends_exactly_once(void)
 
 	cfg.tick = 100000; /* 0.1 ms: many buckets fire during the run */
 	cfg.executors = nexecutors;
-	cfg.shards = nshards;
+	cfg.inboxes = ninboxes;
 	cfg.queue_capacity = 256; /* small: the full-queue path runs too */
 	CHECK_EQ(tw_service_create(&svc, &cfg), TW_OK);
 	for (int i = 0; i < POOL; i++) {
@@ -139,16 +209,21 @@ static void test_every_add_ends_exactly_once(void)
 		ends += end;
 	}
 	CHECK_EQ(adds, ends);
+	CHECK_EQ(atomic_load(&owned_adds),
+		 atomic_load(&owned_runs) + atomic_load(&owned_stopped));
+	adds += atomic_load(&owned_adds);
 	tw_service_stats(svc, &st);
 	CHECK_EQ(st.added, (uint64_t)adds);
 	CHECK_EQ(st.ran + st.stopped + st.handed_back, (uint64_t)adds);
-	printf("stress: %ld ops on %u threads, %u executors, %u shards: %ld adds = "
+	printf("stress: %ld ops on %u threads, %u executors, %u inboxes: %ld adds = "
 	       "%llu ran + %llu stopped + %llu handed back (%llu run by the reaper "
-	       "when the queue was full, %llu reaper wake-ups)\n",
-	       total_ops, nthreads, nexecutors, nshards, adds,
+	       "when the queue was full, %llu reaper wake-ups; owned timers: "
+	       "%ld ran, %ld stopped by cancel_sync and freed)\n",
+	       total_ops, nthreads, nexecutors, ninboxes, adds,
 	       (unsigned long long)st.ran, (unsigned long long)st.stopped,
 	       (unsigned long long)st.handed_back, (unsigned long long)st.caller_ran,
-	       (unsigned long long)st.wakeups);
+	       (unsigned long long)st.wakeups, atomic_load(&owned_runs),
+	       atomic_load(&owned_stopped));
 	tw_service_destroy(svc);
 }
 
@@ -161,7 +236,7 @@ int main(int argc, char **argv)
 	if (argc > 3)
 		nexecutors = (unsigned)strtoul(argv[3], NULL, 10);
 	if (argc > 4)
-		nshards = (unsigned)strtoul(argv[4], NULL, 10);
+		ninboxes = (unsigned)strtoul(argv[4], NULL, 10);
 	if (nthreads < 1 || nthreads > 64)
 		nthreads = 4;
 	RUN(test_every_add_ends_exactly_once);

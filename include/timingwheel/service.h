@@ -64,20 +64,19 @@ enum tw_cancel_result {
 };
 
 /**
- * A service timer. Embed it in your object; all fields are private. 88
- * bytes on LP64: the wheel's 40, the callback, the period, the owner, a
- * dispatch link and key, and the state.
+ * A service timer. Embed it in your object; all fields are private. 96
+ * bytes on LP64: the wheel's 40, the callback, the period, the owner, an
+ * inbox link, a dispatch link, the due time asked for and the state word.
  */
 struct tw_service_timer {
-	struct tw_timer wheel_timer; /**< its entry in a shard's wheel */
+	struct tw_timer wheel_timer; /**< its entry in the service's wheel */
 	tw_service_fn *fn;        /**< the callback */
 	int64_t period;           /**< > 0: periodic, from the due time */
-	struct tw_service *svc;   /**< set by the first add */
+	struct tw_service *svc;   /**< set by the first add (atomic) */
+	struct tw_service_timer *inbox_next; /**< next in a producer's inbox */
 	struct tw_service_timer *batch_next; /**< expired, waiting to dispatch */
-	int64_t batch_key;        /**< the tick it expired at */
-	uint8_t state;            /**< idle, pending, queued */
-	uint8_t stop_rearm;       /**< cancelled while running */
-	uint8_t dispatching;      /**< has an entry in a batch or the queue */
+	int64_t next_due;         /**< the due time asked for (atomic) */
+	uint32_t state;           /**< state and flags (atomic; service.c) */
 };
 
 /** An injectable clock (tests drive a virtual one). */
@@ -94,8 +93,9 @@ struct tw_service_config {
 	uint32_t wheel_size;      /**< 0: 20 (Kafka's) */
 	unsigned executors;       /**< threads running callbacks; 0: the reaper
 				       runs them */
-	unsigned shards;          /**< independent wheels, one lock each;
-				       0: 4. 1 = one global lock */
+	unsigned inboxes;         /**< lock-free queues from the producing
+				       threads to the wheel (threads share
+				       them round-robin); 0: 8 */
 	size_t queue_capacity;    /**< executor queue; 0: 4096. When it is
 				       full the reaper runs the callback
 				       itself (back-pressure, nothing lost) */
@@ -120,7 +120,7 @@ struct tw_service_stats {
  * @param[out] out the new service (NULL on failure)
  * @param cfg the configuration, or NULL for the defaults
  * @retval 0 success
- * @retval TW_EINVAL NULL out, tick < 0, bad wheel_size, shards > 1024
+ * @retval TW_EINVAL NULL out, tick < 0, bad wheel_size, inboxes > 1024
  * @retval TW_ENOMEM allocation failed
  * @retval TW_EAGAIN a thread could not start (nothing is left running)
  * @threadsafety Any thread.
@@ -139,7 +139,8 @@ void tw_service_timer_init(struct tw_service_timer *t, tw_service_fn *fn,
 			   int64_t period);
 
 /**
- * Add at an absolute due time. O(1) under one shard's lock.
+ * Add at an absolute due time. O(1) and lock-free: a compare-and-swap on
+ * the timer and a push onto this thread's inbox; the reaper places it.
  * @param svc the service
  * @param t an initialised timer
  * @param due absolute due time in clock units
@@ -178,8 +179,10 @@ int tw_service_reschedule(struct tw_service *svc, struct tw_service_timer *t,
 			  int64_t due);
 
 /**
- * Stop a timer. Does not wait: if the callback is running, it goes on (use
- * tw_service_cancel_sync() before freeing the timer).
+ * Stop a timer. Lock-free: a compare-and-swap decides, and the reaper
+ * unlinks the timer from the wheel later. Does not wait: if the callback is
+ * running, it goes on. Use tw_service_cancel_sync() before freeing the
+ * timer.
  * @param svc the service
  * @param t a timer
  * @return TW_SVC_STOPPED, TW_SVC_RUNNING or TW_SVC_IDLE (see
@@ -191,8 +194,9 @@ int tw_service_cancel(struct tw_service *svc, struct tw_service_timer *t);
 
 /**
  * Like cancel, and then make sure nothing in the service refers to the
- * timer: wait until its callback is not running, and take back an expired
- * entry still waiting to run (the kernel's del_timer_sync). Afterwards the
+ * timer: unlink it from the wheel and the inboxes (under the wheel's lock),
+ * take back an expired entry still waiting to run, and wait until its
+ * callback is not running (the kernel's del_timer_sync). Afterwards the
  * timer may be freed; after a plain cancel it may not.
  * @param svc the service
  * @param t a timer
@@ -234,8 +238,9 @@ int64_t tw_service_now(const struct tw_service *svc);
 /**
  * Pending timers.
  * @param svc the service
- * @return timers pending in all shards (0 for NULL)
- * @threadsafety Any thread (takes every shard's lock in turn).
+ * @return timers pending (0 for NULL)
+ * @threadsafety Any thread (takes the wheel's lock and applies every
+ *               add and cancel still waiting in the inboxes).
  */
 size_t tw_service_count(struct tw_service *svc);
 
