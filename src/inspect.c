@@ -225,6 +225,16 @@ static int check_bucket(const struct tw_wheel *w, uint32_t li, uint32_t slot,
 		if (key <= w->levels[0].clock)
 			BROKEN("timer due %lld overdue in L%u#%u", (long long)t->due,
 			       li + 1, slot);
+		if (w->mode == TW_MODE_EXACT) {
+			/* Exact mode may leave a timer moved later in its
+			 * bucket (I1): the bucket re-files it when it expires.
+			 * A bucket after the timer's tick would fire it late. */
+			if (key < b->expiration)
+				BROKEN("timer due %lld in the wrong bucket L%u#%u "
+				       "(after its tick)", (long long)t->due, li + 1,
+				       slot);
+			continue;
+		}
 		if (number <= lv->clock ||
 		    (lv->unbounded ? ahead > w->size : ahead >= w->size))
 			BROKEN("timer due %lld outside L%u's range", (long long)t->due,

@@ -106,7 +106,9 @@
  * Invariants (checked by tw_wheel_check() in inspect.c, after every step of
  * the tests):
  *   I1 every timer in a level bucket has key / span == the bucket's number,
- *      and the bucket's expiration is that number * span;
+ *      and the bucket's expiration is that number * span; in exact mode a
+ *      rescheduled timer may instead stay in a bucket that expires before
+ *      its key (key >= expiration: re-filed when the bucket expires);
  *   I2 a bucket number b at level L satisfies clock < b < clock + size
  *      (<= clock + size on the unbounded top level), so no two live bucket
  *      numbers share a slot;
@@ -645,25 +647,24 @@ int tw_wheel_cancel(struct tw_wheel *w, struct tw_timer *t)
 	return 1;
 }
 
-/* Exact mode: a timer whose new due time falls in the bucket it is in
- * (an idle timeout reset a little later, at a coarse level) only needs its
- * due time changed: the bucket's number and expiration still match (I1)
- * and the bucket moves it down to its exact tick later. Saves the unlink
- * and append, two or three cache misses. Kafka mode always moves, as
- * Kafka's remove-then-add does. */
+/* Exact mode: a timer moved to a due time at or after the start of the
+ * bucket it is in (an idle timeout reset later) only needs its due time
+ * changed. Its bucket expires no later than the new tick, and whatever a
+ * bucket holds is re-filed by its key when it expires (move_down), so the
+ * timer is never early and no later than if it had moved now. Saves the
+ * unlink and the append: three cache misses become the one on the timer.
+ * The price is paid at most once per bucket the timer sits in, not once
+ * per reset. Kafka mode always moves, as Kafka's remove-then-add does. */
 static bool stays_put(const struct tw_wheel *w, const struct tw_timer *t,
 		      int64_t due)
 {
 	const struct tw_bucket *b = t->bucket;
 	unsigned level = tw__bucket_level(w, b);
-	const struct tw_level *lv;
 
 	if (w->mode != TW_MODE_EXACT || level == TW_LEVEL_READY ||
 	    b->draining || due <= w->now)
 		return false;
-	lv = &w->levels[level - 1];
-	return (int64_t)((uint64_t)tw__span_div(tw__timer_key(w, due), lv->span) *
-			 lv->span) == b->expiration;
+	return tw__timer_key(w, due) >= b->expiration;
 }
 
 int tw_wheel_reschedule(struct tw_wheel *w, struct tw_timer *t, int64_t due)

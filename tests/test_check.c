@@ -181,12 +181,34 @@ static void test_timer_placement_damage(void)
 	t0 = &f.t[0]; /* due 25: level 1, tick 3 */
 	t0->due = 5;
 	EXPECT_BROKEN(&f.w, "timer due 5 overdue");
+	t0->due = 15; /* its bucket (tick 3) expires after tick 2: late */
+	EXPECT_BROKEN(&f.w, "timer due 15 in the wrong bucket L1#3 (after its tick)");
+	/* Later than its bucket is how exact mode leaves a timer moved
+	 * later (stays_put): the bucket re-files it, never early. */
 	t0->due = 1000;
-	EXPECT_BROKEN(&f.w, "timer due 1000 outside L1's range");
-	t0->due = 35;
-	EXPECT_BROKEN(&f.w, "timer due 35 in the wrong bucket");
+	CHECK_WHEEL(&f.w);
 	t0->due = 25;
 	teardown(&f);
+}
+
+/* Kafka mode always moves a rescheduled timer, so there a timer must sit
+ * exactly in its own bucket. */
+static void test_kafka_placement_damage(void)
+{
+	struct tw_wheel w;
+	struct tw_timer t;
+
+	CHECK_EQ(tw_wheel_init(&w, 10, 4, 0, TW_MODE_KAFKA), 0);
+	tw_timer_init(&t, noop);
+	CHECK_EQ(tw_wheel_add(&w, &t, 25), 0); /* level 1, tick 2 */
+	CHECK_WHEEL(&w);
+	t.due = 1000;
+	EXPECT_BROKEN(&w, "timer due 1000 outside L1's range");
+	t.due = 35;
+	EXPECT_BROKEN(&w, "timer due 35 in the wrong bucket");
+	t.due = 25;
+	CHECK_WHEEL(&w);
+	tw_wheel_destroy(&w);
 }
 
 static void test_bucket_state_damage(void)
@@ -235,6 +257,7 @@ int main(void)
 	RUN(test_ready_list_damage);
 	RUN(test_list_damage);
 	RUN(test_timer_placement_damage);
+	RUN(test_kafka_placement_damage);
 	RUN(test_bucket_state_damage);
 	return check_report();
 }

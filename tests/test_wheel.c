@@ -266,6 +266,47 @@ static void test_reschedule_within_its_bucket_stays_put(void)
 	tw_wheel_destroy(&w);
 }
 
+static void test_reset_later_stays_put_and_fires_on_time(void)
+{
+	/* An idle timeout reset later and later, past its bucket, never
+	 * moves (exact mode): its bucket re-files it when it expires. It
+	 * fires once, at its last due time exactly. An earlier reset does
+	 * move it, or it would fire late. */
+	struct tw_wheel w;
+	struct rec a;
+	unsigned level, slot, level2, slot2;
+	int64_t due = 1000;
+
+	tw_wheel_init(&w, 1, 20, 0, TW_MODE_EXACT);
+	rec_init(&a, 1);
+	tw_wheel_add(&w, &a.timer, due);
+	tw_timer_where(&w, &a.timer, &level, &slot);
+	for (int i = 0; i < 1000; i++) {
+		due += 997; /* crosses many buckets and several levels */
+		CHECK_EQ(tw_wheel_reschedule(&w, &a.timer, due), 1);
+		tw_timer_where(&w, &a.timer, &level2, &slot2);
+		CHECK_EQ(level2, level);
+		CHECK_EQ(slot2, slot);
+	}
+	CHECK_WHEEL(&w);
+	for (int64_t now = 0; now < due; now += 613) {
+		CHECK(tw_wheel_advance(&w, now) == 0);
+		CHECK_WHEEL(&w);
+	}
+	CHECK_EQ(a.fires, 0);
+	CHECK_EQ(tw_wheel_advance(&w, due), 1);
+	CHECK_EQ(a.fired_at, due);
+	/* Earlier than its bucket: it moves. */
+	tw_wheel_add(&w, &a.timer, due + 5000);
+	tw_timer_where(&w, &a.timer, &level, &slot);
+	CHECK_EQ(tw_wheel_reschedule(&w, &a.timer, due + 3), 1);
+	tw_timer_where(&w, &a.timer, &level2, &slot2);
+	CHECK(level2 != level || slot2 != slot);
+	CHECK_EQ(tw_wheel_advance(&w, due + 3), 1);
+	CHECK_EQ(a.fired_at, due + 3);
+	tw_wheel_destroy(&w);
+}
+
 /* Counts buckets popped: the clock must jump, not tick. */
 static int popped;
 static void count_pops(void *arg, const struct tw_wheel *w,
@@ -693,6 +734,7 @@ int main(void)
 	RUN(test_due_at_or_before_now_fires_on_next_advance);
 	RUN(test_reschedule);
 	RUN(test_reschedule_within_its_bucket_stays_put);
+	RUN(test_reset_later_stays_put_and_fires_on_time);
 	RUN(test_clock_jumps_over_empty_time);
 	RUN(test_exact_mode_spreads_cascades_over_time);
 	RUN(test_callback_cancels_timer_in_same_batch);

@@ -237,7 +237,13 @@ int tw_wheel_cancel(struct tw_wheel *wheel, struct tw_timer *timer);
 
 /**
  * Move a timer to a new due time, pending or not (the kernel's mod_timer).
- * O(1), no allocation.
+ * O(1), no allocation. In exact mode a pending timer moved later (an idle
+ * timeout reset) usually only has its due time changed: it stays in its
+ * bucket, which re-files it when it expires, so the reset touches one
+ * cache line and the timer still fires at its new time (never early). So
+ * tw_wheel_next_expiry() may name a time at which nothing fires; that was
+ * already possible (a coarse bucket expires before its timers are due), and
+ * an event loop simply sleeps again.
  * @param wheel the wheel
  * @param timer an initialised timer with a callback
  * @param due the new absolute due time
