@@ -587,6 +587,158 @@ static void test_cancel_sync_of_queued_timer_allows_free(void)
 	tw_service_destroy(svc);
 }
 
+static void act_cancel_sync_other(struct tw_service *svc, struct job *self)
+{
+	self->result = tw_service_cancel_sync(svc, &self->other->t);
+	free(self->other); /* allowed: nothing refers to it any more */
+	self->other = NULL;
+}
+
+static void test_cancel_sync_from_callback_takes_back_batch_entry(void)
+{
+	/* a and b expire in the same poll; callbacks run on the polling
+	 * thread. a's callback cancel_syncs b, which waits in the rest of
+	 * the batch, and frees it: b must not run, and the batch must not
+	 * touch it again (ASan). */
+	struct tw_service *svc = manual_service(0);
+	struct job a, *b = malloc(sizeof(*b));
+
+	job_init(&a, 1, 0);
+	job_init(b, 2, 0);
+	a.action = act_cancel_sync_other;
+	a.other = b;
+	tw_service_add(svc, &a.t, 1010);
+	tw_service_add(svc, &b->t, 1020);
+	set_clock(1020);
+	CHECK_EQ(tw_service_poll(svc), 1); /* b was taken back, not run */
+	CHECK_EQ(a.result, TW_SVC_STOPPED);
+	CHECK_EQ(atomic_load(&norder), 1);
+	CHECK_EQ(order[0], 1);
+	tw_service_destroy(svc);
+}
+
+static void test_reschedule_of_queued_timer(void)
+{
+	/* Expired and waiting behind a busy executor: a reschedule stops
+	 * that run (STOPPED) and the timer runs once, at its new time. */
+	struct tw_service *svc = manual_service(1);
+	struct job blocker, a;
+	pthread_t th;
+
+	atomic_store(&release_gate, 0);
+	atomic_store(&entered, 0);
+	job_init(&blocker, 1, 0);
+	blocker.action = act_block;
+	job_init(&a, 2, 0);
+	tw_service_add(svc, &blocker.t, 1010);
+	set_clock(1010);
+	tw_service_poll(svc);
+	CHECK(wait_for(&entered, 1, 5000));
+	tw_service_add(svc, &a.t, 1020);
+	set_clock(1020);
+	CHECK_EQ(tw_service_poll(svc), 1); /* a waits in the queue */
+	CHECK_EQ(tw_service_add(svc, &a.t, 1500), TW_EBUSY);
+	CHECK_EQ(tw_service_reschedule(svc, &a.t, 1100), TW_SVC_STOPPED);
+	pthread_create(&th, NULL, release_later, NULL);
+	pthread_join(th, NULL);
+	sleep_ms(20); /* the stale entry is consumed, and must not run a */
+	CHECK_EQ(atomic_load(&a.runs), 0);
+	set_clock(1100);
+	tw_service_poll(svc);
+	CHECK(wait_for(&a.runs, 1, 5000));
+	CHECK(a.ran_at >= 1100);
+	sleep_ms(20);
+	CHECK_EQ(atomic_load(&a.runs), 1);
+	tw_service_destroy(svc);
+}
+
+static struct tw_service *shutting;
+static atomic_llong shutdown_result;
+
+static void *shut_down_now(void *arg)
+{
+	(void)arg;
+	atomic_store(&shutdown_result,
+		     tw_service_shutdown(shutting, hand_back, &nhanded));
+	return NULL;
+}
+
+static void test_periodic_running_at_shutdown_is_not_rearmed(void)
+{
+	/* A periodic callback still running when shutdown starts: it
+	 * finishes (shutdown waits for it), it is not re-armed, and so it is
+	 * not handed back either -- its run was its end. */
+	struct tw_service *svc = manual_service(1);
+	struct job p, probe;
+	struct tw_service_stats st;
+	pthread_t th;
+
+	atomic_store(&release_gate, 0);
+	atomic_store(&entered, 0);
+	nhanded = 0;
+	job_init(&p, 1, 100);
+	p.action = act_block;
+	job_init(&probe, 2, 0);
+	tw_service_add(svc, &p.t, 1010);
+	set_clock(1010);
+	tw_service_poll(svc);
+	CHECK(wait_for(&entered, 1, 5000));
+	shutting = svc;
+	pthread_create(&th, NULL, shut_down_now, NULL);
+	while (tw_service_add(svc, &probe.t, 5000) == TW_OK) {
+		tw_service_cancel(svc, &probe.t);
+		sleep_ms(1);
+	}
+	atomic_store(&release_gate, 1);
+	pthread_join(th, NULL);
+	CHECK_EQ(atomic_load(&shutdown_result), 0);
+	CHECK_EQ(nhanded, 0);
+	CHECK_EQ(atomic_load(&p.runs), 1);
+	CHECK_EQ(tw_service_cancel(svc, &p.t), TW_SVC_IDLE);
+	tw_service_stats(svc, &st);
+	CHECK_EQ(st.ran, 1);
+	CHECK_EQ(st.handed_back, 0);
+	tw_service_destroy(svc);
+}
+
+static void test_reaper_ignores_a_clock_going_back(void)
+{
+	/* The reaper reads an injected clock that jumps back: it counts it,
+	 * keeps the wheel's time, and a timer still runs only once the clock
+	 * is past its due time again. */
+	struct tw_service_config cfg = { 0 };
+	struct tw_service *svc;
+	struct tw_service_stats st;
+	struct job a, first;
+	int64_t end;
+
+	cfg.tick = 10;
+	cfg.clock.now = virtual_clock;
+	atomic_store(&virtual_now, 1000);
+	CHECK_EQ(tw_service_create(&svc, &cfg), TW_OK);
+	job_init(&a, 1, 0);
+	job_init(&first, 2, 0);
+	set_clock(2000);
+	tw_service_add(svc, &first.t, 2000);
+	CHECK(wait_for(&first.runs, 1, 5000)); /* the wheel is at 2000 */
+	tw_service_add(svc, &a.t, 2500);
+	set_clock(1500); /* back */
+	end = mono_ms() + 5000;
+	do {
+		tw_service_kick(svc);
+		sleep_ms(1);
+		tw_service_stats(svc, &st);
+	} while (st.clock_backwards == 0 && mono_ms() < end);
+	CHECK(st.clock_backwards > 0);
+	sleep_ms(20);
+	CHECK_EQ(atomic_load(&a.runs), 0);
+	set_clock(2500);
+	tw_service_kick(svc);
+	CHECK(wait_for(&a.runs, 1, 5000));
+	CHECK(a.ran_at >= 2500);
+	tw_service_destroy(svc);
+}
+
 static void test_full_queue_runs_on_reaper_nothing_lost(void)
 {
 	struct tw_service_config cfg = { 0 };
@@ -649,6 +801,10 @@ int main(void)
 	RUN(test_cancel_sync_waits_for_running_callback);
 	RUN(test_stale_queue_entry_never_touches_freed_timer);
 	RUN(test_cancel_sync_of_queued_timer_allows_free);
+	RUN(test_cancel_sync_from_callback_takes_back_batch_entry);
+	RUN(test_reschedule_of_queued_timer);
+	RUN(test_periodic_running_at_shutdown_is_not_rearmed);
+	RUN(test_reaper_ignores_a_clock_going_back);
 	RUN(test_full_queue_runs_on_reaper_nothing_lost);
 	return check_report();
 }
