@@ -179,11 +179,16 @@ static uint32_t state_clear(struct tw_service_timer *t, uint32_t flags)
 	return __atomic_fetch_and(&t->state, ~flags, __ATOMIC_ACQ_REL);
 }
 
-/* Another thread is between taking a timer and publishing its due time:
- * a few instructions, unless it was preempted. */
-static void wait_for_adder(void)
+/* The state word once no producer is between taking the timer (ADDING)
+ * and publishing its due time: a few instructions, unless it was
+ * preempted. */
+static uint32_t settled(const struct tw_service_timer *t, uint32_t old)
 {
-	sched_yield();
+	while ((old & ST_MASK) == ST_ADDING) {
+		sched_yield();
+		old = state_load(t);
+	}
+	return old;
 }
 
 /*
@@ -781,12 +786,8 @@ static int add_or_reschedule(struct tw_service *svc, struct tw_service_timer *t,
 		return TW_ESHUTDOWN;
 	old = state_load(t);
 	for (;;) {
+		old = settled(t, old);
 		s = old & ST_MASK;
-		if (s == ST_ADDING) {
-			wait_for_adder();
-			old = state_load(t);
-			continue;
-		}
 		if (!reschedule && (s == ST_PENDING || s == ST_EXPIRED)) {
 			leave(ib);
 			return TW_EBUSY;
@@ -848,12 +849,8 @@ static int cancel_state(struct tw_service *svc, struct tw_service_timer *t,
 	int result;
 
 	for (;;) {
+		old = settled(t, old);
 		s = old & ST_MASK;
-		if (s == ST_ADDING) {
-			wait_for_adder();
-			old = state_load(t);
-			continue;
-		}
 		if (s == ST_IDLE)
 			break;
 		next = (old & ~ST_MASK) | ST_IDLE;
