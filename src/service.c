@@ -351,15 +351,19 @@ static void rearm(struct tw_service *svc, struct tw_service_timer *t, int64_t du
 	struct inbox *ib;
 	uint32_t old = state_load(t);
 
-	do {
+	for (;;) {
+		bool closing = atomic_load(&svc->closing);
+
 		if ((old & ST_MASK) != ST_RUNNING)
-			return;
-		if (atomic_load(&svc->closing)) {
-			if (state_cas(t, &old, (old & ~ST_MASK) | ST_IDLE))
-				return;
-			continue;
+			return; /* a cancel or an add won */
+		/* Each failed CAS reloads old: look at its state again. */
+		if (state_cas(t, &old, (old & ~ST_MASK) |
+					       (closing ? ST_IDLE : ST_ADDING))) {
+			if (closing)
+				return; /* its run was its end */
+			break;
 		}
-	} while (!state_cas(t, &old, (old & ~ST_MASK) | ST_ADDING));
+	}
 	__atomic_store_n(&t->next_due, due, __ATOMIC_RELAXED);
 	old = state_load(t);
 	while (!state_cas(t, &old, (old & ~ST_MASK) | ST_PENDING | F_INBOX))
