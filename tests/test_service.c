@@ -500,20 +500,28 @@ static void *release_later(void *arg)
 	return NULL;
 }
 
+/* Occupy the only executor of a manual service: j (with the given period)
+ * expires at 1010 and its callback blocks until release_gate is set. */
+static void block_executor(struct tw_service *svc, struct job *j, int id,
+			   int64_t period)
+{
+	atomic_store(&release_gate, 0);
+	atomic_store(&entered, 0);
+	job_init(j, id, period);
+	j->action = act_block;
+	tw_service_add(svc, &j->t, 1010);
+	set_clock(1010);
+	CHECK_EQ(tw_service_poll(svc), 1); /* queued for the executor */
+	CHECK(wait_for(&entered, 1, 5000)); /* the executor is busy */
+}
+
 static void test_cancel_sync_waits_for_running_callback(void)
 {
 	struct tw_service *svc = manual_service(1);
 	struct job a;
 	pthread_t th;
 
-	atomic_store(&release_gate, 0);
-	atomic_store(&entered, 0);
-	job_init(&a, 1, 0);
-	a.action = act_block;
-	tw_service_add(svc, &a.t, 1010);
-	set_clock(1010);
-	CHECK_EQ(tw_service_poll(svc), 1); /* queued for the executor */
-	CHECK(wait_for(&entered, 1, 5000));
+	block_executor(svc, &a, 1, 0);
 	pthread_create(&th, NULL, release_later, NULL);
 	CHECK_EQ(tw_service_cancel_sync(svc, &a.t), TW_SVC_RUNNING);
 	/* Returned only once the callback was done. */
@@ -533,17 +541,10 @@ static void test_stale_queue_entry_never_touches_freed_timer(void)
 	struct job blocker, *heap = malloc(sizeof(*heap));
 	pthread_t th;
 
-	atomic_store(&release_gate, 0);
-	atomic_store(&entered, 0);
 	atomic_store(&freed, 0);
-	job_init(&blocker, 1, 0);
-	blocker.action = act_block;
 	job_init(heap, 2, 0);
 	heap->action = act_free_self;
-	tw_service_add(svc, &blocker.t, 1010);
-	set_clock(1010);
-	tw_service_poll(svc);
-	CHECK(wait_for(&entered, 1, 5000)); /* the executor is busy */
+	block_executor(svc, &blocker, 1, 0);
 	tw_service_add(svc, &heap->t, 1020);
 	set_clock(1020);
 	CHECK_EQ(tw_service_poll(svc), 1);   /* queued behind the blocker */
@@ -567,15 +568,8 @@ static void test_cancel_sync_of_queued_timer_allows_free(void)
 	struct job blocker, *heap = malloc(sizeof(*heap));
 	pthread_t th;
 
-	atomic_store(&release_gate, 0);
-	atomic_store(&entered, 0);
-	job_init(&blocker, 1, 0);
-	blocker.action = act_block;
 	job_init(heap, 2, 0);
-	tw_service_add(svc, &blocker.t, 1010);
-	set_clock(1010);
-	tw_service_poll(svc);
-	CHECK(wait_for(&entered, 1, 5000));
+	block_executor(svc, &blocker, 1, 0);
 	tw_service_add(svc, &heap->t, 1020);
 	set_clock(1020);
 	CHECK_EQ(tw_service_poll(svc), 1); /* in the queue */
@@ -625,15 +619,8 @@ static void test_reschedule_of_queued_timer(void)
 	struct job blocker, a;
 	pthread_t th;
 
-	atomic_store(&release_gate, 0);
-	atomic_store(&entered, 0);
-	job_init(&blocker, 1, 0);
-	blocker.action = act_block;
 	job_init(&a, 2, 0);
-	tw_service_add(svc, &blocker.t, 1010);
-	set_clock(1010);
-	tw_service_poll(svc);
-	CHECK(wait_for(&entered, 1, 5000));
+	block_executor(svc, &blocker, 1, 0);
 	tw_service_add(svc, &a.t, 1020);
 	set_clock(1020);
 	CHECK_EQ(tw_service_poll(svc), 1); /* a waits in the queue */
@@ -673,16 +660,9 @@ static void test_periodic_running_at_shutdown_is_not_rearmed(void)
 	struct tw_service_stats st;
 	pthread_t th;
 
-	atomic_store(&release_gate, 0);
-	atomic_store(&entered, 0);
 	nhanded = 0;
-	job_init(&p, 1, 100);
-	p.action = act_block;
 	job_init(&probe, 2, 0);
-	tw_service_add(svc, &p.t, 1010);
-	set_clock(1010);
-	tw_service_poll(svc);
-	CHECK(wait_for(&entered, 1, 5000));
+	block_executor(svc, &p, 1, 100);
 	shutting = svc;
 	pthread_create(&th, NULL, shut_down_now, NULL);
 	while (tw_service_add(svc, &probe.t, 5000) == TW_OK) {
