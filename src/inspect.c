@@ -183,6 +183,25 @@ static int check_list(const struct tw_bucket *b, char *why, size_t why_len)
 	return TW_OK;
 }
 
+/* I2: a live bucket number of level lv. */
+static bool live_number(const struct tw_wheel *w, const struct tw_level *lv,
+			int64_t number)
+{
+	uint64_t ahead = (uint64_t)number - (uint64_t)lv->clock;
+
+	return number > lv->clock &&
+	       (lv->unbounded ? ahead <= w->size : ahead < w->size);
+}
+
+/* I1: bucket number `number` has this expiration and lives in this slot. */
+static bool number_of_slot(const struct tw_wheel *w, const struct tw_level *lv,
+			   int64_t number, int64_t expiration, uint32_t slot)
+{
+	return (int64_t)((uint64_t)number * lv->span) == expiration &&
+	       (uint32_t)(((number % (int64_t)w->size) + (int64_t)w->size) %
+			  (int64_t)w->size) == slot;
+}
+
 static int check_bucket(const struct tw_wheel *w, uint32_t li, uint32_t slot,
 			char *why, size_t why_len)
 {
@@ -216,32 +235,40 @@ static int check_bucket(const struct tw_wheel *w, uint32_t li, uint32_t slot,
 							    lv->lead)
 					      : b->expiration))
 		BROKEN("L%u#%u: queued under the wrong time", li + 1, slot);
+	/* Exact mode lets a timer moved later stay in its bucket (I1), so
+	 * there the bucket's own number must be a live one of its slot; in
+	 * kafka mode every timer's number must be. */
+	if (w->mode == TW_MODE_EXACT && b->count) {
+		int64_t number = tw__span_div(b->expiration, lv->span);
+
+		if (!live_number(w, lv, number))
+			BROKEN("L%u#%u: bucket outside L%u's range", li + 1, slot,
+			       li + 1);
+		if (!number_of_slot(w, lv, number, b->expiration, slot))
+			BROKEN("L%u#%u: expiration is not its slot's", li + 1, slot);
+	}
 	for (const struct tw_link *l = b->head.next; l != &b->head; l = l->next) {
 		const struct tw_timer *t = list_timer((struct tw_link *)l);
 		int64_t key = tw__timer_key(w, t->due);
-		int64_t number = tw__span_div(key, lv->span);
-		uint64_t ahead = (uint64_t)number - (uint64_t)lv->clock;
+		int64_t number;
 
 		if (key <= w->levels[0].clock)
 			BROKEN("timer due %lld overdue in L%u#%u", (long long)t->due,
 			       li + 1, slot);
 		if (w->mode == TW_MODE_EXACT) {
-			/* Exact mode may leave a timer moved later in its
-			 * bucket (I1): the bucket re-files it when it expires.
-			 * A bucket after the timer's tick would fire it late. */
+			/* The bucket re-files a timer moved later when it
+			 * expires; one after the timer's tick fires it late. */
 			if (key < b->expiration)
 				BROKEN("timer due %lld in the wrong bucket L%u#%u "
 				       "(after its tick)", (long long)t->due, li + 1,
 				       slot);
 			continue;
 		}
-		if (number <= lv->clock ||
-		    (lv->unbounded ? ahead > w->size : ahead >= w->size))
+		number = tw__span_div(key, lv->span);
+		if (!live_number(w, lv, number))
 			BROKEN("timer due %lld outside L%u's range", (long long)t->due,
 			       li + 1);
-		if ((int64_t)((uint64_t)number * lv->span) != b->expiration ||
-		    (uint32_t)(((number % (int64_t)w->size) + (int64_t)w->size) %
-			       (int64_t)w->size) != slot)
+		if (!number_of_slot(w, lv, number, b->expiration, slot))
 			BROKEN("timer due %lld in the wrong bucket L%u#%u",
 			       (long long)t->due, li + 1, slot);
 	}

@@ -191,6 +191,26 @@ static void test_timer_placement_damage(void)
 	teardown(&f);
 }
 
+static void test_exact_bucket_number_damage(void)
+{
+	/* Exact mode checks a bucket's own number, since its timers may be
+	 * later than it: it must be a live number of its level and slot. */
+	struct fixture f;
+	struct tw_bucket *b;
+	int64_t expiration;
+
+	setup(&f);
+	b = f.t[0].bucket; /* level 1, tick 3 */
+	expiration = b->expiration;
+	/* Lowered, so the bucket queue stays a heap (it is the earliest). */
+	b->expiration = b->pop_at = expiration - 2; /* tick 1: the clock's */
+	EXPECT_BROKEN(&f.w, "bucket outside L1's range");
+	b->expiration = b->pop_at = expiration - 1; /* live, but slot 2's */
+	EXPECT_BROKEN(&f.w, "expiration is not its slot's");
+	b->expiration = b->pop_at = expiration;
+	teardown(&f);
+}
+
 /* Kafka mode always moves a rescheduled timer, so there a timer must sit
  * exactly in its own bucket. */
 static void test_kafka_placement_damage(void)
@@ -258,6 +278,7 @@ int main(void)
 	RUN(test_list_damage);
 	RUN(test_timer_placement_damage);
 	RUN(test_kafka_placement_damage);
+	RUN(test_exact_bucket_number_damage);
 	RUN(test_bucket_state_damage);
 	return check_report();
 }
