@@ -522,10 +522,18 @@ static struct tw_service_timer *scan(struct tw_service *svc, int64_t now,
 	return run;
 }
 
+/* Wait on cv (its clock is CLOCK_MONOTONIC) for at most rel ns. */
+static void wait_for_ns(pthread_cond_t *cv, pthread_mutex_t *mu, int64_t rel)
+{
+	int64_t abs_ns = monotonic_ns(NULL) + rel;
+	struct timespec ts = { abs_ns / 1000000000, abs_ns % 1000000000 };
+
+	pthread_cond_timedwait(cv, mu, &ts);
+}
+
 static void wait_until(struct tw_service *svc, int64_t next)
 {
-	struct timespec ts;
-	int64_t rel, abs_ns;
+	int64_t rel;
 
 	if (next == INT64_MAX) {
 		pthread_cond_wait(&svc->reaper_cv, &svc->reaper_mu);
@@ -537,10 +545,7 @@ static void wait_until(struct tw_service *svc, int64_t next)
 		return;
 	if (rel > 3600 * 1000000000LL)
 		rel = 3600 * 1000000000LL;
-	abs_ns = monotonic_ns(NULL) + rel;
-	ts.tv_sec = abs_ns / 1000000000;
-	ts.tv_nsec = abs_ns % 1000000000;
-	pthread_cond_timedwait(&svc->reaper_cv, &svc->reaper_mu, &ts);
+	wait_for_ns(&svc->reaper_cv, &svc->reaper_mu, rel);
 }
 
 static void *reaper_main(void *arg)
@@ -921,17 +926,7 @@ static void make_unreferenced(struct tw_service *svc, struct tw_service_timer *t
 			pthread_mutex_unlock(&svc->idle_mu);
 			break;
 		}
-		{
-			struct timespec ts;
-
-			clock_gettime(CLOCK_MONOTONIC, &ts);
-			ts.tv_nsec += 1000000;
-			if (ts.tv_nsec >= 1000000000) {
-				ts.tv_sec++;
-				ts.tv_nsec -= 1000000000;
-			}
-			pthread_cond_timedwait(&svc->idle_cv, &svc->idle_mu, &ts);
-		}
+		wait_for_ns(&svc->idle_cv, &svc->idle_mu, 1000000);
 		pthread_mutex_unlock(&svc->idle_mu);
 	}
 	atomic_fetch_sub(&svc->sync_waiters, 1);
