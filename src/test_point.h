@@ -1,0 +1,31 @@
+/*
+ * test_point.h — named points in the concurrent protocols where a test can
+ * stop, yield or act (issue 13).
+ *
+ * The races the service and the purgatory must survive are a few
+ * instructions wide; a random stress test reaches them once in millions of
+ * runs, if ever. So the library names the places where a thread's progress
+ * matters to another (between a check and the act that depends on it), and
+ * a test build (TW_TEST_HOOKS, the timingwheel_hooks library) calls a hook
+ * there. tests/stop_points.h uses the hook to park a thread at a point
+ * until the test releases it, which turns a one-in-a-million interleaving
+ * into a deterministic test, and to shake the schedule at random (seeded)
+ * in the soak run.
+ *
+ * In every other build TW_TEST_POINT expands to nothing: the shipped
+ * library has no hook, no branch and no symbol for it.
+ */
+#ifndef TW_TEST_POINT_H
+#define TW_TEST_POINT_H
+
+#ifdef TW_TEST_HOOKS
+/* The hook a test installs; obj names the timer, op or service involved. */
+typedef void tw__test_hook_fn(const char *point, const void *obj);
+void tw__test_set_hook(tw__test_hook_fn *fn);
+void tw__test_point(const char *point, const void *obj);
+#define TW_TEST_POINT(point, obj) tw__test_point(point, obj)
+#else
+#define TW_TEST_POINT(point, obj) ((void)0)
+#endif
+
+#endif
