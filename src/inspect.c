@@ -289,8 +289,12 @@ static int check_ready(const struct tw_wheel *w, char *why, size_t why_len)
 	for (const struct tw_link *l = waiting->head.next; l != &waiting->head;
 	     l = l->next) {
 		const struct tw_timer *t = list_timer((struct tw_link *)l);
+		/* Kafka mode: its tick reached by level 1's clock, or by the
+		 * caller's (a callback's add during an advance). */
 		bool due = w->mode == TW_MODE_KAFKA
-				   ? tw__timer_key(w, t->due) <= w->levels[0].clock
+				   ? tw__timer_key(w, t->due) <= w->levels[0].clock ||
+					     tw__timer_key(w, t->due) <=
+						     tw__due_limit(w, w->now)
 				   : t->due <= w->now;
 
 		if (!due)
@@ -344,7 +348,8 @@ int tw_wheel_check(const struct tw_wheel *w, char *why, size_t why_len)
 	if (check_clocks(w, why, why_len) || check_queue(w, why, why_len) ||
 	    check_ready(w, why, why_len))
 		return TW_ECORRUPT;
-	total = tw__ready_list(w, w->ready_cur)->count;
+	total = tw__ready_list(w, w->ready_cur)->count +
+		tw__hand_back_list(w)->count;
 	for (uint32_t li = 0; li < w->max_levels; li++) {
 		for (uint32_t slot = 0; slot < w->size; slot++) {
 			if (check_bucket(w, li, slot, why, why_len))

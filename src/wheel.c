@@ -278,6 +278,12 @@ struct tw_bucket *tw__ready_list(const struct tw_wheel *w, unsigned which)
 	return &w->buckets[(size_t)w->max_levels * w->size + which];
 }
 
+/* Timers tw_wheel_drain() has taken out and not yet handed back. */
+struct tw_bucket *tw__hand_back_list(const struct tw_wheel *w)
+{
+	return &w->buckets[(size_t)w->max_levels * w->size + 2];
+}
+
 /* ---- levels ---- */
 
 int64_t tw__level_clock_time(const struct tw_wheel *w, const struct tw_level *lv)
@@ -350,12 +356,22 @@ static void insert(struct tw_wheel *w, struct tw_timer *t, int64_t key)
 	}
 }
 
-/* File a timer that is new (from add or reschedule). */
+/* File a timer that is new (from add or reschedule). A timer due now
+ * waits in the ready list for the next advance. In kafka mode "due now"
+ * is Kafka's test (its tick has been reached by level 1's clock) -- and,
+ * from a callback, also any tick up to the one the advance under way runs
+ * to: Kafka's clock lags the caller's, so such a timer went into a bucket
+ * this very advance was about to pop, and a callback that re-added itself
+ * ran again in the same advance (issue 13, bug 11). Kafka itself runs an
+ * add that is already due at once, on an executor thread, so its callers
+ * cannot rely on either order; ours can rely on "the next advance". */
 static void place_new(struct tw_wheel *w, struct tw_timer *t)
 {
 	int64_t key = tw__timer_key(w, t->due);
-	bool due_now = w->mode == TW_MODE_KAFKA ? key <= w->levels[0].clock
-						: t->due <= w->now;
+	bool due_now = w->mode == TW_MODE_KAFKA
+			       ? key <= w->levels[0].clock ||
+					 (w->advancing && key <= tw__due_limit(w, w->now))
+			       : t->due <= w->now;
 
 	if (due_now) {
 		bucket_append(tw__ready_list(w, w->ready_cur), t);
@@ -514,7 +530,9 @@ int tw_wheel_init(struct tw_wheel *w, int64_t tick, uint32_t wheel_size,
 	memset(w, 0, sizeof(*w));
 	nbuckets = (size_t)max_levels * wheel_size;
 	w->levels = calloc(max_levels, sizeof(*w->levels));
-	w->buckets = calloc(nbuckets + 2, sizeof(*w->buckets));
+	/* After the levels' buckets: the two ready lists and the list that
+	 * tw_wheel_drain() hands back from. */
+	w->buckets = calloc(nbuckets + 3, sizeof(*w->buckets));
 	w->queue = calloc(nbuckets, sizeof(*w->queue));
 	if (!w->levels || !w->buckets || !w->queue) {
 		free(w->levels);
@@ -529,7 +547,7 @@ int tw_wheel_init(struct tw_wheel *w, int64_t tick, uint32_t wheel_size,
 	w->mode = (uint8_t)mode;
 	w->now = start;
 	w->max_levels = max_levels;
-	for (size_t i = 0; i < nbuckets + 2; i++)
+	for (size_t i = 0; i < nbuckets + 3; i++)
 		bucket_init(w, &w->buckets[i]);
 
 	span = 1;
@@ -552,8 +570,15 @@ int tw_wheel_init(struct tw_wheel *w, int64_t tick, uint32_t wheel_size,
 	return TW_OK;
 }
 
+/* Everything moves to the hand-back list first, and only then is handed
+ * back: a timer that hand_back adds again goes into the emptied wheel and
+ * stays there, instead of being found by a later bucket of the same walk
+ * and handed back again, for ever (issue 13, bug 10). A timer still on the
+ * list is pending (its bucket is the list), so hand_back may also cancel
+ * or reschedule the ones not yet handed back; those are not handed back. */
 int64_t tw_wheel_drain(struct tw_wheel *w, tw_timer_fn *hand_back)
 {
+	struct tw_bucket *held;
 	size_t nbuckets;
 	int64_t n = 0;
 
@@ -561,9 +586,8 @@ int64_t tw_wheel_drain(struct tw_wheel *w, tw_timer_fn *hand_back)
 		return TW_EINVAL;
 	if (w->advancing)
 		return TW_EREENTER;
-	nbuckets = (size_t)w->max_levels * w->size + 2;
-	/* Empty the structure first so that hand_back sees a consistent
-	 * wheel (it may add the timer again). */
+	nbuckets = (size_t)w->max_levels * w->size + 2; /* levels and ready */
+	held = tw__hand_back_list(w);
 	w->queue_len = 0;
 	for (size_t i = 0; i < nbuckets; i++) {
 		struct tw_bucket *b = &w->buckets[i];
@@ -571,22 +595,24 @@ int64_t tw_wheel_drain(struct tw_wheel *w, tw_timer_fn *hand_back)
 		b->has_expiration = false;
 		b->draining = false;
 		b->queue_index = TW_NOT_QUEUED;
-	}
-	for (uint32_t i = 0; i < w->max_levels; i++)
-		w->levels[i].draining = NULL;
-	w->ndraining = 0;
-	for (size_t i = 0; i < nbuckets; i++) {
-		struct tw_bucket *b = &w->buckets[i];
-
 		while (!list_empty(&b->head)) {
 			struct tw_timer *t = list_timer(b->head.next);
 
 			bucket_take(b, t);
-			w->count--;
-			n++;
-			if (hand_back)
-				hand_back(w, t);
+			bucket_append(held, t);
 		}
+	}
+	for (uint32_t i = 0; i < w->max_levels; i++)
+		w->levels[i].draining = NULL;
+	w->ndraining = 0;
+	while (!list_empty(&held->head)) {
+		struct tw_timer *t = list_timer(held->head.next);
+
+		bucket_take(held, t);
+		w->count--;
+		n++;
+		if (hand_back)
+			hand_back(w, t);
 	}
 	return n;
 }

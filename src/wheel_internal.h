@@ -18,6 +18,7 @@ int64_t tw__timer_key(const struct tw_wheel *w, int64_t due);
 int64_t tw__level_clock_time(const struct tw_wheel *w,
 			     const struct tw_level *lv);
 struct tw_bucket *tw__ready_list(const struct tw_wheel *w, unsigned which);
+struct tw_bucket *tw__hand_back_list(const struct tw_wheel *w);
 unsigned tw__bucket_level(const struct tw_wheel *w, const struct tw_bucket *b);
 unsigned tw__bucket_slot(const struct tw_wheel *w, const struct tw_bucket *b);
 

@@ -479,6 +479,73 @@ static void test_callback_readding_due_timer_does_not_loop(void)
 	tw_wheel_destroy(&w);
 }
 
+static void act_readd_now_bounded(struct tw_wheel *w, struct rec *self)
+{
+	if (self->fires < 5) /* the bug looped: bound it so the test ends */
+		CHECK_EQ(tw_wheel_add(w, &self->timer, tw_wheel_now(w)), TW_OK);
+}
+
+/*
+ * Kafka mode's clock lags the caller's (it only moves to the buckets it
+ * pops), so a timer re-added "now" by a callback was filed in a bucket
+ * behind the advance's limit and popped, and run, by the same advance.
+ * The promise is the same in both modes: the next advance runs it.
+ */
+static void test_kafka_mode_readd_from_callback_waits_for_next_advance(void)
+{
+	struct tw_wheel w;
+	struct rec a;
+
+	tw_wheel_init(&w, 10, 8, 0, TW_MODE_KAFKA);
+	rec_init(&a, 1);
+	a.action = act_readd_now_bounded;
+	tw_wheel_add(&w, &a.timer, 25);
+	CHECK_EQ(tw_wheel_advance(&w, 37), 1);
+	CHECK_EQ(a.fires, 1);
+	CHECK(tw_timer_pending(&a.timer));
+	CHECK_WHEEL(&w);
+	CHECK_EQ(tw_wheel_advance(&w, 37), 1);
+	CHECK_EQ(a.fires, 2);
+	CHECK_WHEEL(&w);
+	tw_wheel_destroy(&w);
+}
+
+static int handed_back_count;
+
+static void hand_back_and_readd(struct tw_wheel *w, struct tw_timer *t)
+{
+	if (++handed_back_count < 100) /* the bug never ended: bound it */
+		CHECK_EQ(tw_wheel_add(w, t, t->due), TW_OK);
+}
+
+/*
+ * tw_wheel_drain took timers bucket by bucket; one that hand_back added
+ * again landed in a later bucket and was drained again, for ever. Now the
+ * drain takes everything first: what hand_back re-adds stays pending.
+ */
+static void test_drain_with_hand_back_that_readds_ends(void)
+{
+	enum tw_mode modes[2] = { TW_MODE_EXACT, TW_MODE_KAFKA };
+
+	for (int m = 0; m < 2; m++) {
+		struct tw_wheel w;
+		struct rec r[3];
+
+		tw_wheel_init(&w, 10, 8, 0, modes[m]);
+		for (int i = 0; i < 3; i++) {
+			rec_init(&r[i], i);
+			tw_wheel_add(&w, &r[i].timer, i == 0 ? 0 : 100 * i);
+		}
+		handed_back_count = 0;
+		CHECK_EQ(tw_wheel_drain(&w, hand_back_and_readd), 3);
+		CHECK_EQ(handed_back_count, 3);
+		CHECK_EQ(tw_wheel_count(&w), 3);
+		CHECK_WHEEL(&w);
+		CHECK_EQ(tw_wheel_advance(&w, 1000), 3);
+		tw_wheel_destroy(&w);
+	}
+}
+
 static void act_reschedule_other(struct tw_wheel *w, struct rec *self)
 {
 	CHECK_EQ(tw_wheel_reschedule(w, &self->other->timer, tw_wheel_now(w) + 50),
@@ -740,6 +807,8 @@ int main(void)
 	RUN(test_callback_cancels_timer_in_same_batch);
 	RUN(test_callback_readds_itself);
 	RUN(test_callback_readding_due_timer_does_not_loop);
+	RUN(test_kafka_mode_readd_from_callback_waits_for_next_advance);
+	RUN(test_drain_with_hand_back_that_readds_ends);
 	RUN(test_callback_reschedules_other_due_in_same_batch);
 	RUN(test_callback_cancels_frees_and_reenters);
 	RUN(test_equal_due_times_fire_in_add_order);

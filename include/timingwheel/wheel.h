@@ -107,7 +107,8 @@ struct tw_wheel {
 	int64_t now;              /**< the latest time given to advance */
 	size_t count;             /**< pending timers */
 	struct tw_level *levels;  /**< [max_levels], the first nlevels in use */
-	struct tw_bucket *buckets;/**< [max_levels * size + 2]; last two: ready */
+	struct tw_bucket *buckets;/**< [max_levels * size + 3]: the levels', two
+				       ready lists, drain's hand-back list */
 	struct tw_bucket **queue; /**< binary heap of buckets by expiration */
 	size_t queue_len;         /**< buckets in the queue */
 	uint64_t queue_seq;       /**< FIFO order among equal expirations */
