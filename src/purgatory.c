@@ -25,10 +25,12 @@
  */
 #define _POSIX_C_SOURCE 200809L
 
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "list.h"
+#include "test_point.h"
 #include "timingwheel/purgatory.h"
 
 struct tw_watchers {
@@ -47,8 +49,20 @@ struct pshard {
 	size_t nkeys;
 };
 
+/* Calls of try_complete_else_watch in progress, striped over cache lines
+ * by thread so that the count costs no shared line in the common case.
+ * Shutdown sets closing, then waits for every stripe to reach zero: an op
+ * that passed the closing check is then on its lists, or completed, before
+ * shutdown walks them (bug 4: it was neither, and was lost). */
+#define ENTRY_STRIPES 16
+
+struct entry_stripe {
+	_Alignas(64) atomic_uint active;
+};
+
 struct tw_purgatory {
 	struct tw_service *svc;
+	struct entry_stripe stripes[ENTRY_STRIPES];
 	struct pshard *shards;
 	unsigned nshards;
 	size_t purge_interval;
@@ -288,15 +302,22 @@ bool tw_op_is_completed(const struct tw_delayed_op *op)
 
 static void maybe_purge(struct tw_purgatory *p);
 
-/* Win the race to complete (or, with run_callback false, to cancel). */
+/* Win the race to complete (or, with run_callback false, to cancel). The
+ * reference comes first: once the CAS succeeds, every other holder may see
+ * the op completed and drop its own (a key check unlinks the entries, the
+ * timeout runs and puts), and a reference taken after the CAS could come
+ * after on_release. */
 static bool claim(struct tw_delayed_op *op, bool run_callback)
 {
 	struct tw_purgatory *p = op->purgatory;
 	int expected = 0;
 
-	if (!atomic_compare_exchange_strong(&op->completed, &expected, 1))
-		return false;
 	op_get(op);
+	if (!atomic_compare_exchange_strong(&op->completed, &expected, 1)) {
+		op_put(op);
+		return false;
+	}
+	TW_TEST_POINT("force_complete.claimed", op);
 	if (p) {
 		/* _sync: once the timeout's reference goes, the op may be
 		 * freed, so the service must not hold on to its timer. From
@@ -359,9 +380,11 @@ int tw_purgatory_create(struct tw_purgatory **out,
 	if (!out)
 		return TW_EINVAL;
 	*out = NULL;
-	p = calloc(1, sizeof(*p));
+	/* Its stripes are cache-line aligned: calloc promises only 16. */
+	p = aligned_alloc(_Alignof(struct tw_purgatory), sizeof(*p));
 	if (!p)
 		return TW_ENOMEM;
+	memset(p, 0, sizeof(*p));
 	if (cfg)
 		scfg = cfg->service;
 	p->nshards = cfg && cfg->shards ? cfg->shards : 512;
@@ -396,6 +419,32 @@ int tw_purgatory_create(struct tw_purgatory **out,
 	}
 	*out = p;
 	return TW_OK;
+}
+
+static _Thread_local unsigned tls_stripe; /* 0: not yet chosen */
+static atomic_uint stripes_handed;
+
+/* A call's way in: NULL once shutdown began. seq_cst on both sides (the
+ * count here, closing there) so that shutdown sees the count or this call
+ * sees closing. */
+static struct entry_stripe *enter(struct tw_purgatory *p)
+{
+	struct entry_stripe *st;
+
+	if (!tls_stripe)
+		tls_stripe = atomic_fetch_add(&stripes_handed, 1) % ENTRY_STRIPES + 1;
+	st = &p->stripes[tls_stripe - 1];
+	atomic_fetch_add(&st->active, 1);
+	if (atomic_load(&p->closing)) {
+		atomic_fetch_sub(&st->active, 1);
+		return NULL;
+	}
+	return st;
+}
+
+static void leave(struct entry_stripe *st)
+{
+	atomic_fetch_sub_explicit(&st->active, 1, memory_order_release);
 }
 
 /* Watch op on one key, under the op's lock. */
@@ -444,6 +493,7 @@ int tw_purgatory_try_complete_else_watch(struct tw_purgatory *p,
 					 const size_t *lens, size_t nkeys,
 					 struct tw_watch *watches)
 {
+	struct entry_stripe *stripe;
 	bool done;
 	int rc = TW_OK;
 	size_t i;
@@ -453,22 +503,30 @@ int tw_purgatory_try_complete_else_watch(struct tw_purgatory *p,
 	for (i = 0; i < nkeys; i++)
 		if (!keys[i] || lens[i] == 0 || lens[i] > TW_KEY_MAX)
 			return TW_EINVAL;
-	if (atomic_load(&p->closing))
+	stripe = enter(p);
+	if (!stripe)
 		return TW_ESHUTDOWN;
+	TW_TEST_POINT("watch.open", op);
 	op->purgatory = p;
 	op_get(op); /* this call's reference */
 
-	/* Kafka's safeTryCompleteOrElse: watch under the op's lock right
-	 * after the failed check, so no check in between is lost. */
+	/* Kafka's safeTryCompleteOrElse: check, watch, check again, all
+	 * under the op's lock. A key check that ran between the first check
+	 * and the watch saw no entry of this op (bug 2): the second check
+	 * sees the condition it was checking for. */
 	pthread_mutex_lock(op->lock);
 	done = op->try_complete(op);
+	TW_TEST_POINT("watch.checked", op);
 	for (i = 0; !done && i < nkeys && rc == TW_OK; i++)
 		rc = watch(p, op, keys[i], lens[i], &watches[i]);
+	if (!done && rc == TW_OK)
+		done = op->try_complete(op);
 	pthread_mutex_unlock(op->lock);
 	if (rc) {
 		while (i-- > 1)
 			unwatch(p, &watches[i - 1]);
 		op_put(op);
+		leave(stripe);
 		return rc;
 	}
 	if (!done && !tw_op_is_completed(op)) {
@@ -485,6 +543,7 @@ int tw_purgatory_try_complete_else_watch(struct tw_purgatory *p,
 			op_put(op);
 		}
 	}
+	leave(stripe);
 	op_put(op);
 	return done ? 1 : 0;
 }
@@ -682,6 +741,12 @@ int64_t tw_purgatory_shutdown(struct tw_purgatory *p, tw_op_fn *hand_back)
 		return 0;
 	}
 	atomic_store(&p->closing, true);
+	for (unsigned i = 0; i < ENTRY_STRIPES; i++)
+		while (atomic_load_explicit(&p->stripes[i].active,
+					    memory_order_acquire)) {
+			TW_TEST_POINT("purgatory.shutdown.wait", p);
+			sched_yield();
+		}
 	oplist_init(&claimed);
 	for (unsigned i = 0; i < p->nshards; i++) {
 		struct pshard *sh = &p->shards[i];

@@ -72,6 +72,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "test_point.h"
 #include "timingwheel/service.h"
 
 enum {
@@ -79,6 +80,8 @@ enum {
 	ST_MASK = 7,
 	F_INBOX = 8,
 	F_ENTRY = 16,
+	F_PERIODIC = 32, /* period > 0; in the word so execute needs no other
+			    field to pick RUNNING or IDLE (reinit may change it) */
 };
 
 #define MAX_INBOXES 1024
@@ -122,8 +125,12 @@ struct tw_service {
 	size_t ring_cap, ring_head, ring_len;
 	bool stop_executors;
 	/* running[i]: the timer executor i runs; running[nexecutors]: the
-	 * scanning thread's. */
+	 * scanning thread's; running[nexecutors + 1]: the one shutdown is
+	 * handing back. waiting[i]: the timer the thread in slot i waits for
+	 * in cancel_sync (to see cycles). */
 	_Atomic(struct tw_service_timer *) *running;
+	_Atomic(struct tw_service_timer *) *waiting;
+	unsigned nslots;
 	struct tw_service_timer *batch_rest; /* rest of the batch being
 						 dispatched (scanning thread) */
 
@@ -136,9 +143,12 @@ struct tw_service {
 		backwards, wakeups;
 };
 
-/* The timer this thread is running the callback of, the list that the
- * wheel callback fills while this thread scans, and this thread's inbox. */
+/* The timer this thread is running the callback of (or handing back), its
+ * running[] slot, the list that the wheel callback fills while this thread
+ * scans, and this thread's inbox. */
 static _Thread_local struct tw_service_timer *tls_current;
+static _Thread_local struct tw_service *tls_current_svc;
+static _Thread_local unsigned tls_slot;
 static _Thread_local struct tw_service_timer *tls_batch;
 static _Thread_local struct tw_service *tls_scanning; /* its scanner */
 static _Thread_local unsigned tls_producer;          /* 0: not yet */
@@ -209,17 +219,30 @@ static inline void running_store(_Atomic(struct tw_service_timer *) *slot,
 	atomic_store(slot, t);
 }
 
-static bool is_running(const struct tw_service *svc,
-		       const struct tw_service_timer *t)
+/* Whether a callback (or a hand-back) of t is under way in a slot other
+ * than skip (skip = nslots: none). */
+static bool is_running_except(const struct tw_service *svc,
+			      const struct tw_service_timer *t, unsigned skip)
 {
-	for (unsigned i = 0; i <= svc->nexecutors; i++)
-		if (running_load(&svc->running[i]) == t)
+	for (unsigned i = 0; i < svc->nslots; i++)
+		if (i != skip && running_load(&svc->running[i]) == t)
 			return true;
 	return false;
 }
 
+
 /* ---- waking the reaper ---- */
 
+/*
+ * kick_pending saves producers the reaper's mutex: once one kick is on its
+ * way, the rest return here. That is only sound if the reaper clears
+ * kick_pending and kicked together, under reaper_mu: then a kick_pending
+ * that is set always has a kicker who will set kicked (or already did,
+ * since the reaper last cleared it), so the reaper cannot sleep through
+ * it. (Clearing kick_pending outside the lock let a kick fall between the
+ * two clears: kicked was erased, kick_pending stayed set, and no kick ever
+ * got through again -- issue 13's bug 1.)
+ */
 static void kick(struct tw_service *svc)
 {
 	if (svc->cfg.manual || atomic_exchange(&svc->kick_pending, true))
@@ -245,10 +268,18 @@ static void push(struct tw_service *svc, struct inbox *ib,
 {
 	struct tw_service_timer *head = __atomic_load_n(&ib->head, __ATOMIC_RELAXED);
 
+	/* Sequentially consistent, not just release: the producer next
+	 * reads svc->deadline to decide whether to kick, and the reaper
+	 * stores deadline before it drains. That is the store-buffering
+	 * shape (each side writes one location, then reads the other's);
+	 * only seq_cst on all four accesses makes C11 promise that one side
+	 * sees the other's write: the reaper finds the timer, or the
+	 * producer sees the reaper's deadline and kicks. (On x86 a locked
+	 * CAS is already a full barrier: this costs nothing there.) */
 	do
 		t->inbox_next = head;
 	while (!__atomic_compare_exchange_n(&ib->head, &head, t, true,
-					    __ATOMIC_RELEASE, __ATOMIC_RELAXED));
+					    __ATOMIC_SEQ_CST, __ATOMIC_RELAXED));
 	if ((atomic_fetch_add_explicit(&ib->pushes, 1, memory_order_relaxed) + 1) %
 	    KICK_EVERY_PUSHES == 0)
 		kick(svc);
@@ -298,9 +329,10 @@ static void apply(struct tw_service *svc, struct tw_service_timer *t)
 static void drain_inboxes(struct tw_service *svc)
 {
 	for (unsigned i = 0; i < svc->ninboxes; i++) {
+		/* seq_cst: the other half of push()'s store-buffering pair. */
 		struct tw_service_timer *t =
 			__atomic_exchange_n(&svc->inboxes[i].head, NULL,
-					    __ATOMIC_ACQUIRE);
+					    __ATOMIC_SEQ_CST);
 
 		while (t) {
 			/* Read before apply: once F_INBOX is clear the
@@ -379,9 +411,10 @@ static void rearm(struct tw_service *svc, struct tw_service_timer *t, int64_t du
 /* Run one expired timer if nobody cancelled it meanwhile. This consumes
  * the timer's one entry (F_ENTRY). */
 static void execute(struct tw_service *svc, struct tw_service_timer *t,
-		    _Atomic(struct tw_service_timer *) *slot)
+		    unsigned slot_index)
 {
-	int64_t period = t->period, due;
+	_Atomic(struct tw_service_timer *) *slot = &svc->running[slot_index];
+	int64_t period, due;
 	uint32_t old, next;
 
 	running_store(slot, t);
@@ -389,18 +422,24 @@ static void execute(struct tw_service *svc, struct tw_service_timer *t,
 	do {
 		next = old & ~(uint32_t)F_ENTRY;
 		if ((old & ST_MASK) == ST_EXPIRED)
-			next = (next & ~ST_MASK) | (period > 0 ? ST_RUNNING : ST_IDLE);
+			next = (next & ~ST_MASK) |
+			       (old & F_PERIODIC ? ST_RUNNING : ST_IDLE);
 	} while (!state_cas(t, &old, next));
 	if ((old & ST_MASK) != ST_EXPIRED) {
 		running_store(slot, NULL);
 		wake_sync_waiters(svc); /* cancel_sync may wait for the entry */
 		return; /* stopped by cancel */
 	}
+	/* Read only now: while it was EXPIRED nobody could reinit it. */
+	period = t->period;
 	due = __atomic_load_n(&t->next_due, __ATOMIC_RELAXED);
 
 	tls_current = t;
+	tls_current_svc = svc;
+	tls_slot = slot_index;
 	t->fn(svc, t); /* a one-shot timer may be freed from here on */
 	tls_current = NULL;
+	tls_current_svc = NULL;
 	COUNT(svc, ran);
 
 	/* From the due time, not from now: no drift. */
@@ -416,7 +455,6 @@ static void execute(struct tw_service *svc, struct tw_service_timer *t,
  * (cancel_sync). */
 static int64_t dispatch(struct tw_service *svc, struct tw_service_timer *batch)
 {
-	_Atomic(struct tw_service_timer *) *own = &svc->running[svc->nexecutors];
 	int64_t n = 0;
 
 	svc->batch_rest = batch;
@@ -446,7 +484,7 @@ static int64_t dispatch(struct tw_service *svc, struct tw_service_timer *batch)
 		t = svc->batch_rest;
 		svc->batch_rest = t->batch_next;
 		n++;
-		execute(svc, t, own);
+		execute(svc, t, svc->nexecutors);
 	}
 	return n;
 }
@@ -531,20 +569,26 @@ static void wait_for_ns(pthread_cond_t *cv, pthread_mutex_t *mu, int64_t rel)
 	pthread_cond_timedwait(cv, mu, &ts);
 }
 
+#define MAX_SLEEP_NS (3600 * 1000000000LL)
+
 static void wait_until(struct tw_service *svc, int64_t next)
 {
-	int64_t rel;
+	int64_t now, rel;
 
 	if (next == INT64_MAX) {
 		pthread_cond_wait(&svc->reaper_cv, &svc->reaper_mu);
 		return;
 	}
-	/* The clock may be injected: sleep its distance as nanoseconds. */
-	rel = next - clock_now(svc);
-	if (rel <= 0)
+	/* The clock may be injected: sleep its distance as nanoseconds. An
+	 * injected clock may be anywhere in the int64 range, so next - now
+	 * need not fit (it overflowed into a negative "due already", and
+	 * the reaper spun): compare before subtracting. */
+	now = clock_now(svc);
+	if (next <= now)
 		return;
-	if (rel > 3600 * 1000000000LL)
-		rel = 3600 * 1000000000LL;
+	rel = now < 0 && next > INT64_MAX + now ? MAX_SLEEP_NS : next - now;
+	if (rel > MAX_SLEEP_NS)
+		rel = MAX_SLEEP_NS;
 	wait_for_ns(&svc->reaper_cv, &svc->reaper_mu, rel);
 }
 
@@ -556,15 +600,18 @@ static void *reaper_main(void *arg)
 		struct tw_service_timer *batch;
 		int64_t next;
 
-		/* While it scans, every add due before forever kicks. */
-		atomic_store(&svc->deadline, INT64_MAX);
-		atomic_store(&svc->kick_pending, false);
+		TW_TEST_POINT("reaper.loop_top", svc);
 		pthread_mutex_lock(&svc->reaper_mu);
 		if (svc->stop_reaper) {
 			pthread_mutex_unlock(&svc->reaper_mu);
 			break;
 		}
+		/* Both kick flags at once, under the lock (see kick()). */
 		svc->kicked = false;
+		atomic_store(&svc->kick_pending, false);
+		/* While it scans, every add due before forever kicks. seq_cst,
+		 * before the drain: push() explains the pairing. */
+		atomic_store(&svc->deadline, INT64_MAX);
 		pthread_mutex_unlock(&svc->reaper_mu);
 
 		pthread_mutex_lock(&svc->scan_mu);
@@ -611,7 +658,7 @@ static void *executor_main(void *arg)
 		svc->ring_len--;
 		pthread_mutex_unlock(&svc->q_mu);
 		if (t) /* NULL: taken back by cancel_sync */
-			execute(svc, t, &svc->running[index]);
+			execute(svc, t, index);
 	}
 	return NULL;
 }
@@ -627,6 +674,33 @@ void tw_service_timer_init(struct tw_service_timer *t, tw_service_fn *fn,
 	tw_timer_init(&t->wheel_timer, on_expire);
 	t->fn = fn;
 	t->period = period > 0 ? period : 0;
+	t->state = period > 0 ? F_PERIODIC : 0;
+}
+
+/* Only the callback and the period change: the wheel links, the inbox link
+ * and the flags may still be the service's (a plain cancel leaves the
+ * unlinking to the reaper, and an expired entry to its executor), and
+ * wiping them is what made a re-initialised timer run twice (bug 8). */
+int tw_service_timer_reinit(struct tw_service_timer *t, tw_service_fn *fn,
+			    int64_t period)
+{
+	uint32_t old;
+
+	if (!t)
+		return TW_EINVAL;
+	old = state_load(t);
+	if ((old & ST_MASK) != ST_IDLE)
+		return TW_EBUSY;
+	/* While it is IDLE no service thread reads these two fields; the
+	 * CAS below publishes them with the flag. */
+	t->fn = fn;
+	t->period = period > 0 ? period : 0;
+	do {
+		if ((old & ST_MASK) != ST_IDLE)
+			return TW_EBUSY; /* an add raced its owner: misuse */
+	} while (!state_cas(t, &old, period > 0 ? old | F_PERIODIC
+					      : old & ~(uint32_t)F_PERIODIC));
+	return TW_OK;
 }
 
 static void free_service(struct tw_service *svc)
@@ -637,6 +711,7 @@ static void free_service(struct tw_service *svc)
 	free(svc->executors);
 	free(svc->ring);
 	free(svc->running);
+	free(svc->waiting);
 	pthread_mutex_destroy(&svc->shutdown_mu);
 	pthread_mutex_destroy(&svc->wheel_mu);
 	pthread_mutex_destroy(&svc->scan_mu);
@@ -723,12 +798,15 @@ int tw_service_create(struct tw_service **out, const struct tw_service_config *c
 	atomic_init(&svc->kick_pending, false);
 	atomic_init(&svc->sync_waiters, 0);
 
-	svc->running = calloc(svc->nexecutors + 1, sizeof(*svc->running));
+	svc->nslots = svc->nexecutors + 2;
+	svc->running = calloc(svc->nslots, sizeof(*svc->running));
+	svc->waiting = calloc(svc->nslots, sizeof(*svc->waiting));
 	svc->ring = calloc(svc->cfg.queue_capacity, sizeof(*svc->ring));
 	svc->ring_cap = svc->cfg.queue_capacity;
 	svc->executors = calloc(svc->nexecutors + 1, sizeof(*svc->executors));
 	svc->inboxes = aligned_alloc(64, svc->ninboxes * sizeof(*svc->inboxes));
-	if (!svc->running || !svc->ring || !svc->executors || !svc->inboxes) {
+	if (!svc->running || !svc->waiting || !svc->ring || !svc->executors ||
+	    !svc->inboxes) {
 		free_service(svc);
 		return TW_ENOMEM;
 	}
@@ -763,6 +841,19 @@ static int owner_check(struct tw_service *svc, struct tw_service_timer *t)
 	return owner && owner != svc ? TW_EOWNER : TW_OK;
 }
 
+/* A timer belongs to the first service that adds it. A CAS, not a check
+ * and a store: two services adding the same fresh timer at once both
+ * passed the check, and the timer ended up in both. */
+static int owner_claim(struct tw_service *svc, struct tw_service_timer *t)
+{
+	struct tw_service *owner = NULL;
+
+	if (__atomic_compare_exchange_n(&t->svc, &owner, svc, false,
+					__ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+		return TW_OK;
+	return owner == svc ? TW_OK : TW_EOWNER;
+}
+
 /* What a cancel that took the timer out of state s reports. */
 static int stop_result(const struct tw_service *svc,
 		       const struct tw_service_timer *t, uint32_t s)
@@ -774,7 +865,11 @@ static int stop_result(const struct tw_service *svc,
 	case ST_RUNNING:
 		return TW_SVC_RUNNING;
 	default:
-		return is_running(svc, t) ? TW_SVC_RUNNING : TW_SVC_IDLE;
+		/* Not the hand-back slot: a timer shutdown is handing back
+		 * has ended that way; its callback is not running. */
+		return is_running_except(svc, t, svc->nexecutors + 1)
+			       ? TW_SVC_RUNNING
+			       : TW_SVC_IDLE;
 	}
 }
 
@@ -787,9 +882,10 @@ static int add_or_reschedule(struct tw_service *svc, struct tw_service_timer *t,
 
 	if (!svc || !t || !t->fn)
 		return TW_EINVAL;
-	rc = owner_check(svc, t);
+	rc = owner_claim(svc, t);
 	if (rc)
 		return rc;
+	TW_TEST_POINT("add.owner_checked", t);
 	ib = enter(svc);
 	if (!ib)
 		return TW_ESHUTDOWN;
@@ -807,7 +903,6 @@ static int add_or_reschedule(struct tw_service *svc, struct tw_service_timer *t,
 	rc = reschedule ? stop_result(svc, t, s) : TW_OK;
 	if (rc == TW_SVC_STOPPED)
 		atomic_fetch_add_explicit(&ib->stopped, 1, memory_order_relaxed);
-	__atomic_store_n(&t->svc, svc, __ATOMIC_RELEASE);
 	__atomic_store_n(&t->next_due, due, __ATOMIC_RELAXED);
 	old = state_load(t);
 	while (!state_cas(t, &old, (old & ~ST_MASK) | ST_PENDING | F_INBOX))
@@ -847,11 +942,12 @@ int tw_service_reschedule(struct tw_service *svc, struct tw_service_timer *t,
 	return add_or_reschedule(svc, t, due, true);
 }
 
-/* Take the timer to IDLE. A pending one is pushed so that the wheel owner
- * unlinks it soon (its bucket does not keep it until its due time) --
- * unless unlink_here: cancel_sync unlinks it itself. */
+/* Take the timer to IDLE; *was says from which state. A pending one is
+ * pushed so that the wheel owner unlinks it soon (its bucket does not keep
+ * it until its due time) -- unless unlink_here: cancel_sync unlinks it
+ * itself. */
 static int cancel_state(struct tw_service *svc, struct tw_service_timer *t,
-			bool unlink_here)
+			bool unlink_here, uint32_t *was)
 {
 	struct inbox *ib = unlink_here ? NULL : enter(svc);
 	uint32_t old = state_load(t), s, next;
@@ -880,35 +976,84 @@ static int cancel_state(struct tw_service *svc, struct tw_service_timer *t,
 	}
 	if (ib)
 		leave(ib);
+	*was = s;
 	return result;
 }
 
-/* Done when nothing in the service refers to the timer, or someone
- * re-added it meanwhile (then there is nothing to wait for). */
+/* Done when nothing in the service refers to the timer (a callback in slot
+ * skip aside: the caller's own) -- or when it is no longer IDLE. Our cancel
+ * left it IDLE, so someone has added it again since, and what follows
+ * belongs to that add: waiting for its entry could wait for ever on a
+ * one-executor service whose executor is the waiting thread (bug 5). */
 static bool unreferenced(const struct tw_service *svc,
-			 const struct tw_service_timer *t)
+			 const struct tw_service_timer *t, unsigned skip)
 {
 	uint32_t st = state_load(t);
 
-	if ((st & ST_MASK) == ST_PENDING || (st & ST_MASK) == ST_ADDING)
+	if ((st & ST_MASK) != ST_IDLE)
 		return true;
-	return !(st & (F_INBOX | F_ENTRY)) && !is_running(svc, t);
+	return !(st & (F_INBOX | F_ENTRY)) && !is_running_except(svc, t, skip);
 }
 
-/* cancel_sync: unlink the timer from the wheel and every inbox, take back
- * an expired entry still waiting to run, and wait for a running callback.
- * An entry still on its way from the reaper lands in the queue soon;
- * retry rather than wait for an executor to consume it (this thread may
- * be the only executor). */
-static void make_unreferenced(struct tw_service *svc, struct tw_service_timer *t)
+/*
+ * Whether waiting for t would wait, through other threads, for the
+ * callback this thread runs in slot me: t's callback runs in slot i (or
+ * its entry is still in the scanning thread's batch), the thread of slot
+ * i waits in cancel_sync for u, u's callback runs in slot j, ... and one
+ * of them waits for ours. Every waiter publishes what it waits for
+ * (waiting[], seq_cst) before it looks, so of two threads closing a cycle
+ * at least one sees it.
+ */
+static bool waits_for_me(const struct tw_service *svc,
+			 const struct tw_service_timer *t, unsigned me)
 {
-	bool first = true;
+	const struct tw_service_timer *mine = running_load(&svc->running[me]);
 
-	atomic_fetch_add(&svc->sync_waiters, 1);
+	for (unsigned hop = 0; hop < svc->nslots; hop++) {
+		unsigned i = 0;
+
+		while (i < svc->nslots &&
+		       (i == me || running_load(&svc->running[i]) != t))
+			i++;
+		if (i == svc->nslots) {
+			if (!(state_load(t) & F_ENTRY))
+				return false;
+			i = svc->nexecutors; /* the scanner holds its entry */
+		}
+		t = atomic_load(&svc->waiting[i]);
+		if (!t)
+			return false;
+		if (t == mine)
+			return true;
+	}
+	return false;
+}
+
+/*
+ * cancel_sync: unlink the timer from the wheel and every inbox, take back
+ * an expired entry still waiting to run, and wait for a running callback
+ * (not for the caller's own: a callback that cancel_syncs its own timer
+ * cannot wait for itself, and once it returns nothing refers to a one-shot
+ * timer). An entry still on its way from the reaper lands in the queue
+ * soon; retry rather than wait for an executor to consume it (this thread
+ * may be the only executor). Returns TW_EDEADLK instead of closing a cycle
+ * of callbacks waiting for each other.
+ */
+static int make_unreferenced(struct tw_service *svc, struct tw_service_timer *t,
+			     bool in_wheel)
+{
+	bool in_callback = tls_current && tls_current_svc == svc;
+	unsigned me = in_callback ? tls_slot : svc->nslots;
+	unsigned skip = in_callback && tls_current == t ? me : svc->nslots;
+	bool unlink = in_wheel;
+	int rc = TW_OK;
+
+	if (in_callback)
+		atomic_store(&svc->waiting[me], t);
 	for (;;) {
 		uint32_t st = state_load(t);
 
-		if (first || (st & F_INBOX)) {
+		if (unlink || (st & F_INBOX)) {
 			pthread_mutex_lock(&svc->wheel_mu);
 			drain_inboxes(svc);
 			st = state_load(t);
@@ -917,36 +1062,49 @@ static void make_unreferenced(struct tw_service *svc, struct tw_service_timer *t
 			    tw_timer_pending(&t->wheel_timer))
 				tw_wheel_cancel(&svc->wheel, &t->wheel_timer);
 			pthread_mutex_unlock(&svc->wheel_mu);
-			first = false;
+			unlink = false;
 		}
 		if ((st & F_ENTRY) && (st & ST_MASK) != ST_EXPIRED)
 			take_entry(svc, t);
-		pthread_mutex_lock(&svc->idle_mu);
-		if (unreferenced(svc, t)) {
-			pthread_mutex_unlock(&svc->idle_mu);
+		if (unreferenced(svc, t, skip))
+			break;
+		if (in_callback && waits_for_me(svc, t, me)) {
+			rc = TW_EDEADLK;
 			break;
 		}
-		wait_for_ns(&svc->idle_cv, &svc->idle_mu, 1000000);
+		TW_TEST_POINT("cancel_sync.wait", t);
+		/* Counted before the check under the lock: a waker reads the
+		 * count after it changed what the check reads (both seq_cst),
+		 * so it broadcasts or this check sees its change. */
+		atomic_fetch_add(&svc->sync_waiters, 1);
+		pthread_mutex_lock(&svc->idle_mu);
+		if (!unreferenced(svc, t, skip))
+			wait_for_ns(&svc->idle_cv, &svc->idle_mu, 1000000);
 		pthread_mutex_unlock(&svc->idle_mu);
+		atomic_fetch_sub(&svc->sync_waiters, 1);
 	}
-	atomic_fetch_sub(&svc->sync_waiters, 1);
+	if (in_callback)
+		atomic_store(&svc->waiting[me], NULL);
+	return rc;
 }
 
 static int cancel(struct tw_service *svc, struct tw_service_timer *t, bool sync)
 {
-	int result;
+	uint32_t was;
+	int result, rc;
 
 	if (!svc || !t)
 		return TW_EINVAL;
 	result = owner_check(svc, t);
 	if (result)
 		return result;
-	result = cancel_state(svc, t, sync);
-	if (sync && tls_current == t)
-		return TW_EDEADLK;
-	if (sync)
-		make_unreferenced(svc, t);
-	return result;
+	result = cancel_state(svc, t, sync, &was);
+	if (!sync)
+		return result;
+	TW_TEST_POINT("cancel_sync.cancelled", t);
+	/* A timer taken from PENDING is still linked in the wheel. */
+	rc = make_unreferenced(svc, t, was == ST_PENDING);
+	return rc ? rc : result;
 }
 
 int tw_service_cancel(struct tw_service *svc, struct tw_service_timer *t)
@@ -970,7 +1128,15 @@ int64_t tw_service_poll(struct tw_service *svc)
 		return TW_EREENTER;
 	if (atomic_load(&svc->closing))
 		return TW_ESHUTDOWN;
+	TW_TEST_POINT("poll.enter", svc);
 	pthread_mutex_lock(&svc->scan_mu);
+	/* Again under scan_mu, which shutdown holds while it sets closing: a
+	 * poll that got past the check above could otherwise expire timers
+	 * shutdown is about to hand back, and run them after it returned. */
+	if (atomic_load(&svc->closing)) {
+		pthread_mutex_unlock(&svc->scan_mu);
+		return TW_ESHUTDOWN;
+	}
 	now = clock_now(svc);
 	pthread_mutex_lock(&svc->wheel_mu);
 	n = now < tw_wheel_now(&svc->wheel) ? TW_ERANGE : 0;
@@ -978,6 +1144,7 @@ int64_t tw_service_poll(struct tw_service *svc)
 	if (n == 0) {
 		tls_scanning = svc;
 		batch = scan(svc, now, &next);
+		TW_TEST_POINT("poll.scanned", svc);
 		n = dispatch(svc, batch);
 		tls_scanning = NULL;
 	}
@@ -1034,6 +1201,10 @@ void tw_service_stats(struct tw_service *svc, struct tw_service_stats *out)
 /* Shutdown collects the timers to hand back here (wheel callback). */
 static _Thread_local struct tw_service_timer *tls_handed;
 
+/* PENDING -> IDLE + F_ENTRY: from here until its hand-back the timer is on
+ * shutdown's private list, and F_ENTRY (then the hand-back slot) keeps a
+ * racing cancel_sync waiting; returning at once let its caller free a
+ * timer that was about to be handed back (bug 3). */
 static void collect_pending(struct tw_wheel *w, struct tw_timer *wt)
 {
 	struct tw_service_timer *t =
@@ -1044,7 +1215,7 @@ static void collect_pending(struct tw_wheel *w, struct tw_timer *wt)
 	do {
 		if ((old & ST_MASK) != ST_PENDING)
 			return; /* a cancel claimed it */
-	} while (!state_cas(t, &old, (old & ~ST_MASK) | ST_IDLE));
+	} while (!state_cas(t, &old, (old & ~ST_MASK) | ST_IDLE | F_ENTRY));
 	t->batch_next = tls_handed;
 	tls_handed = t;
 }
@@ -1094,19 +1265,35 @@ int64_t tw_service_shutdown(struct tw_service *svc,
 			sched_yield();
 	tls_handed = NULL;
 	stop_threads(svc);
+	TW_TEST_POINT("shutdown.drain", svc);
 	pthread_mutex_lock(&svc->wheel_mu);
 	drain_inboxes(svc);
 	tw_wheel_drain(&svc->wheel, collect_pending);
 	pthread_mutex_unlock(&svc->wheel_mu);
+	/* hand_back runs like a callback, in the last running[] slot: a
+	 * cancel_sync of the timer waits until it returned, and from inside
+	 * hand_back shutdown is refused and cancel_sync(t) does not wait for
+	 * itself. */
+	tls_current_svc = svc;
+	tls_slot = svc->nexecutors + 1;
 	while (tls_handed) {
 		struct tw_service_timer *t = tls_handed;
+		_Atomic(struct tw_service_timer *) *slot = &svc->running[tls_slot];
 
 		tls_handed = t->batch_next;
 		n++;
 		COUNT(svc, handed_back);
+		running_store(slot, t);
+		state_clear(t, F_ENTRY);
+		TW_TEST_POINT("shutdown.hand_back", t);
+		tls_current = t;
 		if (hand_back)
 			hand_back(t, arg);
+		tls_current = NULL;
+		running_store(slot, NULL);
+		wake_sync_waiters(svc);
 	}
+	tls_current_svc = NULL;
 	svc->shut_down = true;
 	pthread_mutex_unlock(&svc->shutdown_mu);
 	return n;

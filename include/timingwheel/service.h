@@ -59,8 +59,11 @@ enum tw_cancel_result {
 			         already stopped; nothing was changed */
 	TW_SVC_STOPPED = 1, /**< it was pending (or expired but not yet
 			         started) and will not run */
-	TW_SVC_RUNNING = 2  /**< too late: its callback is running now (a
-			         periodic timer will not be re-armed) */
+	TW_SVC_RUNNING = 2  /**< too late: its callback was running (a
+			         periodic timer will not be re-armed). From
+			         tw_service_cancel() it may still be running;
+			         from tw_service_cancel_sync() it has finished
+			         (or, from its own callback, it is the caller) */
 };
 
 /**
@@ -128,7 +131,16 @@ struct tw_service_stats {
 int tw_service_create(struct tw_service **out, const struct tw_service_config *cfg);
 
 /**
- * Prepare a timer (not pending). Never on a timer that is pending.
+ * Prepare a timer in fresh memory (not pending).
+ *
+ * Only on memory no service refers to: new memory, or a timer whose last
+ * use is over (its callback returned, tw_service_cancel_sync() returned,
+ * or shutdown handed it back). Not after a plain tw_service_cancel(): the
+ * service may still hold the timer in an inbox, in its wheel or as an
+ * expired entry, and wiping those links loses other timers or runs this
+ * one twice. To reuse a timer, call tw_service_timer_reinit(), which keeps
+ * that bookkeeping and says when it cannot. (Nothing can check fresh
+ * memory, so this function cannot refuse.)
  * @param t the timer (NULL: nothing happens)
  * @param fn its callback (add refuses a timer without one)
  * @param period > 0 makes it periodic: after each run it is re-added at its
@@ -137,6 +149,23 @@ int tw_service_create(struct tw_service **out, const struct tw_service_config *c
  */
 void tw_service_timer_init(struct tw_service_timer *t, tw_service_fn *fn,
 			   int64_t period);
+
+/**
+ * Give a timer used before a new callback and period, keeping what the
+ * service knows of it. Safe right after a plain tw_service_cancel(), and
+ * from the timer's own callback (a one-shot's run is then over; a periodic
+ * timer is RUNNING and refused). The timer keeps its service.
+ * @param t an initialised timer
+ * @param fn its new callback
+ * @param period as for tw_service_timer_init()
+ * @retval 0 done
+ * @retval TW_EINVAL NULL t
+ * @retval TW_EBUSY it is pending, expired and waiting to run, or a
+ *         periodic callback of it runs (nothing changed)
+ * @threadsafety The timer's owner, not concurrently with an add of it.
+ */
+int tw_service_timer_reinit(struct tw_service_timer *t, tw_service_fn *fn,
+			    int64_t period);
 
 /**
  * Add at an absolute due time. O(1) and lock-free: a compare-and-swap on
@@ -198,13 +227,27 @@ int tw_service_cancel(struct tw_service *svc, struct tw_service_timer *t);
  * take back an expired entry still waiting to run, and wait until its
  * callback is not running (the kernel's del_timer_sync). Afterwards the
  * timer may be freed; after a plain cancel it may not.
+ *
+ * The rules that come with waiting:
+ *   - From the timer's own callback it does everything but wait for that
+ *     callback, and returns what the cancel did: TW_SVC_STOPPED if it
+ *     stopped an add made meanwhile (by another thread, say), else
+ *     TW_SVC_RUNNING (the caller is the callback). A one-shot callback may
+ *     then free its timer as its last act.
+ *   - A cycle -- callbacks of timers A and B cancel_sync B and A at the
+ *     same time, or any longer ring -- would wait for ever. At least one of
+ *     the callbacks in it gets TW_EDEADLK instead (its cancel took effect;
+ *     the other callback may still run, so the timer may not be freed
+ *     yet). Cycles through the caller's own locks are the caller's to
+ *     avoid, as with the kernel's del_timer_sync().
+ *   - If another thread adds the timer again while this call waits, the
+ *     call returns: the timer belongs to that add now.
+ *   - If shutdown has claimed the timer, the call returns TW_SVC_IDLE
+ *     once its hand_back has returned.
  * @param svc the service
  * @param t a timer
- * @return as tw_service_cancel(), or TW_EDEADLK from the timer's own
- *         callback, instead of waiting for itself (the cancel still took
- *         effect: a periodic timer is not re-armed)
- * @threadsafety Any thread; from a callback it may wait for another
- *               callback (never for its own).
+ * @return as tw_service_cancel(), or TW_EDEADLK (a cycle, see above)
+ * @threadsafety Any thread, callbacks and hand_back included.
  */
 int tw_service_cancel_sync(struct tw_service *svc, struct tw_service_timer *t);
 
@@ -255,7 +298,9 @@ void tw_service_stats(struct tw_service *svc, struct tw_service_stats *out);
 /**
  * Stop accepting adds (TW_ESHUTDOWN from then on), stop the reaper, let the
  * executors run what already expired and exit, then hand every timer that
- * is still pending to hand_back, on this thread.
+ * is still pending to hand_back, on this thread. hand_back runs like a
+ * callback: shutdown from it is refused, a cancel_sync of the timer it
+ * holds waits until it returned.
  * @param svc the service
  * @param hand_back receives each pending timer (may be NULL)
  * @param arg passed to hand_back

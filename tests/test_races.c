@@ -1,0 +1,720 @@
+/*
+ * The races of issue 13, each driven deterministically through the named
+ * test points of the library (tests/stop_points.h): a thread is parked
+ * exactly inside the window, the other side acts, and the outcome is
+ * checked. Every test here failed (or deadlocked) before its fix; the
+ * commit that fixed it says how. Nothing is timed: a bound of seconds only
+ * turns a hang into a failure.
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include "stop_points.h"
+
+#include "check.h"
+
+static _Atomic int64_t virtual_now;
+
+static int64_t virtual_clock(void *arg)
+{
+	(void)arg;
+	return atomic_load(&virtual_now);
+}
+
+/* Wait for cond, or report a deadlock and end the binary. */
+#define WAIT_FOR(cond, what)                                                 \
+	do {                                                                 \
+		int ms_ = 0;                                                 \
+		while (!(cond)) {                                            \
+			struct timespec ts_ = { 0, 1000000 };                \
+			if (++ms_ > SP_WAIT_S * 1000) {                      \
+				fprintf(stderr, "%s:%d: DEADLOCK: %s\n",     \
+					__FILE__, __LINE__, what);           \
+				printf("%d passed, %d failed\n", tests_passed, \
+				       tests_failed + 1);                    \
+				fflush(NULL);                                \
+				_exit(1);                                    \
+			}                                                    \
+			nanosleep(&ts_, NULL);                               \
+		}                                                            \
+	} while (0)
+
+struct job {
+	struct tw_service_timer t;
+	atomic_int runs;
+	atomic_int in_callback, go, finished;
+	atomic_int freed;       /* the owner let go of it */
+	atomic_int result;
+	struct job *other;
+	void (*action)(struct tw_service *svc, struct job *self);
+};
+
+static void job_run(struct tw_service *svc, struct tw_service_timer *t)
+{
+	struct job *j = tw_container_of(t, struct job, t);
+
+	atomic_fetch_add(&j->runs, 1);
+	if (j->action)
+		j->action(svc, j);
+	atomic_store(&j->finished, 1);
+}
+
+static void job_init(struct job *j)
+{
+	memset(j, 0, sizeof(*j));
+	tw_service_timer_init(&j->t, job_run, 0);
+}
+
+static struct tw_service *service(bool manual, unsigned executors)
+{
+	struct tw_service_config cfg = { 0 };
+	struct tw_service *svc = NULL;
+
+	cfg.tick = 10;
+	cfg.wheel_size = 8;
+	cfg.manual = manual;
+	cfg.executors = executors;
+	cfg.clock.now = virtual_clock;
+	atomic_store(&virtual_now, 1000);
+	CHECK_EQ(tw_service_create(&svc, &cfg), TW_OK);
+	return svc;
+}
+
+/* ---- 1: the reaper's lost wake-up ---- */
+
+/*
+ * A kick that lands between the reaper's "clear kick_pending" and "clear
+ * kicked" was erased while kick_pending stayed set, so every later kick
+ * returned early and the reaper slept for ever. Parked at the top of its
+ * loop, the reaper gets one kick; the add after it must still wake it.
+ */
+static void test_reaper_keeps_waking_after_a_kick_at_its_loop_top(void)
+{
+	struct tw_service *svc = service(false, 0);
+	struct job a, b;
+	int top;
+
+	job_init(&a);
+	job_init(&b);
+	top = sp_arm("reaper.loop_top", svc);
+	tw_service_kick(svc);
+	CHECK(sp_wait(top, NULL));
+	CHECK_EQ(tw_service_add(svc, &a.t, 1000), TW_OK); /* kicks */
+	sp_release(top);
+	WAIT_FOR(atomic_load(&a.runs) == 1, "the first timer never ran");
+	/* Due now: only a kick makes the sleeping reaper run it. */
+	CHECK_EQ(tw_service_add(svc, &b.t, 1000), TW_OK);
+	for (int ms = 0; ms < 2000 && !atomic_load(&b.runs); ms++) {
+		struct timespec ts = { 0, 1000000 };
+
+		nanosleep(&ts, NULL);
+	}
+	CHECK_EQ(atomic_load(&b.runs), 1);
+	CHECK_EQ(tw_service_shutdown(svc, NULL, NULL), atomic_load(&b.runs) ? 0 : 1);
+	tw_service_destroy(svc);
+}
+
+/* ---- 9: an injected clock near INT64_MIN ---- */
+
+static void test_reaper_sleeps_with_a_clock_near_int64_min(void)
+{
+	struct tw_service_config cfg = { 0 };
+	struct tw_service *svc = NULL;
+	struct tw_service_stats st;
+	struct job far;
+	struct timespec ts = { 0, 200000000 };
+
+	cfg.tick = 1000;
+	cfg.clock.now = virtual_clock;
+	atomic_store(&virtual_now, INT64_MIN + 1000);
+	CHECK_EQ(tw_service_create(&svc, &cfg), TW_OK);
+	job_init(&far);
+	/* next - now does not fit an int64_t. */
+	CHECK_EQ(tw_service_add(svc, &far.t, INT64_MAX - 10), TW_OK);
+	tw_service_kick(svc);
+	nanosleep(&ts, NULL);
+	tw_service_stats(svc, &st);
+	/* A few wake-ups (the kicks); a spinning reaper makes millions. */
+	CHECK(st.wakeups < 50);
+	CHECK_EQ(tw_service_shutdown(svc, NULL, NULL), 1);
+	tw_service_destroy(svc);
+}
+
+/* ---- 3: cancel_sync racing shutdown's hand-back ---- */
+
+static atomic_int handed, handed_after_free;
+
+static void hand_back_job(struct tw_service_timer *t, void *arg)
+{
+	struct job *j = tw_container_of(t, struct job, t);
+
+	(void)arg;
+	if (atomic_load(&j->freed))
+		atomic_fetch_add(&handed_after_free, 1);
+	atomic_fetch_add(&handed, 1);
+}
+
+struct svc_job {
+	struct tw_service *svc;
+	struct job *job;
+	int64_t result;
+};
+
+static void *shutdown_thread(void *arg)
+{
+	struct svc_job *sj = arg;
+
+	sj->result = tw_service_shutdown(sj->svc, hand_back_job, NULL);
+	return NULL;
+}
+
+static void *cancel_sync_then_free(void *arg)
+{
+	struct svc_job *sj = arg;
+
+	sj->result = tw_service_cancel_sync(sj->svc, &sj->job->t);
+	atomic_store(&sj->job->freed, 1); /* cancel_sync said it may be */
+	return NULL;
+}
+
+/*
+ * Shutdown had moved the timer to IDLE in a private list; a cancel_sync
+ * then found it IDLE and returned, the owner freed it, and shutdown handed
+ * the freed timer back. Now cancel_sync waits until the hand-back is over.
+ */
+static void test_cancel_sync_waits_for_shutdowns_hand_back(void)
+{
+	struct tw_service *svc = service(true, 0);
+	struct job j;
+	struct svc_job down = { svc, &j, 0 }, canceller = { svc, &j, 0 };
+	struct sp_thread s, c;
+	int at_hand_back, at_wait;
+
+	job_init(&j);
+	atomic_store(&handed, 0);
+	atomic_store(&handed_after_free, 0);
+	CHECK_EQ(tw_service_add(svc, &j.t, 5000), TW_OK);
+	at_hand_back = sp_arm("shutdown.hand_back", &j.t);
+	sp_spawn(&s, shutdown_thread, &down);
+	CHECK(sp_wait(at_hand_back, &s.done));
+	at_wait = sp_arm("cancel_sync.wait", &j.t);
+	sp_spawn(&c, cancel_sync_then_free, &canceller);
+	/* Fixed: it waits. Before: it returned at once and freed. */
+	CHECK(sp_wait(at_wait, &c.done));
+	sp_release(at_wait);
+	sp_release(at_hand_back);
+	sp_join(&s, "shutdown");
+	sp_join(&c, "cancel_sync");
+	CHECK_EQ(down.result, 1);
+	CHECK_EQ(atomic_load(&handed), 1);
+	CHECK_EQ(atomic_load(&handed_after_free), 0);
+	CHECK_EQ(canceller.result, TW_SVC_IDLE); /* shutdown claimed it */
+	tw_service_destroy(svc);
+}
+
+/* ---- 5: cancel_sync on a one-executor service ---- */
+
+static void cancel_other_sync(struct tw_service *svc, struct job *self)
+{
+	atomic_store(&self->result, tw_service_cancel_sync(svc, &self->other->t));
+}
+
+/*
+ * The only executor runs x, whose callback cancel_syncs y (expired, its
+ * entry queued behind x). Meanwhile y is re-added and expires again: its
+ * entry is live again, and cancel_sync used to wait for it -- which only
+ * this executor could run. A re-added timer is the new add's: there is
+ * nothing to wait for.
+ */
+static void test_cancel_sync_does_not_wait_for_a_readded_timer(void)
+{
+	struct tw_service *svc = service(true, 1);
+	struct job x, y;
+	int cancelled;
+
+	job_init(&x);
+	job_init(&y);
+	x.action = cancel_other_sync;
+	x.other = &y;
+	atomic_store(&x.result, -1000);
+	/* An inbox is a stack: the last added is placed, and runs, first. */
+	CHECK_EQ(tw_service_add(svc, &y.t, 1000), TW_OK);
+	CHECK_EQ(tw_service_add(svc, &x.t, 1000), TW_OK);
+	cancelled = sp_arm("cancel_sync.cancelled", &y.t);
+	CHECK_EQ(tw_service_poll(svc), 2); /* x then y queued */
+	CHECK(sp_wait(cancelled, NULL));
+	/* y is IDLE with its old entry queued: add it again, expire it. */
+	CHECK_EQ(tw_service_add(svc, &y.t, 1000), TW_OK);
+	CHECK_EQ(tw_service_poll(svc), 0); /* the old entry runs it */
+	sp_release(cancelled);
+	WAIT_FOR(atomic_load(&x.finished), "cancel_sync waited for itself");
+	CHECK_EQ(atomic_load(&x.result), TW_SVC_STOPPED);
+	WAIT_FOR(atomic_load(&y.runs) == 1, "the re-added timer never ran");
+	CHECK_EQ(tw_service_shutdown(svc, NULL, NULL), 0);
+	CHECK_EQ(atomic_load(&y.runs), 1);
+	tw_service_destroy(svc);
+}
+
+/* ---- 6: cancel_sync of a timer from its own callback ---- */
+
+static atomic_int self_result;
+
+static void cancel_self_and_free(struct tw_service *svc, struct job *self)
+{
+	atomic_store(&self->in_callback, 1);
+	while (!atomic_load(&self->go))
+		sched_yield();
+	atomic_store(&self_result, tw_service_cancel_sync(svc, &self->t));
+	atomic_fetch_add(&self->finished, 1);
+	free(self); /* a one-shot callback may free its timer as its last act */
+}
+
+/*
+ * While x's callback runs, another thread adds x again (it is IDLE, so
+ * that is allowed); the callback then cancel_syncs itself and frees x. It
+ * used to get TW_EDEADLK with x still in an inbox (the add stopped with no
+ * word of it, and the reaper then read freed memory). Now it unlinks x
+ * everywhere and says what it stopped.
+ */
+static void test_cancel_sync_of_self_unlinks_and_reports(void)
+{
+	struct tw_service *svc = service(true, 1);
+	struct job *x = malloc(sizeof(*x));
+	struct tw_service_stats st;
+
+	job_init(x);
+	x->action = cancel_self_and_free;
+	atomic_store(&self_result, -1000);
+	CHECK_EQ(tw_service_add(svc, &x->t, 1000), TW_OK);
+	CHECK_EQ(tw_service_poll(svc), 1);
+	WAIT_FOR(atomic_load(&x->in_callback), "the callback never ran");
+	CHECK_EQ(tw_service_add(svc, &x->t, 1050), TW_OK);
+	atomic_store(&x->go, 1);
+	WAIT_FOR(atomic_load(&self_result) != -1000, "cancel_sync(self) hung");
+	CHECK_EQ(atomic_load(&self_result), TW_SVC_STOPPED);
+	/* x is freed: nothing in the service may touch it (ASan would say). */
+	atomic_store(&virtual_now, 1100);
+	CHECK_EQ(tw_service_poll(svc), 0);
+	CHECK_EQ(tw_service_count(svc), 0);
+	CHECK_EQ(tw_service_shutdown(svc, NULL, NULL), 0);
+	tw_service_stats(svc, &st);
+	CHECK_EQ(st.added, 2);
+	CHECK_EQ(st.ran, 1);
+	CHECK_EQ(st.stopped, 1);
+	tw_service_destroy(svc);
+}
+
+/* ---- 7: two callbacks that cancel_sync each other ---- */
+
+static atomic_int both_running;
+
+static void meet_then_cancel_other(struct tw_service *svc, struct job *self)
+{
+	atomic_fetch_add(&both_running, 1);
+	while (atomic_load(&both_running) < 2)
+		sched_yield();
+	atomic_store(&self->result, tw_service_cancel_sync(svc, &self->other->t));
+}
+
+static void test_cancel_sync_cycle_is_an_error_not_a_hang(void)
+{
+	struct tw_service *svc = service(true, 2);
+	struct job a, b;
+	int ra, rb;
+
+	job_init(&a);
+	job_init(&b);
+	a.action = b.action = meet_then_cancel_other;
+	a.other = &b;
+	b.other = &a;
+	atomic_store(&both_running, 0);
+	CHECK_EQ(tw_service_add(svc, &a.t, 1000), TW_OK);
+	CHECK_EQ(tw_service_add(svc, &b.t, 1000), TW_OK);
+	CHECK_EQ(tw_service_poll(svc), 2);
+	WAIT_FOR(atomic_load(&a.finished) && atomic_load(&b.finished),
+		 "two callbacks cancel_sync each other");
+	ra = atomic_load(&a.result);
+	rb = atomic_load(&b.result);
+	/* At least one sees the cycle; the other may wait for it to end. */
+	CHECK(ra == TW_EDEADLK || rb == TW_EDEADLK);
+	CHECK(ra == TW_EDEADLK || ra == TW_SVC_RUNNING);
+	CHECK(rb == TW_EDEADLK || rb == TW_SVC_RUNNING);
+	CHECK_EQ(tw_service_shutdown(svc, NULL, NULL), 0);
+	tw_service_destroy(svc);
+}
+
+/* ---- 8: re-initialising a timer after a plain cancel ---- */
+
+static void block_until_go(struct tw_service *svc, struct job *self)
+{
+	(void)svc;
+	atomic_store(&self->in_callback, 1);
+	while (!atomic_load(&self->go))
+		sched_yield();
+}
+
+static void second_fn(struct tw_service *svc, struct tw_service_timer *t)
+{
+	job_run(svc, t);
+}
+
+/*
+ * x expired and its entry waits behind a busy executor; a plain cancel
+ * stops it but the entry stays (only cancel_sync takes it back).
+ * tw_service_timer_init() there wiped the flag that says so, and the
+ * re-added x got a second entry: two runs, the second one possibly on
+ * freed memory. tw_service_timer_reinit() keeps that bookkeeping.
+ */
+static void test_reinit_after_plain_cancel_runs_once(void)
+{
+	struct tw_service *svc = service(true, 1);
+	struct job blocker, x;
+
+	job_init(&blocker);
+	blocker.action = block_until_go;
+	job_init(&x);
+	CHECK_EQ(tw_service_add(svc, &blocker.t, 1000), TW_OK);
+	CHECK_EQ(tw_service_poll(svc), 1);
+	WAIT_FOR(atomic_load(&blocker.in_callback), "the blocker never ran");
+	CHECK_EQ(tw_service_add(svc, &x.t, 1000), TW_OK);
+	CHECK_EQ(tw_service_poll(svc), 1); /* x's entry is queued */
+	CHECK_EQ(tw_service_cancel(svc, &x.t), TW_SVC_STOPPED);
+	CHECK_EQ(tw_service_timer_reinit(&x.t, second_fn, 0), TW_OK);
+	CHECK_EQ(tw_service_add(svc, &x.t, 1000), TW_OK);
+	CHECK_EQ(tw_service_poll(svc), 0); /* the queued entry runs it */
+	/* Not while it is pending: that would race the executor. */
+	CHECK_EQ(tw_service_timer_reinit(&x.t, second_fn, 0), TW_EBUSY);
+	CHECK_EQ(tw_service_timer_reinit(NULL, second_fn, 0), TW_EINVAL);
+	atomic_store(&blocker.go, 1);
+	WAIT_FOR(atomic_load(&x.runs) == 1, "the re-added timer never ran");
+	CHECK_EQ(tw_service_shutdown(svc, NULL, NULL), 0);
+	CHECK_EQ(atomic_load(&x.runs), 1);
+	tw_service_destroy(svc);
+}
+
+/* ---- suspected: one fresh timer rescheduled on two services ---- */
+
+struct resched {
+	struct tw_service *svc;
+	struct job *job;
+	int result;
+};
+
+static void *reschedule_thread(void *arg)
+{
+	struct resched *r = arg;
+
+	r->result = tw_service_reschedule(r->svc, &r->job->t, 2000);
+	return NULL;
+}
+
+static void test_a_timer_joins_one_service_only(void)
+{
+	struct tw_service *s1 = service(true, 0), *s2 = service(true, 0);
+	struct job j;
+	struct resched r = { s1, &j, -1000 };
+	struct sp_thread th;
+	int checked, r2;
+
+	job_init(&j);
+	checked = sp_arm("add.owner_checked", &j.t);
+	sp_spawn(&th, reschedule_thread, &r);
+	CHECK(sp_wait(checked, &th.done));
+	r2 = tw_service_reschedule(s2, &j.t, 2000);
+	sp_release(checked);
+	sp_join(&th, "reschedule");
+	/* Exactly one of them owns it now. */
+	CHECK((r.result == TW_EOWNER) != (r2 == TW_EOWNER));
+	CHECK_EQ(tw_service_count(s1) + tw_service_count(s2), 1);
+	CHECK_EQ(tw_service_shutdown(s1, NULL, NULL) +
+			 tw_service_shutdown(s2, NULL, NULL), 1);
+	tw_service_destroy(s1);
+	tw_service_destroy(s2);
+}
+
+/* ---- suspected: a poll that passed the closing check ---- */
+
+struct poller {
+	struct tw_service *svc;
+	int64_t result;
+};
+
+static void *poll_thread(void *arg)
+{
+	struct poller *p = arg;
+
+	p->result = tw_service_poll(p->svc);
+	return NULL;
+}
+
+/*
+ * A poll that had read "not closing" went on after shutdown had begun: it
+ * could expire a timer shutdown meant to hand back and run its callback
+ * after shutdown returned.
+ */
+static void test_no_poll_once_shutdown_began(void)
+{
+	struct tw_service *svc = service(true, 0);
+	struct job j;
+	struct poller pl = { svc, -1000 };
+	struct svc_job down = { svc, &j, -1000 };
+	struct sp_thread p, s;
+	int entered, draining;
+
+	job_init(&j);
+	atomic_store(&handed, 0);
+	atomic_store(&handed_after_free, 0);
+	CHECK_EQ(tw_service_add(svc, &j.t, 1000), TW_OK); /* due now */
+	entered = sp_arm("poll.enter", svc);
+	sp_spawn(&p, poll_thread, &pl);
+	CHECK(sp_wait(entered, &p.done));
+	draining = sp_arm("shutdown.drain", svc);
+	sp_spawn(&s, shutdown_thread, &down);
+	CHECK(sp_wait(draining, &s.done));
+	sp_release(entered);
+	sp_join(&p, "poll");
+	sp_release(draining);
+	sp_join(&s, "shutdown");
+	CHECK_EQ(pl.result, TW_ESHUTDOWN);
+	CHECK_EQ(atomic_load(&j.runs), 0);
+	CHECK_EQ(down.result, 1); /* handed back, not run behind its back */
+	tw_service_destroy(svc);
+}
+
+/* ---- the purgatory ---- */
+
+struct pop {
+	struct tw_delayed_op op;
+	struct tw_watch w;
+	atomic_int ready, completes, expires, releases, handed;
+};
+
+static bool pop_try(struct tw_delayed_op *op)
+{
+	struct pop *o = tw_container_of(op, struct pop, op);
+
+	return atomic_load(&o->ready) && tw_op_force_complete(op);
+}
+
+static void pop_complete(struct tw_delayed_op *op)
+{
+	atomic_fetch_add(&tw_container_of(op, struct pop, op)->completes, 1);
+}
+
+static void pop_expire(struct tw_delayed_op *op)
+{
+	atomic_fetch_add(&tw_container_of(op, struct pop, op)->expires, 1);
+}
+
+static void pop_release(struct tw_delayed_op *op)
+{
+	atomic_fetch_add(&tw_container_of(op, struct pop, op)->releases, 1);
+}
+
+static void pop_hand_back(struct tw_delayed_op *op)
+{
+	atomic_fetch_add(&tw_container_of(op, struct pop, op)->handed, 1);
+}
+
+static void pop_init(struct pop *o)
+{
+	memset(o, 0, sizeof(*o));
+	CHECK_EQ(tw_op_init(&o->op, 100, pop_try, pop_complete, pop_expire, NULL),
+		 TW_OK);
+	o->op.on_release = pop_release;
+}
+
+static struct tw_purgatory *manual_purgatory(void)
+{
+	struct tw_purgatory_config cfg = { 0 };
+	struct tw_purgatory *p = NULL;
+
+	cfg.service.tick = 10;
+	cfg.service.wheel_size = 8;
+	cfg.service.manual = true;
+	cfg.service.clock.now = virtual_clock;
+	cfg.shards = 4;
+	atomic_store(&virtual_now, 1000);
+	CHECK_EQ(tw_purgatory_create(&p, &cfg), TW_OK);
+	return p;
+}
+
+static const char key[] = "topic-0";
+
+struct key_check {
+	struct tw_purgatory *p;
+	struct pop *o;
+};
+
+/* Between the op's failed check and its watch: the condition comes true
+ * and the key is checked (the op is on no list yet). */
+static void condition_then_check(const void *obj, void *arg)
+{
+	struct key_check *kc = arg;
+
+	(void)obj;
+	atomic_store(&kc->o->ready, 1);
+	CHECK_EQ(tw_purgatory_check_and_complete(kc->p, key, sizeof(key)), 0);
+}
+
+/*
+ * A check_and_complete between try_complete_else_watch's check and its
+ * watch found nobody to try; the op then waited for its timeout though its
+ * condition held. Kafka checks again after watching, and so do we now.
+ */
+static void test_purgatory_check_between_check_and_watch_is_not_lost(void)
+{
+	struct tw_purgatory *p = manual_purgatory();
+	struct pop o;
+	struct key_check kc = { p, &o };
+	const void *keys[1] = { key };
+	size_t lens[1] = { sizeof(key) };
+
+	pop_init(&o);
+	sp_on("watch.checked", &o.op, condition_then_check, &kc);
+	CHECK_EQ(tw_purgatory_try_complete_else_watch(p, &o.op, keys, lens, 1, &o.w), 1);
+	CHECK(tw_op_is_completed(&o.op));
+	CHECK_EQ(atomic_load(&o.completes), 1);
+	CHECK_EQ(tw_purgatory_delayed(p), 0);
+	atomic_store(&virtual_now, 2000);
+	CHECK(tw_purgatory_poll(p) >= 0);
+	CHECK_EQ(atomic_load(&o.expires), 0);
+	CHECK_EQ(tw_purgatory_shutdown(p, pop_hand_back), 0);
+	tw_purgatory_destroy(p);
+	CHECK_EQ(atomic_load(&o.releases), 1);
+	tw_op_destroy(&o.op);
+}
+
+struct watcher {
+	struct tw_purgatory *p;
+	struct pop *o;
+	int result;
+};
+
+static void *watch_thread(void *arg)
+{
+	struct watcher *w = arg;
+	const void *keys[1] = { key };
+	size_t lens[1] = { sizeof(key) };
+
+	w->result = tw_purgatory_try_complete_else_watch(w->p, &w->o->op, keys,
+							 lens, 1, &w->o->w);
+	return NULL;
+}
+
+struct pshut {
+	struct tw_purgatory *p;
+	int64_t result;
+};
+
+static void *purgatory_shutdown_thread(void *arg)
+{
+	struct pshut *s = arg;
+
+	s->result = tw_purgatory_shutdown(s->p, pop_hand_back);
+	return NULL;
+}
+
+/*
+ * An op that had passed the "closing" check watched after shutdown had
+ * walked the lists: it was then never completed, expired or handed back.
+ * Shutdown now waits for such calls to finish before it walks.
+ */
+static void test_purgatory_shutdown_waits_for_a_watch_in_flight(void)
+{
+	struct tw_purgatory *p = manual_purgatory();
+	struct pop o;
+	struct watcher w = { p, &o, -1000 };
+	struct pshut s = { p, -1000 };
+	struct sp_thread wt, st;
+	int open, waiting;
+
+	pop_init(&o);
+	open = sp_arm("watch.open", &o.op);
+	sp_spawn(&wt, watch_thread, &w);
+	CHECK(sp_wait(open, &wt.done));
+	waiting = sp_arm("purgatory.shutdown.wait", p);
+	sp_spawn(&st, purgatory_shutdown_thread, &s);
+	sp_wait(waiting, &st.done); /* before the fix it just finished */
+	sp_release(open);
+	sp_join(&wt, "try_complete_else_watch");
+	sp_release(waiting);
+	sp_join(&st, "purgatory shutdown");
+	CHECK_EQ(w.result, 0);
+	CHECK_EQ(s.result, 1);
+	CHECK_EQ(atomic_load(&o.handed), 1);
+	CHECK(tw_op_is_completed(&o.op));
+	CHECK_EQ(atomic_load(&o.completes), 0);
+	CHECK_EQ(tw_purgatory_delayed(p), 0);
+	tw_purgatory_destroy(p);
+	CHECK_EQ(atomic_load(&o.releases), 1);
+	tw_op_destroy(&o.op);
+}
+
+struct forcer {
+	struct pop *o;
+	int releases_seen_at_complete;
+	bool result;
+};
+
+static void *force_thread(void *arg)
+{
+	struct forcer *f = arg;
+
+	f->result = tw_op_force_complete(&f->o->op);
+	return NULL;
+}
+
+/*
+ * tw_op_force_complete() from outside try_complete took a reference only
+ * after its claim: in between, the op's last references could go (its
+ * entry purged, its timeout run) and on_release ran before on_complete.
+ */
+static void test_force_complete_holds_the_op_across_its_claim(void)
+{
+	struct tw_purgatory *p = manual_purgatory();
+	struct pop o;
+	struct forcer f = { &o, 0, false };
+	struct sp_thread ft;
+	const void *keys[1] = { key };
+	size_t lens[1] = { sizeof(key) };
+	int claimed;
+
+	pop_init(&o);
+	CHECK_EQ(tw_purgatory_try_complete_else_watch(p, &o.op, keys, lens, 1, &o.w), 0);
+	claimed = sp_arm("force_complete.claimed", &o.op);
+	sp_spawn(&ft, force_thread, &f);
+	CHECK(sp_wait(claimed, &ft.done));
+	/* Completed now: the key check drops its entry, the timeout runs. */
+	CHECK_EQ(tw_purgatory_check_and_complete(p, key, sizeof(key)), 0);
+	atomic_store(&virtual_now, 2000);
+	CHECK(tw_purgatory_poll(p) >= 0);
+	CHECK_EQ(atomic_load(&o.releases), 0); /* the forcer still holds it */
+	sp_release(claimed);
+	sp_join(&ft, "force_complete");
+	CHECK(f.result);
+	CHECK_EQ(atomic_load(&o.completes), 1);
+	CHECK_EQ(atomic_load(&o.expires), 0);
+	CHECK_EQ(atomic_load(&o.releases), 1);
+	CHECK_EQ(tw_purgatory_shutdown(p, pop_hand_back), 0);
+	tw_purgatory_destroy(p);
+	CHECK_EQ(atomic_load(&o.releases), 1);
+	tw_op_destroy(&o.op);
+}
+
+int main(void)
+{
+	sp_install();
+	RUN(test_reaper_keeps_waking_after_a_kick_at_its_loop_top);
+	RUN(test_reaper_sleeps_with_a_clock_near_int64_min);
+	RUN(test_cancel_sync_waits_for_shutdowns_hand_back);
+	RUN(test_cancel_sync_does_not_wait_for_a_readded_timer);
+	RUN(test_cancel_sync_of_self_unlinks_and_reports);
+	RUN(test_cancel_sync_cycle_is_an_error_not_a_hang);
+	RUN(test_reinit_after_plain_cancel_runs_once);
+	RUN(test_a_timer_joins_one_service_only);
+	RUN(test_no_poll_once_shutdown_began);
+	RUN(test_purgatory_check_between_check_and_watch_is_not_lost);
+	RUN(test_purgatory_shutdown_waits_for_a_watch_in_flight);
+	RUN(test_force_complete_holds_the_op_across_its_claim);
+	return check_report();
+}
