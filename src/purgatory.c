@@ -728,8 +728,33 @@ int64_t tw_purgatory_poll(struct tw_purgatory *p)
 	return tw_service_poll(p->svc);
 }
 
+struct timeout_hand_back {
+	struct tw_purgatory *p;
+	tw_op_fn *hand_back;
+	int64_t n;
+};
+
+/* The service's shutdown found an op's timeout armed: it will never run.
+ * Its op is normally completed already (see tw_purgatory_shutdown); were
+ * it not, it is claimed and handed back here, so it still ends once. */
+static void timeout_handed_back(struct tw_service_timer *t, void *arg)
+{
+	struct tw_delayed_op *op = tw_container_of(t, struct tw_delayed_op, timer);
+	struct timeout_hand_back *ctx = arg;
+	int expected = 0;
+
+	atomic_fetch_sub(&ctx->p->delayed, 1);
+	if (atomic_compare_exchange_strong(&op->completed, &expected, 1)) {
+		ctx->n++;
+		if (ctx->hand_back)
+			ctx->hand_back(op);
+	}
+	op_put(op); /* the timeout's reference */
+}
+
 int64_t tw_purgatory_shutdown(struct tw_purgatory *p, tw_op_fn *hand_back)
 {
+	struct timeout_hand_back ctx;
 	struct oplist claimed;
 	int64_t n;
 
@@ -766,9 +791,16 @@ int64_t tw_purgatory_shutdown(struct tw_purgatory *p, tw_op_fn *hand_back)
 		put_all(&puts);
 	}
 	n = hand_back_claimed(p, &claimed, hand_back);
-	/* Nothing of ours is left in the service; wait for any timeout
-	 * callback still running. */
-	tw_service_shutdown(p->svc, NULL, NULL);
+	/* Wait for any timeout callback still running. A timeout still armed
+	 * here belongs to an op a completer has claimed but whose timeout it
+	 * has not cancelled yet; the service hands it back, and its
+	 * reference is dropped there (it leaked, and on_release never ran:
+	 * found by model/purgatory.pml). */
+	ctx.p = p;
+	ctx.hand_back = hand_back;
+	ctx.n = 0;
+	tw_service_shutdown(p->svc, timeout_handed_back, &ctx);
+	n += ctx.n;
 	p->shut_down = true;
 	pthread_mutex_unlock(&p->shutdown_mu);
 	return n;

@@ -701,6 +701,54 @@ static void test_force_complete_holds_the_op_across_its_claim(void)
 	tw_op_destroy(&o.op);
 }
 
+struct checker_args {
+	struct tw_purgatory *p;
+	int64_t result;
+};
+
+static void *check_key_thread(void *arg)
+{
+	struct checker_args *c = arg;
+
+	c->result = tw_purgatory_check_and_complete(c->p, key, sizeof(key));
+	return NULL;
+}
+
+/*
+ * Found by model/purgatory.pml: a key check has claimed the op and not yet
+ * cancelled its timeout when shutdown runs. Shutdown does not claim it
+ * (it is completed), and the service's own shutdown then handed the armed
+ * timeout back to nobody: the timeout's reference leaked and on_release
+ * never ran. The purgatory now takes that hand-back and drops it.
+ */
+static void test_purgatory_shutdown_drops_the_reference_of_a_claimed_ops_timeout(void)
+{
+	struct tw_purgatory *p = manual_purgatory();
+	struct pop o;
+	struct checker_args c = { p, -1000 };
+	struct sp_thread ct;
+	const void *keys[1] = { key };
+	size_t lens[1] = { sizeof(key) };
+	int claimed;
+
+	pop_init(&o);
+	CHECK_EQ(tw_purgatory_try_complete_else_watch(p, &o.op, keys, lens, 1, &o.w), 0);
+	atomic_store(&o.ready, 1);
+	claimed = sp_arm("force_complete.claimed", &o.op);
+	sp_spawn(&ct, check_key_thread, &c);
+	CHECK(sp_wait(claimed, &ct.done));
+	CHECK_EQ(tw_purgatory_shutdown(p, pop_hand_back), 0);
+	sp_release(claimed);
+	sp_join(&ct, "check_and_complete");
+	CHECK_EQ(c.result, 1);
+	CHECK_EQ(atomic_load(&o.completes), 1);
+	CHECK_EQ(atomic_load(&o.handed), 0);
+	CHECK_EQ(tw_purgatory_delayed(p), 0);
+	tw_purgatory_destroy(p);
+	CHECK_EQ(atomic_load(&o.releases), 1);
+	tw_op_destroy(&o.op);
+}
+
 int main(void)
 {
 	sp_install();
@@ -716,5 +764,6 @@ int main(void)
 	RUN(test_purgatory_check_between_check_and_watch_is_not_lost);
 	RUN(test_purgatory_shutdown_waits_for_a_watch_in_flight);
 	RUN(test_force_complete_holds_the_op_across_its_claim);
+	RUN(test_purgatory_shutdown_drops_the_reference_of_a_claimed_ops_timeout);
 	return check_report();
 }
