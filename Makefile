@@ -10,7 +10,7 @@ PREFIX   ?= /usr/local
 JOBS     ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
 
-.PHONY: coverage fuzz docs all build demo test sanitize tsan soak clang valgrind install deps clean \
+.PHONY: coverage fuzz docs all build demo test sanitize tsan soak model clang valgrind install deps clean \
 	bench-service bench-purgatory bench bench-quick bench-big bench-deps
 
 all: build
@@ -18,9 +18,10 @@ all: build
 # Install what the build and the tests need if this machine lacks it (a
 # fresh Debian): compilers, valgrind, libuv (the libuv example), pkg-config
 # and cmake (the install test), Chromium (the tw-trace --html browser test),
-# doxygen (make docs), lcov (make coverage).
+# doxygen (make docs), lcov (make coverage), spin (make model).
 DEPS = cmake:cmake cc:gcc clang:clang valgrind:valgrind pkg-config:pkg-config \
-	chromium:chromium doxygen:doxygen lcov:lcov /usr/include/uv.h:libuv1-dev
+	chromium:chromium doxygen:doxygen lcov:lcov /usr/include/uv.h:libuv1-dev \
+	spin:spin
 deps:
 	@missing=""; \
 	for dep in $(DEPS); do \
@@ -61,16 +62,18 @@ tsan:
 	cmake --build $(BUILD)-tsan -j $(JOBS)
 	cd $(BUILD)-tsan && TSAN_OPTIONS=halt_on_error=1 ctest --output-on-failure -L threaded
 
-# The stress test for minutes: SOAK_OPS operations per round, SOAK_ROUNDS
-# rounds with 2, 4 and 8 producers, under ThreadSanitizer.
-SOAK_OPS ?= 4000000
-SOAK_ROUNDS ?= 10
+# The stress tests for SOAK_MINUTES with the schedule shaken at the
+# protocol's test points, under ThreadSanitizer (tests/soak.sh).
+SOAK_MINUTES ?= 30
 soak: tsan
-	@for r in $$(seq $(SOAK_ROUNDS)); do for p in 2 4 8; do \
-	  out=$$(TSAN_OPTIONS=halt_on_error=1 $(BUILD)-tsan/tests/test_service_stress \
-	    $(SOAK_OPS) $$p $$((r % 3)) $$((1 + r % 8)) 2>&1) \
-	    || { echo "$$out"; echo "soak: FAILED"; exit 1; }; \
-	  echo "$$out" | head -1; done; done; echo "soak: clean"
+	bash tests/soak.sh $(BUILD)-tsan $(SOAK_MINUTES)
+
+# The SPIN models of the service's and the purgatory's protocols: every
+# scenario exhaustively, then every protocol bug of issue 13 put back into
+# the model must be found (model/check.sh, docs/model.md).
+model:
+	@$(MAKE) -s deps
+	bash model/check.sh
 
 clang:
 	@$(MAKE) -s deps
@@ -83,12 +86,14 @@ VALGRIND = valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-k
 # memcheck over every test binary and the trace tool (the differential test
 # with fewer operations: valgrind is ~30x slower).
 valgrind: build
-	@set -e; for t in test_wheel test_kafka test_seeds test_service test_purgatory test_check test_bad_input test_overload; do \
+	@set -e; for t in test_wheel test_kafka test_seeds test_service test_purgatory test_check test_bad_input test_overload test_races; do \
 	  echo "valgrind $$t"; $(VALGRIND) $(BUILD)/tests/$$t >/dev/null; done
 	@echo "valgrind test_differential 100000"
 	@$(VALGRIND) $(BUILD)/tests/test_differential 100000 >/dev/null
 	@echo "valgrind test_service_stress 100000"
 	@$(VALGRIND) $(BUILD)/tests/test_service_stress 100000 >/dev/null
+	@echo "valgrind test_purgatory_stress 2000"
+	@$(VALGRIND) $(BUILD)/tests/test_purgatory_stress 2000 >/dev/null
 	@echo "valgrind tw-trace"
 	@$(VALGRIND) $(BUILD)/tw-trace --text examples/seed001.tw >/dev/null
 	@$(VALGRIND) $(BUILD)/tw-trace --events tests/scenarios/cancel.tw >/dev/null

@@ -22,6 +22,16 @@
  * on_complete and on_release run after the shard is unlocked, on a
  * snapshot of the ops); an op's lock is taken before a shard lock, never
  * after.
+ *
+ * Races closed (issue 13; model/purgatory.pml checks them, and
+ * tests/test_races.c forces each): try_complete_else_watch checks again
+ * after watching, under the op's lock, so a key check between its first
+ * check and its watch is not lost; shutdown waits for the calls under way
+ * (counted in stripes) before it walks the lists; claim() takes its
+ * reference before the exactly-once CAS, so the op cannot be released
+ * under it; and the service's shutdown hands a still-armed timeout (of an
+ * op a completer claimed but has not cancelled yet) back to the purgatory,
+ * which drops its reference.
  */
 #define _POSIX_C_SOURCE 200809L
 

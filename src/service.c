@@ -43,7 +43,12 @@
  * dispatch what expired, sleep until the next expiry. It never ticks: with
  * nothing pending it sleeps until kicked. An add due before the reaper's
  * deadline kicks it (once per sleep), and so does every 1024th push to an
- * inbox, which bounds the work left waiting in the inboxes.
+ * inbox, which bounds the work left waiting in the inboxes. "Once per
+ * sleep" is kick_pending, and it is only safe because the reaper clears it
+ * together with kicked under reaper_mu (kick() says why). A producer's
+ * push and its read of deadline, and the reaper's store of deadline and
+ * its drain, are each sequentially consistent: C11 then guarantees that
+ * the reaper finds the timer or the producer sees the deadline and kicks.
  *
  * Dispatch hands expired timers to the executor queue (a bounded ring);
  * when the ring is full the reaper runs the callback itself: back-pressure
@@ -53,13 +58,31 @@
  * a one-shot callback may free its own timer. cancel_sync takes wheel_mu,
  * drains the inboxes (the timer leaves the wheel and every inbox), takes
  * back a queued entry, and waits until no slot holds the timer; then
- * nothing in the service refers to it.
+ * nothing in the service refers to it. Three rules keep that wait finite:
+ * it never waits for the caller's own callback (from its own callback it
+ * unlinks, then returns what it stopped); it returns as soon as the timer
+ * is no longer IDLE (someone added it again: it is that add's now, and its
+ * entry may only be runnable by the waiting thread); and each waiter posts
+ * what it waits for in waiting[], so a callback about to close a cycle of
+ * waits sees it and gets TW_EDEADLK.
  *
- * Shutdown sets closing, waits for producers inside an add or cancel
- * (each inbox counts them), stops the threads (executors first run what
- * the queue holds), drains the inboxes and hands back every timer still
- * PENDING, each with a CAS, so a racing cancel and the hand-back cannot
- * both claim it.
+ * A timer joins the first service that adds it, by CAS on t->svc.
+ * tw_service_timer_reinit() changes only the callback and the period of an
+ * IDLE timer (the periodic bit lives in the state word, read by execute in
+ * the same CAS), keeping the flags a plain cancel leaves behind.
+ *
+ * Shutdown sets closing (under scan_mu, so a poll past its own check sees
+ * it), waits for producers inside an add or cancel (each inbox counts
+ * them), stops the threads (executors first run what the queue holds),
+ * drains the inboxes and hands back every timer still PENDING, each with a
+ * CAS, so a racing cancel and the hand-back cannot both claim it. A
+ * claimed timer carries F_ENTRY until its hand-back starts, and hand_back
+ * runs in the last running[] slot, so a cancel_sync of it waits until
+ * hand_back returned.
+ *
+ * All of this is modelled in model/service.pml and checked by SPIN (make
+ * model); tests/test_races.c forces each interleaving that once broke it
+ * through the test points of test_point.h (docs/model.md).
  */
 #define _POSIX_C_SOURCE 200809L
 

@@ -54,8 +54,9 @@ static void job_run(struct tw_service *svc, struct tw_service_timer *t)
 
 	atomic_fetch_add(&j->runs, 1);
 	if (j->action)
-		j->action(svc, j);
-	atomic_store(&j->finished, 1);
+		j->action(svc, j); /* it says when it finished: it may free j */
+	else
+		atomic_store(&j->finished, 1);
 }
 
 static void job_init(struct job *j)
@@ -216,6 +217,7 @@ static void test_cancel_sync_waits_for_shutdowns_hand_back(void)
 static void cancel_other_sync(struct tw_service *svc, struct job *self)
 {
 	atomic_store(&self->result, tw_service_cancel_sync(svc, &self->other->t));
+	atomic_store(&self->finished, 1);
 }
 
 /*
@@ -313,6 +315,7 @@ static void meet_then_cancel_other(struct tw_service *svc, struct job *self)
 	while (atomic_load(&both_running) < 2)
 		sched_yield();
 	atomic_store(&self->result, tw_service_cancel_sync(svc, &self->other->t));
+	atomic_store(&self->finished, 1);
 }
 
 static void test_cancel_sync_cycle_is_an_error_not_a_hang(void)
@@ -350,6 +353,7 @@ static void block_until_go(struct tw_service *svc, struct job *self)
 	atomic_store(&self->in_callback, 1);
 	while (!atomic_load(&self->go))
 		sched_yield();
+	atomic_store(&self->finished, 1);
 }
 
 static void second_fn(struct tw_service *svc, struct tw_service_timer *t)

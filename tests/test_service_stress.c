@@ -14,7 +14,14 @@
  * (make sanitize) and TSan (make tsan) report. Built with
  * ThreadSanitizer by `make tsan`; `make soak` runs it for minutes.
  *
- * usage: test_service_stress [TOTAL_OPS [THREADS [EXECUTORS [INBOXES]]]]
+ * Built as test_service_shaken (TW_SHAKE, the timingwheel_hooks library),
+ * it also shakes the schedule: at every named point of the protocol a
+ * thread yields or sleeps a few microseconds with a seeded probability
+ * (tests/stop_points.h), in the style of PCT, so that windows of a few
+ * instructions are entered far more often than timing alone would.
+ *
+ * usage: test_service_stress [TOTAL_OPS [THREADS [EXECUTORS [INBOXES
+ *                            [SEED [PERCENT]]]]]]
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -25,6 +32,9 @@
 #include <string.h>
 
 #include "check.h"
+#ifdef TW_SHAKE
+#include "stop_points.h"
+#endif
 
 #define POOL 4096
 
@@ -239,6 +249,28 @@ int main(int argc, char **argv)
 		ninboxes = (unsigned)strtoul(argv[4], NULL, 10);
 	if (nthreads < 1 || nthreads > 64)
 		nthreads = 4;
+#ifdef TW_SHAKE
+	{
+		uint64_t seed = argc > 5 ? strtoull(argv[5], NULL, 10) : 1;
+		unsigned pct = argc > 6 ? (unsigned)strtoul(argv[6], NULL, 10) : 5;
+		struct timespec t0, t1;
+		double secs;
+
+		sp_install();
+		sp_shake(seed ? seed : 1, pct);
+		clock_gettime(CLOCK_MONOTONIC, &t0);
+		RUN(test_every_add_ends_exactly_once);
+		clock_gettime(CLOCK_MONOTONIC, &t1);
+		secs = (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9;
+		printf("shaken: seed %llu, %u%%: %llu test points passed, %llu "
+		       "schedule perturbations (%.0f/s) in %.2f s\n",
+		       (unsigned long long)seed, pct,
+		       (unsigned long long)atomic_load(&sp_hits),
+		       (unsigned long long)atomic_load(&sp_perturbed),
+		       (double)atomic_load(&sp_perturbed) / secs, secs);
+	}
+#else
 	RUN(test_every_add_ends_exactly_once);
+#endif
 	return check_report();
 }

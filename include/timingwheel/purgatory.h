@@ -111,6 +111,12 @@ void tw_op_destroy(struct tw_delayed_op *op);
 /**
  * Complete the operation if nobody has: cancel its timeout and run
  * on_complete (Kafka's forceComplete).
+ *
+ * From try_complete the op is always alive. From anywhere else the caller
+ * must know that on_release has not run when it calls (for example: free
+ * the op only once on_release has run and your own calls have returned);
+ * from then on the call holds its own reference, so the op stays alive
+ * until it returns, whoever completes it meanwhile.
  * @param op the operation
  * @return true for the one caller that completed it; false for everyone
  *         else and for NULL
@@ -160,9 +166,12 @@ int tw_purgatory_create(struct tw_purgatory **out,
 
 /**
  * Kafka's tryCompleteElseWatch: complete the op now if its condition holds;
- * otherwise watch it on every key and arm its timeout. The watching happens
- * under the op's lock right after the failed check, so a key check that
- * comes in between cannot be lost.
+ * otherwise watch it on every key, check once more, and arm its timeout.
+ * The check, the watch and the second check all happen under the op's
+ * lock, as in Kafka's safeTryCompleteOrElse: a key check that ran between
+ * the first check and the watch (and so found no entry of this op) is
+ * covered by the second check, so a condition that came true is never
+ * left waiting for the timeout.
  * @param p the purgatory
  * @param op an initialised operation, not yet watched
  * @param keys nkeys keys (byte strings)
@@ -244,8 +253,12 @@ void tw_purgatory_purge(struct tw_purgatory *p);
 int64_t tw_purgatory_poll(struct tw_purgatory *p);
 
 /**
- * Refuse new operations, claim every uncompleted one and hand it back,
- * then stop the purgatory's service, waiting for timeouts that are running.
+ * Refuse new operations, wait for the try_complete_else_watch calls
+ * already under way (so none of their ops is missed), claim every
+ * uncompleted op and hand it back, then stop the purgatory's service,
+ * waiting for timeouts that are running. A handed-back op still gets its
+ * on_release (when the purgatory's last reference goes, possibly during
+ * this call): free it there, not in hand_back.
  * @param p the purgatory
  * @param hand_back receives each uncompleted op (may be NULL)
  * @return how many were handed back, or TW_EINVAL (NULL)

@@ -190,7 +190,10 @@ int tw_wheel_destroy(struct tw_wheel *wheel);
 
 /**
  * Unlink every pending timer and hand each to hand_back instead of running
- * its callback (shutdown of an event loop: nothing is lost).
+ * its callback (shutdown of an event loop: nothing is lost). Every timer is
+ * taken out first: one that hand_back adds again stays pending in the
+ * wheel and is not handed back twice; one that hand_back cancels or
+ * reschedules before its turn is not handed back at all.
  * @param wheel an initialised wheel
  * @param hand_back called once per timer, already not pending; may be NULL
  * @return how many timers were handed back, or TW_EINVAL (NULL wheel) or
@@ -262,7 +265,11 @@ int tw_wheel_reschedule(struct tw_wheel *wheel, struct tw_timer *timer,
  * the tick they fire at, buckets in order of expiration (ties: the order the
  * buckets were queued). Empty stretches of time cost nothing: the clock
  * jumps from bucket to bucket. Timers made due by callbacks during this call
- * run on the next call (so a callback re-adding itself cannot loop forever).
+ * run on the next call, in both modes (so a callback re-adding itself runs
+ * once per advance and cannot loop). In kafka mode that includes a timer
+ * whose tick this call reaches but Kafka's lagging clock had not: Kafka
+ * would run such an add at once on an executor thread, so no Kafka user can
+ * rely on it running in the same pass.
  * @param wheel an initialised wheel
  * @param now the clock's new reading, >= the last one
  * @return the number of callbacks run, or TW_EINVAL (NULL wheel), TW_ERANGE
