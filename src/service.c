@@ -39,6 +39,37 @@
  * a second one (that entry runs it), so no entry can outlive a callback
  * that frees its timer.
  *
+ * Memory orders, and why each atomic has the one it has:
+ *   state word   loads acquire; CAS and flag clears acq_rel. The CAS that
+ *                publishes PENDING releases next_due (stored relaxed just
+ *                before it), and whoever reads PENDING or EXPIRED acquires
+ *                it, so next_due needs no order of its own.
+ *   inbox head   push's CAS and the drain's exchange seq_cst: with deadline
+ *                they form a store-buffering pair (push() says why only
+ *                seq_cst on all four accesses is enough). The push also
+ *                publishes t->inbox_next.
+ *   deadline     seq_cst stores (reaper) and loads (producers): that pair.
+ *   kick_pending seq_cst; its soundness comes from reaper_mu (kick()).
+ *   inbox active, closing
+ *                a producer increments then reads closing, shutdown stores
+ *                closing then reads the counts, all seq_cst: one of them
+ *                sees the other (the producer backs out, or shutdown waits
+ *                for it). The decrement is release, so what the producer
+ *                pushed is visible to shutdown once it reads zero.
+ *   running[], waiting[]
+ *                seq_cst: execute stores its slot before it takes EXPIRED
+ *                away, cancel reads the slots after its CAS failed (see
+ *                running_load); a cancel_sync waiter stores waiting[] and
+ *                then reads the other slots' (store-buffering again, for
+ *                cycles).
+ *   sync_waiters seq_cst: a waiter counts itself, then re-checks; a waker
+ *                changes what the check reads, then reads the count; one
+ *                of them sees the other (no missed broadcast).
+ *   t->svc       claimed by an acq_rel CAS, read with acquire.
+ *   counters     (added, stopped, pushes, ran, ...) relaxed: statistics;
+ *                the exactly-once accounting reads them after the threads
+ *                that wrote them were joined.
+ *
  * The reaper loops: drain the inboxes, advance the wheel to the clock,
  * dispatch what expired, sleep until the next expiry. It never ticks: with
  * nothing pending it sleeps until kicked. An add due before the reaper's
