@@ -1070,7 +1070,10 @@ static bool waits_for_me(const struct tw_service *svc,
 		       (i == me || running_load(&svc->running[i]) != t))
 			i++;
 		if (i == svc->nslots) {
-			if (!(state_load(t) & F_ENTRY))
+			/* Only our own target is known to be alive: a timer
+			 * another thread waits for may be freed as soon as
+			 * its wait ends, so only hop 0 reads a state word. */
+			if (hop > 0 || !(state_load(t) & F_ENTRY))
 				return false;
 			i = svc->nexecutors; /* the scanner holds its entry */
 		}
