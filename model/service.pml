@@ -385,7 +385,7 @@ inline waits_for_me(t, res) {
 		:: else -> break
 		od;
 		if
-		:: k == NSLOT && !tm[cur].entry -> break
+		:: k == NSLOT && (hop > 0 || !tm[cur].entry) -> break
 		:: k == NSLOT -> k = SCANNER
 		:: else -> skip
 		fi;
