@@ -46,23 +46,23 @@ static void sift_down(struct tw_wheel *w, size_t i)
 	place(w, i, b);
 }
 
-void bq_push(struct tw_wheel *w, struct tw_bucket *b)
+void tw__bq_push(struct tw_wheel *w, struct tw_bucket *b)
 {
 	b->queue_seq = w->queue_seq++;
 	place(w, w->queue_len++, b);
 	sift_up(w, b->queue_index);
 }
 
-struct tw_bucket *bq_pop(struct tw_wheel *w)
+struct tw_bucket *tw__bq_pop(struct tw_wheel *w)
 {
-	struct tw_bucket *top = bq_top(w);
+	struct tw_bucket *top = tw__bq_top(w);
 
 	if (top)
-		bq_remove(w, top);
+		tw__bq_remove(w, top);
 	return top;
 }
 
-void bq_remove(struct tw_wheel *w, struct tw_bucket *b)
+void tw__bq_remove(struct tw_wheel *w, struct tw_bucket *b)
 {
 	size_t i = b->queue_index;
 	struct tw_bucket *last = w->queue[--w->queue_len];

@@ -11,11 +11,11 @@
 
 #include "bucket.h"
 
-void bq_push(struct tw_wheel *w, struct tw_bucket *b);
-struct tw_bucket *bq_pop(struct tw_wheel *w);
-void bq_remove(struct tw_wheel *w, struct tw_bucket *b);
+void tw__bq_push(struct tw_wheel *w, struct tw_bucket *b);
+struct tw_bucket *tw__bq_pop(struct tw_wheel *w);
+void tw__bq_remove(struct tw_wheel *w, struct tw_bucket *b);
 
-static inline struct tw_bucket *bq_top(const struct tw_wheel *w)
+static inline struct tw_bucket *tw__bq_top(const struct tw_wheel *w)
 {
 	return w->queue_len ? w->queue[0] : NULL;
 }

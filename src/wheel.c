@@ -266,11 +266,11 @@ static void bucket_set_expiration(struct tw_wheel *w, struct tw_bucket *b,
 	if (b->has_expiration && b->expiration == expiration)
 		return;
 	if (b->queue_index != TW_NOT_QUEUED)
-		bq_remove(w, b);
+		tw__bq_remove(w, b);
 	b->expiration = expiration;
 	b->pop_at = pop_at;
 	b->has_expiration = true;
-	bq_push(w, b);
+	tw__bq_push(w, b);
 }
 
 struct tw_bucket *tw__ready_list(const struct tw_wheel *w, unsigned which)
@@ -392,7 +392,7 @@ static void unlink_pending(struct tw_wheel *w, struct tw_timer *t)
 	 * never reports a time when there is nothing to do. */
 	if (w->mode == TW_MODE_EXACT && b->count == 0 &&
 	    b->queue_index != TW_NOT_QUEUED) {
-		bq_remove(w, b);
+		tw__bq_remove(w, b);
 		b->has_expiration = false;
 	}
 }
@@ -744,7 +744,7 @@ int64_t tw_wheel_advance(struct tw_wheel *w, int64_t now)
 		struct tw_level *drain = earliest_drain(w);
 		struct tw_level *lv;
 
-		b = bq_top(w);
+		b = tw__bq_top(w);
 		/* A draining bucket must be down before anything at or after
 		 * its expiration is popped. */
 		if (drain && drain->draining->expiration <= limit &&
@@ -754,7 +754,7 @@ int64_t tw_wheel_advance(struct tw_wheel *w, int64_t now)
 		}
 		if (!b || b->pop_at > limit)
 			break;
-		bq_pop(w);
+		tw__bq_pop(w);
 		notify(w, TW_EV_POPPED, tw__bucket_level(w, b),
 		       tw__bucket_slot(w, b), tw__ticks_to_time(w, b->pop_at),
 		       NULL);
@@ -793,7 +793,7 @@ bool tw_wheel_next_expiry(const struct tw_wheel *w, int64_t *when)
 		return true;
 	}
 	draining = w->ndraining != 0;
-	top = bq_top(w);
+	top = tw__bq_top(w);
 	if (!top && !draining)
 		return false;
 	if (top)

@@ -251,11 +251,11 @@ static void test_bucket_state_damage(void)
 	t0->bucket = b;
 
 	/* Timers in a bucket that will never be popped. */
-	bq_remove(&f.w, b);
+	tw__bq_remove(&f.w, b);
 	b->has_expiration = false;
 	EXPECT_BROKEN(&f.w, "timers but no expiration");
 	b->has_expiration = true;
-	bq_push(&f.w, b);
+	tw__bq_push(&f.w, b);
 	CHECK_WHEEL(&f.w);
 
 	/* A bucket of a level that does not exist yet, queued. */
@@ -263,9 +263,9 @@ static void test_bucket_state_damage(void)
 	unused = &f.w.levels[f.w.max_levels - 1].slots[0];
 	unused->has_expiration = true;
 	unused->expiration = unused->pop_at = INT64_MAX;
-	bq_push(&f.w, unused);
+	tw__bq_push(&f.w, unused);
 	EXPECT_BROKEN(&f.w, "used before its level exists");
-	bq_remove(&f.w, unused);
+	tw__bq_remove(&f.w, unused);
 	unused->has_expiration = false;
 	teardown(&f);
 }

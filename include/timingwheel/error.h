@@ -12,6 +12,12 @@
 extern "C" {
 #endif
 
+/* The library is built with hidden visibility: what this header declares
+ * is its exported API. */
+#if defined(__GNUC__) && !defined(TW_NO_VISIBILITY)
+#pragma GCC visibility push(default)
+#endif
+
 /** The result codes: 0 for success, negative for an error. */
 enum tw_error {
 	TW_OK = 0,        /**< success */
@@ -36,6 +42,10 @@ enum tw_error {
  * @threadsafety Any thread.
  */
 const char *tw_strerror(int err);
+
+#if defined(__GNUC__) && !defined(TW_NO_VISIBILITY)
+#pragma GCC visibility pop
+#endif
 
 #ifdef __cplusplus
 }

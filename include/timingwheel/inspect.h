@@ -19,6 +19,12 @@
 extern "C" {
 #endif
 
+/* The library is built with hidden visibility: what this header declares
+ * is its exported API. */
+#if defined(__GNUC__) && !defined(TW_NO_VISIBILITY)
+#pragma GCC visibility push(default)
+#endif
+
 /** The level tw_timer_where() reports for a timer that is due and waits for
  *  the next advance. */
 #define TW_LEVEL_READY 0u
@@ -179,6 +185,10 @@ void tw_wheel_set_observer(struct tw_wheel *wheel,
  * @threadsafety The wheel's thread, between operations (not from a callback).
  */
 int tw_wheel_check(const struct tw_wheel *wheel, char *why, size_t why_len);
+
+#if defined(__GNUC__) && !defined(TW_NO_VISIBILITY)
+#pragma GCC visibility pop
+#endif
 
 #ifdef __cplusplus
 }

@@ -43,6 +43,12 @@
 extern "C" {
 #endif
 
+/* The library is built with hidden visibility: what this header declares
+ * is its exported API. */
+#if defined(__GNUC__) && !defined(TW_NO_VISIBILITY)
+#pragma GCC visibility push(default)
+#endif
+
 struct tw_purgatory;
 struct tw_delayed_op;
 struct tw_watchers; /* private: one key's watch list */
@@ -272,6 +278,10 @@ int64_t tw_purgatory_shutdown(struct tw_purgatory *p, tw_op_fn *hand_back);
  * @threadsafety Any thread but the purgatory's callbacks.
  */
 void tw_purgatory_destroy(struct tw_purgatory *p);
+
+#if defined(__GNUC__) && !defined(TW_NO_VISIBILITY)
+#pragma GCC visibility pop
+#endif
 
 #ifdef __cplusplus
 }

@@ -37,6 +37,12 @@
 extern "C" {
 #endif
 
+/* The library is built with hidden visibility: what this header declares
+ * is its exported API. */
+#if defined(__GNUC__) && !defined(TW_NO_VISIBILITY)
+#pragma GCC visibility push(default)
+#endif
+
 struct tw_service;
 struct tw_service_timer;
 
@@ -317,6 +323,10 @@ int64_t tw_service_shutdown(struct tw_service *svc,
  * @threadsafety Any thread but the callbacks; nothing may use svc after.
  */
 void tw_service_destroy(struct tw_service *svc);
+
+#if defined(__GNUC__) && !defined(TW_NO_VISIBILITY)
+#pragma GCC visibility pop
+#endif
 
 #ifdef __cplusplus
 }

@@ -43,6 +43,12 @@
 extern "C" {
 #endif
 
+/* The library is built with hidden visibility: what this header declares
+ * is its exported API. */
+#if defined(__GNUC__) && !defined(TW_NO_VISIBILITY)
+#pragma GCC visibility push(default)
+#endif
+
 /** Get the enclosing object of type @p type from @p ptr, a pointer to its
  *  member @p member (the kernel's container_of). */
 #define tw_container_of(ptr, type, member) \
@@ -325,6 +331,10 @@ size_t tw_wheel_count(const struct tw_wheel *wheel);
  * @threadsafety The wheel's thread.
  */
 unsigned tw_wheel_levels(const struct tw_wheel *wheel);
+
+#if defined(__GNUC__) && !defined(TW_NO_VISIBILITY)
+#pragma GCC visibility pop
+#endif
 
 #ifdef __cplusplus
 }
