@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # A thin wrapper around CMake (the real build). The README's two commands:
 #   make demo   build, replay seed 001 with tw-trace, run the acks=all
 #               purgatory example

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * What every benchmark program here needs: a monotonic clock in
  * nanoseconds and the bytes the allocator has handed out (mmapped chunks

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The baseline the timer service is measured against: a plain binary
  * min-heap of timers (with an index per timer, so cancel is O(log n)) under

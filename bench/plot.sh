@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Draw build/bench/results.csv as ns/op against N (log-log), one panel per
 # workload: the uniform set on top, the idle-timeout set below, one line per
 # library and the cache-line floor dashed.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * purgatory_bench — in the spirit of Kafka's TestPurgatoryPerformance.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * service_bench — the timer service against a binary heap under one mutex,
  * measured in the same run on the same machine.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * wheel_bench — the single-threaded wheel side by side with the timers
  * people use today, in one run on one core: libuv (uv_timer_*, a binary

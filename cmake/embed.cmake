@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # Turn a text file into a C array (NUL-terminated) so a tool can carry it:
 #   cmake -DIN=file -DOUT=header.h -DNAME=symbol -P embed.cmake
 file(READ "${IN}" hex HEX)

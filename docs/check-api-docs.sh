@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Every public function's comment must say what it returns (@return or
 # @retval, unless it returns void) and from which threads it may be called
 # (@threadsafety). Doxygen checks the parameters; this checks the rest.

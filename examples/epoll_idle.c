@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Idle timeouts for many TCP connections in an epoll loop.
  *

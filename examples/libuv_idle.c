@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * A timing wheel inside a libuv loop: one uv_timer_t drives the wheel.
  *

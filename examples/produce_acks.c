@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * produce_acks — why Kafka has a purgatory.
  *

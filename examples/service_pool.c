@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Request deadlines in a thread pool, on the timer service.
  *

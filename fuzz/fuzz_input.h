@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The fuzzers read their input a byte at a time; past the end, zeros. */
 #ifndef TW_FUZZ_INPUT_H
 #define TW_FUZZ_INPUT_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * libFuzzer target: a byte-driven sequence of purgatory operations on a
  * virtual clock (manual service, callbacks on this thread): watch an

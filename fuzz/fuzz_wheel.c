@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * libFuzzer target: a byte-driven sequence of wheel operations, checked
  * after every step by the invariant checker and against a model that knows

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Check the protocol models with SPIN (make model).
 #   model/check.sh            every scenario of both models must pass, then
 #                             every re-introduced bug must be found

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * purgatory.pml -- the purgatory's protocol (src/purgatory.c), for SPIN.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * service.pml -- the timer service's protocol (src/service.c), for SPIN.
  *

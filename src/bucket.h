@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * What the wheel, the bucket queue and the inspector share: the bucket and
  * level layouts. Private to the library.

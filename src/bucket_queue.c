@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Binary heap of buckets (see bucket_queue.h). The heap array is allocated
  * by tw_wheel_init() with room for every bucket the wheel can ever have, so

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The bucket queue: Kafka's DelayQueue[TimerTaskList]. A binary min-heap of
  * the buckets that have an expiration, keyed by (pop time, queue order) —

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 #include "timingwheel/error.h"
 
 const char *tw_strerror(int err)
@@ -30,4 +31,14 @@ const char *tw_strerror(int err)
 	default:
 		return "unknown error";
 	}
+}
+
+unsigned tw_version(void)
+{
+	return TW_VERSION_HEX;
+}
+
+const char *tw_version_string(void)
+{
+	return TW_VERSION_STRING;
 }

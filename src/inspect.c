@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * inspect.c — read-only views of the wheel and its invariant checker.
  *

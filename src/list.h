@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Bucket lists: Kafka's TimerTaskList without the allocation. A circular
  * doubly linked list through the timers' own links, with a sentinel head in

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * purgatory.c — Kafka's DelayedOperationPurgatory.
  *

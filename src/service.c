@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * service.c — Kafka's SystemTimer: the wheel made safe for many threads.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_point.c — the hook behind TW_TEST_POINT, in test builds only
  * (test_point.h says why). One atomic load when no hook is installed.

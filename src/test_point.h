@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_point.h — named points in the concurrent protocols where a test can
  * stop, yield or act (issue 13).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * wheel.c — Kafka's hierarchical timing wheel.
  *

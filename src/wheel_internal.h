@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Helpers wheel.c shares with inspect.c (the invariant checker recomputes
  * what the wheel computed, the same way). Private to the library.

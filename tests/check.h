@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * A minimal test harness: CHECK* record a failure and go on; each test
  * binary ends with "N passed, N failed" and exits non-zero on any failure.

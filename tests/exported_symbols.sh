@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # The shared library exports exactly the public API: every dynamic symbol
 # is a tw_* function declared in include/timingwheel/, and every function
 # declared there is exported. The static library defines no global symbol

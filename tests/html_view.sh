@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # The tw-trace --html page, in a real browser (headless Chromium): for every
 # step of a scenario, the buckets and the bucket queue the page shows must be
 # the ones `tw-trace --text` prints for that step. Pressing "next" K times

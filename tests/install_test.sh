@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Install the built library into a scratch prefix and use it the two ways a
 # user does: find_package(timingwheel) from CMake (static and shared
 # targets) and pkg-config from a plain compiler line. The program is the

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # Run tw-trace ARGS SCENARIO; check its exit status (RC), its stdout against
 # EXPECTED (if given) and that its stderr contains STDERR (if given).
 separate_arguments(args UNIX_COMMAND "${ARGS}")

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # make soak: the stress tests with the schedule shaken (seeded yields and
 # sleeps at the protocol's test points), under ThreadSanitizer, round after
 # round with new seeds and shapes, for MINUTES minutes. Any failure stops

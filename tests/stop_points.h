@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Stop points: drive the library's threads through a chosen interleaving.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Every row of docs/bad-input.md: the bad call gets its documented result,
  * and every other timer is intact. Each test keeps "bystanders" pending
@@ -644,8 +645,22 @@ static void test_error_strings(void)
 	CHECK(strcmp(tw_strerror(INT32_MIN), "unknown error") == 0);
 }
 
+/* The run-time version is the one the headers were built with here. */
+static void test_version(void)
+{
+	char expect[32];
+
+	CHECK_EQ(tw_version(), TW_VERSION_HEX);
+	CHECK(strcmp(tw_version_string(), TW_VERSION_STRING) == 0);
+	snprintf(expect, sizeof(expect), "%d.%d.%d", TW_VERSION_MAJOR,
+		 TW_VERSION_MINOR, TW_VERSION_PATCH);
+	CHECK(strcmp(tw_version_string(), expect) == 0);
+	CHECK_EQ(tw_version() >> 16, TW_VERSION_MAJOR);
+}
+
 int main(void)
 {
+	RUN(test_version);
 	RUN(test_error_strings);
 	RUN(test_null_pointers_wheel);
 	RUN(test_uninitialised_wheel);

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The invariant checker catches what it claims to catch. tw-trace, the
  * differential test and the fuzzers all rely on tw_wheel_check() to find a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Randomized differential test: seeded random scenarios of add, cancel,
  * reschedule, advance and run-to-next-expiry, with callbacks that add,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The behaviours Kafka's own timer tests check (../shared/KAFKA_TESTS.md):
  * TimingWheelTest, TimerTest and TimerTaskListTest, ported to this API.

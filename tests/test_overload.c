@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Overload: what happens when memory or the executor queue runs out, and
  * that nothing is lost when it does.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The purgatory: the behaviours of Kafka's DelayedOperationTest (see
  * ../shared/KAFKA_TESTS.md), exactly-once completion under threads, bounded

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Stress for the purgatory: producer threads watch operations on one to
  * three of a few keys, acker threads make keys' conditions true and check

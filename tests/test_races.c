@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The races of issue 13, each driven deterministically through the named
  * test points of the library (tests/stop_points.h): a thread is parked

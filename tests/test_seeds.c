@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The seeds' worked examples, state by state, through the public API:
  *   seed 001 — tick 1000, size 3, start 1675752020558, tasks 1..7 s (kafka);

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The timer service's contract. Most tests drive a manual service on a
  * virtual clock, so they are deterministic; the threaded ones check the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Stress: several threads add, cancel and reschedule a shared pool of
  * timers (any thread may touch any timer) while the reaper and executors

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The wheel's contract, as a user relies on it: bad input, O(1) add /
  * cancel / reschedule bookkeeping, never early in exact mode, the event-loop

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * tw-trace — replay a scenario on a timing wheel with a virtual clock and
  * show what happens, step by step.

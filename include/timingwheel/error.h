@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /**
  * @file
  * Error codes shared by every timingwheel module.
@@ -7,6 +8,8 @@
  */
 #ifndef TIMINGWHEEL_ERROR_H
 #define TIMINGWHEEL_ERROR_H
+
+#include "timingwheel/version.h" /* so that every header has the version */
 
 #ifdef __cplusplus
 extern "C" {

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /**
  * @file
  * Read-only views of a wheel's inside, an observer hook, and the invariant

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /**
  * @file
  * The purgatory: Kafka's DelayedOperationPurgatory in C.

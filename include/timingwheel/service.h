@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /**
  * @file
  * The timer service: Kafka's SystemTimer in C. Add, cancel and reschedule

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /**
  * @file
  * timingwheel — Apache Kafka's hierarchical timing wheel in C11.
@@ -14,11 +15,7 @@
 #ifndef TIMINGWHEEL_TIMINGWHEEL_H
 #define TIMINGWHEEL_TIMINGWHEEL_H
 
-#define TW_VERSION_MAJOR 0          /**< incompatible API changes */
-#define TW_VERSION_MINOR 1          /**< compatible additions */
-#define TW_VERSION_PATCH 0          /**< fixes */
-#define TW_VERSION_STRING "0.1.0"   /**< the three, as a string */
-
+#include "timingwheel/version.h"
 #include "timingwheel/error.h"
 #include "timingwheel/wheel.h"
 #include "timingwheel/inspect.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /**
  * @file
  * The single-threaded hierarchical timing wheel (Kafka's TimingWheel,
