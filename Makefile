@@ -196,8 +196,10 @@ docs:
 	bash docs/check-api-docs.sh include/timingwheel/*.h
 	@echo "docs: $(BUILD)/docs/html/index.html"
 
+# The prefix is given at install time too: build/ may have been configured
+# (by make demo, say) before PREFIX was chosen.
 install: build
-	cmake --install $(BUILD)
+	cmake --install $(BUILD) --prefix $(PREFIX)
 
 clean:
 	rm -rf $(BUILD) $(BUILD)-asan $(BUILD)-clang $(BUILD)-tsan $(BUILD)-fuzz $(BUILD)-cov

@@ -48,14 +48,23 @@ cp "$src/tests/consumer/CMakeLists.txt" "$work/"
 cmake -S "$work" -B "$work/cmake-build" -DCMAKE_PREFIX_PATH="$prefix" \
   -DCMAKE_C_FLAGS="-Wall -Wextra -Werror" >/dev/null
 cmake --build "$work/cmake-build" >/dev/null
+# No LD_LIBRARY_PATH anywhere below: each program must run as built.
+unset LD_LIBRARY_PATH
 check_run "$work/cmake-build/consumer_static"
 check_run "$work/cmake-build/consumer_shared"
+check_run "$work/cmake-build/consumer_default"
 # (ldd's output in a variable: with pipefail, grep -q closing the pipe
 # early would make ldd fail on SIGPIPE.)
-loaded=$(ldd "$work/cmake-build/consumer_shared")
+for exe in consumer_shared consumer_default; do
+  loaded=$(ldd "$work/cmake-build/$exe")
+  case $loaded in
+    *"$prefix"/*libtimingwheel.so*) ;;
+    *) fail "$exe does not load the installed libtimingwheel.so" ;;
+  esac
+done
+loaded=$(ldd "$work/cmake-build/consumer_static")
 case $loaded in
-  *"$prefix"/*libtimingwheel.so*) ;;
-  *) fail "consumer_shared does not load the installed libtimingwheel.so" ;;
+  *libtimingwheel.so*) fail "consumer_static loads the shared library" ;;
 esac
 
 # 2. pkg-config, the way the README shows it (shared), and --static.
@@ -63,10 +72,17 @@ export PKG_CONFIG_PATH=$libdir/pkgconfig
 [ "$(pkg-config --modversion timingwheel)" = 0.1.0 ] || fail "pkg-config version"
 # shellcheck disable=SC2046
 cc -std=c11 -Wall -Wextra -Werror "$work/quickstart.c" \
-  $(pkg-config --cflags --libs timingwheel) -o "$work/pc_shared"
-LD_LIBRARY_PATH=$libdir check_run "$work/pc_shared"
+  $(pkg-config --cflags --libs timingwheel) \
+  -Wl,-rpath,"$(pkg-config --variable=libdir timingwheel)" -o "$work/pc_shared"
+check_run "$work/pc_shared"
 # shellcheck disable=SC2046
 cc -std=c11 -Wall -Wextra -Werror "$work/quickstart.c" -static \
   $(pkg-config --cflags --libs --static timingwheel) -o "$work/pc_static"
 check_run "$work/pc_static"
+# 3. make install PREFIX=... after the build tree was configured with
+# another prefix (as make demo leaves it): the files go to PREFIX.
+make -s -C "$src" install BUILD="$build" PREFIX="$work/prefix2" >/dev/null
+[ -f "$work/prefix2/include/timingwheel/timingwheel.h" ] ||
+  fail "make install PREFIX=... did not install into that prefix"
+
 echo "install_test: headers, libtimingwheel.a, $soname, timingwheel.pc and the CMake config installed; the README quick start builds and runs with find_package and with pkg-config"
