@@ -22,7 +22,7 @@ all: build
 # doxygen (make docs), lcov (make coverage), spin (make model).
 DEPS = cmake:cmake cc:gcc clang:clang valgrind:valgrind pkg-config:pkg-config \
 	chromium:chromium doxygen:doxygen lcov:lcov /usr/include/uv.h:libuv1-dev \
-	spin:spin
+	spin:spin g++:g++
 deps:
 	@missing=""; \
 	for dep in $(DEPS); do \

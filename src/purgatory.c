@@ -37,6 +37,7 @@
 #define _POSIX_C_SOURCE 200809L
 
 #include <sched.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -126,16 +127,49 @@ static void oplist_free(struct oplist *l)
 	oplist_init(l);
 }
 
+/* The op's own mutex lives in opaque storage in the public struct. */
+_Static_assert(sizeof(pthread_mutex_t) <= TW_OP_LOCK_BYTES,
+	       "TW_OP_LOCK_BYTES is too small for this platform's pthread_mutex_t");
+_Static_assert(_Alignof(pthread_mutex_t) <= _Alignof(union {
+		       void *p;
+		       long long l;
+	       }), "the op's lock storage is not aligned enough");
+
+static pthread_mutex_t *own_lock(struct tw_delayed_op *op)
+{
+	return (pthread_mutex_t *)(void *)op->own_lock.bytes;
+}
+
+static pthread_mutex_t *op_lock(struct tw_delayed_op *op)
+{
+	return op->lock;
+}
+
+/* The op's counters are plain ints in the public struct (C++ cannot see
+ * <stdatomic.h> types); these are their atomic accessors, sequentially
+ * consistent as the atomic_int operations they replace. */
+#define OP_LOAD(field) __atomic_load_n(&(field), __ATOMIC_SEQ_CST)
+#define OP_ADD(field, n) __atomic_fetch_add(&(field), (n), __ATOMIC_SEQ_CST)
+#define OP_SUB(field, n) __atomic_fetch_sub(&(field), (n), __ATOMIC_SEQ_CST)
+
+static bool op_claim_flag(struct tw_delayed_op *op)
+{
+	int expected = 0;
+
+	return __atomic_compare_exchange_n(&op->completed, &expected, 1, false,
+					   __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+}
+
 /* ---- references ---- */
 
 static void op_get(struct tw_delayed_op *op)
 {
-	atomic_fetch_add(&op->refs, 1);
+	OP_ADD(op->refs, 1);
 }
 
 static void op_put(struct tw_delayed_op *op)
 {
-	if (atomic_fetch_sub(&op->refs, 1) == 1 && op->on_release)
+	if (OP_SUB(op->refs, 1) == 1 && op->on_release)
 		op->on_release(op);
 }
 
@@ -253,7 +287,7 @@ static void unlink_entry(struct tw_purgatory *p, struct tw_watchers *ws,
 	list_unlink(&w->link);
 	ws->count--;
 	w->list = NULL;
-	atomic_fetch_sub(&w->op->linked, 1);
+	OP_SUB(w->op->linked, 1);
 	atomic_fetch_sub(&p->watched, 1);
 	if (!oplist_push(puts, w->op))
 		op_put(w->op); /* out of memory: drop it here instead */
@@ -269,7 +303,7 @@ static void drop_completed(struct tw_purgatory *p, struct tw_watchers *ws,
 		struct tw_watch *w = tw_container_of(l, struct tw_watch, link);
 
 		l = l->next;
-		if (atomic_load(&w->op->completed))
+		if (OP_LOAD(w->op->completed))
 			unlink_entry(p, ws, w, puts);
 	}
 }
@@ -290,25 +324,22 @@ int tw_op_init(struct tw_delayed_op *op, int64_t timeout,
 	op->try_complete = try_complete;
 	op->on_complete = on_complete;
 	op->on_expiration = on_expiration;
-	pthread_mutex_init(&op->own_lock, NULL);
-	op->lock = lock ? lock : &op->own_lock;
-	atomic_init(&op->completed, 0);
-	atomic_init(&op->refs, 0);
-	atomic_init(&op->linked, 0);
+	pthread_mutex_init(own_lock(op), NULL);
+	op->lock = lock ? lock : own_lock(op);
 	return TW_OK;
 }
 
 void tw_op_destroy(struct tw_delayed_op *op)
 {
 	if (op)
-		pthread_mutex_destroy(&op->own_lock);
+		pthread_mutex_destroy(own_lock(op));
 }
 
 bool tw_op_is_completed(const struct tw_delayed_op *op)
 {
 	if (!op)
 		return false;
-	return atomic_load(&((struct tw_delayed_op *)op)->completed) != 0;
+	return __atomic_load_n(&op->completed, __ATOMIC_SEQ_CST) != 0;
 }
 
 static void maybe_purge(struct tw_purgatory *p);
@@ -321,10 +352,9 @@ static void maybe_purge(struct tw_purgatory *p);
 static bool claim(struct tw_delayed_op *op, bool run_callback)
 {
 	struct tw_purgatory *p = op->purgatory;
-	int expected = 0;
 
 	op_get(op);
-	if (!atomic_compare_exchange_strong(&op->completed, &expected, 1)) {
+	if (!op_claim_flag(op)) {
 		op_put(op);
 		return false;
 	}
@@ -332,13 +362,14 @@ static bool claim(struct tw_delayed_op *op, bool run_callback)
 	if (p) {
 		/* _sync: once the timeout's reference goes, the op may be
 		 * freed, so the service must not hold on to its timer. From
-		 * the timeout's own callback this returns TW_EDEADLK and the
-		 * callback drops that reference itself. */
+		 * the timeout's own callback this returns TW_SVC_RUNNING (it
+		 * does not wait for itself) and the callback drops that
+		 * reference itself. */
 		if (tw_service_cancel_sync(p->svc, &op->timer) == TW_SVC_STOPPED) {
 			atomic_fetch_sub(&p->delayed, 1);
 			op_put(op); /* the timeout's reference */
 		}
-		if (atomic_load(&op->linked))
+		if (OP_LOAD(op->linked))
 			atomic_fetch_add(&p->completed_since_purge, 1);
 	}
 	if (run_callback)
@@ -362,9 +393,9 @@ bool tw_op_safe_try_complete(struct tw_delayed_op *op)
 
 	if (!op || !op->lock || !op->try_complete)
 		return false;
-	pthread_mutex_lock(op->lock);
+	pthread_mutex_lock(op_lock(op));
 	done = op->try_complete(op);
-	pthread_mutex_unlock(op->lock);
+	pthread_mutex_unlock(op_lock(op));
 	return done;
 }
 
@@ -477,7 +508,7 @@ static int watch(struct tw_purgatory *p, struct tw_delayed_op *op,
 	list_append(&ws->entries, &w->link);
 	ws->count++;
 	op_get(op);
-	atomic_fetch_add(&op->linked, 1);
+	OP_ADD(op->linked, 1);
 	atomic_fetch_add(&p->watched, 1);
 	pthread_mutex_unlock(&sh->mu);
 	return TW_OK;
@@ -525,14 +556,14 @@ int tw_purgatory_try_complete_else_watch(struct tw_purgatory *p,
 	 * under the op's lock. A key check that ran between the first check
 	 * and the watch saw no entry of this op (bug 2): the second check
 	 * sees the condition it was checking for. */
-	pthread_mutex_lock(op->lock);
+	pthread_mutex_lock(op_lock(op));
 	done = op->try_complete(op);
 	TW_TEST_POINT("watch.checked", op);
 	for (i = 0; !done && i < nkeys && rc == TW_OK; i++)
 		rc = watch(p, op, keys[i], lens[i], &watches[i]);
 	if (!done && rc == TW_OK)
 		done = op->try_complete(op);
-	pthread_mutex_unlock(op->lock);
+	pthread_mutex_unlock(op_lock(op));
 	if (rc) {
 		while (i-- > 1)
 			unwatch(p, &watches[i - 1]);
@@ -620,9 +651,8 @@ static void claim_list(struct tw_purgatory *p, struct tw_watchers *ws,
 		struct tw_watch *w =
 			tw_container_of(ws->entries.next, struct tw_watch, link);
 		struct tw_delayed_op *op = w->op;
-		int expected = 0;
 
-		if (atomic_compare_exchange_strong(&op->completed, &expected, 1)) {
+		if (op_claim_flag(op)) {
 			/* Keep a reference: its entry's goes below. */
 			op_get(op);
 			if (!oplist_push(claimed, op))
@@ -752,10 +782,9 @@ static void timeout_handed_back(struct tw_service_timer *t, void *arg)
 {
 	struct tw_delayed_op *op = tw_container_of(t, struct tw_delayed_op, timer);
 	struct timeout_hand_back *ctx = arg;
-	int expected = 0;
 
 	atomic_fetch_sub(&ctx->p->delayed, 1);
-	if (atomic_compare_exchange_strong(&op->completed, &expected, 1)) {
+	if (op_claim_flag(op)) {
 		ctx->n++;
 		if (ctx->hand_back)
 			ctx->hand_back(op);

@@ -32,7 +32,6 @@
 #define TIMINGWHEEL_PURGATORY_H
 
 #include <pthread.h>
-#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -75,6 +74,15 @@ struct tw_watch {
 	struct tw_watchers *list; /**< NULL when not linked */
 };
 
+/** Bytes kept in each op for its own pthread_mutex_t: 40 on x86-64 (glibc
+ *  and musl), 48 elsewhere (AArch64 glibc's size; more than 32-bit
+ *  platforms need). purgatory.c refuses to compile if it is too small. */
+#if defined(__x86_64__) && defined(__LP64__)
+#define TW_OP_LOCK_BYTES 40
+#else
+#define TW_OP_LOCK_BYTES 48
+#endif
+
 /** A delayed operation (Kafka's DelayedOperation). Embed it; the caller
  *  sets on_release after tw_op_init() if it wants it. */
 struct tw_delayed_op {
@@ -83,13 +91,23 @@ struct tw_delayed_op {
 	tw_op_fn *on_complete;         /**< runs once when it completes */
 	tw_op_fn *on_expiration;       /**< after on_complete on timeout; may be NULL */
 	tw_op_fn *on_release;          /**< the purgatory let go of it; may be NULL */
-	pthread_mutex_t *lock;         /**< own_lock, or the caller's */
-	pthread_mutex_t own_lock;      /**< used when no lock is shared */
+	void *lock;                    /**< the pthread_mutex_t it runs under:
+					    own_lock's, or the caller's */
+	/** Room for the op's own pthread_mutex_t, used when no lock is
+	 *  shared. Opaque here so that this header needs no pthread type in
+	 *  a struct (purgatory.c checks size and alignment at compile time). */
+	union {
+		unsigned char bytes[TW_OP_LOCK_BYTES]; /**< the mutex */
+		void *align_pointer;                   /**< alignment */
+		long long align_integer;               /**< alignment */
+	} own_lock;
 	struct tw_purgatory *purgatory;/**< set when first watched */
 	int64_t timeout;               /**< clock units (ns by default) */
-	atomic_int completed;          /**< the exactly-once flag */
-	atomic_int refs;               /**< the purgatory's references */
-	atomic_int linked;             /**< watch entries still in lists */
+	/* Atomic, through the compiler's builtins in purgatory.c, not
+	 * <stdatomic.h> types, which C++ cannot include. */
+	int completed;                 /**< the exactly-once flag */
+	int refs;                      /**< the purgatory's references */
+	int linked;                    /**< watch entries still in lists */
 };
 
 /**
