@@ -387,15 +387,30 @@ bool tw_op_force_complete(struct tw_delayed_op *op)
 	return claim(op, true);
 }
 
+void tw_op_set_on_release(struct tw_delayed_op *op, tw_op_fn *on_release)
+{
+	if (op)
+		op->on_release = on_release;
+}
+
+/* A reference across the locked section: if try_complete completes the op
+ * and every other reference goes meanwhile, on_release runs after the
+ * unlock (it may free the op, lock included), never under the lock. */
 bool tw_op_safe_try_complete(struct tw_delayed_op *op)
 {
-	bool done;
+	bool done, held;
 
 	if (!op || !op->lock || !op->try_complete)
 		return false;
+	held = op->purgatory != NULL; /* one the purgatory never saw has no
+					 references to keep */
+	if (held)
+		op_get(op);
 	pthread_mutex_lock(op_lock(op));
 	done = op->try_complete(op);
 	pthread_mutex_unlock(op_lock(op));
+	if (held)
+		op_put(op);
 	return done;
 }
 

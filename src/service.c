@@ -732,6 +732,16 @@ void tw_service_timer_init(struct tw_service_timer *t, tw_service_fn *fn,
 	t->state = period > 0 ? F_PERIODIC : 0;
 }
 
+bool tw_service_timer_pending(const struct tw_service_timer *t)
+{
+	uint32_t s;
+
+	if (!t)
+		return false;
+	s = state_load(t) & ST_MASK;
+	return s == ST_ADDING || s == ST_PENDING || s == ST_EXPIRED;
+}
+
 /* Only the callback and the period change: the wheel links, the inbox link
  * and the flags may still be the service's (a plain cancel leaves the
  * unlinking to the reaper, and an expired entry to its executor), and

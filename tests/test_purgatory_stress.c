@@ -117,7 +117,7 @@ static void *producer(void *arg)
 		}
 		tw_op_init(&o->op, 1000000 * (1 + (int64_t)(rnd(&seed) % 4)),
 			   sop_try, sop_complete, sop_expire, NULL);
-		o->op.on_release = sop_release;
+		tw_op_set_on_release(&o->op, sop_release);
 		o->watch_result = tw_purgatory_try_complete_else_watch(
 			pg, &o->op, keys, lens, (size_t)o->nkeys, o->w);
 	}

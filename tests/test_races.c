@@ -525,7 +525,7 @@ static void pop_init(struct pop *o)
 	memset(o, 0, sizeof(*o));
 	CHECK_EQ(tw_op_init(&o->op, 100, pop_try, pop_complete, pop_expire, NULL),
 		 TW_OK);
-	o->op.on_release = pop_release;
+	tw_op_set_on_release(&o->op, pop_release);
 }
 
 static struct tw_purgatory *manual_purgatory(void)

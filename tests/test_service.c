@@ -764,8 +764,41 @@ static void test_full_queue_runs_on_reaper_nothing_lost(void)
 	tw_service_destroy(svc);
 }
 
+/* tw_service_timer_pending() follows one add from start to end, and a
+ * reschedule of a pending timer counts as stopping the add it replaces. */
+static void test_pending_and_what_stopped_counts(void)
+{
+	struct tw_service *svc = manual_service(1);
+	struct tw_service_stats st;
+	struct job a, blocker;
+
+	job_init(&a, 1, 0);
+	job_init(&blocker, 2, 0);
+	CHECK(!tw_service_timer_pending(NULL));
+	CHECK(!tw_service_timer_pending(&a.t));
+	CHECK_EQ(tw_service_add(svc, &a.t, 1100), TW_OK);
+	CHECK(tw_service_timer_pending(&a.t));
+	CHECK_EQ(tw_service_reschedule(svc, &a.t, 1200), TW_SVC_STOPPED);
+	CHECK(tw_service_timer_pending(&a.t));
+	CHECK_EQ(tw_service_cancel(svc, &a.t), TW_SVC_STOPPED);
+	CHECK(!tw_service_timer_pending(&a.t));
+	CHECK_EQ(tw_service_add(svc, &a.t, 1000), TW_OK);
+	set_clock(1000);
+	CHECK_EQ(tw_service_poll(svc), 1);
+	tw_service_shutdown(svc, NULL, NULL); /* the executor ran it */
+	CHECK(!tw_service_timer_pending(&a.t));
+	CHECK_EQ(atomic_load(&a.runs), 1);
+	tw_service_stats(svc, &st);
+	CHECK_EQ(st.added, 3);
+	CHECK_EQ(st.stopped, 2); /* the reschedule's and the cancel's */
+	CHECK_EQ(st.ran, 1);
+	CHECK_EQ(st.added, st.ran + st.stopped + st.handed_back);
+	tw_service_destroy(svc);
+}
+
 int main(void)
 {
+	RUN(test_pending_and_what_stopped_counts);
 	RUN(test_create_rejects_bad_config);
 	RUN(test_runs_in_order_never_early);
 	RUN(test_one_poll_runs_its_batch_in_tick_order);

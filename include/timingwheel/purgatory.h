@@ -19,8 +19,13 @@
  * keys lazily, as Kafka does: when the key is checked, or by a purge once
  * more than purge_interval completed entries linger. So an operation's
  * memory may still be referenced after it completed; on_release(op) (if
- * set) says when the purgatory holds no reference any more, and from then
- * on the caller may free it (on_release must not call the purgatory).
+ * set, with tw_op_set_on_release()) says when the purgatory holds no
+ * reference any more, and from then on the caller may free it. It runs
+ * exactly once per op the purgatory saw, however the op ended (completed,
+ * expired, or handed back by cancel_for_key or shutdown: so free a
+ * handed-back op in on_release, not in hand_back), with no lock of the
+ * purgatory's and not the op's own lock held; it may call tw_op_destroy()
+ * and free the op, and must not call the purgatory.
  * Watch entries (struct tw_watch, one per key) are the caller's memory
  * too, usually embedded in the operation.
  *
@@ -83,8 +88,8 @@ struct tw_watch {
 #define TW_OP_LOCK_BYTES 48
 #endif
 
-/** A delayed operation (Kafka's DelayedOperation). Embed it; the caller
- *  sets on_release after tw_op_init() if it wants it. */
+/** A delayed operation (Kafka's DelayedOperation). Embed it; all fields
+ *  are private (set on_release with tw_op_set_on_release()). */
 struct tw_delayed_op {
 	struct tw_service_timer timer; /**< the timeout (private) */
 	tw_op_try_complete_fn *try_complete; /**< the condition */
@@ -127,7 +132,17 @@ int tw_op_init(struct tw_delayed_op *op, int64_t timeout,
 	       tw_op_fn *on_expiration, pthread_mutex_t *lock);
 
 /**
- * Release the op's own lock (after on_release, or if it was never used).
+ * Set the callback that says the purgatory let go of the op (see the top
+ * of this file). Call it after tw_op_init(), before the op is watched.
+ * @param op an initialised operation (NULL: nothing happens)
+ * @param on_release the callback, or NULL for none
+ * @threadsafety The op's owner, before anyone else sees it.
+ */
+void tw_op_set_on_release(struct tw_delayed_op *op, tw_op_fn *on_release);
+
+/**
+ * Release the op's own lock (after on_release, or if it was never used);
+ * on_release itself may call it.
  * @param op the operation (NULL: nothing happens)
  * @threadsafety The op's owner, once the purgatory let go of it.
  */

@@ -118,7 +118,12 @@ struct tw_service_config {
 struct tw_service_stats {
 	uint64_t added;           /**< successful adds (incl. reschedules, re-arms) */
 	uint64_t ran;             /**< callbacks run */
-	uint64_t stopped;         /**< cancels that returned TW_SVC_STOPPED */
+	uint64_t stopped;         /**< adds that ended without running: a
+				       cancel that returned TW_SVC_STOPPED, or
+				       a reschedule of a timer that was still
+				       pending (its earlier add ends there), so
+				       that added == ran + stopped + handed_back
+				       once the service is shut down */
 	uint64_t handed_back;     /**< at shutdown */
 	uint64_t caller_ran;      /**< run by the reaper because the queue was full */
 	uint64_t clock_backwards; /**< reaper saw the clock go back (ignored) */
@@ -173,6 +178,19 @@ void tw_service_timer_init(struct tw_service_timer *t, tw_service_fn *fn,
  */
 int tw_service_timer_reinit(struct tw_service_timer *t, tw_service_fn *fn,
 			    int64_t period);
+
+/**
+ * Whether the timer's latest add has not ended yet: it is pending, or it
+ * expired and its callback has not started. False before the first add,
+ * once its callback started (a periodic timer: until it is re-armed), and
+ * after a cancel stopped it or shutdown handed it back. (Netty's
+ * !isExpired() && !isCancelled().) A snapshot: another thread may change
+ * it right after.
+ * @param t an initialised timer
+ * @return true while an add of it waits to run; false for NULL
+ * @threadsafety Any thread.
+ */
+bool tw_service_timer_pending(const struct tw_service_timer *t);
 
 /**
  * Add at an absolute due time. O(1) and lock-free: a compare-and-swap on
