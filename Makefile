@@ -11,7 +11,7 @@ PREFIX   ?= /usr/local
 JOBS     ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
 
-.PHONY: coverage fuzz docs all build demo test sanitize tsan soak model clang valgrind install deps clean \
+.PHONY: coverage fuzz docs all build demo test sanitize tsan soak model clang valgrind install deps clean abi-baseline \
 	bench-service bench-purgatory bench bench-quick bench-big bench-deps
 
 all: build
@@ -19,10 +19,11 @@ all: build
 # Install what the build and the tests need if this machine lacks it (a
 # fresh Debian): compilers, valgrind, libuv (the libuv example), pkg-config
 # and cmake (the install test), Chromium (the tw-trace --html browser test),
-# doxygen (make docs), lcov (make coverage), spin (make model).
+# doxygen (make docs), lcov (make coverage), spin (make model), g++ (the
+# C++ header test), abigail-tools (the ABI check).
 DEPS = cmake:cmake cc:gcc clang:clang valgrind:valgrind pkg-config:pkg-config \
 	chromium:chromium doxygen:doxygen lcov:lcov /usr/include/uv.h:libuv1-dev \
-	spin:spin g++:g++
+	spin:spin g++:g++ abidiff:abigail-tools
 deps:
 	@missing=""; \
 	for dep in $(DEPS); do \
@@ -195,6 +196,12 @@ docs:
 	TW_DOCS_OUT=$(BUILD)/docs doxygen docs/Doxyfile
 	bash docs/check-api-docs.sh include/timingwheel/*.h
 	@echo "docs: $(BUILD)/docs/html/index.html"
+
+# The ABI baseline that tests/abi_check.sh compares the shared library
+# with: regenerate it (and commit it) when the ABI changes on purpose.
+abi-baseline: build
+	abidw --headers-dir include/timingwheel --no-corpus-path \
+	  --out-file abi/libtimingwheel.abi $$(ls $(BUILD)/libtimingwheel.so.*.* | head -1)
 
 # The prefix is given at install time too: build/ may have been configured
 # (by make demo, say) before PREFIX was chosen.
