@@ -1,6 +1,11 @@
 # SPDX-License-Identifier: MIT
 # Run tw-trace ARGS SCENARIO; check its exit status (RC), its stdout against
-# EXPECTED (if given) and that its stderr contains STDERR (if given).
+# EXPECTED (if given), that its stdout contains STDOUT and its stderr
+# contains STDERR (each if given), and that NO_FILE (if given) was not
+# written.
+if(NO_FILE)
+  file(REMOVE ${NO_FILE})
+endif()
 separate_arguments(args UNIX_COMMAND "${ARGS}")
 execute_process(COMMAND ${TRACE} ${args} ${SCENARIO}
   RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
@@ -20,4 +25,13 @@ if(STDERR)
   if(at EQUAL -1)
     message(FATAL_ERROR "stderr lacks '${STDERR}':\n${err}")
   endif()
+endif()
+if(STDOUT)
+  string(FIND "${out}" "${STDOUT}" at)
+  if(at EQUAL -1)
+    message(FATAL_ERROR "stdout lacks '${STDOUT}':\n${out}")
+  endif()
+endif()
+if(NO_FILE AND EXISTS ${NO_FILE})
+  message(FATAL_ERROR "${NO_FILE} was written")
 endif()
