@@ -801,6 +801,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	return 0;
 }
 #else
+/* A scenario refused before any page was written: free what was set up. */
+static int give_up(struct trace *tr)
+{
+	if (tr->steps) {
+		fclose(tr->steps);
+		free(tr->steps_buf);
+		tr->steps = NULL;
+	}
+	trace_free(tr);
+	return 2;
+}
+
 int main(int argc, char **argv)
 {
 	struct trace tr = { 0 };
@@ -841,18 +853,19 @@ int main(int argc, char **argv)
 	f = fopen(tr.path, "r");
 	if (!f) {
 		fprintf(stderr, "%s: %s\n", tr.path, strerror(errno));
-		return 2;
+		return give_up(&tr);
 	}
 	if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) {
 		fprintf(stderr, "%s: is a directory, not a scenario\n", tr.path);
-		return 2;
+		fclose(f);
+		return give_up(&tr);
 	}
 	replay(&tr, f);
 	fclose(f);
 	if (!tr.have_wheel) {
 		fprintf(stderr, "%s: no commands (an empty scenario, or only comments); "
 				"the first must be 'wheel'\n", tr.path);
-		return 2;
+		return give_up(&tr);
 	}
 	if (html_path)
 		write_page(&tr, html_path);
