@@ -21,6 +21,13 @@ for f in include/timingwheel/timingwheel.h include/timingwheel/wheel.h \
          include/timingwheel/service.h include/timingwheel/purgatory.h; do
   [ -f "$prefix/$f" ] || fail "missing $f"
 done
+for m in share/man/man1/tw-trace.1 share/man/man3/timingwheel.3; do
+  [ -f "$prefix/$m" ] || fail "missing $m"
+  if command -v groff >/dev/null; then
+    warnings=$(groff -man -ww -z "$prefix/$m" 2>&1)
+    [ -z "$warnings" ] || fail "$m: $warnings"
+  fi
+done
 libdir=$(dirname "$(find "$prefix" -name libtimingwheel.a | head -1)")
 [ -f "$libdir/libtimingwheel.a" ] || fail "no static library"
 [ -f "$libdir/pkgconfig/timingwheel.pc" ] || fail "no timingwheel.pc"
