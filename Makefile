@@ -189,12 +189,14 @@ fuzz:
 
 # The API reference from the public headers: doxygen with warnings as
 # errors (every declaration and parameter documented), then a check that
-# every function states its result and its thread safety.
+# every function states its result and its thread safety, and that no
+# relative link in the pages is broken.
 docs:
 	@$(MAKE) -s deps
 	@mkdir -p $(BUILD)/docs
 	TW_DOCS_OUT=$(BUILD)/docs doxygen docs/Doxyfile
 	bash docs/check-api-docs.sh include/timingwheel/*.h
+	bash docs/check-links.sh $(BUILD)/docs/html
 	@echo "docs: $(BUILD)/docs/html/index.html"
 
 # The ABI baseline that tests/abi_check.sh compares the shared library
