@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: MIT
 # A thin wrapper around CMake (the real build). The README's two commands:
-#   make demo   build, replay seed 001 with tw-trace, run the acks=all
-#               purgatory example
+#   make demo   build, show seed 001 in kafka and exact mode side by side,
+#               run the acks=all purgatory example
 #   make test   build, then run every test through ctest
 # Also: make sanitize (ASan+UBSan test run), make clang (clang -Werror build
 # and tests), make valgrind, make install PREFIX=..., make deps.
@@ -44,9 +44,10 @@ $(BUILD)/Makefile:
 build: $(BUILD)/Makefile
 	cmake --build $(BUILD) -j $(JOBS)
 
+# Seed 001 in kafka mode and in exact mode side by side, one picture of
+# the wheel, then the purgatory example (tools/demo.sh).
 demo: build
-	$(BUILD)/tw-trace --text examples/seed001.tw
-	$(BUILD)/produce_acks
+	@bash tools/demo.sh $(BUILD)
 
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
