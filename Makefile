@@ -23,7 +23,8 @@ all: build
 # C++ header test), abigail-tools (the ABI check).
 DEPS = cmake:cmake cc:gcc clang:clang valgrind:valgrind pkg-config:pkg-config \
 	chromium:chromium doxygen:doxygen lcov:lcov /usr/include/uv.h:libuv1-dev \
-	spin:spin g++:g++ abidiff:abigail-tools /usr/include/event2/event.h:libevent-dev
+	spin:spin g++:g++ abidiff:abigail-tools /usr/include/event2/event.h:libevent-dev \
+	/usr/include/liburing.h:liburing-dev
 deps:
 	@missing=""; \
 	for dep in $(DEPS); do \
@@ -106,6 +107,7 @@ valgrind: build
 	@$(VALGRIND) $(BUILD)/service_pool 20 >/dev/null
 	@if [ -x $(BUILD)/libuv_idle ]; then $(VALGRIND) $(BUILD)/libuv_idle 50 >/dev/null; fi
 	@if [ -x $(BUILD)/libevent_idle ]; then $(VALGRIND) $(BUILD)/libevent_idle 50 >/dev/null; fi
+	@if [ -x $(BUILD)/io_uring_idle ]; then $(VALGRIND) $(BUILD)/io_uring_idle 30 >/dev/null; fi
 	@echo "valgrind: clean"
 
 # The wheel against libuv, libev, libevent and a binary heap (issue 6):

@@ -21,7 +21,7 @@ for f in include/timingwheel/timingwheel.h include/timingwheel/wheel.h \
          include/timingwheel/service.h include/timingwheel/purgatory.h; do
   [ -f "$prefix/$f" ] || fail "missing $f"
 done
-for e in epoll_idle.c libuv_idle.c libevent_idle.c service_pool.c produce_acks.c; do
+for e in epoll_idle.c libuv_idle.c libevent_idle.c io_uring_idle.c service_pool.c produce_acks.c; do
   [ -f "$prefix/share/doc/timingwheel/examples/$e" ] || fail "missing example $e"
 done
 for m in share/man/man1/tw-trace.1 share/man/man3/timingwheel.3; do
