@@ -11,7 +11,7 @@ PREFIX   ?= /usr/local
 JOBS     ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
 
-.PHONY: coverage fuzz docs all build demo test sanitize tsan soak model clang valgrind install deps clean abi-baseline \
+.PHONY: coverage fuzz docs all build demo test sanitize tsan soak model clang valgrind install deps clean abi-baseline deb \
 	bench-service bench-purgatory bench bench-quick bench-big bench-deps
 
 all: build
@@ -24,7 +24,8 @@ all: build
 DEPS = cmake:cmake cc:gcc clang:clang valgrind:valgrind pkg-config:pkg-config \
 	chromium:chromium doxygen:doxygen lcov:lcov /usr/include/uv.h:libuv1-dev \
 	spin:spin g++:g++ abidiff:abigail-tools /usr/include/event2/event.h:libevent-dev \
-	/usr/include/liburing.h:liburing-dev
+	/usr/include/liburing.h:liburing-dev \
+	dh:debhelper lintian:lintian dpkg-buildpackage:dpkg-dev fakeroot:fakeroot
 deps:
 	@missing=""; \
 	for dep in $(DEPS); do \
@@ -202,6 +203,13 @@ docs:
 	bash docs/check-api-docs.sh include/timingwheel/*.h
 	bash docs/check-links.sh $(BUILD)/docs/html
 	@echo "docs: $(BUILD)/docs/html/index.html"
+
+# The Debian packages (libtimingwheel0, libtimingwheel-dev,
+# timingwheel-tools) built from a scratch copy, lintian-checked, installed
+# into a scratch root and used (tests/deb_test.sh).
+deb:
+	@$(MAKE) -s deps
+	bash tests/deb_test.sh . $(BUILD)/deb
 
 # The ABI baseline that tests/abi_check.sh compares the shared library
 # with: regenerate it (and commit it) when the ABI changes on purpose.

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# make deb: build the Debian packages from a scratch copy of the tree
+# (dpkg-buildpackage -us -uc -b), check them with lintian (errors and
+# warnings fail), unpack them into a scratch root, and build and run the
+# README's quick start against that root with pkg-config; tw-trace from the
+# root must run too.
+#   deb_test.sh SOURCE_DIR WORK_DIR
+set -euo pipefail
+src=$(cd "$1" && pwd) work=$2
+fail() { echo "deb_test: $*"; exit 1; }
+rm -rf "$work"
+mkdir -p "$work/timingwheel" "$work/root"
+work=$(cd "$work" && pwd)
+# The tracked and the new (not ignored) files, no build trees.
+(cd "$src" && git ls-files -co --exclude-standard | grep -v '^build' |
+	tar -cf - -T -) | tar -xf - -C "$work/timingwheel"
+(cd "$work/timingwheel" && dpkg-buildpackage -us -uc -b >"$work/build.log" 2>&1) ||
+	{ tail -30 "$work/build.log"; fail "dpkg-buildpackage failed"; }
+for p in libtimingwheel0 libtimingwheel-dev timingwheel-tools; do
+	ls "$work"/${p}_*.deb >/dev/null 2>&1 || fail "no $p package"
+done
+# lintian: E: and W: fail (I: and P: are advice).
+report=$(lintian --tag-display-limit 0 "$work"/timingwheel_*.changes 2>&1 |
+	grep -v 'running with root privileges' || true)
+if grep -qE '^(E|W): ' <<<"$report"; then
+	echo "$report"
+	fail "lintian found errors or warnings"
+fi
+for deb in "$work"/*.deb; do
+	case $deb in *-dbgsym_*) continue ;; esac
+	dpkg -x "$deb" "$work/root"
+done
+libdir=$(dirname "$(find "$work/root" -name libtimingwheel.so.0 | head -1)")
+[ -f "$work/root/usr/include/timingwheel/timingwheel.h" ] || fail "no headers"
+awk '/<!-- quickstart/ { on = 1; next } on && /^```c/ { inside = 1; next }
+     inside && /^```/ { exit } inside { print }' "$src/README.md" >"$work/quickstart.c"
+export PKG_CONFIG_PATH=$libdir/pkgconfig
+# shellcheck disable=SC2046
+cc -std=c11 -Wall -Wextra -Werror "$work/quickstart.c" \
+	$(pkg-config --cflags --libs timingwheel) -Wl,-rpath,"$libdir" -o "$work/quickstart"
+out=$("$work/quickstart")
+[ "$out" = "ring at 350" ] || fail "quick start printed '$out'"
+ver=$("$work/root/usr/bin/tw-trace" --version)
+[ "$ver" = "tw-trace (timingwheel) $(pkg-config --modversion timingwheel)" ] ||
+	fail "tw-trace --version printed '$ver'"
+echo "deb_test: $(cd "$work" && ls ./*.deb | grep -vc dbgsym) packages built, lintian clean," \
+	"the quick start built and ran against them"
