@@ -55,6 +55,8 @@ static void describe(const struct tw_wheel *w, const struct tw_bucket *b,
 			   : b->expiration + width);
 	out->count = b->count;
 	out->first = list_empty(&b->head) ? NULL : list_timer(b->head.next);
+	out->pops_at = b->has_expiration ? tw__ticks_to_time(w, b->pop_at)
+					 : out->expiration;
 }
 
 int tw_wheel_bucket_info(const struct tw_wheel *w, unsigned level,
@@ -76,6 +78,7 @@ int tw_wheel_ready_info(const struct tw_wheel *w, struct tw_bucket_info *out)
 	out->has_expiration = true;
 	out->expiration = w->now;
 	out->end = w->now;
+	out->pops_at = w->now;
 	return TW_OK;
 }
 
@@ -120,6 +123,7 @@ size_t tw_wheel_queue_snapshot(const struct tw_wheel *w,
 		out[i].slot = tw__bucket_slot(w, sorted[i]);
 		out[i].expiration = tw__ticks_to_time(w, sorted[i]->expiration);
 		out[i].count = sorted[i]->count;
+		out[i].pops_at = tw__ticks_to_time(w, sorted[i]->pop_at);
 	}
 	free(sorted);
 	return n;

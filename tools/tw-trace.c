@@ -59,6 +59,8 @@ struct trace {
 	bool html;            /* text narration, captured per step */
 	bool step_open;
 	bool have_wheel;
+	bool placed;          /* the wheel filed a timer during this command */
+	bool told_early;      /* the early cascade was explained once */
 	FILE *steps;          /* html: the JSON array of steps so far */
 	char *steps_buf;
 	size_t steps_len;
@@ -203,6 +205,14 @@ static void print_bucket_tasks(const struct tw_bucket_info *b)
 		fprintf(narration, " %s(%" PRId64 ")", task_name(t), tw_timer_due(t));
 }
 
+static bool early_cascades(const struct tw_queue_entry *q, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (q[i].pops_at != q[i].expiration)
+			return true;
+	return false;
+}
+
 static void draw(struct trace *tr)
 {
 	struct tw_wheel *w = &tr->wheel;
@@ -235,6 +245,9 @@ static void draw(struct trace *tr)
 			}
 			fprintf(narration, "    bucket %u  [%" PRId64 ", %" PRId64 ")  expiration %" PRId64,
 			       slot, b.expiration, b.end, b.expiration);
+			if (b.pops_at != b.expiration)
+				fprintf(narration, "  pops at %" PRId64 " (early cascade)",
+					b.pops_at);
 			if (b.draining)
 				fprintf(narration, "  (draining)");
 			if (!b.count)
@@ -257,10 +270,23 @@ static void draw(struct trace *tr)
 	fprintf(narration, "  queue:");
 	if (!shown)
 		fprintf(narration, " (empty)");
-	for (size_t i = 0; i < shown && i < nq; i++)
-		fprintf(narration, "%s %" PRId64 " L%u#%u", i ? "," : "", q[i].expiration,
-		       q[i].level, q[i].slot);
+	/* In pop order, each with its pop time: on an early-cascade level
+	 * that is a tick before the bucket's range starts (said in brackets). */
+	for (size_t i = 0; i < shown && i < nq; i++) {
+		fprintf(narration, "%s %" PRId64 " L%u#%u", i ? "," : "", q[i].pops_at,
+			q[i].level, q[i].slot);
+		if (q[i].pops_at != q[i].expiration)
+			fprintf(narration, " (range starts %" PRId64 ")", q[i].expiration);
+	}
 	fputc('\n', narration);
+	if (!tr->told_early && early_cascades(q, shown < nq ? shown : nq)) {
+		fprintf(narration, "  (the queue is in pop order, with pop times: in exact "
+				   "mode a bucket above level 1 pops one of its own ticks "
+				   "before its range starts, and its tasks move down a "
+				   "share at each advance, so none is late and no advance "
+				   "moves them all at once)\n");
+		tr->told_early = true;
+	}
 	free(q);
 }
 
@@ -355,8 +381,8 @@ static void json_snapshot(struct trace *tr, FILE *f)
 	}
 	fputs(",\"queue\":[", f);
 	for (size_t i = 0; i < shown && i < nq; i++)
-		fprintf(f, "%s[\"%" PRId64 "\",%u,%u]", i ? "," : "",
-			q[i].expiration, q[i].level, q[i].slot);
+		fprintf(f, "%s[\"%" PRId64 "\",%u,%u,\"%" PRId64 "\"]", i ? "," : "",
+			q[i].pops_at, q[i].level, q[i].slot, q[i].expiration);
 	fputs("]}", f);
 	free(q);
 }
@@ -450,18 +476,30 @@ static void on_event(void *arg, const struct tw_wheel *w,
 		       ev->level, li.tick, ev->time);
 		break;
 	case TW_EV_PLACED:
+		tr->placed = true;
 		fprintf(narration, "  %s (due %" PRId64 ") -> level %u bucket %u, expiration %" PRId64 "\n",
 		       task_name(ev->timer), tw_timer_due(ev->timer), ev->level,
 		       ev->slot, ev->time);
 		break;
 	case TW_EV_READY:
+		tr->placed = true;
 		fprintf(narration, "  %s (due %" PRId64 ") is due: ready\n", task_name(ev->timer),
 		       tw_timer_due(ev->timer));
 		break;
-	case TW_EV_POPPED:
-		fprintf(narration, "  pop level %u bucket %u (expiration %" PRId64 ")\n",
-		       ev->level, ev->slot, ev->time);
+	case TW_EV_POPPED: {
+		struct tw_bucket_info b;
+
+		tw_wheel_bucket_info(&tr->wheel, ev->level, ev->slot, &b);
+		if (b.expiration == ev->time)
+			fprintf(narration, "  pop level %u bucket %u (expiration %" PRId64 ")\n",
+				ev->level, ev->slot, ev->time);
+		else /* exact mode's early cascade */
+			fprintf(narration, "  pop level %u bucket %u at %" PRId64
+				" (early cascade: one level-%u tick before its range [%" PRId64
+				", %" PRId64 ") starts)\n",
+				ev->level, ev->slot, ev->time, ev->level, b.expiration, b.end);
 		break;
+	}
 	case TW_EV_CLOCK:
 		fprintf(narration, "  level %u clock -> %" PRId64 "\n", ev->level, ev->time);
 		break;
@@ -549,6 +587,23 @@ static void cmd_wheel(struct trace *tr, char **argv, int argc)
 		tw_wheel_set_observer(&tr->wheel, &tr->observer);
 }
 
+/* Exact mode moves a timer reset to a later time lazily: it stays in its
+ * bucket, which expires no later than the new time, and is re-filed then. */
+static void explain_stay(struct trace *tr, struct task *t)
+{
+	struct tw_bucket_info b;
+	unsigned level, slot;
+
+	if (tw_timer_where(&tr->wheel, &t->timer, &level, &slot) != TW_OK ||
+	    level == TW_LEVEL_READY ||
+	    tw_wheel_bucket_info(&tr->wheel, level, slot, &b) != TW_OK)
+		return;
+	fprintf(narration, "  %s (due %" PRId64 ") stays in level %u bucket %u [%" PRId64
+		", %" PRId64 "): exact mode moves a later reset lazily; the bucket "
+		"expires before the new due time, and re-files the task then\n",
+		t->name, tw_timer_due(&t->timer), level, slot, b.expiration, b.end);
+}
+
 static void cmd_add(struct trace *tr, char **argv, int argc, bool reschedule)
 {
 	struct task *t;
@@ -564,12 +619,15 @@ static void cmd_add(struct trace *tr, char **argv, int argc, bool reschedule)
 		tw_timer_init(&t->timer, on_fire);
 	}
 	if (reschedule) {
+		tr->placed = false;
 		rc = tw_wheel_reschedule(&tr->wheel, &t->timer,
 					 parse_due(tr, argv[2]));
 		if (rc < 0)
 			die(tr, "reschedule: %s", tw_strerror(rc));
 		fprintf(narration, "%sreschedule %s %s\n", tr->text ? "  " : "", t->name,
 		       rc ? "ok" : "no");
+		if (tr->text && rc == 1 && !tr->placed)
+			explain_stay(tr, t);
 		return;
 	}
 	rc = tw_wheel_add(&tr->wheel, &t->timer, parse_due(tr, argv[2]));

@@ -45,18 +45,23 @@ struct tw_bucket_info {
 	bool queued;          /**< in the bucket queue */
 	bool draining;        /**< exact mode: popped a tick early, its timers
 				   moving down a share at each advance */
-	int64_t expiration;   /**< bucket start = when it is popped */
+	int64_t expiration;   /**< the bucket's start (Kafka's expiration) */
 	int64_t end;          /**< expiration + level tick */
 	size_t count;         /**< timers in the bucket */
 	const struct tw_timer *first; /**< walk with tw_bucket_next() */
+	int64_t pops_at;      /**< when it leaves the queue: its expiration,
+				   or, on an early-cascade level (exact mode),
+				   one tick of that level before, so that its
+				   timers move down before any is due */
 };
 
 /** One entry of the bucket queue (Kafka's DelayQueue). */
 struct tw_queue_entry {
 	unsigned level;       /**< the bucket's level, from 1 */
 	unsigned slot;        /**< the bucket's slot, from 0 */
-	int64_t expiration;   /**< when it is popped */
+	int64_t expiration;   /**< the bucket's start (Kafka's expiration) */
 	size_t count;         /**< timers in it */
+	int64_t pops_at;      /**< when it is popped (see tw_bucket_info) */
 };
 
 /**
