@@ -911,10 +911,12 @@ static int owner_check(struct tw_service *svc, struct tw_service_timer *t)
  * passed the check, and the timer ended up in both. */
 static int owner_claim(struct tw_service *svc, struct tw_service_timer *t)
 {
-	struct tw_service *owner = NULL;
+	struct tw_service *owner = __atomic_load_n(&t->svc, __ATOMIC_ACQUIRE);
 
-	if (__atomic_compare_exchange_n(&t->svc, &owner, svc, false,
-					__ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+	/* Once set, the owner never changes: only a timer without one needs
+	 * the CAS (a locked instruction, even when it fails). */
+	if (!owner && __atomic_compare_exchange_n(&t->svc, &owner, svc, false,
+						  __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
 		return TW_OK;
 	return owner == svc ? TW_OK : TW_EOWNER;
 }
