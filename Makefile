@@ -123,7 +123,8 @@ bench-deps:
 	  $$SUDO apt-get install -y -qq libuv1-dev libev-dev libevent-dev pkg-config gnuplot-nox; \
 	fi
 
-WHEEL_BENCH = cmake -S . -B $(BUILD) >/dev/null && \
+WHEEL_BENCH = cmake -S . -B $(BUILD) -DTW_BENCH_WAHERN="$(TW_BENCH_WAHERN)" \
+	-DTW_BENCH_RATAS="$(TW_BENCH_RATAS)" >/dev/null && \
 	cmake --build $(BUILD) -j $(JOBS) --target wheel_bench && mkdir -p $(BUILD)/bench
 
 bench: bench-deps

@@ -19,8 +19,9 @@
  * timers are all made due at once (timeout 0; libev: distinct due times in
  * the past) and one non-blocking loop iteration fires them.
  *
- * usage: [TW_BENCH_WHEEL_SIZE=n] wheel_bench [--quick|--big] [CSV]
- *   N = 1e3 .. 1e7; --quick: 1e3 and 1e6; --big: the wheel alone at 1e8,
+ * usage: [TW_BENCH_WHEEL_SIZE=n] wheel_bench [--quick|--issue|--big] [CSV]
+ *   N = 1e3 .. 1e7; --quick: 1e3 and 1e6; --issue: 1e5, 1e6, 1e7 (issue
+ *   14's table); --big: the wheel alone at 1e8,
  *   one run (do 1e8 pending timers fit, and what do they cost).
  * Each figure is the median of 3 runs, with the spread and its multiple of
  * the floor; memory per timer is from the allocator (mallinfo2), all
@@ -40,11 +41,15 @@
 #include <uv.h>
 
 #include "bench_util.h"
+#include "peer.h"
 #include "timingwheel/timingwheel.h"
 
 #define RUNS 3
 #define MAX_SIZES 8
-#define NWORK 8
+#define MAX_IMPLS 10
+#define NWORK 10
+#define STALL_N 1000000
+#define STALL_SPAN_MS 2000
 #define SPAN_MS (3 * 3600 * 1000LL)
 
 static FILE *csv;
@@ -61,13 +66,16 @@ static double floor_ns;
 static long fired;
 static int nruns = RUNS;
 
-/* Medians of this run, for the summary: [size][impl][workload]. */
+/* Medians of this run, for the summary: [size][impl][workload]; 0 where
+ * an implementation cannot run a workload (no virtual clock to step). */
 static const char *const work_names[NWORK] = {
-	"insert", "cancel", "churn", "expire",
-	"insert-idle", "cancel-idle", "churn-idle", "expire-idle"
+	"insert", "cancel", "churn", "expire", "expire-step",
+	"insert-idle", "cancel-idle", "churn-idle", "expire-idle",
+	"expire-step-idle"
 };
-static double result[MAX_SIZES][8][NWORK];
+static double result[MAX_SIZES][MAX_IMPLS][NWORK];
 static size_t size_index;
+static long step_calls, step_idle_calls; /* stepped expiry's advances */
 
 static uint64_t rng = 0x9e3779b97f4a7c15ULL;
 
@@ -89,12 +97,18 @@ struct impl {
 	void (*churn)(void);
 	void (*expire)(void);
 	void (*teardown)(void);
+	/* A virtual clock, for stepped expiry and the stall test (NULL: the
+	 * library reads the real clock itself). */
+	bool (*next)(int64_t *when);
+	void (*advance_to)(int64_t now);
+	const struct peer_ops *ops; /* a peer driven through peer.h */
 };
 
 /* ---- timingwheel ---- */
 
 static struct tw_wheel wheel;
 static struct tw_timer *tws;
+static enum tw_mode tw_bench_mode = TW_MODE_EXACT;
 
 static void tw_fn(struct tw_wheel *w, struct tw_timer *t)
 {
@@ -103,19 +117,22 @@ static void tw_fn(struct tw_wheel *w, struct tw_timer *t)
 	fired++;
 }
 
-/* Buckets per level: Kafka's 20 unless TW_BENCH_WHEEL_SIZE says otherwise
- * (to measure what wider levels buy). */
+/* Buckets per level: the default configuration's, 64 in exact mode (the
+ * README's and the service's) and Kafka's 20 in kafka mode, unless
+ * TW_BENCH_WHEEL_SIZE says otherwise (to measure what the size buys). */
 static uint32_t wheel_size(void)
 {
 	const char *env = getenv("TW_BENCH_WHEEL_SIZE");
-	long v = env ? strtol(env, NULL, 10) : 20;
+	long fallback = tw_bench_mode == TW_MODE_KAFKA ? 20 : 64;
+	long v = env ? strtol(env, NULL, 10) : fallback;
 
-	return v >= TW_WHEEL_SIZE_MIN && v <= TW_WHEEL_SIZE_MAX ? (uint32_t)v : 20;
+	return v >= TW_WHEEL_SIZE_MIN && v <= TW_WHEEL_SIZE_MAX ? (uint32_t)v
+							       : (uint32_t)fallback;
 }
 
 static void tw_setup(void)
 {
-	tw_wheel_init(&wheel, 1, wheel_size(), 0, TW_MODE_EXACT);
+	tw_wheel_init(&wheel, 1, wheel_size(), 0, tw_bench_mode);
 	tws = malloc(N * sizeof(*tws));
 	for (size_t i = 0; i < N; i++)
 		tw_timer_init(&tws[i], tw_fn);
@@ -142,6 +159,16 @@ static void tw_churn(void)
 static void tw_expire(void)
 {
 	tw_wheel_advance(&wheel, SPAN_MS + 1);
+}
+
+static bool tw_next(int64_t *when)
+{
+	return tw_wheel_next_expiry(&wheel, when);
+}
+
+static void tw_advance_to(int64_t now)
+{
+	tw_wheel_advance(&wheel, now);
 }
 
 static void tw_teardown(void)
@@ -245,12 +272,25 @@ static void heap_churn(void)
 	}
 }
 
-static void heap_expire(void)
+static void heap_advance_to(int64_t now)
 {
-	while (heap_len && heap[0]->due <= SPAN_MS + 1) {
+	while (heap_len && heap[0]->due <= now) {
 		hremove(heap[0]);
 		fired++;
 	}
+}
+
+static bool heap_next(int64_t *when)
+{
+	if (!heap_len)
+		return false;
+	*when = heap[0]->due;
+	return true;
+}
+
+static void heap_expire(void)
+{
+	heap_advance_to(SPAN_MS + 1);
 }
 
 static void heap_teardown(void)
@@ -478,6 +518,61 @@ static void floor_teardown(void)
 
 /* ---- the harness ---- */
 
+/* ---- peers from the user's checkouts, through peer.h ---- */
+
+static const struct peer_ops *cur_ops;
+
+#if defined(TW_BENCH_WITH_WAHERN) || defined(TW_BENCH_WITH_RATAS)
+static void peer_setup(void)
+{
+	cur_ops->setup(N);
+}
+
+static void peer_insert(void)
+{
+	cur_ops->insert(cur_due, N);
+}
+
+static void peer_cancel(void)
+{
+	cur_ops->cancel(order, N);
+}
+
+static void peer_churn(void)
+{
+	cur_ops->churn(pick, cur_due2, N);
+}
+
+static void peer_expire(void)
+{
+	cur_ops->advance_to(SPAN_MS + 1);
+}
+
+static bool peer_next(int64_t *when)
+{
+	return cur_ops->next(when);
+}
+
+static void peer_advance_to(int64_t now)
+{
+	cur_ops->advance_to(now);
+}
+
+static void peer_teardown(void)
+{
+	cur_ops->teardown();
+}
+
+#define PEER_IMPL(ops)                                                      \
+	{ (ops).name, peer_setup, peer_insert, peer_cancel, peer_churn,     \
+	  peer_expire, peer_teardown, peer_next, peer_advance_to, &(ops) }
+#endif
+
+static long fired_so_far(const struct impl *im)
+{
+	return im->ops ? im->ops->fired() : fired;
+}
+
 static int cmpd(const void *a, const void *b)
 {
 	double x = *(const double *)a, y = *(const double *)b;
@@ -491,7 +586,7 @@ static double report(const char *lib, const char *work, double *runs, double byt
 
 	qsort(runs, (size_t)nruns, sizeof(*runs), cmpd);
 	median = runs[nruns / 2];
-	printf("  %-11s %-12s %9.1f ns/op  (%.1f .. %.1f)  %5.1fx floor", lib, work,
+	printf("  %-11s %-16s %9.1f ns/op  (%.1f .. %.1f)  %5.1fx floor", lib, work,
 	       median, runs[0], runs[nruns - 1], median / floor_ns);
 	if (bytes > 0)
 		printf("  %6.1f B/timer", bytes);
@@ -509,10 +604,29 @@ static double timed(void (*fn)(void))
 	return (double)(bench_now_ns() - t0) / (double)N;
 }
 
-/* The four workloads on one set of due times into t[workload][run r];
+static const struct impl *cur_impl;
+
+/* An event loop on a virtual clock: ask when the next timer is due, move
+ * the clock there, advance; count the advances that fired nothing (each
+ * one a wake-up for nothing in a real loop). */
+static void step_expire(void)
+{
+	int64_t when;
+
+	while (cur_impl->next(&when)) {
+		long before = fired_so_far(cur_impl);
+
+		cur_impl->advance_to(when);
+		step_calls++;
+		if (fired_so_far(cur_impl) == before)
+			step_idle_calls++;
+	}
+}
+
+/* The five workloads on one set of due times into t[workload][run r];
  * returns the bytes per timer after insert. */
 static double run_set(const struct impl *im, int64_t *set, int64_t *set2,
-		      double t[4][RUNS], int r)
+		      double t[5][RUNS], long idle_calls[2][RUNS], int r)
 {
 	double before = bench_allocated(), bytes;
 
@@ -526,29 +640,112 @@ static double run_set(const struct impl *im, int64_t *set, int64_t *set2,
 	im->insert();
 	t[2][r] = timed(im->churn);
 	t[3][r] = timed(im->expire);
-	if (fired != (long)N)
-		fprintf(stderr, "%s: expire fired %ld of %zu\n", im->name, fired, N);
+	if (fired_so_far(im) != (long)N)
+		fprintf(stderr, "%s: expire fired %ld of %zu\n", im->name,
+			fired_so_far(im), N);
+	im->teardown();
+	t[4][r] = 0;
+	if (!im->next)
+		return bytes;
+	fired = 0;
+	im->setup();
+	im->insert();
+	step_calls = step_idle_calls = 0;
+	t[4][r] = timed(step_expire);
+	idle_calls[0][r] = step_calls;
+	idle_calls[1][r] = step_idle_calls;
+	if (fired_so_far(im) != (long)N)
+		fprintf(stderr, "%s: stepped expiry fired %ld of %zu\n", im->name,
+			fired_so_far(im), N);
 	im->teardown();
 	return bytes;
 }
 
+static void report_steps(long calls[2][RUNS])
+{
+	printf("  %-11s %-16s %9ld advances, %ld (%.1f %%) fired nothing\n", "",
+	       "", calls[0][0], calls[1][0],
+	       calls[0][0] ? 100.0 * (double)calls[1][0] / (double)calls[0][0] : 0);
+}
+
 static void measure(const struct impl *im, size_t impl_index)
 {
-	double uni[4][RUNS], idl[4][RUNS], bytes = 0;
+	double uni[5][RUNS], idl[5][RUNS], bytes = 0;
+	long uni_calls[2][RUNS], idl_calls[2][RUNS];
 
+	cur_impl = im;
+	cur_ops = im->ops;
 	for (int r = 0; r < nruns; r++) {
-		double b = run_set(im, due, due2, uni, r);
+		double b = run_set(im, due, due2, uni, uni_calls, r);
 
 		if (r == 0)
 			bytes = b;
-		run_set(im, idle, idle2, idl, r);
+		run_set(im, idle, idle2, idl, idl_calls, r);
 	}
-	for (int w = 0; w < 4; w++)
+	for (int w = 0; w < 5; w++) {
+		if (w == 4 && !im->next)
+			continue;
 		result[size_index][impl_index][w] =
 			report(im->name, work_names[w], uni[w], w == 0 ? bytes : 0);
-	for (int w = 0; w < 4; w++)
-		result[size_index][impl_index][4 + w] =
-			report(im->name, work_names[4 + w], idl[w], 0);
+		if (w == 4)
+			report_steps(uni_calls);
+	}
+	for (int w = 0; w < 5; w++) {
+		if (w == 4 && !im->next)
+			continue;
+		result[size_index][impl_index][5 + w] =
+			report(im->name, work_names[5 + w], idl[w], 0);
+		if (w == 4)
+			report_steps(idl_calls);
+	}
+}
+
+/* The worst single advance of an event loop ticking every 1 ms while
+ * 1e6 timers come due over 2 s (500 per tick): a cascade that moves a
+ * level's bucket at once shows up here as a stall. Median of the runs'
+ * maxima. */
+static void stall(const struct impl *im)
+{
+	int64_t *set = malloc(STALL_N * sizeof(*set));
+	size_t saved_n = N;
+	double worst[RUNS];
+	long ticks = 0;
+
+	for (size_t i = 0; i < STALL_N; i++)
+		set[i] = 1 + (int64_t)(rnd() % STALL_SPAN_MS);
+	N = STALL_N;
+	cur_impl = im;
+	cur_ops = im->ops;
+	for (int r = 0; r < nruns; r++) {
+		fired = 0;
+		cur_due = set;
+		im->setup();
+		im->insert();
+		worst[r] = 0;
+		for (int64_t ms = 1; ms <= STALL_SPAN_MS + 1; ms++) {
+			int64_t t0 = bench_now_ns();
+			double dt;
+
+			im->advance_to(ms);
+			dt = (double)(bench_now_ns() - t0);
+			if (dt > worst[r])
+				worst[r] = dt;
+			ticks++;
+		}
+		if (fired_so_far(im) != (long)N)
+			fprintf(stderr, "%s: stall test fired %ld of %zu\n", im->name,
+				fired_so_far(im), N);
+		im->teardown();
+	}
+	qsort(worst, (size_t)nruns, sizeof(*worst), cmpd);
+	printf("  %-16s worst advance %7.3f ms  (%.3f .. %.3f)\n", im->name,
+	       worst[nruns / 2] / 1e6, worst[0] / 1e6, worst[nruns - 1] / 1e6);
+	if (csv)
+		fprintf(csv, "%s,stall,%d,%.2f,0\n", im->name, STALL_N,
+			worst[nruns / 2]);
+	N = saved_n;
+	free(set);
+	(void)ticks;
 }
 
 static void prepare(size_t n)
@@ -576,34 +773,64 @@ static void prepare(size_t n)
 	}
 }
 
-static const struct impl impls[] = {
-	{ "timingwheel", tw_setup, tw_insert, tw_cancel, tw_churn, tw_expire, tw_teardown },
+static const struct impl builtin_impls[] = {
+	{ "timingwheel", tw_setup, tw_insert, tw_cancel, tw_churn, tw_expire,
+	  tw_teardown, tw_next, tw_advance_to, NULL },
 	{ "binaryheap", heap_setup, heap_insert, heap_cancel, heap_churn, heap_expire,
-	  heap_teardown },
+	  heap_teardown, heap_next, heap_advance_to, NULL },
 	{ "libev", libev_setup, libev_insert, libev_cancel, libev_churn, libev_expire,
-	  libev_teardown },
-	{ "libuv", luv_setup, luv_insert, luv_cancel, luv_churn, luv_expire, luv_teardown },
-	{ "libevent", le_setup, le_insert, le_cancel, le_churn, le_expire, le_teardown },
+	  libev_teardown, NULL, NULL, NULL },
+	{ "libuv", luv_setup, luv_insert, luv_cancel, luv_churn, luv_expire,
+	  luv_teardown, NULL, NULL, NULL },
+	{ "libevent", le_setup, le_insert, le_cancel, le_churn, le_expire,
+	  le_teardown, NULL, NULL, NULL },
 };
+
+/* The built-ins, then the peers this executable was built with. */
+static struct impl impls[MAX_IMPLS];
+
+static size_t collect_impls(void)
+{
+	size_t n = sizeof(builtin_impls) / sizeof(builtin_impls[0]);
+
+	memcpy(impls, builtin_impls, sizeof(builtin_impls));
+#ifdef TW_BENCH_WITH_WAHERN
+	impls[n++] = (struct impl)PEER_IMPL(peer_wahern);
+	impls[n++] = (struct impl)PEER_IMPL(peer_wahern_lean);
+#else
+	printf("(wahern/timeout not built: set TW_BENCH_WAHERN to a checkout)\n");
+#endif
+#ifdef TW_BENCH_WITH_RATAS
+	impls[n++] = (struct impl)PEER_IMPL(peer_ratas);
+#else
+	printf("(ratas not built: set TW_BENCH_RATAS to a checkout)\n");
+#endif
+	return n;
+}
 
 /* For each N and workload: the fastest peer's time over the wheel's. */
 static void summary(const size_t *ns, size_t count, size_t nimpls)
 {
 	printf("\nfastest peer / the wheel (> 1: the wheel is faster), per N\n");
-	printf("  %-12s", "workload");
+	printf("  %-16s", "workload");
 	for (size_t k = 0; k < count; k++)
 		printf(" %18zu", ns[k]);
 	putchar('\n');
 	for (int w = 0; w < NWORK; w++) {
-		printf("  %-12s", work_names[w]);
+		printf("  %-16s", work_names[w]);
 		for (size_t k = 0; k < count; k++) {
-			size_t best = 1;
+			size_t best = 0;
 
-			for (size_t i = 2; i < nimpls; i++)
-				if (result[k][i][w] < result[k][best][w])
+			for (size_t i = 1; i < nimpls; i++)
+				if (result[k][i][w] > 0 &&
+				    (!best || result[k][i][w] < result[k][best][w]))
 					best = i;
-			printf("  %5.2fx %-10s", result[k][best][w] / result[k][0][w],
-			       impls[best].name);
+			if (!best || result[k][0][w] <= 0)
+				printf("  %5s  %-10s", "-", "");
+			else
+				printf("  %5.2fx %-10s",
+				       result[k][best][w] / result[k][0][w],
+				       impls[best].name);
 		}
 		putchar('\n');
 	}
@@ -613,15 +840,19 @@ int main(int argc, char **argv)
 {
 	static const size_t full[] = { 1000, 10000, 100000, 1000000, 10000000 };
 	static const size_t quick[] = { 1000, 1000000 };
+	static const size_t issue[] = { 100000, 1000000, 10000000 };
 	static const size_t big[] = { 100000000 };
 	const size_t *ns = full;
-	size_t count = 5, nimpls = sizeof(impls) / sizeof(impls[0]);
+	size_t count = 5, nimpls = collect_impls();
 	cpu_set_t cpus;
 
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--quick")) {
 			ns = quick;
 			count = 2;
+		} else if (!strcmp(argv[i], "--issue")) {
+			ns = issue;
+			count = 3;
 		} else if (!strcmp(argv[i], "--big")) {
 			ns = big;
 			count = 1;
@@ -660,8 +891,17 @@ int main(int argc, char **argv)
 			measure(&impls[i], i);
 		fflush(stdout);
 	}
-	if (nimpls > 1)
+	if (nimpls > 1) {
 		summary(ns, count, nimpls);
+		printf("\nstall: %d timers due over %d ms, the clock advanced every "
+		       "1 ms\n", STALL_N, STALL_SPAN_MS);
+		for (size_t i = 0; i < nimpls; i++)
+			if (impls[i].advance_to)
+				stall(&impls[i]);
+		tw_bench_mode = TW_MODE_KAFKA;
+		impls[0].name = "timingwheel-kafka";
+		stall(&impls[0]);
+	}
 	if (csv)
 		fclose(csv);
 	return 0;

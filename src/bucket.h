@@ -17,15 +17,22 @@
  */
 struct tw_bucket {
 	struct tw_link head;
+	size_t count;
+	int64_t min_key;          /* exact mode: no timer here has a smaller
+				     key (a bound: a cancel leaves it) */
 	int64_t expiration;       /* in ticks; meaningful if has_expiration */
 	int64_t pop_at;           /* when it leaves the queue, in ticks:
 				     expiration, or one level tick earlier
-				     for an early cascade (see wheel.c) */
-	uint64_t queue_seq;       /* when it entered the queue: tie-break */
-	size_t queue_index;       /* heap position or TW_NOT_QUEUED */
-	size_t count;
+				     for an early cascade (see wheel.c);
+				     while draining: drained up to here */
+	uint64_t queue_seq;       /* kafka mode: when it entered the queue */
+	size_t queue_index;       /* kafka mode: heap position or
+				     TW_NOT_QUEUED */
 	struct tw_wheel *wheel;
-	bool has_expiration;
+	uint32_t slot;            /* its index in its level */
+	uint8_t level;            /* 1-based, or TW_LEVEL_READY for the lists */
+	bool has_expiration;      /* queued (kafka: in the heap; exact: its
+				     level's occupancy bit is set) */
 	bool draining;            /* popped early, moving down in chunks */
 };
 
@@ -34,10 +41,13 @@ struct tw_bucket {
  * ("virtual id" in Kafka): current_time = clock * span * wheel tick.
  */
 struct tw_level {
-	uint64_t span;            /* ticks per bucket: wheel_size^(level-1) */
+	uint64_t span;            /* ticks per bucket: factor^(level-1) */
 	int64_t clock;            /* floor(current time in ticks / span) */
-	struct tw_bucket *slots;  /* wheel_size buckets */
-	bool unbounded;           /* span * wheel_size does not fit: top level */
+	struct tw_bucket *slots;  /* size buckets */
+	uint64_t occupied;        /* exact mode: bit s set iff slots[s] is
+				     queued (non-empty and not draining) */
+	bool unbounded;           /* span * size does not fit: top level */
+	uint8_t shift;            /* exact mode: span == 1 << shift */
 	uint64_t lead;            /* ticks a bucket pops before its expiration */
 	uint64_t too_far;         /* (size + 1) * span, saturated: a distance
 				     from level 1's clock this large cannot

@@ -8,6 +8,7 @@
  */
 #include <stdarg.h>
 #include <stdio.h>
+#include <limits.h>
 #include <stdlib.h>
 
 #include "bucket_queue.h"
@@ -43,7 +44,7 @@ static void describe(const struct tw_wheel *w, const struct tw_bucket *b,
 	int64_t width;
 
 	out->has_expiration = b->has_expiration || b->draining;
-	out->queued = b->queue_index != TW_NOT_QUEUED;
+	out->queued = tw__bucket_queued(w, b);
 	out->draining = b->draining;
 	out->expiration = tw__ticks_to_time(w, b->expiration);
 	/* width >= 1: only a positive expiration can overflow the sum
@@ -101,23 +102,52 @@ static int by_queue_order(const void *a, const void *b)
 	return bq_before(x, y) ? -1 : bq_before(y, x) ? 1 : 0;
 }
 
+/* Exact mode keeps no heap: its queue is the set occupancy bits, in the
+ * order advance pops them (by pop time; at equal times the levels above
+ * level 1 first, lowest first, as advance_exact's tie rules say). */
+static int by_exact_order(const void *a, const void *b)
+{
+	const struct tw_bucket *x = *(const struct tw_bucket *const *)a;
+	const struct tw_bucket *y = *(const struct tw_bucket *const *)b;
+	unsigned xl = x->level == 1 ? UINT_MAX : x->level;
+	unsigned yl = y->level == 1 ? UINT_MAX : y->level;
+
+	if (x->pop_at != y->pop_at)
+		return x->pop_at < y->pop_at ? -1 : 1;
+	return xl < yl ? -1 : xl > yl;
+}
+
 size_t tw_wheel_queue_snapshot(const struct tw_wheel *w,
 			       struct tw_queue_entry *out, size_t max)
 {
 	struct tw_bucket **sorted;
-	size_t n;
+	size_t n = 0, nbuckets;
 
 	if (!w || !w->buckets)
 		return 0;
-	n = w->queue_len;
+	nbuckets = (size_t)w->max_levels * w->size;
+	if (w->mode == TW_MODE_KAFKA)
+		n = w->queue_len;
+	else
+		for (size_t i = 0; i < nbuckets; i++)
+			n += w->buckets[i].has_expiration;
 	if (!out || max == 0 || n == 0)
 		return n;
 	sorted = malloc(n * sizeof(*sorted));
 	if (!sorted)
 		return n;
-	for (size_t i = 0; i < n; i++)
-		sorted[i] = w->queue[i];
-	qsort(sorted, n, sizeof(*sorted), by_queue_order);
+	if (w->mode == TW_MODE_KAFKA) {
+		for (size_t i = 0; i < n; i++)
+			sorted[i] = w->queue[i];
+		qsort(sorted, n, sizeof(*sorted), by_queue_order);
+	} else {
+		size_t k = 0;
+
+		for (size_t i = 0; i < nbuckets; i++)
+			if (w->buckets[i].has_expiration)
+				sorted[k++] = &w->buckets[i];
+		qsort(sorted, n, sizeof(*sorted), by_exact_order);
+	}
 	for (size_t i = 0; i < n && i < max; i++) {
 		out[i].level = tw__bucket_level(w, sorted[i]);
 		out[i].slot = tw__bucket_slot(w, sorted[i]);
@@ -212,18 +242,32 @@ static int check_bucket(const struct tw_wheel *w, uint32_t li, uint32_t slot,
 {
 	const struct tw_level *lv = &w->levels[li];
 	const struct tw_bucket *b = &lv->slots[slot];
-	bool queued = b->queue_index != TW_NOT_QUEUED;
+	bool queued = tw__bucket_queued(w, b);
+	bool bit = (lv->occupied >> slot) & 1;
 
-	if (b->wheel != w)
-		BROKEN("L%u#%u belongs to another wheel", li + 1, slot);
+	if (b->wheel != w || b->level != li + 1 || b->slot != slot)
+		BROKEN("L%u#%u belongs to another wheel or place", li + 1, slot);
 	if (check_list(b, why, why_len))
 		return TW_ECORRUPT;
 	if (b->has_expiration != queued)
 		BROKEN("L%u#%u: has expiration %d but queued %d", li + 1, slot,
 		       b->has_expiration, queued);
-	if (queued && (b->queue_index >= w->queue_len ||
-		       w->queue[b->queue_index] != b))
+	if (w->mode == TW_MODE_KAFKA && queued &&
+	    (b->queue_index >= w->queue_len || w->queue[b->queue_index] != b))
 		BROKEN("L%u#%u: wrong queue index", li + 1, slot);
+	if (w->mode == TW_MODE_KAFKA ? bit || b->queue_seq > w->queue_seq
+				     : bit != queued ||
+					       b->queue_index != TW_NOT_QUEUED)
+		BROKEN("L%u#%u: occupancy bit %d but queued %d", li + 1, slot,
+		       bit, queued);
+	if (w->mode == TW_MODE_EXACT && li > 0 && queued &&
+	    b->pop_at < w->upper_pop)
+		BROKEN("L%u#%u pops at %lld, before upper_pop %lld", li + 1, slot,
+		       (long long)b->pop_at, (long long)w->upper_pop);
+	if (w->mode == TW_MODE_EXACT && b->draining &&
+	    b->expiration < w->upper_pop)
+		BROKEN("L%u#%u drains by %lld, before upper_pop %lld", li + 1,
+		       slot, (long long)b->expiration, (long long)w->upper_pop);
 	if (li >= w->nlevels) {
 		if (b->count || queued)
 			BROKEN("L%u#%u used before its level exists", li + 1, slot);
@@ -261,6 +305,10 @@ static int check_bucket(const struct tw_wheel *w, uint32_t li, uint32_t slot,
 			BROKEN("timer due %lld overdue in L%u#%u", (long long)t->due,
 			       li + 1, slot);
 		if (w->mode == TW_MODE_EXACT) {
+			/* next_expiry wakes at min_key: above it, never early. */
+			if (key < b->min_key)
+				BROKEN("timer due %lld below L%u#%u's smallest key",
+				       (long long)t->due, li + 1, slot);
 			/* The bucket re-files a timer moved later when it
 			 * expires; one after the timer's tick fires it late. */
 			if (key < b->expiration)
@@ -310,6 +358,8 @@ static int check_ready(const struct tw_wheel *w, char *why, size_t why_len)
 
 static int check_queue(const struct tw_wheel *w, char *why, size_t why_len)
 {
+	if (w->mode == TW_MODE_EXACT && (w->queue || w->queue_len))
+		BROKEN("exact mode with a bucket heap");
 	for (size_t i = 0; i < w->queue_len; i++) {
 		const struct tw_bucket *b = w->queue[i];
 

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * wheel.c — Kafka's hierarchical timing wheel.
+ * wheel.c — Kafka's hierarchical timing wheel, and a faster exact one.
  *
  * ==========================================================================
  *  D E S I G N
@@ -26,14 +26,22 @@
  * tick. When a higher bucket expires, its timers are not run but re-added:
  * the clock has moved, so each now lands in a lower, finer level — or fires.
  *
- * The bucket queue. Nothing ticks. Every bucket that holds timers is in a
- * priority queue keyed by its expiration (Kafka's DelayQueue of buckets), so
- * tw_wheel_advance() pops the buckets whose time has come, moves the clocks
- * straight to each one's expiration and flushes it; empty stretches of time
- * cost nothing, and tw_wheel_next_expiry() is the queue's head. The queue
- * holds buckets, not timers: at most levels * wheel_size entries however
- * many timers there are, and adding to a bucket that is already queued
- * touches no queue at all.
+ * The bucket queue. Nothing ticks. In kafka mode every bucket that holds
+ * timers is in a priority queue keyed by its expiration (Kafka's DelayQueue
+ * of buckets), so tw_wheel_advance() pops the buckets whose time has come,
+ * moves the clocks straight to each one's expiration and flushes it; empty
+ * stretches of time cost nothing, and tw_wheel_next_expiry() is the queue's
+ * head. The queue holds buckets, not timers: at most levels * wheel_size
+ * entries however many timers there are.
+ *
+ * Exact mode replaces the heap with one 64-bit occupancy word per level
+ * (bit s set iff slot s holds a queued bucket) and makes every level's
+ * size a power of two, so that filing a timer is a shift and a mask and
+ * finding a level's next bucket is a shift and a count of trailing zeros
+ * from the slot after its clock (wahern/timeout's idea). Advance looks at
+ * level 1's next bucket on every step but at the levels above only when
+ * upper_pop, a lower bound on their next pop, says one of them may come
+ * first: once per bucket that pops, not once per timer.
  *
  * Worked example (seed 001): tick 1000, wheel_size 3, start 1675752020558,
  * seven tasks due 1..7 s later, in kafka mode.
@@ -54,14 +62,27 @@
  *
  * Cascades without bursts (exact mode). Flushing a higher bucket moves
  * every timer in it at once: 200k timers in a 400 ms bucket is a stall of
- * tens of milliseconds during which nothing fires. So in exact mode (with
- * wheel_size >= 4) a level's tick is half the interval of the level below
- * instead of all of it; the level below then spans two of the upper ticks,
- * a bucket [E, E + T) fits there from E - T on, and it leaves the queue at
- * E - T and drains down in shares on each advance, finishing by E, before
- * any of its timers is due. Same fire times; at most a share of the work
- * per tick (a test checks the worst step moves <= 5 % of a 100k bucket,
- * where Kafka moves all of it). Kafka mode keeps Kafka's levels and bursts.
+ * tens of milliseconds during which nothing fires (Kafka's structure: 11 ms
+ * worst advance with 1e6 timers due over 2 s, measured by wheel_bench). So
+ * in exact mode a level's tick is half the interval of the level below
+ * instead of all of it (64 buckets per level, factor 32); the level below
+ * then spans two of the upper ticks, a bucket [E, E + T) fits there from
+ * E - T on, and it leaves the queue at E - T and drains down in shares
+ * while the clock moves to E, before any of its timers is due. The share
+ * is proportional to the ticks each advance covers, so an event loop that
+ * wakes every tick moves 1/left of the rest each time and one that wakes
+ * rarely moves more per wake (the stall test: 0.3 ms worst advance, where
+ * Kafka's structure takes 11 ms). Same fire times.
+ *
+ * Waking only to fire. Cascades happen on the way of advances that fire
+ * something; next_expiry never names a time only to cascade. Each bucket
+ * keeps min_key, the smallest tick it has held since it last emptied (a
+ * lower bound: a cancel leaves it), and next_expiry is the smallest of
+ * level 1's next bucket and the min_key of each level's next bucket and of
+ * each drain. An event loop that sleeps until next_expiry and advances
+ * there wakes for nothing only when the timer that set a bucket's min_key
+ * was cancelled: at most once per bucket (issue 14: 81 % of stepped
+ * advances fired nothing before, 0 % now without cancels).
  *
  * Two modes. Kafka fires a bucket at its start, and its clock only moves to
  * the expirations of the buckets it pops, so a timer can run up to a tick
@@ -81,22 +102,29 @@
  *     expiration < currentTime + tickMs     <=>  key <= level 1 clock
  *     expiration < currentTime + interval   <=>  key / span < clock + size
  *     currentTime = t - t % tickMs          <=>  clock = t / span
- * (with span = factor^(level-1) ticks, factor = wheel_size, or half of it
- * for early cascades) — but no product ever has to fit
+ * (with span = factor^(level-1) ticks, factor = wheel_size in kafka mode,
+ * half of the rounded size in exact mode, where span is a power of two and
+ * the division a shift) — but no product ever has to fit
  * in an int64_t: due times near INT64_MAX and negative start times are fine,
  * and levels are added until one covers the whole int64 range (at most 64,
- * 15 for wheel_size 20). Division rounds toward minus infinity, which is
+ * 15 for wheel_size 20 in kafka mode, 13 for exact mode's 64). Division rounds toward minus infinity, which is
  * Kafka's for the non-negative times Kafka ever sees.
  *
  * Guarantees and costs.
- *   add, cancel, reschedule: O(1) — one division per level walked (levels
- *     are few), a list link, and a heap push only when a bucket turns
- *     non-empty. No allocation: tw_wheel_init() allocates every level's
- *     buckets and the queue up front; a level is still "created" lazily in
- *     Kafka's sense (its clock is fixed when it is first needed).
- *   advance: O(buckets popped * log B + timers moved or fired); each timer
- *     moves down at most once per level; in exact mode the moves are spread
- *     over the tick before they are needed.
+ *   add, cancel, reschedule: O(1). Exact mode: a compare per level walked
+ *     (levels are few), a shift, a mask, a list link and a bit set; no
+ *     division when the tick is 1 (times already in ticks), one otherwise.
+ *     Kafka mode: a division per level walked and a heap push when a
+ *     bucket turns non-empty. The owner check is an address range test,
+ *     not a load. No allocation: tw_wheel_init() allocates every level's
+ *     buckets (and kafka mode's queue) up front; a level is still
+ *     "created" lazily in Kafka's sense (its clock is fixed when it is
+ *     first needed).
+ *   advance: exact mode O(buckets popped * levels / 64 + timers moved or
+ *     fired), kafka mode O(buckets popped * log B + timers moved or fired);
+ *     each timer moves down at most once per level; in exact mode the
+ *     moves are spread over the tick before they are needed.
+ *   next_expiry: exact mode O(levels) bit scans; kafka mode O(1).
  *   memory: 40 bytes per timer (struct tw_timer), nothing else per timer.
  *   order: buckets are popped by expiration, ties in the order they were
  *     queued; inside a bucket, timers in the order they joined it.
@@ -118,12 +146,16 @@
  *      are queued (Kafka leaves a bucket emptied by cancel queued until it
  *      expires, and so does kafka mode); a queued bucket's pop time is its
  *      expiration, minus one level tick on early-cascade levels;
- *   I4 the queue is a heap on (pop time, queue order);
+ *   I4 kafka mode: the queue is a heap on (pop time, queue order); exact
+ *      mode: a level's occupancy bit s is set iff slots[s] is queued, no
+ *      timer's key is below its bucket's min_key, and no bucket above
+ *      level 1 pops (nor drain ends) before upper_pop;
  *   I5 level L's clock == level L-1's clock / factor (floor);
  *   I6 in exact mode, outside advance, level 1's clock == floor(now / tick);
  *   I7 the bucket counts add up to tw_wheel_count().
  */
 #include <limits.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -164,9 +196,14 @@ int64_t tw__span_div(int64_t x, uint64_t span)
 int64_t tw__mul_sat(int64_t a, uint64_t b)
 {
 	uint64_t magnitude, product;
+	int64_t fits;
 
 	if (a == 0 || b == 0)
 		return 0;
+	/* The common case without a division. */
+	if (b <= (uint64_t)INT64_MAX &&
+	    !__builtin_mul_overflow(a, (int64_t)b, &fits))
+		return fits;
 	if (a > 0)
 		return (uint64_t)a > (uint64_t)INT64_MAX / b
 			       ? INT64_MAX
@@ -189,12 +226,29 @@ int64_t tw__ticks_to_time(const struct tw_wheel *w, int64_t key)
 	return key * w->tick;
 }
 
+/* The add, cancel and reschedule paths are a few dozen instructions: a
+ * call and its spills would be a good part of them. */
+#if defined(__GNUC__)
+#define hot_inline static inline __attribute__((always_inline))
+#else
+#define hot_inline static inline
+#endif
+
 /* The tick a timer is filed under: its bucket start in kafka mode (floor),
  * the first boundary at or after its due time in exact mode (ceil). */
-int64_t tw__timer_key(const struct tw_wheel *w, int64_t due)
+hot_inline int64_t timer_key(const struct tw_wheel *w, int64_t due)
 {
+	/* Times already in ticks (a 1 ms tick on a ms clock) need no
+	 * division, the slowest instruction on the add path. */
+	if (w->tick == 1)
+		return due;
 	return w->mode == TW_MODE_KAFKA ? tw__floor_div(due, w->tick)
 					: tw__ceil_div(due, w->tick);
+}
+
+int64_t tw__timer_key(const struct tw_wheel *w, int64_t due)
+{
+	return timer_key(w, due);
 }
 
 /* The last tick whose buckets are due at time now. */
@@ -220,22 +274,55 @@ static uint32_t slot_of(const struct tw_wheel *w, int64_t bucket_number)
 	return (uint32_t)(m < 0 ? m + (int64_t)w->size : m);
 }
 
-static inline void notify(const struct tw_wheel *w, enum tw_event_kind kind,
-			  unsigned level, unsigned slot, int64_t time,
-			  const struct tw_timer *t)
-{
-	if (w->observer) {
-		struct tw_event ev = { kind, level, slot, time, t };
+/* Exact mode's floor(key / span) with span = 1 << shift: the compiler's
+ * >> on a negative int64_t must be arithmetic (gcc and clang document it;
+ * checked here so that a compiler that differs fails to build). */
+_Static_assert((-3 >> 1) == -2, "right shift of a negative value must floor");
 
-		w->observer->on_event(w->observer->arg, w, &ev);
-	}
+static inline int64_t shift_floor(int64_t key, unsigned shift)
+{
+	return key >> shift;
 }
+
+static inline void mark_occupied(struct tw_wheel *w, struct tw_bucket *b)
+{
+	w->levels[b->level - 1].occupied |= (uint64_t)1 << b->slot;
+}
+
+static inline void mark_empty(struct tw_wheel *w, struct tw_bucket *b)
+{
+	w->levels[b->level - 1].occupied &= ~((uint64_t)1 << b->slot);
+}
+
+static void notify_observer(const struct tw_wheel *w, enum tw_event_kind kind,
+			    unsigned level, unsigned slot, int64_t time,
+			    const struct tw_timer *t)
+{
+	struct tw_event ev = { kind, level, slot, time, t };
+
+	w->observer->on_event(w->observer->arg, w, &ev);
+}
+
+/* A macro, so that without an observer the event's arguments (some of
+ * them multiplications that saturate) are never computed. */
+#define notify(w, kind, level, slot, time, t)                                 \
+	do {                                                                  \
+		if ((w)->observer)                                            \
+			notify_observer((w), (kind), (level), (slot), (time), \
+					(t));                                 \
+	} while (0)
 
 /* ---- buckets ---- */
 
 static void bucket_init(struct tw_wheel *w, struct tw_bucket *b)
 {
+	size_t index = (size_t)(b - w->buckets);
+	bool in_level = index < (size_t)w->max_levels * w->size;
+
 	list_init(&b->head);
+	b->level = in_level ? (uint8_t)(index / w->size + 1) : TW_LEVEL_READY;
+	b->slot = in_level ? (uint32_t)(index % w->size) : 0;
+	b->min_key = 0;
 	b->expiration = 0;
 	b->queue_seq = 0;
 	b->queue_index = TW_NOT_QUEUED;
@@ -311,7 +398,9 @@ static void advance_clocks(struct tw_wheel *w, int64_t key)
 {
 	for (uint32_t i = 0; i < w->nlevels; i++) {
 		struct tw_level *lv = &w->levels[i];
-		int64_t number = tw__span_div(key, lv->span);
+		int64_t number = w->mode == TW_MODE_EXACT
+					 ? shift_floor(key, lv->shift)
+					 : tw__span_div(key, lv->span);
 
 		if (number <= lv->clock)
 			break;
@@ -357,6 +446,61 @@ static void insert(struct tw_wheel *w, struct tw_timer *t, int64_t key)
 	}
 }
 
+/* Exact mode's insert: the same levels, found the same way, but a bucket
+ * number is a shift and its slot a mask, and a bucket is queued by setting
+ * its level's occupancy bit. A bucket also keeps the smallest key it has
+ * held since it last emptied, so next_expiry can name the tick its first
+ * timer fires at instead of the tick it cascades at. */
+hot_inline void insert_exact(struct tw_wheel *w, struct tw_timer *t, int64_t key)
+{
+	uint64_t distance = (uint64_t)key - (uint64_t)w->levels[0].clock;
+	uint32_t mask = w->size - 1, i = 0;
+
+	/* With 64 buckets a level holds distances below 2^(5L + 6) at most,
+	 * so the count of distance's bits names the first level worth
+	 * trying: no loop over the levels below, whose branch a random due
+	 * time would mispredict. */
+	if (w->size == 64 && distance >= 64) {
+		i = ((unsigned)(64 - __builtin_clzll(distance)) - 6 + 4) / 5;
+		if (i > w->nlevels)
+			i = w->nlevels;
+	}
+	for (;; i++) {
+		struct tw_level *lv;
+		struct tw_bucket *b;
+		int64_t number;
+
+		lv = i < w->nlevels ? &w->levels[i] : add_level(w);
+		if (!lv->unbounded && distance >= lv->too_far)
+			continue;
+		number = shift_floor(key, lv->shift);
+		if (!lv->unbounded &&
+		    (uint64_t)number - (uint64_t)lv->clock >= w->size)
+			continue;
+		b = &lv->slots[(uint64_t)number & mask];
+		if (b->count == 0) {
+			b->expiration = (int64_t)((uint64_t)number << lv->shift);
+			/* (number - 1) * span, saturated at the bottom of
+			 * int64 (lead == span above level 1). */
+			b->pop_at = !lv->lead ? b->expiration
+				    : b->expiration < INT64_MIN + (int64_t)lv->lead
+					    ? INT64_MIN
+					    : b->expiration - (int64_t)lv->lead;
+			b->has_expiration = true;
+			b->min_key = key;
+			mark_occupied(w, b);
+			if (i > 0 && b->pop_at < w->upper_pop)
+				w->upper_pop = b->pop_at;
+		} else if (key < b->min_key) {
+			b->min_key = key;
+		}
+		bucket_append(b, t);
+		notify(w, TW_EV_PLACED, i + 1, b->slot,
+		       tw__ticks_to_time(w, b->expiration), t);
+		return;
+	}
+}
+
 /* File a timer that is new (from add or reschedule). A timer due now
  * waits in the ready list for the next advance. In kafka mode "due now"
  * is Kafka's test (its tick has been reached by level 1's clock) -- and,
@@ -366,9 +510,9 @@ static void insert(struct tw_wheel *w, struct tw_timer *t, int64_t key)
  * ran again in the same advance (issue 13, bug 11). Kafka itself runs an
  * add that is already due at once, on an executor thread, so its callers
  * cannot rely on either order; ours can rely on "the next advance". */
-static void place_new(struct tw_wheel *w, struct tw_timer *t)
+hot_inline void place_new(struct tw_wheel *w, struct tw_timer *t)
 {
-	int64_t key = tw__timer_key(w, t->due);
+	int64_t key = timer_key(w, t->due);
 	bool due_now = w->mode == TW_MODE_KAFKA
 			       ? key <= w->levels[0].clock ||
 					 (w->advancing && key <= tw__due_limit(w, w->now))
@@ -377,13 +521,15 @@ static void place_new(struct tw_wheel *w, struct tw_timer *t)
 	if (due_now) {
 		bucket_append(tw__ready_list(w, w->ready_cur), t);
 		notify(w, TW_EV_READY, TW_LEVEL_READY, 0, w->now, t);
+	} else if (w->mode == TW_MODE_EXACT) {
+		insert_exact(w, t, key);
 	} else {
 		insert(w, t, key);
 	}
 	w->count++;
 }
 
-static void unlink_pending(struct tw_wheel *w, struct tw_timer *t)
+hot_inline void unlink_pending(struct tw_wheel *w, struct tw_timer *t)
 {
 	struct tw_bucket *b = t->bucket;
 
@@ -391,9 +537,8 @@ static void unlink_pending(struct tw_wheel *w, struct tw_timer *t)
 	w->count--;
 	/* Exact mode keeps only non-empty buckets queued, so next_expiry
 	 * never reports a time when there is nothing to do. */
-	if (w->mode == TW_MODE_EXACT && b->count == 0 &&
-	    b->queue_index != TW_NOT_QUEUED) {
-		tw__bq_remove(w, b);
+	if (w->mode == TW_MODE_EXACT && b->count == 0 && b->has_expiration) {
+		mark_empty(w, b);
 		b->has_expiration = false;
 	}
 }
@@ -432,7 +577,7 @@ static int64_t move_down(struct tw_wheel *w, struct tw_bucket *b, size_t n)
 
 	while (n-- && !list_empty(&b->head)) {
 		struct tw_timer *t = list_timer(b->head.next);
-		int64_t key = tw__timer_key(w, t->due);
+		int64_t key = timer_key(w, t->due);
 
 		/* The list is a chain of cache misses: start on the next one
 		 * while this one moves. */
@@ -441,6 +586,8 @@ static int64_t move_down(struct tw_wheel *w, struct tw_bucket *b, size_t n)
 		if (key <= w->levels[0].clock) {
 			fire(w, t);
 			fired++;
+		} else if (w->mode == TW_MODE_EXACT) {
+			insert_exact(w, t, key);
 		} else {
 			insert(w, t, key);
 		}
@@ -463,37 +610,164 @@ static int64_t drain_some(struct tw_wheel *w, struct tw_level *lv, size_t n)
 	return fired;
 }
 
-/* The draining level whose deadline (its bucket's expiration) is earliest. */
-static struct tw_level *earliest_drain(const struct tw_wheel *w)
-{
-	struct tw_level *best = NULL;
-
-	for (uint32_t i = 1; w->ndraining && i < w->nlevels; i++) {
-		struct tw_level *lv = &w->levels[i];
-
-		if (lv->draining &&
-		    (!best || lv->draining->expiration < best->draining->expiration))
-			best = lv;
-	}
-	return best;
-}
-
-/* Spread the remaining moves over the ticks left before each deadline. */
+/* Spread each drain over the ticks before its deadline (its bucket's
+ * expiration), in proportion to the ticks this advance covers: an event
+ * loop that wakes every tick moves 1/left of the rest each time; one that
+ * wakes less often moves more per wake, never all at once unless the
+ * deadline has come. pop_at remembers how far the drain has got. */
 static int64_t drain_share(struct tw_wheel *w, int64_t limit)
 {
 	int64_t fired = 0;
 
 	for (uint32_t i = 1; w->ndraining && i < w->nlevels; i++) {
 		struct tw_level *lv = &w->levels[i];
-		uint64_t left, share;
+		struct tw_bucket *b = lv->draining;
+		double elapsed, total;
+		size_t share;
 
-		if (!lv->draining)
+		if (!b || limit <= b->pop_at)
 			continue;
-		left = (uint64_t)lv->draining->expiration - (uint64_t)limit;
-		share = (lv->draining->count + left - 1) / left;
-		fired += drain_some(w, lv, share ? share : 1);
+		elapsed = (double)((uint64_t)limit - (uint64_t)b->pop_at);
+		total = (double)((uint64_t)b->expiration - (uint64_t)b->pop_at);
+		share = (size_t)((double)b->count * elapsed / total) + 1;
+		b->pop_at = limit;
+		fired += drain_some(w, lv, share);
 	}
 	return fired;
+}
+
+/* ---- exact mode's queue: the occupancy bitmaps ----
+ *
+ * A level's queued buckets are the set bits of its occupied word; the
+ * buckets ahead of its clock, in time order, are the slots from
+ * (clock + 1) & mask onwards, wrapping. So the next one is a shift and a
+ * count of trailing zeros, and no heap is kept. */
+static struct tw_bucket *level_next(const struct tw_wheel *w,
+				    const struct tw_level *lv)
+{
+	uint64_t occupied = lv->occupied, ahead;
+	unsigned start;
+
+	if (!occupied)
+		return NULL;
+	/* Level 1 from its clock on: when a bucket above pops at the tick
+	 * of a level 1 bucket (ties go up first), the clock reaches that
+	 * bucket before it is flushed. */
+	start = (unsigned)((uint64_t)(lv == w->levels ? lv->clock : lv->clock + 1) &
+			   (w->size - 1));
+	ahead = occupied >> start;
+	return &lv->slots[ahead ? start + (unsigned)__builtin_ctzll(ahead)
+				: (unsigned)__builtin_ctzll(occupied)];
+}
+
+/* The next event above level 1: a bucket that pops (starts draining) or
+ * a drain that must end (its deadline has come). A tie goes to the drain:
+ * a drain's timers must be down before anything at its deadline pops.
+ * Refreshes upper_pop. */
+static bool upper_next(struct tw_wheel *w, struct tw_level **level,
+		       struct tw_bucket **pop, int64_t *when)
+{
+	bool found = false, best_drains = false;
+
+	for (uint32_t i = 1; i < w->nlevels; i++) {
+		struct tw_level *lv = &w->levels[i];
+		struct tw_bucket *b;
+
+		if (lv->draining &&
+		    (!found || lv->draining->expiration < *when ||
+		     (lv->draining->expiration == *when && !best_drains))) {
+			found = best_drains = true;
+			*when = lv->draining->expiration;
+			*level = lv;
+			*pop = NULL;
+		}
+		b = level_next(w, lv);
+		if (b && (!found || b->pop_at < *when)) {
+			found = true;
+			best_drains = false;
+			*when = b->pop_at;
+			*level = lv;
+			*pop = b;
+		}
+	}
+	w->upper_pop = found ? *when : INT64_MAX;
+	return found;
+}
+
+static void pop_bucket(struct tw_wheel *w, struct tw_bucket *b)
+{
+	mark_empty(w, b);
+	b->has_expiration = false;
+	notify(w, TW_EV_POPPED, b->level, b->slot,
+	       tw__ticks_to_time(w, b->pop_at), NULL);
+	advance_clocks(w, b->pop_at);
+}
+
+/* Kafka's advance loop with the heap replaced by the bitmaps: level 1's
+ * next bucket is one bit scan away; the levels above are looked at only
+ * when upper_pop says something up there may be due first, which is once
+ * per bucket that pops, not once per tick or per timer. */
+static int64_t advance_exact(struct tw_wheel *w, int64_t limit)
+{
+	struct tw_level *lv = NULL;
+	struct tw_bucket *b0, *up = NULL;
+	int64_t fired = 0, when = 0;
+
+	for (;;) {
+		b0 = level_next(w, &w->levels[0]);
+		if (w->upper_pop <= limit &&
+		    (!b0 || w->upper_pop <= b0->expiration) &&
+		    upper_next(w, &lv, &up, &when) && when <= limit &&
+		    (!b0 || when <= b0->expiration)) {
+			if (!up) {
+				fired += drain_some(w, lv, SIZE_MAX);
+				continue;
+			}
+			pop_bucket(w, up);
+			if (lv->draining)
+				fired += drain_some(w, lv, SIZE_MAX);
+			lv->draining = up;
+			up->draining = true;
+			w->ndraining++;
+			continue;
+		}
+		if (!b0 || b0->expiration > limit)
+			break;
+		pop_bucket(w, b0);
+		fired += move_down(w, b0, SIZE_MAX);
+	}
+	advance_clocks(w, limit);
+	return fired + drain_share(w, limit);
+}
+
+/* The tick at which exact mode next has something to fire: level 1's next
+ * bucket, or the smallest key of the next bucket of each level above and
+ * of each drain. Never the tick a bucket merely cascades at: advance does
+ * those on its way, so an event loop is not woken for them. */
+static bool next_key_exact(const struct tw_wheel *w, int64_t *key)
+{
+	bool found = false;
+
+	for (uint32_t i = 0; i < w->nlevels; i++) {
+		const struct tw_level *lv = &w->levels[i];
+		const struct tw_bucket *b = level_next(w, lv);
+		int64_t k;
+
+		/* On level 1 min_key is the bucket's own tick (a stays-put
+		 * reschedule only moves later). */
+		if (b) {
+			k = b->min_key;
+			if (!found || k < *key)
+				*key = k;
+			found = true;
+		}
+		if (lv->draining && lv->draining->count &&
+		    (!found || lv->draining->min_key < *key)) {
+			*key = lv->draining->min_key;
+			found = true;
+		}
+	}
+	return found;
 }
 
 /* ---- public API ---- */
@@ -506,12 +780,25 @@ void tw_timer_init(struct tw_timer *timer, tw_timer_fn *fn)
 	timer->fn = fn;
 }
 
+/* Exact mode's buckets per level: wheel_size rounded up to a power of two
+ * (a slot is then a mask), at least 4 (so a level spans two ticks of the
+ * one above: early cascades) and at most 64 (one occupancy word). */
+static uint32_t exact_size(uint32_t wheel_size)
+{
+	uint32_t size = 4;
+
+	while (size < wheel_size && size < 64)
+		size *= 2;
+	return size;
+}
+
 int tw_wheel_init(struct tw_wheel *w, int64_t tick, uint32_t wheel_size,
 		  int64_t start, enum tw_mode mode)
 {
-	uint32_t max_levels = 0, factor;
+	uint32_t max_levels = 0, factor, size;
 	size_t nbuckets;
 	uint64_t span = 1;
+	unsigned shift = 0, factor_bits = 0;
 
 	if (!w || tick < 1 || wheel_size < TW_WHEEL_SIZE_MIN ||
 	    wheel_size > TW_WHEEL_SIZE_MAX ||
@@ -520,22 +807,27 @@ int tw_wheel_init(struct tw_wheel *w, int64_t tick, uint32_t wheel_size,
 
 	/* Levels until one's interval (span * size ticks) no longer fits in
 	 * 64 bits: that one covers every int64 due time (I2). */
-	factor = early_cascade(mode, wheel_size) ? wheel_size / 2 : wheel_size;
+	size = mode == TW_MODE_EXACT ? exact_size(wheel_size) : wheel_size;
+	factor = early_cascade(mode, size) ? size / 2 : size;
+	while (((uint32_t)1 << factor_bits) < factor)
+		factor_bits++;
 	for (;;) {
 		max_levels++;
-		if (span > UINT64_MAX / wheel_size)
+		if (span > UINT64_MAX / size)
 			break;
 		span *= factor;
 	}
 
 	memset(w, 0, sizeof(*w));
-	nbuckets = (size_t)max_levels * wheel_size;
+	nbuckets = (size_t)max_levels * size;
 	w->levels = calloc(max_levels, sizeof(*w->levels));
 	/* After the levels' buckets: the two ready lists and the list that
 	 * tw_wheel_drain() hands back from. */
 	w->buckets = calloc(nbuckets + 3, sizeof(*w->buckets));
-	w->queue = calloc(nbuckets, sizeof(*w->queue));
-	if (!w->levels || !w->buckets || !w->queue) {
+	/* Only kafka mode keeps Kafka's bucket queue (exact mode: bitmaps). */
+	w->queue = mode == TW_MODE_KAFKA ? calloc(nbuckets, sizeof(*w->queue))
+					 : NULL;
+	if (!w->levels || !w->buckets || (mode == TW_MODE_KAFKA && !w->queue)) {
 		free(w->levels);
 		free(w->buckets);
 		free(w->queue);
@@ -543,11 +835,12 @@ int tw_wheel_init(struct tw_wheel *w, int64_t tick, uint32_t wheel_size,
 		return TW_ENOMEM;
 	}
 	w->tick = tick;
-	w->size = wheel_size;
+	w->size = size;
 	w->factor = factor;
 	w->mode = (uint8_t)mode;
 	w->now = start;
 	w->max_levels = max_levels;
+	w->upper_pop = INT64_MAX;
 	for (size_t i = 0; i < nbuckets + 3; i++)
 		bucket_init(w, &w->buckets[i]);
 
@@ -556,15 +849,18 @@ int tw_wheel_init(struct tw_wheel *w, int64_t tick, uint32_t wheel_size,
 		struct tw_level *lv = &w->levels[i];
 
 		lv->span = span;
-		lv->slots = &w->buckets[(size_t)i * wheel_size];
+		lv->shift = (uint8_t)shift;
+		lv->slots = &w->buckets[(size_t)i * size];
 		lv->unbounded = i == max_levels - 1;
-		lv->lead = i > 0 && factor != wheel_size ? span : 0;
+		lv->lead = i > 0 && factor != size ? span : 0;
 		lv->draining = NULL;
-		lv->too_far = span > UINT64_MAX / (wheel_size + 1ULL)
+		lv->too_far = span > UINT64_MAX / (size + 1ULL)
 				      ? UINT64_MAX
-				      : span * (wheel_size + 1ULL);
-		if (!lv->unbounded)
+				      : span * (size + 1ULL);
+		if (!lv->unbounded) {
 			span *= factor;
+			shift += factor_bits;
+		}
 	}
 	w->nlevels = 1;
 	w->levels[0].clock = tw__floor_div(start, tick);
@@ -603,9 +899,12 @@ int64_t tw_wheel_drain(struct tw_wheel *w, tw_timer_fn *hand_back)
 			bucket_append(held, t);
 		}
 	}
-	for (uint32_t i = 0; i < w->max_levels; i++)
+	for (uint32_t i = 0; i < w->max_levels; i++) {
 		w->levels[i].draining = NULL;
+		w->levels[i].occupied = 0;
+	}
 	w->ndraining = 0;
+	w->upper_pop = INT64_MAX;
 	while (!list_empty(&held->head)) {
 		struct tw_timer *t = list_timer(held->head.next);
 
@@ -662,13 +961,23 @@ int tw_wheel_add_in(struct tw_wheel *w, struct tw_timer *t, int64_t delay)
 	return tw_wheel_add(w, t, due);
 }
 
+/* Whether a bucket is one of this wheel's: an address range test, so the
+ * owner check costs no load from the bucket (a dependent cache miss on
+ * cancel and reschedule). */
+static inline bool owns(const struct tw_wheel *w, const struct tw_bucket *b)
+{
+	uintptr_t first = (uintptr_t)w->buckets, at = (uintptr_t)b;
+
+	return at - first < ((size_t)w->max_levels * w->size + 3) * sizeof(*b);
+}
+
 int tw_wheel_cancel(struct tw_wheel *w, struct tw_timer *t)
 {
 	if (!w || !w->buckets || !t)
 		return TW_EINVAL;
 	if (!t->bucket)
 		return 0;
-	if (t->bucket->wheel != w)
+	if (!owns(w, t->bucket))
 		return TW_EOWNER;
 	unlink_pending(w, t);
 	return 1;
@@ -682,16 +991,21 @@ int tw_wheel_cancel(struct tw_wheel *w, struct tw_timer *t)
  * unlink and the append: three cache misses become the one on the timer.
  * The price is paid at most once per bucket the timer sits in, not once
  * per reset. Kafka mode always moves, as Kafka's remove-then-add does. */
-static bool stays_put(const struct tw_wheel *w, const struct tw_timer *t,
+hot_inline bool stays_put(const struct tw_wheel *w, const struct tw_timer *t,
 		      int64_t due)
 {
-	const struct tw_bucket *b = t->bucket;
-	unsigned level = tw__bucket_level(w, b);
+	struct tw_bucket *b = t->bucket;
+	int64_t key;
 
-	if (w->mode != TW_MODE_EXACT || level == TW_LEVEL_READY ||
+	if (w->mode != TW_MODE_EXACT || b->level == TW_LEVEL_READY ||
 	    b->draining || due <= w->now)
 		return false;
-	return tw__timer_key(w, due) >= b->expiration;
+	key = timer_key(w, due);
+	if (key < b->expiration)
+		return false;
+	if (key < b->min_key)
+		b->min_key = key;
+	return true;
 }
 
 int tw_wheel_reschedule(struct tw_wheel *w, struct tw_timer *t, int64_t due)
@@ -700,7 +1014,7 @@ int tw_wheel_reschedule(struct tw_wheel *w, struct tw_timer *t, int64_t due)
 
 	if (!w || !w->buckets || !t || !t->fn)
 		return TW_EINVAL;
-	if (t->bucket && t->bucket->wheel != w)
+	if (t->bucket && !owns(w, t->bucket))
 		return TW_EOWNER;
 	was_pending = t->bucket != NULL;
 	if (was_pending && stays_put(w, t, due)) {
@@ -741,41 +1055,21 @@ int64_t tw_wheel_advance(struct tw_wheel *w, int64_t now)
 		fired++;
 	}
 
+	if (w->mode == TW_MODE_EXACT) {
+		fired += advance_exact(w, limit);
+		w->advancing = 0;
+		return fired;
+	}
 	for (;;) {
-		struct tw_level *drain = earliest_drain(w);
-		struct tw_level *lv;
-
 		b = tw__bq_top(w);
-		/* A draining bucket must be down before anything at or after
-		 * its expiration is popped. */
-		if (drain && drain->draining->expiration <= limit &&
-		    (!b || drain->draining->expiration <= b->pop_at)) {
-			fired += drain_some(w, drain, SIZE_MAX);
-			continue;
-		}
 		if (!b || b->pop_at > limit)
 			break;
 		tw__bq_pop(w);
-		notify(w, TW_EV_POPPED, tw__bucket_level(w, b),
-		       tw__bucket_slot(w, b), tw__ticks_to_time(w, b->pop_at),
-		       NULL);
+		notify(w, TW_EV_POPPED, b->level, b->slot,
+		       tw__ticks_to_time(w, b->pop_at), NULL);
 		advance_clocks(w, b->pop_at);
 		b->has_expiration = false;
-		lv = &w->levels[tw__bucket_level(w, b) - 1];
-		if (lv->lead) {
-			if (lv->draining)
-				fired += drain_some(w, lv, SIZE_MAX);
-			lv->draining = b;
-			b->draining = true;
-			w->ndraining++;
-		} else {
-			fired += move_down(w, b, SIZE_MAX);
-		}
-	}
-
-	if (w->mode == TW_MODE_EXACT) {
-		advance_clocks(w, limit);
-		fired += drain_share(w, limit);
+		fired += move_down(w, b, SIZE_MAX);
 	}
 	w->advancing = 0;
 	return fired;
@@ -784,8 +1078,7 @@ int64_t tw_wheel_advance(struct tw_wheel *w, int64_t now)
 bool tw_wheel_next_expiry(const struct tw_wheel *w, int64_t *when)
 {
 	const struct tw_bucket *top;
-	bool draining;
-	int64_t t = INT64_MAX;
+	int64_t t = 0;
 
 	if (!w || !w->buckets || !when)
 		return false;
@@ -793,19 +1086,16 @@ bool tw_wheel_next_expiry(const struct tw_wheel *w, int64_t *when)
 		*when = w->now;
 		return true;
 	}
-	draining = w->ndraining != 0;
-	top = tw__bq_top(w);
-	if (!top && !draining)
-		return false;
-	if (top)
-		t = tw__ticks_to_time(w, top->pop_at);
-	/* A drain moves its share on every tick. */
-	if (draining && w->levels[0].clock < INT64_MAX) {
-		int64_t next_tick = tw__ticks_to_time(w, w->levels[0].clock + 1);
-
-		if (next_tick < t)
-			t = next_tick;
+	if (w->mode == TW_MODE_EXACT) {
+		if (!next_key_exact(w, &t))
+			return false;
+	} else {
+		top = tw__bq_top(w);
+		if (!top)
+			return false;
+		t = top->pop_at;
 	}
+	t = tw__ticks_to_time(w, t);
 	/* Kafka mode may file a bucket behind the caller's clock (its own
 	 * clock lags); it is due now. */
 	*when = t < w->now ? w->now : t;
@@ -848,18 +1138,21 @@ unsigned tw_wheel_levels(const struct tw_wheel *w)
 
 unsigned tw__bucket_level(const struct tw_wheel *w, const struct tw_bucket *b)
 {
-	size_t index = (size_t)(b - w->buckets);
+	(void)w;
+	return b->level;
+}
 
-	if (index >= (size_t)w->max_levels * w->size)
-		return TW_LEVEL_READY;
-	return (unsigned)(index / w->size) + 1;
+/* In the queue: the heap in kafka mode, an occupancy bit in exact mode. */
+bool tw__bucket_queued(const struct tw_wheel *w, const struct tw_bucket *b)
+{
+	if (w->mode == TW_MODE_KAFKA)
+		return b->queue_index != TW_NOT_QUEUED;
+	return b->level != TW_LEVEL_READY &&
+	       ((w->levels[b->level - 1].occupied >> b->slot) & 1);
 }
 
 unsigned tw__bucket_slot(const struct tw_wheel *w, const struct tw_bucket *b)
 {
-	size_t index = (size_t)(b - w->buckets);
-
-	if (index >= (size_t)w->max_levels * w->size)
-		return 0;
-	return (unsigned)(index % w->size);
+	(void)w;
+	return b->slot;
 }

@@ -29,10 +29,10 @@ static void noop(struct tw_wheel *w, struct tw_timer *t)
 	(void)t;
 }
 
-static void setup(struct fixture *f)
+static void setup_mode(struct fixture *f, enum tw_mode mode)
 {
 	memset(f, 0, sizeof(*f));
-	CHECK_EQ(tw_wheel_init(&f->w, 10, 4, 0, TW_MODE_EXACT), 0);
+	CHECK_EQ(tw_wheel_init(&f->w, 10, 4, 0, mode), 0);
 	for (int i = 0; i <= NT; i++)
 		tw_timer_init(&f->t[i], noop);
 	CHECK_EQ(tw_wheel_advance(&f->w, 10), 0);
@@ -40,6 +40,11 @@ static void setup(struct fixture *f)
 		CHECK_EQ(tw_wheel_add(&f->w, &f->t[i], dues[i]), 0);
 	CHECK(tw_wheel_levels(&f->w) >= 3);
 	CHECK_WHEEL(&f->w);
+}
+
+static void setup(struct fixture *f)
+{
+	setup_mode(f, TW_MODE_EXACT);
 }
 
 static void teardown(struct fixture *f)
@@ -92,12 +97,13 @@ static void test_wheel_level_damage(void)
 	teardown(&f);
 }
 
+/* Kafka mode's bucket queue is Kafka's heap. */
 static void test_queue_damage(void)
 {
 	struct fixture f;
 	struct tw_bucket *root, *child;
 
-	setup(&f);
+	setup_mode(&f, TW_MODE_KAFKA);
 	CHECK(f.w.queue_len >= 2);
 	root = f.w.queue[0];
 	root->queue_index = 99;
@@ -120,6 +126,54 @@ static void test_queue_damage(void)
 	root->draining = true;
 	EXPECT_BROKEN(&f.w, "draining state inconsistent");
 	root->draining = false;
+	teardown(&f);
+}
+
+/* Exact mode's queue is one occupancy word per level, a smallest key per
+ * bucket and a bound on when anything above level 1 pops. */
+static void test_occupancy_damage(void)
+{
+	struct fixture f;
+	struct tw_level *lv = NULL;
+	struct tw_bucket *b = NULL, *empty = NULL;
+	uint32_t s;
+
+	setup(&f);
+	CHECK(f.w.queue == NULL);
+	/* A queued bucket above level 1, and an empty one beside it. */
+	for (uint32_t l = 1; l < f.w.nlevels && !(b && empty); l++) {
+		lv = &f.w.levels[l];
+		b = empty = NULL;
+		for (s = 0; s < f.w.size; s++) {
+			if (lv->slots[s].count && !lv->slots[s].draining && !b)
+				b = &lv->slots[s];
+			if (!lv->slots[s].count && !empty)
+				empty = &lv->slots[s];
+		}
+	}
+	CHECK(b != NULL && empty != NULL && lv != NULL);
+	if (!b || !empty || !lv)
+		return;
+
+	lv->occupied &= ~((uint64_t)1 << b->slot);
+	EXPECT_BROKEN(&f.w, "has expiration 1 but queued 0");
+	lv->occupied |= (uint64_t)1 << b->slot;
+
+	lv->occupied |= (uint64_t)1 << empty->slot;
+	EXPECT_BROKEN(&f.w, "has expiration 0 but queued 1");
+	lv->occupied &= ~((uint64_t)1 << empty->slot);
+
+	b->min_key += 1000;
+	EXPECT_BROKEN(&f.w, "smallest key");
+	b->min_key -= 1000;
+
+	f.w.upper_pop = b->pop_at + 1;
+	EXPECT_BROKEN(&f.w, "before upper_pop");
+	f.w.upper_pop = INT64_MIN;
+
+	f.w.queue_len = 1;
+	EXPECT_BROKEN(&f.w, "exact mode with a bucket heap");
+	f.w.queue_len = 0;
 	teardown(&f);
 }
 
@@ -182,8 +236,13 @@ static void test_timer_placement_damage(void)
 	t0 = &f.t[0]; /* due 25: level 1, tick 3 */
 	t0->due = 5;
 	EXPECT_BROKEN(&f.w, "timer due 5 overdue");
-	t0->due = 15; /* its bucket (tick 3) expires after tick 2: late */
+	t0->due = 15; /* tick 2, below what its bucket says it holds */
+	EXPECT_BROKEN(&f.w, "timer due 15 below L1#3's smallest key");
+	/* With the bound lowered too: its bucket (tick 3) expires after
+	 * tick 2, so it would fire late. */
+	t0->bucket->min_key = 2;
 	EXPECT_BROKEN(&f.w, "timer due 15 in the wrong bucket L1#3 (after its tick)");
+	t0->bucket->min_key = 3;
 	/* Later than its bucket is how exact mode leaves a timer moved
 	 * later (stays_put): the bucket re-files it, never early. */
 	t0->due = 1000;
@@ -251,12 +310,13 @@ static void test_bucket_state_damage(void)
 	b->count++, f.w.count++;
 	t0->bucket = b;
 
-	/* Timers in a bucket that will never be popped. */
-	tw__bq_remove(&f.w, b);
+	/* Timers in a bucket that will never be popped (exact mode queues
+	 * a bucket by its level's occupancy bit). */
+	f.w.levels[b->level - 1].occupied &= ~((uint64_t)1 << b->slot);
 	b->has_expiration = false;
 	EXPECT_BROKEN(&f.w, "timers but no expiration");
 	b->has_expiration = true;
-	tw__bq_push(&f.w, b);
+	f.w.levels[b->level - 1].occupied |= (uint64_t)1 << b->slot;
 	CHECK_WHEEL(&f.w);
 
 	/* A bucket of a level that does not exist yet, queued. */
@@ -264,9 +324,9 @@ static void test_bucket_state_damage(void)
 	unused = &f.w.levels[f.w.max_levels - 1].slots[0];
 	unused->has_expiration = true;
 	unused->expiration = unused->pop_at = INT64_MAX;
-	tw__bq_push(&f.w, unused);
+	f.w.levels[f.w.max_levels - 1].occupied |= 1;
 	EXPECT_BROKEN(&f.w, "used before its level exists");
-	tw__bq_remove(&f.w, unused);
+	f.w.levels[f.w.max_levels - 1].occupied &= ~(uint64_t)1;
 	unused->has_expiration = false;
 	teardown(&f);
 }
@@ -275,6 +335,7 @@ int main(void)
 {
 	RUN(test_wheel_level_damage);
 	RUN(test_queue_damage);
+	RUN(test_occupancy_damage);
 	RUN(test_ready_list_damage);
 	RUN(test_list_damage);
 	RUN(test_timer_placement_damage);

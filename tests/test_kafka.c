@@ -150,15 +150,18 @@ static void test_advancing_to_1060_moves_overflow_clock_to_1050(void)
 	struct task t;
 
 	for (int mode = 0; mode < 2; mode++) {
+		/* Exact mode rounds 5 buckets up to 8, so level 1 reaches
+		 * 1070 and 1090 is what needs level 2; its tick is half level
+		 * 1's interval (40), so its clock reads 1080 there. */
+		int64_t due = mode == TW_MODE_KAFKA ? 1060 : 1090;
+
 		tw_wheel_init(&w, 10, 5, 1000, (enum tw_mode)mode);
 		task_init(&t, 1);
-		tw_wheel_add(&w, &t.timer, 1060);
+		tw_wheel_add(&w, &t.timer, due);
 		CHECK_EQ(tw_wheel_levels(&w), 2);
-		CHECK_EQ(tw_wheel_advance(&w, 1060), 1);
-		CHECK_EQ(level_time(&w, 1), 1060);
-		/* Exact mode's level 2 ticks at half level 1's interval (20),
-		 * so its clock reads 1060 there. */
-		CHECK_EQ(level_time(&w, 2), mode == TW_MODE_KAFKA ? 1050 : 1060);
+		CHECK_EQ(tw_wheel_advance(&w, due), 1);
+		CHECK_EQ(level_time(&w, 1), due);
+		CHECK_EQ(level_time(&w, 2), mode == TW_MODE_KAFKA ? 1050 : 1080);
 		CHECK_WHEEL(&w);
 		tw_wheel_destroy(&w);
 	}

@@ -100,7 +100,8 @@ struct tw_service_clock {
 /** How to build a service; zeros everywhere give the defaults. */
 struct tw_service_config {
 	int64_t tick;             /**< clock units per bucket; 0: 1 ms */
-	uint32_t wheel_size;      /**< 0: 20 (Kafka's) */
+	uint32_t wheel_size;      /**< 0: 64 in exact mode (its fastest), 20
+				       (Kafka's) in kafka mode */
 	unsigned executors;       /**< threads running callbacks; 0: the reaper
 				       runs them */
 	unsigned inboxes;         /**< lock-free queues from the producing

@@ -116,12 +116,17 @@ struct tw_wheel {
 	struct tw_level *levels;  /**< [max_levels], the first nlevels in use */
 	struct tw_bucket *buckets;/**< [max_levels * size + 3]: the levels', two
 				       ready lists, drain's hand-back list */
-	struct tw_bucket **queue; /**< binary heap of buckets by expiration */
-	size_t queue_len;         /**< buckets in the queue */
-	uint64_t queue_seq;       /**< FIFO order among equal expirations */
+	struct tw_bucket **queue; /**< kafka mode: binary heap of buckets by
+				       expiration (exact mode: NULL) */
+	size_t queue_len;         /**< kafka mode: buckets in the queue */
+	uint64_t queue_seq;       /**< kafka mode: FIFO among equal expirations */
+	int64_t upper_pop;        /**< exact mode: no bucket above level 1
+				       pops, and no drain ends, before this
+				       tick (a bound) */
 	const struct tw_observer *observer; /**< inspect.h's hook, or NULL */
 	uint32_t size;            /**< buckets per level */
-	uint32_t factor;          /**< level tick ratio: size, or size/2 */
+	uint32_t factor;          /**< level tick ratio: size (kafka), size/2
+				       (exact) */
 	uint32_t nlevels;         /**< levels in use */
 	uint32_t max_levels;      /**< levels allocated */
 	uint32_t ndraining;       /**< levels with a bucket draining down */
@@ -172,7 +177,13 @@ static inline int64_t tw_timer_due(const struct tw_timer *timer)
  * takes its clock from the level below when it is first needed).
  * @param wheel the wheel to set up
  * @param tick time units per level-1 bucket (>= 1)
- * @param wheel_size buckets per level, TW_WHEEL_SIZE_MIN..TW_WHEEL_SIZE_MAX
+ * @param wheel_size buckets per level, TW_WHEEL_SIZE_MIN..TW_WHEEL_SIZE_MAX.
+ *        Kafka mode uses it as given (Kafka's wheelSize; Kafka uses 20).
+ *        Exact mode rounds it up to a power of two between 4 and 64 (one
+ *        occupancy word per level; 64 is the fastest and needs 13 levels
+ *        for the whole int64 range) and its levels tick at half the
+ *        interval below; tw_wheel_check() and the inspector report the
+ *        size in use.
  * @param start the clock's first reading
  * @param mode TW_MODE_EXACT (never early) or TW_MODE_KAFKA
  * @retval 0 success
