@@ -68,7 +68,8 @@
  * instead of all of it (64 buckets per level, factor 32); the level below
  * then spans two of the upper ticks, a bucket [E, E + T) fits there from
  * E - T on, and it leaves the queue at E - T and drains down in shares
- * while the clock moves to E, before any of its timers is due. The share
+ * while the clock moves to E, before any of its timers is due (a bucket
+ * of at most SMALL_BUCKET timers moves at once: no stall to avoid). The share
  * is proportional to the ticks each advance covers, so an event loop that
  * wakes every tick moves 1/left of the rest each time and one that wakes
  * rarely moves more per wake (the stall test: 0.3 ms worst advance, where
@@ -703,6 +704,10 @@ static void pop_bucket(struct tw_wheel *w, struct tw_bucket *b)
 	advance_clocks(w, b->pop_at);
 }
 
+/* The most timers a popped bucket moves down at once rather than in
+ * shares: about a microsecond of work, well under one tick. */
+#define SMALL_BUCKET 32
+
 /* Kafka's advance loop with the heap replaced by the bitmaps: level 1's
  * next bucket is one bit scan away; the levels above are looked at only
  * when upper_pop says something up there may be due first, which is once
@@ -724,6 +729,13 @@ static int64_t advance_exact(struct tw_wheel *w, int64_t limit)
 				continue;
 			}
 			pop_bucket(w, up);
+			/* A bucket small enough to move in one step is moved
+			 * now: draining only pays for itself when moving
+			 * everything at once would be a stall. */
+			if (up->count <= SMALL_BUCKET) {
+				fired += move_down(w, up, SIZE_MAX);
+				continue;
+			}
 			if (lv->draining)
 				fired += drain_some(w, lv, SIZE_MAX);
 			lv->draining = up;

@@ -388,6 +388,86 @@ static void test_exact_mode_spreads_cascades_over_time(void)
 	}
 }
 
+static void test_exact_drain_shares_follow_the_ticks_an_advance_covers(void)
+{
+	/* The same 100000 timers, advanced every 8 ticks as an event loop
+	 * that sleeps between wakes would: each advance moves the share of
+	 * the ticks it covers, so the drain keeps pace and no single advance
+	 * is left with most of a bucket at its deadline (a share of 1/left
+	 * per advance, whatever it covered, fell behind and did). */
+	enum { N = 100000, STEP = 8 };
+	static const struct tw_observer obs = { count_moves, NULL };
+	static struct rec r[N];
+	struct tw_wheel w;
+	long worst = 0, fired = 0;
+
+	tw_wheel_init(&w, 1, 64, 0, TW_MODE_EXACT);
+	for (int i = 0; i < N; i++) {
+		rec_init(&r[i], i);
+		tw_wheel_add(&w, &r[i].timer, 1000 + (i * 7919) % 100);
+	}
+	tw_wheel_set_observer(&w, &obs);
+	for (int64_t now = STEP; now <= 1104; now += STEP) {
+		moves = 0;
+		fired += tw_wheel_advance(&w, now);
+		if (moves > worst)
+			worst = moves;
+		CHECK_WHEEL(&w);
+	}
+	CHECK_EQ(fired, N);
+	for (int i = 0; i < N; i += 997)
+		CHECK(r[i].fired_at >= tw_timer_due(&r[i].timer) &&
+		      r[i].fired_at < tw_timer_due(&r[i].timer) + STEP);
+	CHECK(worst <= N / 10);
+	tw_wheel_destroy(&w);
+}
+
+/* next_expiry names a time at which something fires: an event loop that
+ * sleeps until it and advances there wakes for nothing only for a bucket
+ * whose earliest timer was cancelled (at most once per such timer), never
+ * merely to cascade (81 % of such wakes fired nothing when next_expiry
+ * named cascade times). */
+static void test_exact_next_expiry_wakes_only_to_fire(void)
+{
+	enum { N = 20000 };
+	static struct rec r[N];
+	uint64_t x = 12345;
+
+	for (int cancel_some = 0; cancel_some < 2; cancel_some++) {
+		struct tw_wheel w;
+		long advances = 0, idle = 0, fired = 0, cancelled = 0;
+		int64_t when;
+
+		tw_wheel_init(&w, 1, 64, 0, TW_MODE_EXACT);
+		for (int i = 0; i < N; i++) {
+			x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+			rec_init(&r[i], i);
+			tw_wheel_add(&w, &r[i].timer, 1 + (int64_t)(x % 10800000));
+		}
+		for (int i = 0; cancel_some && i < N; i += 7)
+			cancelled += tw_wheel_cancel(&w, &r[i].timer);
+		while (tw_wheel_next_expiry(&w, &when)) {
+			int64_t n = tw_wheel_advance(&w, when);
+
+			CHECK(n >= 0);
+			advances++;
+			fired += n;
+			idle += n == 0;
+			if (advances % 1000 == 0)
+				CHECK_WHEEL(&w);
+		}
+		CHECK_EQ(fired, N - cancelled);
+		for (int i = 0; i < N; i++)
+			if (r[i].fires)
+				CHECK_EQ(r[i].fired_at, tw_timer_due(&r[i].timer));
+		if (!cancel_some)
+			CHECK_EQ(idle, 0);
+		else
+			CHECK(idle <= cancelled);
+		tw_wheel_destroy(&w);
+	}
+}
+
 /* ---- callbacks that change the wheel ---- */
 
 static void act_cancel_other(struct tw_wheel *w, struct rec *self)
@@ -805,6 +885,8 @@ int main(void)
 	RUN(test_reset_later_stays_put_and_fires_on_time);
 	RUN(test_clock_jumps_over_empty_time);
 	RUN(test_exact_mode_spreads_cascades_over_time);
+	RUN(test_exact_drain_shares_follow_the_ticks_an_advance_covers);
+	RUN(test_exact_next_expiry_wakes_only_to_fire);
 	RUN(test_callback_cancels_timer_in_same_batch);
 	RUN(test_callback_readds_itself);
 	RUN(test_callback_readding_due_timer_does_not_loop);
