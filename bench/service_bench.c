@@ -11,14 +11,20 @@
  *      by 1 and 2 executors;
  *   3. lateness on the real clock: N tasks due uniformly over 2 s (Kafka's
  *      measurement): how many ran early, p50 / p99 / max lateness;
- *   4. memory per pending task, from the allocator (mallinfo2).
+ *   4. memory per pending task, from the allocator (mallinfo2);
+ *   5. the platform's floor (clock_nanosleep to an absolute deadline) and
+ *      an idle service's wake-ups (1e5 timers over an hour);
+ *   6. a summary: ratios against the heap measured in this run, and
+ *      Kafka's figures from issue 16 as a dated reference (not re-run).
+ * Every phase runs under a watchdog: one that overstays its limit is
+ * reported with its counts (pushed, ran, pending) and the run exits 3.
  *
  * usage: service_bench [N [CSV]]   (default N = 1000000)
  * Prints a table; with CSV, also writes one row per measurement:
  * impl,workload,threads,n,ns_per_op
  *
  * The lateness runs take their service settings from the environment, for
- * experiments: BENCH_WHEEL_SIZE (20), BENCH_EXECUTORS (1), BENCH_INBOXES
+ * experiments: BENCH_WHEEL_SIZE (the default), BENCH_EXECUTORS (1), BENCH_INBOXES
  * (the default), and BENCH_HIST=1 prints the worst lateness per 100 ms of
  * due time. BENCH_RUNS (3, at most 9): runs per throughput figure; the
  * median is reported with the spread. BENCH_ONLY=NAME: only the producer
@@ -57,6 +63,33 @@ static int cmp_double(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
+/* Every median of this run, for the summary's ratios. */
+struct figure {
+	const char *impl, *workload;
+	unsigned threads;
+	double value;
+};
+static struct figure figures[64];
+static size_t nfigures;
+
+static void remember(const char *impl, const char *workload, unsigned threads,
+		     double value)
+{
+	if (nfigures < sizeof(figures) / sizeof(figures[0]))
+		figures[nfigures++] = (struct figure){ impl, workload, threads,
+						       value };
+}
+
+static double recall(const char *impl, const char *workload, unsigned threads)
+{
+	for (size_t i = 0; i < nfigures; i++)
+		if (!strcmp(figures[i].impl, impl) &&
+		    !strcmp(figures[i].workload, workload) &&
+		    figures[i].threads == threads)
+			return figures[i].value;
+	return 0;
+}
+
 /* The median of runs[0..n) and its spread (min .. max). */
 static void report(const char *impl, const char *workload, unsigned threads,
 		   double *runs, int n)
@@ -65,6 +98,7 @@ static void report(const char *impl, const char *workload, unsigned threads,
 
 	qsort(runs, (size_t)n, sizeof(*runs), cmp_double);
 	median = runs[n / 2];
+	remember(impl, workload, threads, median);
 	printf("  %-22s %-8s %u thread%s  %8.1f ns/op  %6.2f Mops/s  (%d runs: "
 	       "%.1f .. %.1f)\n", impl, workload, threads, threads > 1 ? "s" : " ",
 	       median, 1e3 / median, n, runs[0], runs[n - 1]);
@@ -74,6 +108,69 @@ static void report(const char *impl, const char *workload, unsigned threads,
 }
 
 static int nruns = 3;
+
+/* ---- the watchdog: a phase that hangs is a bug, reported with counts ----
+ *
+ * Every phase arms it with its name and a time limit; a thread checks
+ * every 100 ms and, past the limit, prints what the phase pushed, what
+ * ran and what is still pending, and exits with status 3 (the expiry
+ * phase used to hang for ever on a lost wake-up: issue 13, bug 1). */
+static pthread_mutex_t watch_mu = PTHREAD_MUTEX_INITIALIZER;
+static const char *watch_phase;
+static int64_t watch_deadline;
+static size_t watch_pushed;
+static struct tw_service *watch_svc;
+static struct heap_service *watch_heap;
+static atomic_size_t ran;
+
+static void watch(const char *phase, int seconds, struct tw_service *svc,
+		  struct heap_service *hs, size_t pushed)
+{
+	pthread_mutex_lock(&watch_mu);
+	watch_phase = phase;
+	watch_deadline = bench_now_ns() + (int64_t)seconds * 1000000000;
+	watch_svc = svc;
+	watch_heap = hs;
+	watch_pushed = pushed;
+	pthread_mutex_unlock(&watch_mu);
+}
+
+static void unwatch(void)
+{
+	watch(NULL, 0, NULL, NULL, 0);
+}
+
+static void *watchdog(void *arg)
+{
+	struct timespec tick = { 0, 100000000 };
+
+	(void)arg;
+	for (;;) {
+		nanosleep(&tick, NULL);
+		pthread_mutex_lock(&watch_mu);
+		if (watch_phase && bench_now_ns() > watch_deadline) {
+			size_t pending = 0;
+
+			if (watch_svc) {
+				struct tw_service_stats st;
+
+				tw_service_stats(watch_svc, &st);
+				pending = (size_t)(st.added - st.ran - st.stopped -
+						   st.handed_back);
+			} else if (watch_heap) {
+				pending = watch_heap->len;
+			}
+			fprintf(stderr,
+				"service_bench: WATCHDOG: phase \"%s\" still running "
+				"past its limit: pushed %zu, ran %zu, pending %zu\n",
+				watch_phase, watch_pushed, atomic_load(&ran), pending);
+			fflush(NULL);
+			_exit(3);
+		}
+		pthread_mutex_unlock(&watch_mu);
+	}
+	return NULL;
+}
 
 /* ---- one interface over the implementations ---- */
 
@@ -161,7 +258,13 @@ static double run_phase(struct bench *b, int phase)
 	struct worker wk[8];
 	int64_t t0, t1;
 
+	static const char *const names[] = { "producers: add",
+					     "producers: cancel",
+					     "producers: churn" };
+
 	b->phase = phase;
+	watch(names[phase], 120, b->impl == SVC ? b->svc : NULL,
+	      b->impl == HEAP ? &b->hs : NULL, N);
 	pthread_barrier_init(&b->start, NULL, b->threads + 1);
 	for (unsigned i = 0; i < b->threads; i++) {
 		wk[i].b = b;
@@ -179,6 +282,7 @@ static double run_phase(struct bench *b, int phase)
 	for (unsigned i = 0; i < b->threads; i++)
 		pthread_join(th[i], NULL);
 	pthread_barrier_destroy(&b->start);
+	unwatch();
 	return (double)(t1 - t0) / (double)((N / b->threads) * b->threads);
 }
 
@@ -230,7 +334,6 @@ static void producers(const char *name, enum impl impl, unsigned inboxes)
 
 /* ---- expiry throughput ---- */
 
-static atomic_size_t ran;
 static atomic_llong last_run;
 
 static void count_svc(struct tw_service *s, struct tw_service_timer *t)
@@ -286,7 +389,9 @@ static double expire_once(enum impl impl, unsigned executors)
 			tw_service_add(svc, &items[i].st, d);
 		}
 	}
+	watch("expiry", 120, svc, impl == HEAP ? &hs : NULL, N);
 	wait_all();
+	unwatch();
 	ns = (double)(atomic_load(&last_run) - (due + 1000000)) / (double)N;
 	if (impl == HEAP)
 		heap_service_destroy(&hs);
@@ -358,7 +463,7 @@ static void lateness(const char *name, enum impl impl, enum tw_mode mode)
 	atomic_store(&ran, 0);
 	cfg.executors = (unsigned)env_or("BENCH_EXECUTORS", 1);
 	cfg.mode = mode;
-	cfg.wheel_size = (uint32_t)env_or("BENCH_WHEEL_SIZE", 20);
+	cfg.wheel_size = (uint32_t)env_or("BENCH_WHEEL_SIZE", 0); /* default */
 	cfg.inboxes = (unsigned)env_or("BENCH_INBOXES", 0);
 	cfg.queue_capacity = 65536;
 	if (impl == HEAP)
@@ -380,7 +485,9 @@ static void lateness(const char *name, enum impl impl, enum tw_mode mode)
 	}
 	if (bench_now_ns() >= start)
 		printf("  (warning: adding took longer than 1 s)\n");
+	watch("lateness", 120, svc, impl == HEAP ? &hs : NULL, N);
 	wait_all();
+	unwatch();
 	if (env_or("BENCH_HIST", 0)) {
 		int64_t worst[20] = { 0 };
 		for (size_t i = 0; i < N; i++) {
@@ -401,6 +508,10 @@ static void lateness(const char *name, enum impl impl, enum tw_mode mode)
 	       100.0 * (double)early / (double)N, (double)late[N / 2] / 1e6,
 	       (double)late[N * 99 / 100] / 1e6, (double)late[N - 1] / 1e6,
 	       (double)late[0] / 1e6);
+	remember(name, "early %", 1, 100.0 * (double)early / (double)N);
+	remember(name, "late p50", 1, (double)late[N / 2] / 1e6);
+	remember(name, "late p99", 1, (double)late[N * 99 / 100] / 1e6);
+	remember(name, "late max", 1, (double)late[N - 1] / 1e6);
 	if (csv) {
 		fprintf(csv, "%s,late_p50,1,%zu,%lld\n", name, N, (long long)late[N / 2]);
 		fprintf(csv, "%s,late_p99,1,%zu,%lld\n", name, N,
@@ -438,6 +549,7 @@ static void memory(void)
 	printf("  %-22s memory   %.1f bytes per pending task (the timer is %zu B; "
 	       "the rest is the service's fixed part / N)\n", "service",
 	       (after - before) / (double)N, sizeof(*st));
+	remember("service", "bytes", 1, (after - before) / (double)N);
 	if (csv)
 		fprintf(csv, "service,bytes_per_task,1,%zu,%.1f\n", N,
 			(after - before) / (double)N);
@@ -455,6 +567,7 @@ static void memory(void)
 	printf("  %-22s memory   %.1f bytes per pending task (timer %zu B + heap "
 	       "slot)\n", "heap + mutex",
 	       (after - before) / (double)N, sizeof(*ht));
+	remember("heap + mutex", "bytes", 1, (after - before) / (double)N);
 	if (csv)
 		fprintf(csv, "heap,bytes_per_task,1,%zu,%.1f\n", N,
 			(after - before) / (double)N);
@@ -462,8 +575,182 @@ static void memory(void)
 	free(ht);
 }
 
+/* ---- the platform's floor: a bare sleep to an absolute deadline ----
+ *
+ * What no timer on this machine can beat: clock_nanosleep(TIMER_ABSTIME)
+ * to 2,000 deadlines 1 .. 2 ms apart, and how late it wakes. The service's
+ * lateness is read against this, in the same run. */
+static void sleep_floor(void)
+{
+	enum { SLEEPS = 2000 };
+	int64_t over[SLEEPS];
+	uint64_t seed = 5;
+
+	watch("sleep floor", 60, NULL, NULL, SLEEPS);
+	for (int i = 0; i < SLEEPS; i++) {
+		int64_t deadline = bench_now_ns() + 1000000 +
+				   (int64_t)(rnd(&seed) % 1000000);
+		struct timespec ts = { (time_t)(deadline / 1000000000),
+				       (long)(deadline % 1000000000) };
+
+		while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL))
+			;
+		over[i] = bench_now_ns() - deadline;
+	}
+	unwatch();
+	qsort(over, SLEEPS, sizeof(*over), cmp64);
+	printf("  %-22s oversleep of clock_nanosleep(TIMER_ABSTIME): p50 %.3f ms, "
+	       "p99 %.3f ms, max %.3f ms\n", "platform floor",
+	       (double)over[SLEEPS / 2] / 1e6, (double)over[SLEEPS * 99 / 100] / 1e6,
+	       (double)over[SLEEPS - 1] / 1e6);
+	remember("floor", "late p50", 1, (double)over[SLEEPS / 2] / 1e6);
+	remember("floor", "late p99", 1, (double)over[SLEEPS * 99 / 100] / 1e6);
+	remember("floor", "late max", 1, (double)over[SLEEPS - 1] / 1e6);
+}
+
+/* ---- an idle service: how often the reaper wakes ----
+ *
+ * 1e5 timers spread over an hour, none due for the first second: the
+ * reaper should wake about once per due bucket (at most once per
+ * distinct due tick), not on a timer of its own. */
+static void idle_wakeups(void)
+{
+	enum { IDLE_N = 100000, WINDOW_S = 10 };
+	struct tw_service_timer *st = malloc(IDLE_N * sizeof(*st));
+	int64_t *due = malloc(IDLE_N * sizeof(*due));
+	char *seen = calloc(3600 * 1000 + 1, 1);
+	struct tw_service_config cfg = { 0 };
+	struct tw_service_stats a, b;
+	struct tw_service *svc;
+	struct timespec window = { WINDOW_S, 0 };
+	int64_t start, t0, t1;
+	uint64_t seed = 3;
+	size_t ticks = 0, due_in_window = 0;
+
+	cfg.executors = 1;
+	tw_service_create(&svc, &cfg);
+	start = bench_now_ns() + 1000000000;
+	for (size_t i = 0; i < IDLE_N; i++) {
+		due[i] = start + (int64_t)(rnd(&seed) % 3600000000000ULL);
+		tw_service_timer_init(&st[i], svc_fn, 0);
+		tw_service_add(svc, &st[i], due[i]);
+	}
+	watch("idle wake-ups", WINDOW_S + 30, svc, NULL, IDLE_N);
+	tw_service_stats(svc, &a);
+	t0 = bench_now_ns();
+	nanosleep(&window, NULL);
+	t1 = bench_now_ns();
+	tw_service_stats(svc, &b);
+	unwatch();
+	for (size_t i = 0; i < IDLE_N; i++) {
+		if (due[i] > t0 && due[i] <= t1) {
+			int64_t tick = (due[i] - start) / 1000000;
+
+			due_in_window++;
+			if (tick >= 0 && tick <= 3600 * 1000 && !seen[tick]) {
+				seen[tick] = 1;
+				ticks++;
+			}
+		}
+	}
+	printf("  %-22s idle: %.1f wake-ups/s while %.1f timers/s came due in "
+	       "%.1f distinct 1 ms ticks/s (ran %.1f/s)\n", "service",
+	       (double)(b.wakeups - a.wakeups) * 1e9 / (double)(t1 - t0),
+	       (double)due_in_window * 1e9 / (double)(t1 - t0),
+	       (double)ticks * 1e9 / (double)(t1 - t0),
+	       (double)(b.ran - a.ran) * 1e9 / (double)(t1 - t0));
+	remember("service", "idle wakes/s", 1,
+		 (double)(b.wakeups - a.wakeups) * 1e9 / (double)(t1 - t0));
+	remember("service", "due ticks/s", 1, (double)ticks * 1e9 / (double)(t1 - t0));
+	tw_service_destroy(svc);
+	free(st);
+	free(due);
+	free(seen);
+}
+
+/* ---- the summary: ratios measured in this run, Kafka as a reference ----
+ *
+ * Kafka's figures are issue 16's (Kafka trunk's SystemTimer and
+ * DelayedOperationPurgatory, JDK 17, ParallelGC, on this 2-core VM, filed
+ * 2026-11-23): measured elsewhere and not re-run here. */
+struct kafka_ref {
+	const char *workload;
+	unsigned threads;
+	double value;
+};
+
+static const struct kafka_ref kafka[] = {
+	{ "add", 1, 119 },   { "add", 2, 533 },   { "add", 4, 519 },
+	{ "cancel", 1, 90 }, { "cancel", 2, 129 }, { "cancel", 4, 126 },
+	{ "churn", 1, 806 }, { "churn", 2, 849 }, { "churn", 4, 875 },
+	{ "expire", 1, 636 },
+	{ "late p50", 1, 0.71 }, { "late p99", 1, 23.9 }, { "late max", 1, 99 },
+	{ "bytes", 1, 64 },
+};
+
+static double kafka_ref(const char *workload, unsigned threads)
+{
+	for (size_t i = 0; i < sizeof(kafka) / sizeof(kafka[0]); i++)
+		if (!strcmp(kafka[i].workload, workload) &&
+		    kafka[i].threads == threads)
+			return kafka[i].value;
+	return 0;
+}
+
+static void summary_row(const char *label, const char *svc_name,
+			const char *heap_name, const char *workload,
+			unsigned threads, const char *unit)
+{
+	double svc = recall(svc_name, workload, threads);
+	double heap = recall(heap_name, workload, threads);
+	double k = kafka_ref(workload, threads);
+
+	printf("  %-26s %9.2f %9.2f %8.2fx %10.2f %8.2fx   %s\n", label, svc, heap,
+	       svc > 0 ? heap / svc : 0, k, svc > 0 && k > 0 ? k / svc : 0, unit);
+}
+
+static void summary(void)
+{
+	static const unsigned counts[] = { 1, 2, 4 };
+	static const char *const works[] = { "add", "cancel", "churn" };
+	double floor99 = recall("floor", "late p99", 1);
+	double svc99 = recall("service exact", "late p99", 1);
+	double floormax = recall("floor", "late max", 1);
+	double svcmax = recall("service exact", "late max", 1);
+	char label[64];
+
+	printf("\nsummary: the service / the heap under one mutex (same run) / "
+	       "Kafka (reference, issue 16, not re-run); ratios > 1: the "
+	       "service is better\n");
+	printf("  %-26s %9s %9s %9s %10s %9s\n", "figure", "service", "heap",
+	       "heap/svc", "Kafka", "Kafka/svc");
+	for (size_t w = 0; w < 3; w++)
+		for (size_t c = 0; c < 3; c++) {
+			snprintf(label, sizeof(label), "%s, %u thread%s", works[w],
+				 counts[c], counts[c] > 1 ? "s" : "");
+			summary_row(label, "service", "heap + mutex", works[w],
+				    counts[c], "ns");
+		}
+	summary_row("expiry, reaper + 1 executor", "service 1 executor",
+		    "heap + mutex (reaper)", "expire", 1, "ns per timer");
+	summary_row("lateness p50", "service exact", "heap + mutex", "late p50", 1,
+		    "ms");
+	summary_row("lateness p99", "service exact", "heap + mutex", "late p99", 1,
+		    "ms");
+	summary_row("lateness max", "service exact", "heap + mutex", "late max", 1,
+		    "ms");
+	summary_row("bytes per pending timer", "service", "heap + mutex", "bytes",
+		    1, "B");
+	printf("  lateness above the platform's floor (p99 / max): %.2f / %.2f ms "
+	       "(1 tick = 1 ms)\n", svc99 - floor99, svcmax - floormax);
+	printf("  idle reaper: %.1f wake-ups/s for %.1f distinct due ticks/s\n",
+	       recall("service", "idle wakes/s", 1), recall("service", "due ticks/s", 1));
+}
+
 int main(int argc, char **argv)
 {
+	pthread_t dog;
+
 	if (argc > 1)
 		N = strtoull(argv[1], NULL, 10);
 	if (argc > 2)
@@ -473,6 +760,16 @@ int main(int argc, char **argv)
 		nruns = 3;
 	if (csv)
 		fprintf(csv, "impl,workload,threads,n,ns_per_op\n");
+	pthread_create(&dog, NULL, watchdog, NULL);
+	pthread_detach(dog);
+	/* For the test that the watchdog bites: a phase that overstays. */
+	if (env_or("BENCH_WATCHDOG_SELFTEST", 0)) {
+		struct timespec hang = { 5, 0 };
+
+		watch("watchdog self-test", 1, NULL, NULL, 0);
+		nanosleep(&hang, NULL);
+		return 0; /* not reached: the watchdog exits 3 */
+	}
 	printf("timer service vs binary heap under one mutex, N = %zu pending, "
 	       "%ld cores\n", N, sysconf(_SC_NPROCESSORS_ONLN));
 	printf("producers (wall time / total ops; due 1 s .. 1 h ahead):\n");
@@ -484,12 +781,18 @@ int main(int argc, char **argv)
 	expire("service (reaper)", SVC, 0);
 	expire("service 1 executor", SVC, 1);
 	expire("service 2 executors", SVC, 2);
-	printf("lateness (tick 1 ms, 20 buckets, 1 executor):\n");
+	printf("lateness (tick 1 ms, 1 executor):\n");
+	sleep_floor();
 	lateness("service exact", SVC, TW_MODE_EXACT);
 	lateness("service kafka", SVC, TW_MODE_KAFKA);
 	lateness("heap + mutex", HEAP, TW_MODE_EXACT);
 	printf("memory:\n");
+	watch("memory", 120, NULL, NULL, N);
 	memory();
+	unwatch();
+	printf("wake-ups:\n");
+	idle_wakeups();
+	summary();
 	if (csv)
 		fclose(csv);
 	return 0;
