@@ -243,7 +243,8 @@ static int check_bucket(const struct tw_wheel *w, uint32_t li, uint32_t slot,
 	const struct tw_level *lv = &w->levels[li];
 	const struct tw_bucket *b = &lv->slots[slot];
 	bool queued = tw__bucket_queued(w, b);
-	bool bit = (lv->occupied >> slot) & 1;
+	/* Kafka mode's levels may exceed 64 buckets: no bit past the word. */
+	bool bit = slot < 64 && ((lv->occupied >> slot) & 1);
 
 	if (b->wheel != w || b->level != li + 1 || b->slot != slot)
 		BROKEN("L%u#%u belongs to another wheel or place", li + 1, slot);

@@ -177,6 +177,25 @@ static void test_occupancy_damage(void)
 	teardown(&f);
 }
 
+/* Kafka mode keeps wheel_size as given: a level wider than an occupancy
+ * word is checked without reading past it (UBSan: shift exponent 64, found
+ * by the fuzzer). */
+static void test_kafka_wheel_wider_than_a_word_checks_clean(void)
+{
+	struct tw_wheel w;
+	struct tw_timer t[300];
+
+	CHECK_EQ(tw_wheel_init(&w, 1, 100, 0, TW_MODE_KAFKA), 0);
+	for (int i = 0; i < 300; i++) {
+		tw_timer_init(&t[i], noop);
+		CHECK_EQ(tw_wheel_add(&w, &t[i], 1 + i * 37), 0);
+	}
+	CHECK_WHEEL(&w);
+	CHECK_EQ(tw_wheel_advance(&w, 5000), 136);
+	CHECK_WHEEL(&w);
+	tw_wheel_destroy(&w);
+}
+
 static void test_ready_list_damage(void)
 {
 	struct fixture f;
@@ -336,6 +355,7 @@ int main(void)
 	RUN(test_wheel_level_damage);
 	RUN(test_queue_damage);
 	RUN(test_occupancy_damage);
+	RUN(test_kafka_wheel_wider_than_a_word_checks_clean);
 	RUN(test_ready_list_damage);
 	RUN(test_list_damage);
 	RUN(test_timer_placement_damage);
