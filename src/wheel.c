@@ -736,8 +736,10 @@ static int64_t advance_exact(struct tw_wheel *w, int64_t limit)
 				fired += move_down(w, up, SIZE_MAX);
 				continue;
 			}
-			if (lv->draining)
-				fired += drain_some(w, lv, SIZE_MAX);
+			/* The level's previous drain ended at this bucket's
+			 * pop time at the latest (its deadline is this pop
+			 * time or earlier, and ties go to the drain), so a
+			 * level drains one bucket at a time (I3). */
 			lv->draining = up;
 			up->draining = true;
 			w->ndraining++;

@@ -174,7 +174,70 @@ static void test_occupancy_damage(void)
 	f.w.queue_len = 1;
 	EXPECT_BROKEN(&f.w, "exact mode with a bucket heap");
 	f.w.queue_len = 0;
+	f.w.queue = (struct tw_bucket **)&b; /* never read: only its presence */
+	EXPECT_BROKEN(&f.w, "exact mode with a bucket heap");
+	f.w.queue = NULL;
+
+	b->queue_index = 0; /* a heap index in exact mode */
+	EXPECT_BROKEN(&f.w, "occupancy bit 1 but queued 1");
+	b->queue_index = TW_NOT_QUEUED;
+
+	b->slot++;
+	EXPECT_BROKEN(&f.w, "belongs to another wheel or place");
+	b->slot--;
+	b->level++;
+	EXPECT_BROKEN(&f.w, "belongs to another wheel or place");
+	b->level--;
 	teardown(&f);
+}
+
+/* Kafka mode sets no occupancy bit, and queue order stays the heap's. */
+static void test_kafka_occupancy_damage(void)
+{
+	struct fixture f;
+	struct tw_bucket *b;
+
+	setup_mode(&f, TW_MODE_KAFKA);
+	b = f.w.queue[0];
+	f.w.levels[b->level - 1].occupied |= (uint64_t)1 << b->slot;
+	EXPECT_BROKEN(&f.w, "occupancy bit 1 but queued 1");
+	f.w.levels[b->level - 1].occupied = 0;
+	b->queue_seq = f.w.queue_seq + 1;
+	EXPECT_BROKEN(&f.w, "occupancy bit 0 but queued 1");
+	b->queue_seq = 0;
+	teardown(&f);
+}
+
+/* Exact mode's queue, as the inspector shows it, is the order advance
+ * pops: by pop time, and at a tie a level above level 1 first. */
+static void test_exact_queue_snapshot_order(void)
+{
+	struct tw_wheel w;
+	struct tw_timer a, b, c;
+	struct tw_queue_entry q[4];
+
+	CHECK_EQ(tw_wheel_init(&w, 1, 64, 0, TW_MODE_EXACT), 0);
+	tw_timer_init(&a, noop);
+	tw_timer_init(&b, noop);
+	tw_timer_init(&c, noop);
+	CHECK_EQ(tw_wheel_add(&w, &a, 32), 0);  /* level 1, pops at 32 */
+	CHECK_EQ(tw_wheel_add(&w, &b, 70), 0);  /* level 2 [64, 96), pops at 32 */
+	CHECK_EQ(tw_wheel_add(&w, &c, 40), 0);  /* level 1, pops at 40 */
+	CHECK_EQ(tw_wheel_queue_snapshot(&w, q, 4), 3);
+	CHECK_EQ(q[0].level, 2);
+	CHECK_EQ(q[0].pops_at, 32);
+	CHECK_EQ(q[0].expiration, 64);
+	CHECK_EQ(q[1].level, 1);
+	CHECK_EQ(q[1].pops_at, 32);
+	CHECK_EQ(q[2].level, 1);
+	CHECK_EQ(q[2].pops_at, 40);
+	CHECK_EQ(tw_wheel_queue_snapshot(&w, NULL, 0), 3);
+	CHECK_EQ(tw_wheel_advance(&w, 40), 2);
+	CHECK_EQ(tw_wheel_queue_snapshot(&w, q, 4), 1);
+	CHECK_EQ(q[0].level, 1); /* b moved down, to level 1 [70, 71) */
+	CHECK_EQ(q[0].pops_at, 70);
+	CHECK_WHEEL(&w);
+	tw_wheel_destroy(&w);
 }
 
 /* Kafka mode keeps wheel_size as given: a level wider than an occupancy
@@ -355,6 +418,8 @@ int main(void)
 	RUN(test_wheel_level_damage);
 	RUN(test_queue_damage);
 	RUN(test_occupancy_damage);
+	RUN(test_kafka_occupancy_damage);
+	RUN(test_exact_queue_snapshot_order);
 	RUN(test_kafka_wheel_wider_than_a_word_checks_clean);
 	RUN(test_ready_list_damage);
 	RUN(test_list_damage);
