@@ -116,8 +116,10 @@
  *     (levels are few), a shift, a mask, a list link and a bit set; no
  *     division when the tick is 1 (times already in ticks), one otherwise.
  *     Kafka mode: a division per level walked and a heap push when a
- *     bucket turns non-empty. The owner check is an address range test,
- *     not a load. No allocation: tw_wheel_init() allocates every level's
+ *     bucket turns non-empty. The owner check reads the bucket, whose line
+ *     the count update needs anyway (an address range test instead was
+ *     measured 5-10 % slower: more instructions in a loop bound by cache
+ *     misses leave fewer misses in flight). No allocation: tw_wheel_init() allocates every level's
  *     buckets (and kafka mode's queue) up front; a level is still
  *     "created" lazily in Kafka's sense (its clock is fixed when it is
  *     first needed).
@@ -975,23 +977,13 @@ int tw_wheel_add_in(struct tw_wheel *w, struct tw_timer *t, int64_t delay)
 	return tw_wheel_add(w, t, due);
 }
 
-/* Whether a bucket is one of this wheel's: an address range test, so the
- * owner check costs no load from the bucket (a dependent cache miss on
- * cancel and reschedule). */
-static inline bool owns(const struct tw_wheel *w, const struct tw_bucket *b)
-{
-	uintptr_t first = (uintptr_t)w->buckets, at = (uintptr_t)b;
-
-	return at - first < ((size_t)w->max_levels * w->size + 3) * sizeof(*b);
-}
-
 int tw_wheel_cancel(struct tw_wheel *w, struct tw_timer *t)
 {
 	if (!w || !w->buckets || !t)
 		return TW_EINVAL;
 	if (!t->bucket)
 		return 0;
-	if (!owns(w, t->bucket))
+	if (t->bucket->wheel != w)
 		return TW_EOWNER;
 	unlink_pending(w, t);
 	return 1;
@@ -1028,7 +1020,7 @@ int tw_wheel_reschedule(struct tw_wheel *w, struct tw_timer *t, int64_t due)
 
 	if (!w || !w->buckets || !t || !t->fn)
 		return TW_EINVAL;
-	if (t->bucket && !owns(w, t->bucket))
+	if (t->bucket && t->bucket->wheel != w)
 		return TW_EOWNER;
 	was_pending = t->bucket != NULL;
 	if (was_pending && stays_put(w, t, due)) {
