@@ -4,8 +4,11 @@
  * people use today, in one run on one core: libuv (uv_timer_*, a binary
  * heap), libev (ev_timer_*, a 4-ary heap), libevent (event_add/event_del,
  * a min-heap), a plain binary min-heap with an index per timer written
- * here, and a floor: one random cache line of a pool of N entries touched
- * per operation, which no timer structure can beat by much.
+ * here, the strongest wheels when the user points at their checkouts
+ * (wahern/timeout in its default and lean configurations, ratas: see
+ * peer.h and bench/CMakeLists.txt), and a floor: one random cache line of
+ * a pool of N entries touched per operation, which no timer structure can
+ * beat by much.
  *
  * Workloads, each on two sets of due times at a 1 ms tick: "uniform" over
  * 1 ms .. 3 h, and "idle" (skewed: 30 s + up to 1 s, reset to 30 s from a
@@ -13,11 +16,17 @@
  *   insert  N timers;            cancel  them all in random order;
  *   churn   N times: cancel a random pending timer and re-add it with a new
  *           due time (an idle timeout reset on every packet);
- *   expire  fire all N.
- * The wheel and the heap run on a virtual clock (advance to 3 h in one
- * call). libuv, libev and libevent have no virtual clock: for expire their
- * timers are all made due at once (timeout 0; libev: distinct due times in
- * the past) and one non-blocking loop iteration fires them.
+ *   expire  fire all N in one jump of the clock;
+ *   expire-step  fire all N as an event loop does: ask when the next timer
+ *           is due, move the clock there, advance; the advances that fired
+ *           nothing are counted (each is a wake-up for nothing).
+ * The wheel, the heap and the peer wheels run on a virtual clock (advance
+ * to 3 h in one call). libuv, libev and libevent have none: for expire
+ * their timers are all made due at once (timeout 0; libev: distinct due
+ * times in the past) and one non-blocking loop iteration fires them, and
+ * they sit out expire-step. After the table, a stall test: 1e6 timers due
+ * over 2 s, the clock advanced every 1 ms, the worst single advance (the
+ * wheel also in kafka mode, Kafka's structure).
  *
  * usage: [TW_BENCH_WHEEL_SIZE=n] wheel_bench [--quick|--issue|--big] [CSV]
  *   N = 1e3 .. 1e7; --quick: 1e3 and 1e6; --issue: 1e5, 1e6, 1e7 (issue
