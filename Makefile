@@ -150,7 +150,8 @@ bench-service: build
 # The purgatory at a Poisson request rate (issue 5), then the highest rate
 # this machine sustains.
 bench-purgatory: build
-	$(BUILD)/bench/purgatory_bench
+	$(BUILD)/bench/purgatory_bench 200000 20000
+	$(BUILD)/bench/purgatory_bench 300000 48828
 	$(BUILD)/bench/purgatory_bench --find
 
 # Line and branch coverage of src/ by the whole test suite (gcov + lcov),

@@ -393,6 +393,17 @@ void tw_op_set_on_release(struct tw_delayed_op *op, tw_op_fn *on_release)
 		op->on_release = on_release;
 }
 
+/* The caller holds a reference across it (see tw_op_safe_try_complete). */
+static bool try_complete_referenced(struct tw_delayed_op *op)
+{
+	bool done;
+
+	pthread_mutex_lock(op_lock(op));
+	done = op->try_complete(op);
+	pthread_mutex_unlock(op_lock(op));
+	return done;
+}
+
 /* A reference across the locked section: if try_complete completes the op
  * and every other reference goes meanwhile, on_release runs after the
  * unlock (it may free the op, lock included), never under the lock. */
@@ -406,9 +417,7 @@ bool tw_op_safe_try_complete(struct tw_delayed_op *op)
 					 references to keep */
 	if (held)
 		op_get(op);
-	pthread_mutex_lock(op_lock(op));
-	done = op->try_complete(op);
-	pthread_mutex_unlock(op_lock(op));
+	done = try_complete_referenced(op);
 	if (held)
 		op_put(op);
 	return done;
@@ -636,11 +645,15 @@ int64_t tw_purgatory_check_and_complete(struct tw_purgatory *p,
 	pthread_mutex_unlock(&sh->mu);
 	put_all(&puts);
 
-	/* try_complete runs with no shard lock held: it may call back. */
+	/* try_complete runs with no shard lock held: it may call back. The
+	 * snapshot's reference keeps each op alive across its locked section
+	 * (model/purgatory.pml's checker takes no other), so the public
+	 * safe_try_complete's own get and put, two atomic operations on a
+	 * line other threads write, are left out. */
 	for (size_t i = 0; i < snapshot.len; i++) {
 		struct tw_delayed_op *op = snapshot.ops[i];
 
-		if (!tw_op_is_completed(op) && tw_op_safe_try_complete(op))
+		if (!tw_op_is_completed(op) && try_complete_referenced(op))
 			completed++;
 	}
 	if (completed) {
