@@ -228,6 +228,22 @@ static int64_t clock_now(const struct tw_service *svc)
 
 /* ---- the timer's state word ---- */
 
+/* The user's callback lives in the wheel timer's fn: the service's wheel
+ * fires every timer through on_expire (wheel.expire), so that field is
+ * free, and a timer is 8 bytes smaller. The casts go through a generic
+ * function pointer type, and the pointer is called only as what it is. */
+typedef void generic_fn(void);
+
+static inline tw_service_fn *callback_of(const struct tw_service_timer *t)
+{
+	return (tw_service_fn *)(generic_fn *)t->wheel_timer.fn;
+}
+
+static inline void set_callback(struct tw_service_timer *t, tw_service_fn *fn)
+{
+	t->wheel_timer.fn = (tw_timer_fn *)(generic_fn *)fn;
+}
+
 static uint32_t state_load(const struct tw_service_timer *t)
 {
 	return __atomic_load_n(&t->state, __ATOMIC_ACQUIRE);
@@ -492,7 +508,7 @@ static void execute(struct tw_service *svc, struct tw_service_timer *t,
 	tls_current = t;
 	tls_current_svc = svc;
 	tls_slot = slot_index;
-	t->fn(svc, t); /* a one-shot timer may be freed from here on */
+	callback_of(t)(svc, t); /* a one-shot timer may be freed from here on */
 	tls_current = NULL;
 	tls_current_svc = NULL;
 	COUNT(svc, ran);
@@ -726,8 +742,7 @@ void tw_service_timer_init(struct tw_service_timer *t, tw_service_fn *fn,
 	if (!t)
 		return;
 	memset(t, 0, sizeof(*t));
-	tw_timer_init(&t->wheel_timer, on_expire);
-	t->fn = fn;
+	set_callback(t, fn);
 	t->period = period > 0 ? period : 0;
 	t->state = period > 0 ? F_PERIODIC : 0;
 }
@@ -758,7 +773,7 @@ int tw_service_timer_reinit(struct tw_service_timer *t, tw_service_fn *fn,
 		return TW_EBUSY;
 	/* While it is IDLE no service thread reads these two fields; the
 	 * CAS below publishes them with the flag. */
-	t->fn = fn;
+	set_callback(t, fn);
 	t->period = period > 0 ? period : 0;
 	do {
 		if ((old & ST_MASK) != ST_IDLE)
@@ -891,6 +906,7 @@ int tw_service_create(struct tw_service **out, const struct tw_service_config *c
 		free_service(svc);
 		return rc;
 	}
+	svc->wheel.expire = on_expire; /* each timer's fn is its callback */
 	rc = start_threads(svc);
 	if (rc) {
 		tw_service_destroy(svc);
@@ -948,7 +964,7 @@ static int add_or_reschedule(struct tw_service *svc, struct tw_service_timer *t,
 	uint32_t old, s;
 	int rc;
 
-	if (!svc || !t || !t->fn)
+	if (!svc || !t || !callback_of(t))
 		return TW_EINVAL;
 	rc = owner_claim(svc, t);
 	if (rc)

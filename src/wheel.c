@@ -552,7 +552,7 @@ static void fire(struct tw_wheel *w, struct tw_timer *t)
 {
 	w->count--;
 	notify(w, TW_EV_FIRED, 0, 0, w->now, t);
-	t->fn(w, t);
+	(w->expire ? w->expire : t->fn)(w, t);
 }
 
 /* ---- early cascades (exact mode) ----

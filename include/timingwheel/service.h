@@ -74,13 +74,25 @@ enum tw_cancel_result {
 };
 
 /**
- * A service timer. Embed it in your object; all fields are private. 96
- * bytes on LP64: the wheel's 40, the callback, the period, the owner, an
- * inbox link, a dispatch link, the due time asked for and the state word.
+ * A service timer. Embed it in your object; all fields are private. 88
+ * bytes on LP64, each for a reason:
+ *  - 40: the wheel's timer (links, bucket, due time in the wheel), whose fn
+ *    holds this timer's callback (the service fires all of its timers
+ *    through one function);
+ *  -  8: the period (periodic timers re-arm from their due time);
+ *  -  8: the owning service, claimed by the first add, so that a timer is
+ *    never in two services' wheels;
+ *  -  8: the inbox link: add, cancel and reschedule reach the wheel through
+ *    lock-free inboxes while the timer may still be linked in the wheel;
+ *  -  8: the dispatch link: an expired timer waits in the reaper's batch
+ *    while a racing reschedule may link it in the wheel again;
+ *  -  8: the due time asked for, written by the producer while the wheel's
+ *    own copy may be read by the wheel's owner;
+ *  -  4 (+4 padding): the state word (state and flags, one CAS each).
  */
 struct tw_service_timer {
-	struct tw_timer wheel_timer; /**< its entry in the service's wheel */
-	tw_service_fn *fn;        /**< the callback */
+	struct tw_timer wheel_timer; /**< its entry in the service's wheel
+					  (40 B; its fn holds the callback) */
 	int64_t period;           /**< > 0: periodic, from the due time */
 	struct tw_service *svc;   /**< set by the first add (atomic) */
 	struct tw_service_timer *inbox_next; /**< next in a producer's inbox */

@@ -124,6 +124,11 @@ struct tw_wheel {
 				       pops, and no drain ends, before this
 				       tick (a bound) */
 	const struct tw_observer *observer; /**< inspect.h's hook, or NULL */
+	tw_timer_fn *expire;      /**< NULL: a timer fires through its own fn.
+				       Set by the timer service, which fires
+				       all its timers through one function and
+				       keeps each timer's own callback in fn
+				       (8 bytes less per service timer) */
 	uint32_t size;            /**< buckets per level */
 	uint32_t factor;          /**< level tick ratio: size (kafka), size/2
 				       (exact) */
