@@ -43,10 +43,11 @@ if [ "$what" = all ] || [ "$what" = mutants ]; then
 	echo "== each bug put back: SPIN must find it"
 	# model scenario mutation: issue 13's bug N is mutation N; purgatory
 	# mutation 9 is force_complete's late reference, 10 the timeout
-	# handed back to nobody (found by the model itself).
+	# handed back to nobody (found by the model itself); service mutation
+	# 11 a batch-full deferral that does not put the timer back.
 	for m in "service 1 1" "service 7 1" "service 2 3" "service 3 5" "service 4 6" \
 		 "service 5 7" "service 6 8" "purgatory 1 2" "purgatory 2 4" \
-		 "purgatory 3 9" "purgatory 4 10"; do
+		 "purgatory 3 9" "purgatory 4 10" "service 7 11"; do
 		set -- $m
 		if run "$1" "$2" "$3"; then
 			echo "   ^ NOT FOUND: the model has no teeth for this bug"

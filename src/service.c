@@ -84,7 +84,13 @@
  *
  * Dispatch hands expired timers to the executor queue (a bounded ring);
  * when the ring is full the reaper runs the callback itself: back-pressure
- * instead of unbounded memory or a lost timer.
+ * instead of unbounded memory or a lost timer. What one advance expires
+ * waits for dispatch in an array (svc->batch, at most 65536 timers): a
+ * link in every timer would cost 8 bytes on each of millions of timers
+ * that are mostly cancelled, never expired. When the array is full (or
+ * cannot grow) a timer stays PENDING and goes back in the wheel due now,
+ * so the next advance, at once, expires it: memory stays bounded, nothing
+ * is lost, and to the protocol that is an expiry not yet made.
  *
  * Who is running what is kept per thread (running[]), not in the timer, so
  * a one-shot callback may free its own timer. cancel_sync takes wheel_mu,
@@ -140,6 +146,10 @@ enum {
 };
 
 #define MAX_INBOXES 1024
+/* The most timers one advance hands to dispatch (512 KB of batch); the
+ * rest stay pending, due at once, for the next advance (on_expire). */
+#define BATCH_MAX 65536
+#define BATCH_MIN 256
 #define KICK_EVERY_PUSHES 1024
 
 struct inbox {
@@ -186,8 +196,12 @@ struct tw_service {
 	_Atomic(struct tw_service_timer *) *running;
 	_Atomic(struct tw_service_timer *) *waiting;
 	unsigned nslots;
-	struct tw_service_timer *batch_rest; /* rest of the batch being
-						 dispatched (scanning thread) */
+	/* What the last advance expired, in firing order, and how far
+	 * dispatch got; the scanning thread's (a slot taken back by
+	 * cancel_sync is NULL). An array, not a link in each timer: only
+	 * timers that expire together need a slot, and most never expire. */
+	struct tw_service_timer **batch;
+	size_t batch_len, batch_cap, batch_pos;
 
 	/* cancel_sync waits here for a callback to finish. */
 	pthread_mutex_t idle_mu;
@@ -199,12 +213,10 @@ struct tw_service {
 };
 
 /* The timer this thread is running the callback of (or handing back), its
- * running[] slot, the list that the wheel callback fills while this thread
- * scans, and this thread's inbox. */
+ * running[] slot, and this thread's inbox. */
 static _Thread_local struct tw_service_timer *tls_current;
 static _Thread_local struct tw_service *tls_current_svc;
 static _Thread_local unsigned tls_slot;
-static _Thread_local struct tw_service_timer *tls_batch;
 static _Thread_local struct tw_service *tls_scanning; /* its scanner */
 static _Thread_local unsigned tls_producer;          /* 0: not yet */
 static atomic_uint producers_seen;
@@ -418,25 +430,52 @@ static void drain_inboxes(struct tw_service *svc)
 
 /* ---- expiry ---- */
 
+/* A slot in the batch: grow it (doubling, up to BATCH_MAX), or false. */
+static bool batch_room(struct tw_service *svc)
+{
+	struct tw_service_timer **grown;
+	size_t cap;
+
+	if (svc->batch_len < svc->batch_cap)
+		return true;
+	if (svc->batch_cap >= BATCH_MAX)
+		return false;
+	cap = svc->batch_cap ? 2 * svc->batch_cap : BATCH_MIN;
+	grown = realloc(svc->batch, cap * sizeof(*grown));
+	if (!grown)
+		return false;
+	svc->batch = grown;
+	svc->batch_cap = cap;
+	return true;
+}
+
 /* The wheel callback, under wheel_mu, on the scanning thread. The wheel
- * has already unlinked the timer. */
+ * has already unlinked the timer. With no room in the batch (full, or
+ * out of memory) the timer stays PENDING and goes back in the wheel due
+ * now: the next advance, which the reaper starts at once (the wheel's
+ * next expiry is now), expires it. To the protocol that is an expiry not
+ * yet made (model/service.pml's scan defers the same way). */
 static void on_expire(struct tw_wheel *w, struct tw_timer *wt)
 {
+	struct tw_service *svc = tw_container_of(w, struct tw_service, wheel);
 	struct tw_service_timer *t =
 		tw_container_of(wt, struct tw_service_timer, wheel_timer);
 	uint32_t old = state_load(t);
 
-	(void)w;
 	do {
 		/* Cancelled, or moved since it was placed: an inbox entry
 		 * (or its producer) will place it again if it is pending. */
 		if ((old & ST_MASK) != ST_PENDING || (old & F_INBOX))
 			return;
+		if (!(old & F_ENTRY) && !batch_room(svc)) {
+			TW_TEST_POINT("expire.deferred", t);
+			tw_wheel_add(w, wt, tw_wheel_now(w));
+			return;
+		}
 	} while (!state_cas(t, &old, (old & ~ST_MASK) | ST_EXPIRED | F_ENTRY));
 	if (old & F_ENTRY)
 		return; /* an older entry still waits: it runs this expiry */
-	t->batch_next = tls_batch;
-	tls_batch = t;
+	svc->batch[svc->batch_len++] = t;
 }
 
 static void wake_sync_waiters(struct tw_service *svc)
@@ -520,26 +559,27 @@ static void execute(struct tw_service *svc, struct tw_service_timer *t,
 	wake_sync_waiters(svc);
 }
 
-/* Hand expired timers to the executors, a ring's worth per lock, or run
- * them here when the ring is full. The rest of the batch stays in
- * svc->batch_rest, where a callback run here may take a timer out
- * (cancel_sync). */
-static int64_t dispatch(struct tw_service *svc, struct tw_service_timer *batch)
+/* Hand the batch to the executors, a ring's worth per lock, or run a
+ * timer here when the ring is full. The rest of the batch stays in
+ * svc->batch, where a callback run here may take a timer out
+ * (cancel_sync leaves NULL). */
+static int64_t dispatch(struct tw_service *svc)
 {
 	int64_t n = 0;
 
-	svc->batch_rest = batch;
-	while (svc->batch_rest) {
+	while (svc->batch_pos < svc->batch_len) {
 		struct tw_service_timer *t;
 
 		if (svc->nexecutors) {
 			size_t queued = 0;
 
 			pthread_mutex_lock(&svc->q_mu);
-			while (svc->batch_rest && svc->ring_len < svc->ring_cap &&
+			while (svc->batch_pos < svc->batch_len &&
+			       svc->ring_len < svc->ring_cap &&
 			       !svc->stop_executors) {
-				t = svc->batch_rest;
-				svc->batch_rest = t->batch_next;
+				t = svc->batch[svc->batch_pos++];
+				if (!t)
+					continue;
 				svc->ring[(svc->ring_head + svc->ring_len++) %
 					  svc->ring_cap] = t;
 				queued++;
@@ -548,15 +588,17 @@ static int64_t dispatch(struct tw_service *svc, struct tw_service_timer *batch)
 				pthread_cond_broadcast(&svc->q_cv);
 			pthread_mutex_unlock(&svc->q_mu);
 			n += (int64_t)queued;
-			if (!svc->batch_rest)
+			if (svc->batch_pos == svc->batch_len)
 				break;
 			COUNT(svc, caller_ran);
 		}
-		t = svc->batch_rest;
-		svc->batch_rest = t->batch_next;
+		t = svc->batch[svc->batch_pos++];
+		if (!t)
+			continue;
 		n++;
 		execute(svc, t, svc->nexecutors);
 	}
+	svc->batch_len = svc->batch_pos = 0;
 	return n;
 }
 
@@ -575,15 +617,14 @@ static bool release_entry(struct tw_service_timer *t)
 }
 
 /* Take a timer's one entry back (cancel_sync). Only the scanning thread
- * touches svc->batch_rest; the ring is under q_mu. */
+ * touches svc->batch; the ring is under q_mu. */
 static void take_entry(struct tw_service *svc, struct tw_service_timer *t)
 {
 	if (tls_scanning == svc) {
-		for (struct tw_service_timer **pp = &svc->batch_rest; *pp;
-		     pp = &(*pp)->batch_next) {
-			if (*pp == t) {
+		for (size_t i = svc->batch_pos; i < svc->batch_len; i++) {
+			if (svc->batch[i] == t) {
 				if (release_entry(t))
-					*pp = t->batch_next;
+					svc->batch[i] = NULL;
 				return;
 			}
 		}
@@ -602,14 +643,11 @@ static void take_entry(struct tw_service *svc, struct tw_service_timer *t)
 }
 
 /* Drain the inboxes, advance the wheel to now and return the earliest
- * next expiry. What expired is returned in tick order. */
-static struct tw_service_timer *scan(struct tw_service *svc, int64_t now,
-				     int64_t *next)
+ * next expiry. What expired is in svc->batch, in firing order. */
+static void scan(struct tw_service *svc, int64_t now, int64_t *next)
 {
-	struct tw_service_timer *reversed, *run = NULL;
 	int64_t when;
 
-	tls_batch = NULL;
 	pthread_mutex_lock(&svc->wheel_mu);
 	drain_inboxes(svc);
 	if (now < tw_wheel_now(&svc->wheel)) {
@@ -619,16 +657,6 @@ static struct tw_service_timer *scan(struct tw_service *svc, int64_t now,
 	tw_wheel_advance(&svc->wheel, now);
 	*next = tw_wheel_next_expiry(&svc->wheel, &when) ? when : INT64_MAX;
 	pthread_mutex_unlock(&svc->wheel_mu);
-	/* on_expire pushed newest first. */
-	for (reversed = tls_batch; reversed;) {
-		struct tw_service_timer *t = reversed;
-
-		reversed = t->batch_next;
-		t->batch_next = run;
-		run = t;
-	}
-	tls_batch = NULL;
-	return run;
 }
 
 /* Wait on cv (its clock is CLOCK_MONOTONIC) for at most rel ns. */
@@ -668,7 +696,6 @@ static void *reaper_main(void *arg)
 	struct tw_service *svc = arg;
 
 	for (;;) {
-		struct tw_service_timer *batch;
 		int64_t next;
 
 		TW_TEST_POINT("reaper.loop_top", svc);
@@ -687,8 +714,8 @@ static void *reaper_main(void *arg)
 
 		pthread_mutex_lock(&svc->scan_mu);
 		tls_scanning = svc;
-		batch = scan(svc, clock_now(svc), &next);
-		dispatch(svc, batch);
+		scan(svc, clock_now(svc), &next);
+		dispatch(svc);
 		tls_scanning = NULL;
 		pthread_mutex_unlock(&svc->scan_mu);
 
@@ -790,6 +817,7 @@ static void free_service(struct tw_service *svc)
 	free(svc->inboxes);
 	free(svc->executors);
 	free(svc->ring);
+	free(svc->batch);
 	free(svc->running);
 	free(svc->waiting);
 	pthread_mutex_destroy(&svc->shutdown_mu);
@@ -1206,7 +1234,6 @@ int tw_service_cancel_sync(struct tw_service *svc, struct tw_service_timer *t)
 
 int64_t tw_service_poll(struct tw_service *svc)
 {
-	struct tw_service_timer *batch;
 	int64_t now, n, next;
 
 	if (!svc)
@@ -1230,9 +1257,9 @@ int64_t tw_service_poll(struct tw_service *svc)
 	pthread_mutex_unlock(&svc->wheel_mu);
 	if (n == 0) {
 		tls_scanning = svc;
-		batch = scan(svc, now, &next);
+		scan(svc, now, &next);
 		TW_TEST_POINT("poll.scanned", svc);
-		n = dispatch(svc, batch);
+		n = dispatch(svc);
 		tls_scanning = NULL;
 	}
 	pthread_mutex_unlock(&svc->scan_mu);
@@ -1303,7 +1330,9 @@ static void collect_pending(struct tw_wheel *w, struct tw_timer *wt)
 		if ((old & ST_MASK) != ST_PENDING)
 			return; /* a cancel claimed it */
 	} while (!state_cas(t, &old, (old & ~ST_MASK) | ST_IDLE | F_ENTRY));
-	t->batch_next = tls_handed;
+	/* The inbox link is free: the inboxes are drained and closed (no
+	 * producer is inside, none can enter, the threads are stopped). */
+	t->inbox_next = tls_handed;
 	tls_handed = t;
 }
 
@@ -1367,7 +1396,7 @@ int64_t tw_service_shutdown(struct tw_service *svc,
 		struct tw_service_timer *t = tls_handed;
 		_Atomic(struct tw_service_timer *) *slot = &svc->running[tls_slot];
 
-		tls_handed = t->batch_next;
+		tls_handed = t->inbox_next;
 		n++;
 		COUNT(svc, handed_back);
 		running_store(slot, t);

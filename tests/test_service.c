@@ -141,6 +141,68 @@ static void test_one_poll_runs_its_batch_in_tick_order(void)
 	tw_service_destroy(svc);
 }
 
+/* One advance hands at most 65536 timers to dispatch (service.c's
+ * BATCH_MAX): the rest stay pending, due at once, and the next poll runs
+ * them; each runs once, and a cancel or a reschedule still reaches them
+ * (before: one poll ran them all, and the batch was a link in every
+ * timer). Which of one tick's timers go first is not promised. */
+#define BIG_BATCH 65536
+static atomic_long big_runs;
+
+static void on_big(struct tw_service *svc, struct tw_service_timer *t)
+{
+	(void)svc;
+	atomic_fetch_add(&tw_container_of(t, struct job, t)->runs, 1);
+	atomic_fetch_add(&big_runs, 1);
+}
+
+static void test_a_huge_expiry_is_dispatched_in_bounded_batches(void)
+{
+	struct tw_service *svc = manual_service(0);
+	size_t n = BIG_BATCH + 100, left = 0;
+	struct job *j = calloc(n, sizeof(*j));
+	struct job *cancelled = NULL, *moved = NULL;
+
+	CHECK(j != NULL);
+	atomic_store(&big_runs, 0);
+	for (size_t i = 0; i < n; i++) {
+		tw_service_timer_init(&j[i].t, on_big, 0);
+		CHECK_EQ(tw_service_add(svc, &j[i].t, 1015), TW_OK);
+	}
+	set_clock(1020);
+	CHECK_EQ(tw_service_poll(svc), BIG_BATCH);
+	CHECK_EQ(atomic_load(&big_runs), BIG_BATCH);
+	/* The rest are still pending, like any pending timer. */
+	CHECK_EQ(tw_service_count(svc), 100);
+	for (size_t i = 0; i < n; i++) {
+		if (!tw_service_timer_pending(&j[i].t)) {
+			CHECK_EQ(atomic_load(&j[i].runs), 1);
+			continue;
+		}
+		left++;
+		CHECK_EQ(atomic_load(&j[i].runs), 0);
+		if (!cancelled)
+			cancelled = &j[i];
+		else if (!moved)
+			moved = &j[i];
+	}
+	CHECK_EQ(left, 100);
+	CHECK(cancelled && moved);
+	CHECK_EQ(tw_service_cancel(svc, &cancelled->t), TW_SVC_STOPPED);
+	CHECK_EQ(tw_service_reschedule(svc, &moved->t, 1100), TW_SVC_STOPPED);
+	/* Due now: the next poll, at the same time, runs them. */
+	CHECK_EQ(tw_service_poll(svc), 98);
+	CHECK_EQ(atomic_load(&moved->runs), 0);
+	set_clock(1100);
+	CHECK_EQ(tw_service_poll(svc), 1);
+	CHECK_EQ(atomic_load(&big_runs), (long)n - 1);
+	for (size_t i = 0; i < n; i++)
+		CHECK_EQ(atomic_load(&j[i].runs), (&j[i] == cancelled ? 0 : 1));
+	CHECK_EQ(tw_service_count(svc), 0);
+	tw_service_destroy(svc);
+	free(j);
+}
+
 static void test_cancel_before_and_after_expiry(void)
 {
 	struct tw_service *svc = manual_service(0);
@@ -802,6 +864,7 @@ int main(void)
 	RUN(test_create_rejects_bad_config);
 	RUN(test_runs_in_order_never_early);
 	RUN(test_one_poll_runs_its_batch_in_tick_order);
+	RUN(test_a_huge_expiry_is_dispatched_in_bounded_batches);
 	RUN(test_cancel_before_and_after_expiry);
 	RUN(test_reschedule);
 	RUN(test_periodic_does_not_drift);

@@ -74,7 +74,7 @@ enum tw_cancel_result {
 };
 
 /**
- * A service timer. Embed it in your object; all fields are private. 88
+ * A service timer. Embed it in your object; all fields are private. 80
  * bytes on LP64, each for a reason:
  *  - 40: the wheel's timer (links, bucket, due time in the wheel), whose fn
  *    holds this timer's callback (the service fires all of its timers
@@ -84,8 +84,6 @@ enum tw_cancel_result {
  *    never in two services' wheels;
  *  -  8: the inbox link: add, cancel and reschedule reach the wheel through
  *    lock-free inboxes while the timer may still be linked in the wheel;
- *  -  8: the dispatch link: an expired timer waits in the reaper's batch
- *    while a racing reschedule may link it in the wheel again;
  *  -  8: the due time asked for, written by the producer while the wheel's
  *    own copy may be read by the wheel's owner;
  *  -  4 (+4 padding): the state word (state and flags, one CAS each).
@@ -96,7 +94,6 @@ struct tw_service_timer {
 	int64_t period;           /**< > 0: periodic, from the due time */
 	struct tw_service *svc;   /**< set by the first add (atomic) */
 	struct tw_service_timer *inbox_next; /**< next in a producer's inbox */
-	struct tw_service_timer *batch_next; /**< expired, waiting to dispatch */
 	int64_t next_due;         /**< the due time asked for (atomic) */
 	uint32_t state;           /**< state and flags (atomic; service.c) */
 };
