@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * What every benchmark program here needs: a monotonic clock in
- * nanoseconds and the bytes the allocator has handed out (mmapped chunks
+ * nanoseconds, a comparison for sorting runs, and the bytes the allocator has handed out (mmapped chunks
  * included), for memory per timer. glibc only (mallinfo2).
  */
 #ifndef TW_BENCH_UTIL_H
@@ -17,6 +17,14 @@ static inline int64_t bench_now_ns(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* qsort's comparison for doubles (medians of runs). */
+static inline int bench_cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
 }
 
 static inline double bench_allocated(void)

@@ -149,17 +149,32 @@ struct cpu_split {
 	bool ok;
 };
 
-static int64_t split_read(const struct task_set *s, int64_t *out)
+/* Each part's ns on the CPU so far (all but "other"); false if a thread's
+ * figure cannot be read. */
+static bool split_sample(const struct cpu_split *split, int64_t *parts)
 {
-	int64_t sum = 0;
+	const struct task_set *sets[] = { &split->generator,
+					  &split->purgatory_threads,
+					  &split->completer_threads };
+	/* generator; the purgatory's executor, then its reaper; completer */
+	int64_t *out = parts;
 
-	for (int i = 0; i < s->n; i++) {
-		out[i] = task_cpu_ns(s->tid[i]);
-		if (out[i] < 0)
-			return -1;
-		sum += out[i];
+	for (size_t k = 0; k < sizeof(sets) / sizeof(sets[0]); k++) {
+		for (int i = 0; i < sets[k]->n; i++) {
+			*out = task_cpu_ns(sets[k]->tid[i]);
+			if (*out++ < 0)
+				return false;
+		}
 	}
-	return sum;
+	return true;
+}
+
+static void print_split(const double *parts_us)
+{
+	printf("    CPU split (us/request):");
+	for (int p = 0; p < CPU_PARTS; p++)
+		printf(" %s %.2f%s", cpu_part_names[p], parts_us[p],
+		       p + 1 < CPU_PARTS ? "," : "\n");
 }
 
 static uint64_t rng = 0x2545f4914f6cdd1dULL;
@@ -258,17 +273,7 @@ static struct result run(long n, double rate, int64_t timeout_ms, double p50_ms,
 	before = bench_allocated();
 	start = bench_now_ns();
 	cpu0 = cpu_ns();
-	if (split.ok) {
-		int64_t v[MAX_TASKS];
-
-		split.ok = split_read(&split.generator, v) >= 0;
-		part_start[CPU_GENERATOR] = v[0];
-		split.ok &= split_read(&split.purgatory_threads, v) >= 0;
-		part_start[CPU_EXECUTOR] = v[0];
-		part_start[CPU_REAPER] = v[1];
-		split.ok &= split_read(&split.completer_threads, v) >= 0;
-		part_start[CPU_COMPLETER] = v[0];
-	}
+	split.ok = split.ok && split_sample(&split, part_start);
 	for (long i = 0; i < n; i++) {
 		struct request *r = &reqs[i];
 		const void *keys[KEYS_PER_REQUEST];
@@ -321,20 +326,15 @@ static struct result run(long n, double rate, int64_t timeout_ms, double p50_ms,
 	res.elapsed_ms = (double)(bench_now_ns() - start) / 1e6;
 	res.cpu_us = (double)(cpu_ns() - cpu0) / 1e3 / (double)n;
 	if (split.ok) {
-		int64_t v[MAX_TASKS];
+		int64_t part_end[CPU_PARTS];
 
-		split.ok = split_read(&split.generator, v) >= 0;
-		res.cpu_part_us[CPU_GENERATOR] = (double)(v[0] - part_start[CPU_GENERATOR]);
-		split.ok &= split_read(&split.purgatory_threads, v) >= 0;
-		res.cpu_part_us[CPU_EXECUTOR] = (double)(v[0] - part_start[CPU_EXECUTOR]);
-		res.cpu_part_us[CPU_REAPER] = (double)(v[1] - part_start[CPU_REAPER]);
-		split.ok &= split_read(&split.completer_threads, v) >= 0;
-		res.cpu_part_us[CPU_COMPLETER] = (double)(v[0] - part_start[CPU_COMPLETER]);
-		for (int p = 0; p < CPU_OTHER; p++)
-			res.cpu_part_us[p] /= 1e3 * (double)n;
+		split.ok = split_sample(&split, part_end);
 		res.cpu_part_us[CPU_OTHER] = res.cpu_us;
-		for (int p = 0; p < CPU_OTHER; p++)
+		for (int p = 0; p < CPU_OTHER; p++) {
+			res.cpu_part_us[p] = (double)(part_end[p] - part_start[p]) /
+					     (1e3 * (double)n);
 			res.cpu_part_us[CPU_OTHER] -= res.cpu_part_us[p];
+		}
 	}
 	res.split_ok = split.ok;
 	res.rate = (double)n / ((double)(submitted - start) / 1e9);
@@ -366,10 +366,7 @@ static struct result run(long n, double rate, int64_t timeout_ms, double p50_ms,
 		       res.kept_up ? "kept up    " : "FELL BEHIND", res.elapsed_ms,
 		       res.cpu_us, 100 * res.completed_share, 100 * res.expected_share);
 	if (!quiet && res.split_ok) {
-		printf("    CPU split (us/request):");
-		for (int p = 0; p < CPU_PARTS; p++)
-			printf(" %s %.2f%s", cpu_part_names[p], res.cpu_part_us[p],
-			       p + 1 < CPU_PARTS ? "," : "\n");
+		print_split(res.cpu_part_us);
 	} else if (!quiet) {
 		printf("    CPU split: not available (no /proc/self/task/*/schedstat, "
 		       "or the services started other threads than expected)\n");
@@ -379,13 +376,6 @@ static struct result run(long n, double rate, int64_t timeout_ms, double p50_ms,
 }
 
 #define MAX_ROUNDS 9
-
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return (x > y) - (x < y);
-}
 
 /* Each figure's own median (the split's parts each on their own). */
 static struct result median_result(const struct result *rs, int n)
@@ -397,7 +387,7 @@ static struct result median_result(const struct result *rs, int n)
 	do {                                                       \
 		for (int i = 0; i < n; i++)                        \
 			v[i] = rs[i].field;                        \
-		qsort(v, (size_t)n, sizeof(v[0]), cmp_double);     \
+		qsort(v, (size_t)n, sizeof(v[0]), bench_cmp_double); \
 		m.field = v[n / 2];                                \
 	} while (0)
 	MEDIAN_OF(cpu_us);
@@ -482,12 +472,8 @@ int main(int argc, char **argv)
 		printf("medians of %d: CPU %.2f us/request, the harness alone %.2f, "
 		       "the purgatory's own part %.2f\n", rounds, mr.cpu_us,
 		       mh.cpu_us, mr.cpu_us - mh.cpu_us);
-		if (mr.split_ok) {
-			printf("  CPU split (us/request):");
-			for (int q = 0; q < CPU_PARTS; q++)
-				printf(" %s %.2f%s", cpu_part_names[q], mr.cpu_part_us[q],
-				       q + 1 < CPU_PARTS ? "," : "\n");
-		}
+		if (mr.split_ok)
+			print_split(mr.cpu_part_us);
 		if (kafka_cpu > 0)
 			printf("  Kafka (reference, issue 16, not re-run): CPU %.1f "
 			       "us/request at %.0f/s, its own harness included; "

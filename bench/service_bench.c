@@ -56,13 +56,6 @@ static uint64_t rnd(uint64_t *s)
 	return *s;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return x < y ? -1 : x > y;
-}
-
 /* Every median of this run, for the summary's ratios. */
 struct figure {
 	const char *impl, *workload;
@@ -96,7 +89,7 @@ static void report(const char *impl, const char *workload, unsigned threads,
 {
 	double median;
 
-	qsort(runs, (size_t)n, sizeof(*runs), cmp_double);
+	qsort(runs, (size_t)n, sizeof(*runs), bench_cmp_double);
 	median = runs[n / 2];
 	remember(impl, workload, threads, median);
 	printf("  %-22s %-8s %u thread%s  %8.1f ns/op  %6.2f Mops/s  (%d runs: "

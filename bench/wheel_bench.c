@@ -582,18 +582,11 @@ static long fired_so_far(const struct impl *im)
 	return im->ops ? im->ops->fired() : fired;
 }
 
-static int cmpd(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return x < y ? -1 : x > y;
-}
-
 static double report(const char *lib, const char *work, double *runs, double bytes)
 {
 	double median;
 
-	qsort(runs, (size_t)nruns, sizeof(*runs), cmpd);
+	qsort(runs, (size_t)nruns, sizeof(*runs), bench_cmp_double);
 	median = runs[nruns / 2];
 	printf("  %-11s %-16s %9.1f ns/op  (%.1f .. %.1f)  %5.1fx floor", lib, work,
 	       median, runs[0], runs[nruns - 1], median / floor_ns);
@@ -746,7 +739,7 @@ static void stall(const struct impl *im)
 				fired_so_far(im), N);
 		im->teardown();
 	}
-	qsort(worst, (size_t)nruns, sizeof(*worst), cmpd);
+	qsort(worst, (size_t)nruns, sizeof(*worst), bench_cmp_double);
 	printf("  %-16s worst advance %7.3f ms  (%.3f .. %.3f)\n", im->name,
 	       worst[nruns / 2] / 1e6, worst[0] / 1e6, worst[nruns - 1] / 1e6);
 	if (csv)
@@ -890,7 +883,7 @@ int main(int argc, char **argv)
 			f[r] = timed(floor_touch);
 			floor_teardown();
 		}
-		qsort(f, (size_t)nruns, sizeof(*f), cmpd);
+		qsort(f, (size_t)nruns, sizeof(*f), bench_cmp_double);
 		floor_ns = f[nruns / 2];
 		printf("N = %zu: floor (one random cache line per op) %.1f ns\n", N,
 		       floor_ns);
