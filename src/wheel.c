@@ -591,6 +591,8 @@ static int64_t move_down(struct tw_wheel *w, struct tw_bucket *b, size_t n)
 		if (key <= w->levels[0].clock) {
 			fire(w, t);
 			fired++;
+		} else if (w->drop && w->drop(w, t)) {
+			w->count--; /* cancelled by its owner: not filed again */
 		} else if (w->mode == TW_MODE_EXACT) {
 			insert_exact(w, t, key);
 		} else {

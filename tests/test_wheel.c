@@ -778,6 +778,48 @@ static void test_fires_in_tick_order_across_buckets_and_levels(void)
 	tw_wheel_destroy(&w);
 }
 
+/* The drop hook: a cascade asks it of every timer it takes out. */
+static int asked[200];
+static bool drop_odd_ids(struct tw_wheel *w, struct tw_timer *t)
+{
+	struct rec *r = tw_container_of(t, struct rec, timer);
+
+	(void)w;
+	CHECK(!tw_timer_pending(t)); /* already unlinked when asked */
+	asked[r->id]++;
+	return r->id % 2;
+}
+
+static void test_drop_hook_removes_timers_at_their_first_cascade(void)
+{
+	for (int mode = 0; mode < 2; mode++) {
+		struct tw_wheel w;
+		struct rec r[200];
+		int fired = 0;
+
+		tw_wheel_init(&w, 1, 4, 0, mode ? TW_MODE_KAFKA : TW_MODE_EXACT);
+		w.drop = drop_odd_ids;
+		memset(asked, 0, sizeof(asked));
+		for (int i = 0; i < 200; i++) {
+			rec_init(&r[i], i);
+			tw_wheel_add(&w, &r[i].timer, 100 + i * 50); /* above level 1 */
+		}
+		CHECK_EQ(tw_wheel_count(&w), 200);
+		CHECK_EQ(tw_wheel_advance(&w, 20000), 100);
+		for (int i = 0; i < 200; i++) {
+			CHECK_EQ(r[i].fires, i % 2 ? 0 : 1);
+			CHECK(!tw_timer_pending(&r[i].timer));
+			/* a dropped one was asked once: at its first cascade */
+			if (i % 2)
+				CHECK_EQ(asked[i], 1);
+			fired += r[i].fires;
+		}
+		CHECK_EQ(fired, 100);
+		CHECK_EQ(tw_wheel_count(&w), 0);
+		tw_wheel_destroy(&w);
+	}
+}
+
 static int handed_back;
 static void hand_back(struct tw_wheel *w, struct tw_timer *t)
 {
@@ -938,6 +980,7 @@ int main(void)
 	RUN(test_exact_next_expiry_wakes_only_to_fire);
 	RUN(test_exact_big_buckets_drain_in_an_event_loop);
 	RUN(test_callback_cancels_timer_in_same_batch);
+	RUN(test_drop_hook_removes_timers_at_their_first_cascade);
 	RUN(test_callback_readds_itself);
 	RUN(test_callback_readding_due_timer_does_not_loop);
 	RUN(test_kafka_mode_readd_from_callback_waits_for_next_advance);
