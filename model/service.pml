@@ -36,9 +36,17 @@
  * callbacks cancel_sync each other; 6 reinit after a plain cancel; 7 two
  * producers each add, reschedule, cancel or cancel_sync either of two
  * timers (one periodic) against the reaper and an executor; then whatever
- * is due must run, and shutdown ends it.
+ * is due must run, and shutdown ends it; 8 tombstones: a timer placed in
+ * the wheel is cancelled (plain: it stays linked, F_TOMB), maybe after a
+ * reschedule or around a re-add, by one thread, then cancel_synced and
+ * freed by another, while polls drain and fire it.
+ * In every scenario a monitor checks, in every state, that a timer the
+ * wheel links is PENDING, ADDING or flagged (F_INBOX, F_TOMB).
  * Mutations (MUT): 1, 3, 5, 6, 7, 8 put back issue 13's protocol bugs of
- * those numbers; model/check.sh checks that SPIN finds each one.
+ * those numbers; 11 a deferral that forgets the timer; 12 apply() taking
+ * the flags down before it unlinks (the order before tombstones: a
+ * cancel_sync in between let its caller free a linked timer); 13 a
+ * cancel_sync blind to F_TOMB. model/check.sh checks that SPIN finds each.
  */
 
 #ifndef SCEN
@@ -74,7 +82,7 @@
 #if SCEN == 1
 #define NEXEC 0
 #define REAPER 1
-#elif SCEN == 2
+#elif SCEN == 2 || SCEN == 8
 #define NEXEC 0
 #define REAPER 0
 #elif SCEN == 3 || SCEN == 4 || SCEN == 6
@@ -114,6 +122,9 @@ typedef timer_t {
 	bool inbox;      /* F_INBOX */
 	bool entry;      /* F_ENTRY */
 	bool periodic;   /* F_PERIODIC */
+	bool tomb;       /* F_TOMB: cancelled from PENDING, maybe still in
+			    the wheel (a tombstone) until the wheel owner
+			    unlinks it and clears this */
 	bool stacked;    /* really on an inbox stack (pushed, not drained) */
 	bool in_wheel;
 	byte due;        /* where the wheel has it */
@@ -166,18 +177,48 @@ inline push(t) {
 	tm[t].stacked = 1
 }
 
-/* Wheel owner: make the wheel match the state (apply()). */
+/* Wheel owner: make the wheel match the state (apply()). A timer that is
+ * not PENDING or ADDING is unlinked first; then one CAS clears F_INBOX and
+ * F_TOMB if the word is still what was read (else look again); a PENDING
+ * one is placed after that CAS, at the due time read then. */
 inline apply(t) {
-	atomic {
+	do
+	:: atomic {
 		TOUCH(t);
 		old = tm[t].st;
+		oinb = tm[t].inbox;
+		otomb = tm[t].tomb;
+#if MUT == 12
+		/* the old order: flags down first, the unlink a step later */
 		tm[t].inbox = 0;
+		tm[t].tomb = 0
+	   };
+	   atomic {
 		if
-		:: old == PENDING -> tm[t].in_wheel = 1; tm[t].due = tm[t].next_due
-		:: old == ADDING -> skip
-		:: else -> tm[t].in_wheel = 0
+		:: old != PENDING && old != ADDING -> TOUCH(t); tm[t].in_wheel = 0
+		:: else -> skip
+		fi;
+		break
+	   }
+#else
+		if
+		:: old != PENDING && old != ADDING -> tm[t].in_wheel = 0
+		:: else -> skip
 		fi
-	}
+	   };
+	   atomic {
+		if
+		:: tm[t].st == old && tm[t].inbox == oinb && tm[t].tomb == otomb ->
+			tm[t].inbox = 0; tm[t].tomb = 0; break
+		:: else -> skip
+		fi
+	   }
+#endif
+	od;
+	if
+	:: old == PENDING -> atomic { TOUCH(t); tm[t].in_wheel = 1; tm[t].due = tm[t].next_due }
+	:: else -> skip
+	fi
 }
 
 /* Wheel owner (wheel_mu held): one exchange takes every stacked timer. */
@@ -282,24 +323,20 @@ inline is_running_except(t, skip_slot, res) {
 	od
 }
 
-/* Take t to IDLE; was gets the state it left. */
-inline cancel_state(t, unlink_here) {
-	if
-	:: unlink_here -> entered = 0
-	:: else -> enter()
-	fi;
+/* Take t to IDLE; was gets the state it left. One CAS, no inbox: a
+ * PENDING timer stays in the wheel as a tombstone (F_TOMB). */
+inline cancel_state(t) {
 	do
 	:: atomic {
 		TOUCH(t);
 		tm[t].st != ADDING ->
 		was = tm[t].st;
-		old = tm[t].inbox;
 		if
 		:: was == IDLE -> break
 		:: else ->
 			tm[t].st = IDLE;
 			if
-			:: was == PENDING && entered -> tm[t].inbox = 1
+			:: was == PENDING -> tm[t].tomb = 1
 			:: else -> skip
 			fi;
 			break
@@ -307,19 +344,11 @@ inline cancel_state(t, unlink_here) {
 	   }
 	od;
 	if
-	:: was == PENDING && entered && !old -> push(t)
-	:: else -> skip
-	fi;
-	if
 	:: was == PENDING || was == EXPIRED -> rc = R_STOPPED; tm[t].stopped++
 	:: was == RUNNING -> rc = R_RUNNING
 	:: else ->
 		is_running_except(t, HANDBACK, res);
 		rc = (res -> R_RUNNING : R_IDLE)
-	fi;
-	if
-	:: entered -> leave()
-	:: else -> skip
 	fi
 }
 
@@ -379,7 +408,12 @@ inline unreferenced(t, skip_slot, res) {
 #endif
 	:: else ->
 		if
+#if MUT == 13
+		/* cancel_sync blind to tombstones */
 		:: tm[t].inbox || tm[t].entry -> res = 0
+#else
+		:: tm[t].inbox || tm[t].entry || tm[t].tomb -> res = 0
+#endif
 		:: else -> is_running_except(t, skip_slot, res); res = !res
 		fi
 	fi
@@ -421,14 +455,15 @@ inline waits_for_me(t, res) {
 #define WAITV(k) (k < NSLOT -> (waiting[k] == NONE -> 3 : waiting[k]) : 0)
 #define SIGA (tm[0].st + 8 * tm[0].inbox + 16 * tm[0].entry + \
 	32 * tm[1].st + 256 * tm[1].inbox + 512 * tm[1].entry + \
-	1024 * rlen + 4096 * rhead + 16384 * nbatch)
+	1024 * rlen + 4096 * rhead + 16384 * nbatch + \
+	65536 * tm[0].tomb + 131072 * tm[1].tomb)
 #define SIGB (RUNV(0) + 4 * RUNV(1) + 16 * RUNV(2) + 64 * RUNV(3) + \
 	256 * WAITV(0) + 1024 * WAITV(1) + 4096 * WAITV(2) + 16384 * WAITV(3) + \
 	65536 * (ring[0] == NONE -> 3 : ring[0]) + 262144 * (ring[1] == NONE -> 3 : ring[1]))
 
 /* cancel_sync: rc is the cancel's result, or R_EDEADLK */
 inline cancel_sync(t) {
-	cancel_state(t, 1);
+	cancel_state(t);
 	skipslot = NSLOT;
 	if
 	:: me != NONE && running[me] == t -> skipslot = me
@@ -441,7 +476,6 @@ inline cancel_sync(t) {
 	:: else -> skip
 	fi;
 #endif
-	unlink = (was == PENDING);
 	if
 	:: me != NONE -> waiting[me] = t
 	:: else -> skip
@@ -449,18 +483,25 @@ inline cancel_sync(t) {
 	do
 	:: true ->
 		if
-		:: unlink || tm[t].inbox ->
+#if MUT == 13
+		:: tm[t].inbox ->
+#else
+		:: tm[t].inbox || tm[t].tomb ->
+#endif
 			lock(wheel_mu);
 			drain_inboxes();
 			atomic {
+				res = (tm[t].st != PENDING && tm[t].st != ADDING);
 				if
-				:: tm[t].st != PENDING && tm[t].st != ADDING && tm[t].in_wheel ->
-					TOUCH(t); tm[t].in_wheel = 0
+				:: res && tm[t].in_wheel -> TOUCH(t); tm[t].in_wheel = 0
 				:: else -> skip
 				fi
 			}
-			unlock(wheel_mu);
-			unlink = 0
+			if
+			:: res -> tm[t].tomb = 0   /* clear_tomb(), after the unlink */
+			:: else -> skip
+			fi;
+			unlock(wheel_mu)
 		:: else -> skip
 		fi;
 		if
@@ -530,8 +571,14 @@ inline scan() {
 					:: !old -> batch[nbatch] = i; nbatch++
 					:: else -> skip
 					fi
-				:: else -> skip
+				:: else -> tm[i].tomb = 0 /* unlinked: no tombstone */
 				fi
+			:: tm[i].in_wheel && tm[i].st != PENDING && tm[i].st != ADDING ->
+				/* a cascade meets a tombstone before its due
+				 * time and drops it (drop_tombstone) */
+				TOUCH(i);
+				tm[i].in_wheel = 0;
+				tm[i].tomb = 0
 			:: tm[i].in_wheel && tm[i].due > now && tm[i].due < next ->
 				next = tm[i].due
 			:: else -> skip
@@ -669,7 +716,7 @@ inline poll() {
 }
 
 #define LOCALS byte old, s, rc, was, i, j, k, cur, hop, t2, next, skipslot; \
-	bool entered, res, unlink, c; byte me = NONE; bool taken[NT]; int siga, sigb
+	bool entered, res, c, oinb, otomb; byte me = NONE; bool taken[NT]; int siga, sigb
 
 proctype reaper()
 {
@@ -773,7 +820,7 @@ inline shutdown() {
 					tm[i].entry = 1;
 #endif
 					coll[i] = 1
-				:: else -> skip
+				:: else -> tm[i].tomb = 0
 				fi
 			:: else -> skip
 			fi
@@ -827,6 +874,34 @@ proctype canceller()
 }
 #endif
 
+#if SCEN == 8
+bool churned, synced;
+
+/* The owner's thread: a plain cancel of the placed timer, after a
+ * reschedule, or twice around a re-add. */
+proctype churner()
+{
+	LOCALS;
+	if
+	:: cancel_state(0)
+	:: add_or_reschedule(0, 2, 1); cancel_state(0)
+	:: cancel_state(0); add_or_reschedule(0, 1, 0); cancel_state(0)
+	fi;
+	churned = 1
+}
+
+/* Another thread of the owner: once the churner is done, cancel_sync and
+ * free, while the poller drains and fires. */
+proctype syncer()
+{
+	LOCALS;
+	churned;
+	cancel_sync(0);
+	tm[0].freed = 1;
+	synced = 1
+}
+#endif
+
 #if SCEN == 1
 proctype kicker()
 {
@@ -851,7 +926,7 @@ proctype producer(byte id)
 		if
 		:: true -> add_or_reschedule(t, 1, 0)
 		:: true -> add_or_reschedule(t, 2, 1)
-		:: true -> cancel_state(t, 0)
+		:: true -> cancel_state(t)
 		:: true -> cancel_sync(t)
 		fi;
 		n++
@@ -870,6 +945,17 @@ proctype clock()
 #endif
 
 bool coll[NT];
+
+/* Always: a timer the wheel links is PENDING or ADDING, or its word says
+ * it may be linked (F_INBOX, F_TOMB). cancel_sync takes wheel_mu only for
+ * a flagged timer, so this is what keeps it from letting the owner free a
+ * timer the wheel still links. */
+#define UNSAID(i) (tm[i].in_wheel && tm[i].st != PENDING && \
+	tm[i].st != ADDING && !tm[i].inbox && !tm[i].tomb)
+active proctype linked_means_flagged()
+{
+end:	atomic { (UNSAID(0) || UNSAID(1)) -> assert(false) }
+}
 
 init
 {
@@ -945,7 +1031,7 @@ init
 	run executor(0);
 	add_or_reschedule(0, 0, 0);
 	poll();
-	cancel_state(0, 0);
+	cancel_state(0);
 	atomic {
 		tm[0].st == IDLE;
 #if MUT == 8
@@ -955,6 +1041,23 @@ init
 #endif
 	}
 	add_or_reschedule(0, 0, 0);
+	poll();
+	shutdown();
+#elif SCEN == 8
+	/* tombstones: a placed timer is cancelled (plain) by one thread and
+	 * cancel_synced and freed by another, while polls drain the inboxes
+	 * and fire what is due, tombstones included */
+	add_or_reschedule(0, 2, 0);
+	poll();
+	run churner();
+	run syncer();
+	poll();
+	if
+	:: now = 2
+	:: skip
+	fi;
+	poll();
+	synced;
 	poll();
 	shutdown();
 #else

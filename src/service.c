@@ -21,16 +21,17 @@
  *   PENDING   pending: in the wheel, or in an inbox on its way there
  *   EXPIRED   fired; its entry waits in a dispatch batch or the queue
  *   RUNNING   a periodic timer's callback runs; it re-arms afterwards
- * plus two flags:
+ * plus three flags:
  *   F_INBOX   an inbox holds it; the wheel owner will look at its state
  *   F_ENTRY   a dispatch batch or the executor queue holds an entry for it
+ *   F_TOMB    cancelled from PENDING: the wheel may still link it
  * Transitions:
  *   add        IDLE|RUNNING -> ADDING -> PENDING (+F_INBOX)
  *   reschedule any but ADDING -> ADDING -> PENDING (+F_INBOX)
  *   expiry     PENDING (no F_INBOX) -> EXPIRED (+F_ENTRY)   wheel owner
  *   execute    EXPIRED -> IDLE (one-shot) / RUNNING (periodic), -F_ENTRY
  *   re-arm     RUNNING -> ADDING -> PENDING (+F_INBOX)       executor
- *   cancel     PENDING -> IDLE (+F_INBOX: unlink it), EXPIRED|RUNNING -> IDLE
+ *   cancel     PENDING -> IDLE (+F_TOMB), EXPIRED|RUNNING -> IDLE
  * Each is one CAS, so of two racing calls exactly one wins: a timer runs
  * only if no cancel took EXPIRED away first, and every cancel that reports
  * STOPPED did. A timer is expired only while it is PENDING without F_INBOX,
@@ -39,6 +40,22 @@
  * entry per timer: an expiry while an older entry still waits does not add
  * a second one (that entry runs it), so no entry can outlive a callback
  * that frees its timer.
+ *
+ * Tombstones. A plain cancel is that one CAS and a counter: it neither
+ * enters an inbox nor touches the wheel. The timer stays linked in its
+ * bucket, flagged F_TOMB, until the wheel owner meets it: at its due time
+ * (on_expire finds it IDLE and drops it), when an add places it again, in
+ * cancel_sync (which unlinks it before it lets the caller free it) or at
+ * shutdown. The owner may not free a timer before cancel_sync anyway, so
+ * nobody can tell the timer is still linked -- except in cost: the wheel
+ * carries it, and cascades it, until then, and the reaper wakes for its
+ * bucket. What makes it safe is one invariant (model/service.pml's
+ * monitor checks it in every state): a timer the wheel links is PENDING
+ * or ADDING, or carries F_INBOX or F_TOMB. So the wheel owner unlinks
+ * first and clears the flags after (apply), and cancel_sync takes wheel_mu
+ * whenever it sees either flag. tw_service_count() leaves tombstones out:
+ * cancels count the flags they set (inbox->tombed), the wheel owner the
+ * ones it clears (tombs_cleared).
  *
  * Memory orders, and why each atomic has the one it has:
  *   state word   loads acquire; CAS and flag clears acq_rel. The CAS that
@@ -67,7 +84,7 @@
  *                changes what the check reads, then reads the count; one
  *                of them sees the other (no missed broadcast).
  *   t->svc       claimed by an acq_rel CAS, read with acquire.
- *   counters     (added, stopped, pushes, ran, ...) relaxed: statistics;
+ *   counters     (added, stopped, tombed, pushes, ran, ...) relaxed: statistics;
  *                the exactly-once accounting reads them after the threads
  *                that wrote them were joined.
  *
@@ -110,7 +127,7 @@
  * the same CAS), keeping the flags a plain cancel leaves behind.
  *
  * Shutdown sets closing (under scan_mu, so a poll past its own check sees
- * it), waits for producers inside an add or cancel (each inbox counts
+ * it), waits for producers inside an add or reschedule (each inbox counts
  * them), stops the threads (executors first run what the queue holds),
  * drains the inboxes and hands back every timer still PENDING, each with a
  * CAS, so a racing cancel and the hand-back cannot both claim it. A
@@ -143,6 +160,10 @@ enum {
 	F_ENTRY = 16,
 	F_PERIODIC = 32, /* period > 0; in the word so execute needs no other
 			    field to pick RUNNING or IDLE (reinit may change it) */
+	F_TOMB = 64,     /* a cancel took it from PENDING: it may still be
+			    linked in the wheel, a tombstone, until the wheel
+			    owner unlinks it (apply, on_expire, cancel_sync,
+			    shutdown), who clears this flag */
 };
 
 #define MAX_INBOXES 1024
@@ -156,7 +177,10 @@ struct inbox {
 	_Alignas(64) struct tw_service_timer *head; /* __atomic */
 	atomic_uint active;  /* producers inside an operation */
 	atomic_uint pushes;
-	atomic_uint_fast64_t added, stopped;
+	/* stopped: adds ended by a cancel or a reschedule; tombed: by a
+	 * cancel that set F_TOMB (counted apart, so that the tombstones
+	 * still in the wheel are tombed - tombs_cleared) */
+	atomic_uint_fast64_t added, stopped, tombed;
 };
 
 struct tw_service {
@@ -202,13 +226,15 @@ struct tw_service {
 	 * timers that expire together need a slot, and most never expire. */
 	struct tw_service_timer **batch;
 	size_t batch_len, batch_cap, batch_pos;
+	/* F_TOMB flags the wheel owner cleared (under wheel_mu). */
+	uint64_t tombs_cleared;
 
 	/* cancel_sync waits here for a callback to finish. */
 	pthread_mutex_t idle_mu;
 	pthread_cond_t idle_cv;
 	atomic_uint sync_waiters;
 
-	atomic_uint_fast64_t added, ran, stopped, handed_back, caller_ran,
+	atomic_uint_fast64_t added, ran, handed_back, caller_ran,
 		backwards, wakeups;
 };
 
@@ -388,24 +414,55 @@ static void leave(struct inbox *ib)
 	atomic_fetch_sub_explicit(&ib->active, 1, memory_order_release);
 }
 
-/* Wheel owner: make the timer's place in the wheel match its state. */
+/* Wheel owner: the timer is not a tombstone any more (unlinked, or about
+ * to be placed again by an inbox entry). Counted only if the flag was
+ * set: a cancel may set it again at any time, and counts that one. */
+static void clear_tomb(struct tw_service *svc, struct tw_service_timer *t)
+{
+	if (state_clear(t, F_TOMB) & F_TOMB)
+		svc->tombs_cleared++;
+}
+
+/*
+ * Wheel owner: make the timer's place in the wheel match its state, and
+ * take down the flags that said it might not (F_INBOX, F_TOMB) -- in the
+ * order that keeps cancel_sync safe. A timer that is not PENDING or ADDING
+ * is unlinked first and its flags cleared after, by a CAS from the state
+ * that was unlinked: a cancel_sync that finds no flag may let its caller
+ * free the timer, so no flag may go while the wheel still links it.
+ * (Clearing first, then unlinking, was a use-after-free: a cancel_sync in
+ * between returned at once.) A PENDING timer is the opposite: F_INBOX goes
+ * first, and next_due is read after, so a reschedule racing this apply
+ * either is read here or pushes again. If the CAS finds the word changed
+ * (an add, a cancel), the loop looks again; the same word back after an
+ * add and a cancel (ABA) needs nothing more: only the wheel owner links.
+ */
 static void apply(struct tw_service *svc, struct tw_service_timer *t)
 {
-	uint32_t old = state_clear(t, F_INBOX);
+	/* A first guess, not a load: the word of a timer added or
+	 * rescheduled (most of what an inbox holds). A load first would
+	 * fetch the line shared from the producer's core and the CAS fetch
+	 * it again to own it; a wrong guess only costs a failed CAS, which
+	 * loads the real word. */
+	uint32_t old = ST_PENDING | F_INBOX, s;
 
-	switch (old & ST_MASK) {
-	case ST_PENDING:
+	for (;;) {
+		s = old & ST_MASK;
+		if (s != ST_PENDING && s != ST_ADDING &&
+		    tw_timer_pending(&t->wheel_timer)) {
+			tw_wheel_cancel(&svc->wheel, &t->wheel_timer);
+			TW_TEST_POINT("apply.unlinked", t);
+		}
+		/* ADDING: its producer pushes again when it publishes,
+		 * because it will find F_INBOX clear. */
+		if (state_cas(t, &old, old & ~(uint32_t)(F_INBOX | F_TOMB)))
+			break;
+	}
+	if (old & F_TOMB)
+		svc->tombs_cleared++;
+	if (s == ST_PENDING)
 		tw_wheel_reschedule(&svc->wheel, &t->wheel_timer,
 				    __atomic_load_n(&t->next_due, __ATOMIC_RELAXED));
-		break;
-	case ST_ADDING:
-		/* Its producer pushes again when it publishes. */
-		break;
-	default:
-		if (tw_timer_pending(&t->wheel_timer))
-			tw_wheel_cancel(&svc->wheel, &t->wheel_timer);
-		break;
-	}
 }
 
 /* Wheel owner (wheel_mu held). */
@@ -463,10 +520,14 @@ static void on_expire(struct tw_wheel *w, struct tw_timer *wt)
 	uint32_t old = state_load(t);
 
 	do {
-		/* Cancelled, or moved since it was placed: an inbox entry
-		 * (or its producer) will place it again if it is pending. */
-		if ((old & ST_MASK) != ST_PENDING || (old & F_INBOX))
+		/* Cancelled (a tombstone: gone now), or moved since it was
+		 * placed: an inbox entry (or its producer) will place it
+		 * again if it is pending. */
+		if ((old & ST_MASK) != ST_PENDING || (old & F_INBOX)) {
+			if (old & F_TOMB)
+				clear_tomb(svc, t);
 			return;
+		}
 		if (!(old & F_ENTRY) && !batch_room(svc)) {
 			TW_TEST_POINT("expire.deferred", t);
 			tw_wheel_add(w, wt, tw_wheel_now(w));
@@ -476,6 +537,25 @@ static void on_expire(struct tw_wheel *w, struct tw_timer *wt)
 	if (old & F_ENTRY)
 		return; /* an older entry still waits: it runs this expiry */
 	svc->batch[svc->batch_len++] = t;
+}
+
+/* The wheel's question at a cascade, under wheel_mu: the timer, unlinked
+ * a moment ago, is dropped if it is not pending -- a tombstone (or a timer
+ * an inbox entry will look at again). Dropped at its first cascade rather
+ * than filed down level by level until its due time: one visit instead of
+ * one per level (bench: "tombstones"). Unlinked before the flag goes, as
+ * apply() does. */
+static bool drop_tombstone(struct tw_wheel *w, struct tw_timer *wt)
+{
+	struct tw_service *svc = tw_container_of(w, struct tw_service, wheel);
+	struct tw_service_timer *t =
+		tw_container_of(wt, struct tw_service_timer, wheel_timer);
+	uint32_t s = state_load(t) & ST_MASK;
+
+	if (s == ST_PENDING || s == ST_ADDING)
+		return false;
+	clear_tomb(svc, t);
+	return true;
 }
 
 static void wake_sync_waiters(struct tw_service *svc)
@@ -927,6 +1007,7 @@ int tw_service_create(struct tw_service **out, const struct tw_service_config *c
 		atomic_init(&ib->pushes, 0);
 		atomic_init(&ib->added, 0);
 		atomic_init(&ib->stopped, 0);
+		atomic_init(&ib->tombed, 0);
 	}
 	rc = tw_wheel_init(&svc->wheel, svc->cfg.tick, svc->cfg.wheel_size,
 			   clock_now(svc), svc->cfg.mode);
@@ -935,6 +1016,7 @@ int tw_service_create(struct tw_service **out, const struct tw_service_config *c
 		return rc;
 	}
 	svc->wheel.expire = on_expire; /* each timer's fn is its callback */
+	svc->wheel.drop = drop_tombstone;
 	rc = start_threads(svc);
 	if (rc) {
 		tw_service_destroy(svc);
@@ -1054,14 +1136,19 @@ int tw_service_reschedule(struct tw_service *svc, struct tw_service_timer *t,
 	return add_or_reschedule(svc, t, due, true);
 }
 
-/* Take the timer to IDLE; *was says from which state. A pending one is
- * pushed so that the wheel owner unlinks it soon (its bucket does not keep
- * it until its due time) -- unless unlink_here: cancel_sync unlinks it
- * itself. */
+/*
+ * Take the timer to IDLE with one CAS; *was says from which state. A
+ * pending timer stays where it is in the wheel, a tombstone (F_TOMB),
+ * until the wheel owner meets it: at its due time, when an add places it
+ * again, or in cancel_sync, which unlinks it before it returns. Nothing is
+ * pushed and no inbox is entered: the caller may not free the timer before
+ * cancel_sync anyway, and the wheel owner skips a timer that is not
+ * PENDING. This is what makes a plain cancel one CAS and one counter
+ * (model/service.pml checks the tombstone protocol, docs/model.md).
+ */
 static int cancel_state(struct tw_service *svc, struct tw_service_timer *t,
-			bool unlink_here, uint32_t *was)
+			uint32_t *was)
 {
-	struct inbox *ib = unlink_here ? NULL : enter(svc);
 	uint32_t old = state_load(t), s, next;
 	int result;
 
@@ -1071,23 +1158,24 @@ static int cancel_state(struct tw_service *svc, struct tw_service_timer *t,
 		if (s == ST_IDLE)
 			break;
 		next = (old & ~ST_MASK) | ST_IDLE;
-		if (s == ST_PENDING && ib)
-			next |= F_INBOX;
+		if (s == ST_PENDING)
+			next |= F_TOMB;
 		if (state_cas(t, &old, next))
 			break;
 	}
-	if (s == ST_PENDING && ib && !(old & F_INBOX))
-		push(svc, ib, t);
 	result = stop_result(svc, t, s);
 	if (result == TW_SVC_STOPPED) {
-		if (ib)
-			atomic_fetch_add_explicit(&ib->stopped, 1,
+		struct inbox *ib = my_inbox(svc);
+
+		/* A new tombstone is counted apart: tw_service_count()
+		 * leaves out the ones still in the wheel. */
+		if (s == ST_PENDING && !(old & F_TOMB))
+			atomic_fetch_add_explicit(&ib->tombed, 1,
 						  memory_order_relaxed);
 		else
-			COUNT(svc, stopped);
+			atomic_fetch_add_explicit(&ib->stopped, 1,
+						  memory_order_relaxed);
 	}
-	if (ib)
-		leave(ib);
 	*was = s;
 	return result;
 }
@@ -1104,7 +1192,8 @@ static bool unreferenced(const struct tw_service *svc,
 
 	if ((st & ST_MASK) != ST_IDLE)
 		return true;
-	return !(st & (F_INBOX | F_ENTRY)) && !is_running_except(svc, t, skip);
+	return !(st & (F_INBOX | F_ENTRY | F_TOMB)) &&
+	       !is_running_except(svc, t, skip);
 }
 
 /*
@@ -1154,13 +1243,11 @@ static bool waits_for_me(const struct tw_service *svc,
  * may be the only executor). Returns TW_EDEADLK instead of closing a cycle
  * of callbacks waiting for each other.
  */
-static int make_unreferenced(struct tw_service *svc, struct tw_service_timer *t,
-			     bool in_wheel)
+static int make_unreferenced(struct tw_service *svc, struct tw_service_timer *t)
 {
 	bool in_callback = tls_current && tls_current_svc == svc;
 	unsigned me = in_callback ? tls_slot : svc->nslots;
 	unsigned skip = in_callback && tls_current == t ? me : svc->nslots;
-	bool unlink = in_wheel;
 	int rc = TW_OK;
 
 	if (in_callback)
@@ -1168,16 +1255,23 @@ static int make_unreferenced(struct tw_service *svc, struct tw_service_timer *t,
 	for (;;) {
 		uint32_t st = state_load(t);
 
-		if (unlink || (st & F_INBOX)) {
+		/* A tombstone, or on its way through an inbox: make the
+		 * wheel match (the drain applies the inbox; a tombstone
+		 * without an inbox entry is unlinked here, then unflagged). */
+		if (st & (F_INBOX | F_TOMB)) {
+			TW_TEST_POINT("cancel_sync.unlink", t);
 			pthread_mutex_lock(&svc->wheel_mu);
 			drain_inboxes(svc);
 			st = state_load(t);
 			if ((st & ST_MASK) != ST_PENDING &&
-			    (st & ST_MASK) != ST_ADDING &&
-			    tw_timer_pending(&t->wheel_timer))
-				tw_wheel_cancel(&svc->wheel, &t->wheel_timer);
+			    (st & ST_MASK) != ST_ADDING) {
+				if (tw_timer_pending(&t->wheel_timer))
+					tw_wheel_cancel(&svc->wheel,
+							&t->wheel_timer);
+				clear_tomb(svc, t);
+			}
 			pthread_mutex_unlock(&svc->wheel_mu);
-			unlink = false;
+			st = state_load(t);
 		}
 		if ((st & F_ENTRY) && (st & ST_MASK) != ST_EXPIRED)
 			take_entry(svc, t);
@@ -1213,12 +1307,11 @@ static int cancel(struct tw_service *svc, struct tw_service_timer *t, bool sync)
 	result = owner_check(svc, t);
 	if (result)
 		return result;
-	result = cancel_state(svc, t, sync, &was);
+	result = cancel_state(svc, t, &was);
 	if (!sync)
 		return result;
 	TW_TEST_POINT("cancel_sync.cancelled", t);
-	/* A timer taken from PENDING is still linked in the wheel. */
-	rc = make_unreferenced(svc, t, was == ST_PENDING);
+	rc = make_unreferenced(svc, t);
 	return rc ? rc : result;
 }
 
@@ -1282,13 +1375,23 @@ int64_t tw_service_now(const struct tw_service *svc)
 size_t tw_service_count(struct tw_service *svc)
 {
 	size_t n;
+	int64_t tombs;
 
 	if (!svc)
 		return 0;
 	pthread_mutex_lock(&svc->wheel_mu);
 	drain_inboxes(svc);
 	n = tw_wheel_count(&svc->wheel);
+	tombs = -(int64_t)svc->tombs_cleared;
+	for (unsigned i = 0; i < svc->ninboxes; i++)
+		tombs += (int64_t)atomic_load_explicit(&svc->inboxes[i].tombed,
+						       memory_order_relaxed);
 	pthread_mutex_unlock(&svc->wheel_mu);
+	/* Tombstones are cancelled timers the wheel still links. A cancel
+	 * counts its tombstone after its CAS, so for a moment the wheel
+	 * owner may have cleared more than were counted: never below 0. */
+	if (tombs > 0)
+		n = (size_t)tombs < n ? n - (size_t)tombs : 0;
 	return n;
 }
 
@@ -1300,10 +1403,10 @@ void tw_service_stats(struct tw_service *svc, struct tw_service_stats *out)
 	if (!svc)
 		return;
 	out->added = atomic_load(&svc->added);
-	out->stopped = atomic_load(&svc->stopped);
 	for (unsigned i = 0; i < svc->ninboxes; i++) {
 		out->added += atomic_load(&svc->inboxes[i].added);
-		out->stopped += atomic_load(&svc->inboxes[i].stopped);
+		out->stopped += atomic_load(&svc->inboxes[i].stopped) +
+				atomic_load(&svc->inboxes[i].tombed);
 	}
 	out->ran = atomic_load(&svc->ran);
 	out->handed_back = atomic_load(&svc->handed_back);
@@ -1325,10 +1428,14 @@ static void collect_pending(struct tw_wheel *w, struct tw_timer *wt)
 		tw_container_of(wt, struct tw_service_timer, wheel_timer);
 	uint32_t old = state_load(t);
 
-	(void)w;
 	do {
-		if ((old & ST_MASK) != ST_PENDING)
-			return; /* a cancel claimed it */
+		if ((old & ST_MASK) != ST_PENDING) {
+			/* a cancel claimed it (unlinked now, by the drain) */
+			if (old & F_TOMB)
+				clear_tomb(tw_container_of(w, struct tw_service,
+							   wheel), t);
+			return;
+		}
 	} while (!state_cas(t, &old, (old & ~ST_MASK) | ST_IDLE | F_ENTRY));
 	/* The inbox link is free: the inboxes are drained and closed (no
 	 * producer is inside, none can enter, the threads are stopped). */

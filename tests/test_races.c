@@ -396,6 +396,126 @@ static void test_reinit_after_plain_cancel_runs_once(void)
 	tw_service_destroy(svc);
 }
 
+/* ---- tombstones: a plain cancel leaves the timer linked ---- */
+
+struct poller {
+	struct tw_service *svc;
+	int64_t result;
+};
+
+static void *poll_thread(void *arg)
+{
+	struct poller *p = arg;
+
+	p->result = tw_service_poll(p->svc);
+	return NULL;
+}
+
+static void *cancel_sync_then_poison(void *arg)
+{
+	struct svc_job *sj = arg;
+
+	sj->result = tw_service_cancel_sync(sj->svc, &sj->job->t);
+	/* cancel_sync said it may be freed: anything still using it now
+	 * reads garbage (and ASan's builds free it for real below). */
+	memset(&sj->job->t, 0xa5, sizeof(sj->job->t));
+	atomic_store(&sj->job->freed, 1);
+	return NULL;
+}
+
+/*
+ * apply() (the wheel owner draining an inbox) used to take down the
+ * timer's inbox flag and then unlink it: a cancel_sync in between found a
+ * cancelled timer with no flag, returned, and its owner freed a timer the
+ * wheel still linked. The wheel owner is parked inside apply, after the
+ * unlink and before the flags go: a cancel_sync must see them and go for
+ * wheel_mu (the point before its lock), not return.
+ */
+static void test_cancel_sync_sees_a_timer_apply_is_unlinking(void)
+{
+	struct tw_service *svc = service(true, 0);
+	struct job j;
+	struct poller poller = { svc, 0 };
+	struct svc_job canceller = { svc, &j, 0 };
+	struct sp_thread p, c;
+	int in_apply, locking;
+
+	job_init(&j);
+	CHECK_EQ(tw_service_add(svc, &j.t, 5000), TW_OK);
+	CHECK_EQ(tw_service_poll(svc), 0);                  /* placed */
+	CHECK_EQ(tw_service_reschedule(svc, &j.t, 6000), TW_SVC_STOPPED);
+	CHECK_EQ(tw_service_cancel(svc, &j.t), TW_SVC_STOPPED); /* in an inbox */
+	in_apply = sp_arm("apply.unlinked", &j.t);
+	sp_spawn(&p, poll_thread, &poller);
+	CHECK(sp_wait(in_apply, &p.done));
+	locking = sp_arm("cancel_sync.unlink", &j.t);
+	sp_spawn(&c, cancel_sync_then_poison, &canceller);
+	/* Before the fix: it found no flag and returned (c.done). */
+	CHECK(sp_wait(locking, &c.done));
+	sp_release(locking);
+	sp_release(in_apply);
+	sp_join(&p, "poll");
+	sp_join(&c, "cancel_sync");
+	CHECK_EQ(poller.result, 0);
+	CHECK_EQ(canceller.result, TW_SVC_IDLE); /* the plain cancel stopped it */
+	CHECK_EQ(tw_service_count(svc), 0);
+	atomic_store(&virtual_now, 7000);
+	CHECK_EQ(tw_service_poll(svc), 0);
+	CHECK_EQ(tw_service_shutdown(svc, NULL, NULL), 0);
+	tw_service_destroy(svc);
+}
+
+/*
+ * A plain cancel only flips the state word: the timer stays in its bucket
+ * (a tombstone) until the wheel meets it. Count leaves it out,
+ * cancel_sync unlinks it before it lets the owner free it, and a re-add
+ * places it again.
+ */
+static void test_a_tombstone_is_uncounted_and_unlinked_by_cancel_sync(void)
+{
+	struct tw_service *svc = service(true, 0);
+	struct job *heap = malloc(sizeof(*heap));
+	struct job a, b, left;
+	struct tw_service_stats st;
+
+	job_init(heap);
+	job_init(&a);
+	job_init(&b);
+	job_init(&left);
+	CHECK_EQ(tw_service_add(svc, &heap->t, 5000), TW_OK);
+	CHECK_EQ(tw_service_add(svc, &a.t, 5000), TW_OK);
+	CHECK_EQ(tw_service_add(svc, &b.t, 5000), TW_OK);
+	CHECK_EQ(tw_service_add(svc, &left.t, 5000), TW_OK);
+	CHECK_EQ(tw_service_poll(svc), 0);
+	CHECK_EQ(tw_service_count(svc), 4);
+	/* left stays a tombstone: a cascade drops it before its due time */
+	CHECK_EQ(tw_service_cancel(svc, &left.t), TW_SVC_STOPPED);
+	CHECK_EQ(tw_service_count(svc), 3);
+	CHECK_EQ(tw_service_cancel(svc, &heap->t), TW_SVC_STOPPED);
+	CHECK_EQ(tw_service_cancel(svc, &a.t), TW_SVC_STOPPED);
+	CHECK_EQ(tw_service_cancel(svc, &a.t), TW_SVC_IDLE);
+	CHECK_EQ(tw_service_count(svc), 1);
+	CHECK_EQ(tw_service_add(svc, &a.t, 4000), TW_OK); /* the tombstone lives */
+	CHECK_EQ(tw_service_count(svc), 2);
+	CHECK_EQ(tw_service_cancel_sync(svc, &heap->t), TW_SVC_IDLE);
+	memset(heap, 0xa5, sizeof(*heap));
+	free(heap); /* ASan: any later touch of it is reported */
+	CHECK_EQ(tw_service_count(svc), 2);
+	atomic_store(&virtual_now, 6000);
+	CHECK_EQ(tw_service_poll(svc), 2);  /* a and b; the tombstones are gone */
+	CHECK_EQ(atomic_load(&a.runs), 1);
+	CHECK_EQ(atomic_load(&b.runs), 1);
+	CHECK_EQ(atomic_load(&left.runs), 0);
+	CHECK_EQ(tw_service_count(svc), 0);
+	CHECK_EQ(tw_service_cancel_sync(svc, &left.t), TW_SVC_IDLE);
+	CHECK_EQ(tw_service_shutdown(svc, NULL, NULL), 0);
+	tw_service_stats(svc, &st);
+	CHECK_EQ(st.added, 5);
+	CHECK_EQ(st.ran, 2);
+	CHECK_EQ(st.stopped, 3);
+	tw_service_destroy(svc);
+}
+
 /* ---- suspected: one fresh timer rescheduled on two services ---- */
 
 struct resched {
@@ -438,18 +558,6 @@ static void test_a_timer_joins_one_service_only(void)
 
 /* ---- suspected: a poll that passed the closing check ---- */
 
-struct poller {
-	struct tw_service *svc;
-	int64_t result;
-};
-
-static void *poll_thread(void *arg)
-{
-	struct poller *p = arg;
-
-	p->result = tw_service_poll(p->svc);
-	return NULL;
-}
 
 /*
  * A poll that had read "not closing" went on after shutdown had begun: it
@@ -764,6 +872,8 @@ int main(void)
 	RUN(test_cancel_sync_of_self_unlinks_and_reports);
 	RUN(test_cancel_sync_cycle_is_an_error_not_a_hang);
 	RUN(test_reinit_after_plain_cancel_runs_once);
+	RUN(test_cancel_sync_sees_a_timer_apply_is_unlinking);
+	RUN(test_a_tombstone_is_uncounted_and_unlinked_by_cancel_sync);
 	RUN(test_a_timer_joins_one_service_only);
 	RUN(test_no_poll_once_shutdown_began);
 	RUN(test_purgatory_check_between_check_and_watch_is_not_lost);

@@ -79,23 +79,25 @@ enum tw_cancel_result {
  *  - 40: the wheel's timer (links, bucket, due time in the wheel), whose fn
  *    holds this timer's callback (the service fires all of its timers
  *    through one function);
+ *  -  4 (+4 padding): the state word (state and flags, one CAS each);
  *  -  8: the period (periodic timers re-arm from their due time);
  *  -  8: the owning service, claimed by the first add, so that a timer is
  *    never in two services' wheels;
  *  -  8: the inbox link: add, cancel and reschedule reach the wheel through
  *    lock-free inboxes while the timer may still be linked in the wheel;
  *  -  8: the due time asked for, written by the producer while the wheel's
- *    own copy may be read by the wheel's owner;
- *  -  4 (+4 padding): the state word (state and flags, one CAS each).
+ *    own copy may be read by the wheel's owner.
  */
 struct tw_service_timer {
 	struct tw_timer wheel_timer; /**< its entry in the service's wheel
 					  (40 B; its fn holds the callback) */
+	uint32_t state;           /**< state and flags (atomic; service.c),
+				       next to the wheel's due time: a
+				       cascade reads both */
 	int64_t period;           /**< > 0: periodic, from the due time */
 	struct tw_service *svc;   /**< set by the first add (atomic) */
 	struct tw_service_timer *inbox_next; /**< next in a producer's inbox */
 	int64_t next_due;         /**< the due time asked for (atomic) */
-	uint32_t state;           /**< state and flags (atomic; service.c) */
 };
 
 /** An injectable clock (tests drive a virtual one). */
@@ -243,8 +245,10 @@ int tw_service_reschedule(struct tw_service *svc, struct tw_service_timer *t,
 			  int64_t due);
 
 /**
- * Stop a timer. Lock-free: a compare-and-swap decides, and the reaper
- * unlinks the timer from the wheel later. Does not wait: if the callback is
+ * Stop a timer. Lock-free: one compare-and-swap decides, and the timer
+ * stays in the wheel, marked, until the wheel meets it (it drops the timer
+ * at its next cascade or its due time, or when it is added again) or
+ * tw_service_cancel_sync() unlinks it. Does not wait: if the callback is
  * running, it goes on. Use tw_service_cancel_sync() before freeing the
  * timer.
  * @param svc the service
@@ -314,11 +318,12 @@ void tw_service_kick(struct tw_service *svc);
 int64_t tw_service_now(const struct tw_service *svc);
 
 /**
- * Pending timers.
+ * Pending timers (cancelled ones still in the wheel are not counted).
  * @param svc the service
- * @return timers pending (0 for NULL)
+ * @return timers pending (0 for NULL); with other threads adding and
+ *         cancelling, a snapshot
  * @threadsafety Any thread (takes the wheel's lock and applies every
- *               add and cancel still waiting in the inboxes).
+ *               add and reschedule still waiting in the inboxes).
  */
 size_t tw_service_count(struct tw_service *svc);
 
