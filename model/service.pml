@@ -14,7 +14,10 @@
  *   the executors; running[] and waiting[] slots; cancel, cancel_sync (from
  *   a callback, of itself, in a cycle), reschedule, periodic re-arm,
  *   reinit, and shutdown with its hand-back.
- * What is not: the wheel's buckets (a timer is in the wheel or not, and
+ * What is not: which service owns a timer (one service per scenario; the
+ * owner's id rides in the state word and the add's CAS claims it, and
+ * tests/test_races.c forces two services' adds of one fresh timer), the
+ * wheel's buckets (a timer is in the wheel or not, and
  * fires once its due time <= now; wheel.c is checked by its own tests),
  * the order of the inbox stack, the 1024-push kick, counters, and the C11
  * memory orders (SPIN interleaves sequentially consistent steps; the two

@@ -83,7 +83,7 @@
  *   sync_waiters seq_cst: a waiter counts itself, then re-checks; a waker
  *                changes what the check reads, then reads the count; one
  *                of them sees the other (no missed broadcast).
- *   t->svc       claimed by an acq_rel CAS, read with acquire.
+ *   owner id     in the state word: claimed by the add's CAS.
  *   counters     (added, stopped, tombed, pushes, ran, ...) relaxed: statistics;
  *                the exactly-once accounting reads them after the threads
  *                that wrote them were joined.
@@ -121,7 +121,10 @@
  * what it waits for in waiting[], so a callback about to close a cycle of
  * waits sees it and gets TW_EDEADLK.
  *
- * A timer joins the first service that adds it, by CAS on t->svc.
+ * A timer joins the first service that adds it: the owner's id lives in
+ * the state word, and the add's CAS to ADDING writes it. Ids wrap after
+ * 2^25 - 1 services; a timer is reused with another service only after a
+ * fresh tw_service_timer_init(), which clears it.
  * tw_service_timer_reinit() changes only the callback and the period of an
  * IDLE timer (the periodic bit lives in the state word, read by execute in
  * the same CAS), keeping the flags a plain cancel leaves behind.
@@ -164,7 +167,14 @@ enum {
 			    linked in the wheel, a tombstone, until the wheel
 			    owner unlinks it (apply, on_expire, cancel_sync,
 			    shutdown), who clears this flag */
+	/* The rest of the word: the id of the service that owns the timer,
+	 * 0 until the first add claims it in the same CAS that takes the
+	 * timer to ADDING (a pointer would cost 8 more bytes a timer). */
+	OWNER_SHIFT = 7,
 };
+
+#define OWNER_MASK (~(uint32_t)0 << OWNER_SHIFT)
+#define OWNER_IDS ((1u << (32 - OWNER_SHIFT)) - 1) /* ids 1 .. OWNER_IDS */
 
 #define MAX_INBOXES 1024
 /* The most timers one advance hands to dispatch (512 KB of batch); the
@@ -185,6 +195,7 @@ struct inbox {
 
 struct tw_service {
 	struct tw_service_config cfg;
+	uint32_t owner_bits;      /* this service's id << OWNER_SHIFT */
 	struct inbox *inboxes;
 	unsigned ninboxes;
 	atomic_bool closing;
@@ -246,6 +257,7 @@ static _Thread_local unsigned tls_slot;
 static _Thread_local struct tw_service *tls_scanning; /* its scanner */
 static _Thread_local unsigned tls_producer;          /* 0: not yet */
 static atomic_uint producers_seen;
+static atomic_uint services_created; /* the source of owner ids */
 
 #define COUNT(svc, field) \
 	atomic_fetch_add_explicit(&(svc)->field, 1, memory_order_relaxed)
@@ -949,6 +961,8 @@ int tw_service_create(struct tw_service **out, const struct tw_service_config *c
 		return TW_ENOMEM;
 	if (cfg)
 		svc->cfg = *cfg;
+	svc->owner_bits = (atomic_fetch_add(&services_created, 1) % OWNER_IDS + 1)
+			  << OWNER_SHIFT;
 	if (!svc->cfg.tick)
 		svc->cfg.tick = 1000000;
 	/* Kafka's 20 in kafka mode; exact mode's fastest, 64 (wheel.h). */
@@ -1026,26 +1040,13 @@ int tw_service_create(struct tw_service **out, const struct tw_service_config *c
 	return TW_OK;
 }
 
-static int owner_check(struct tw_service *svc, struct tw_service_timer *t)
+/* TW_EOWNER if another service owns the timer. An early answer for add
+ * (the claim itself is in the CAS), the whole check for cancel. */
+static int owner_check(const struct tw_service *svc, uint32_t word)
 {
-	struct tw_service *owner = __atomic_load_n(&t->svc, __ATOMIC_ACQUIRE);
+	uint32_t owner = word & OWNER_MASK;
 
-	return owner && owner != svc ? TW_EOWNER : TW_OK;
-}
-
-/* A timer belongs to the first service that adds it. A CAS, not a check
- * and a store: two services adding the same fresh timer at once both
- * passed the check, and the timer ended up in both. */
-static int owner_claim(struct tw_service *svc, struct tw_service_timer *t)
-{
-	struct tw_service *owner = __atomic_load_n(&t->svc, __ATOMIC_ACQUIRE);
-
-	/* Once set, the owner never changes: only a timer without one needs
-	 * the CAS (a locked instruction, even when it fails). */
-	if (!owner && __atomic_compare_exchange_n(&t->svc, &owner, svc, false,
-						  __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
-		return TW_OK;
-	return owner == svc ? TW_OK : TW_EOWNER;
+	return owner && owner != svc->owner_bits ? TW_EOWNER : TW_OK;
 }
 
 /* What a cancel that took the timer out of state s reports. */
@@ -1076,22 +1077,31 @@ static int add_or_reschedule(struct tw_service *svc, struct tw_service_timer *t,
 
 	if (!svc || !t || !callback_of(t))
 		return TW_EINVAL;
-	rc = owner_claim(svc, t);
+	old = state_load(t);
+	rc = owner_check(svc, old);
 	if (rc)
 		return rc;
-	TW_TEST_POINT("add.owner_checked", t);
 	ib = enter(svc);
 	if (!ib)
 		return TW_ESHUTDOWN;
-	old = state_load(t);
 	for (;;) {
 		old = settled(t, old);
+		/* A claim and a state change in one CAS: two services adding
+		 * the same fresh timer at once cannot both win (with a check
+		 * and a separate store of the owner, both did). */
+		rc = owner_check(svc, old);
+		if (rc) {
+			leave(ib);
+			return rc;
+		}
 		s = old & ST_MASK;
 		if (!reschedule && (s == ST_PENDING || s == ST_EXPIRED)) {
 			leave(ib);
 			return TW_EBUSY;
 		}
-		if (state_cas(t, &old, (old & ~ST_MASK) | ST_ADDING))
+		TW_TEST_POINT("add.owner_checked", t);
+		if (state_cas(t, &old, (old & ~ST_MASK) | ST_ADDING |
+					       svc->owner_bits))
 			break;
 	}
 	rc = reschedule ? stop_result(svc, t, s) : TW_OK;
@@ -1304,7 +1314,7 @@ static int cancel(struct tw_service *svc, struct tw_service_timer *t, bool sync)
 
 	if (!svc || !t)
 		return TW_EINVAL;
-	result = owner_check(svc, t);
+	result = owner_check(svc, state_load(t));
 	if (result)
 		return result;
 	result = cancel_state(svc, t, &was);

@@ -74,16 +74,16 @@ enum tw_cancel_result {
 };
 
 /**
- * A service timer. Embed it in your object; all fields are private. 80
+ * A service timer. Embed it in your object; all fields are private. 72
  * bytes on LP64, each for a reason:
  *  - 40: the wheel's timer (links, bucket, due time in the wheel), whose fn
  *    holds this timer's callback (the service fires all of its timers
  *    through one function);
- *  -  4 (+4 padding): the state word (state and flags, one CAS each);
+ *  -  4 (+4 padding): the state word: state and flags (one CAS each), and
+ *    the id of the owning service, claimed by the first add's CAS, so
+ *    that a timer is never in two services' wheels;
  *  -  8: the period (periodic timers re-arm from their due time);
- *  -  8: the owning service, claimed by the first add, so that a timer is
- *    never in two services' wheels;
- *  -  8: the inbox link: add, cancel and reschedule reach the wheel through
+ *  -  8: the inbox link: add and reschedule reach the wheel through
  *    lock-free inboxes while the timer may still be linked in the wheel;
  *  -  8: the due time asked for, written by the producer while the wheel's
  *    own copy may be read by the wheel's owner.
@@ -91,11 +91,10 @@ enum tw_cancel_result {
 struct tw_service_timer {
 	struct tw_timer wheel_timer; /**< its entry in the service's wheel
 					  (40 B; its fn holds the callback) */
-	uint32_t state;           /**< state and flags (atomic; service.c),
-				       next to the wheel's due time: a
-				       cascade reads both */
+	uint32_t state;           /**< state, flags, owner's id (atomic;
+				       service.c), next to the wheel's due
+				       time: a cascade reads both */
 	int64_t period;           /**< > 0: periodic, from the due time */
-	struct tw_service *svc;   /**< set by the first add (atomic) */
 	struct tw_service_timer *inbox_next; /**< next in a producer's inbox */
 	int64_t next_due;         /**< the due time asked for (atomic) */
 };
