@@ -19,7 +19,7 @@
  * tests/test_races.c forces two services' adds of one fresh timer), the
  * wheel's buckets (a timer is in the wheel or not, and
  * fires once its due time <= now; wheel.c is checked by its own tests),
- * the order of the inbox stack, the 1024-push kick, counters, and the C11
+ * the order of the inbox stack, the 1024-add kick, counters, and the C11
  * memory orders (SPIN interleaves sequentially consistent steps; the two
  * store-buffering pairs are seq_cst in the C code for that reason).
  *

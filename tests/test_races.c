@@ -396,6 +396,54 @@ static void test_reinit_after_plain_cancel_runs_once(void)
 	tw_service_destroy(svc);
 }
 
+/* ---- shutdown and a producer inside an add ---- */
+
+static void *add_thread(void *arg)
+{
+	struct svc_job *sj = arg;
+
+	sj->result = tw_service_add(sj->svc, &sj->job->t, 9000);
+	return NULL;
+}
+
+/*
+ * An add that entered before shutdown set closing finishes its push, and
+ * shutdown waits for it (the counts entered and added say it is inside),
+ * then hands the timer back: nothing pushed behind shutdown's back, and
+ * the add is counted once (added == handed back).
+ */
+static void test_shutdown_waits_for_an_add_inside(void)
+{
+	struct tw_service *svc = service(true, 0);
+	struct job j;
+	struct svc_job adder = { svc, &j, -1000 }, down = { svc, &j, 0 };
+	struct sp_thread a, d;
+	struct tw_service_stats st;
+	int inside, waiting;
+
+	job_init(&j);
+	atomic_store(&handed, 0);
+	atomic_store(&handed_after_free, 0);
+	inside = sp_arm("add.owner_checked", &j.t);
+	sp_spawn(&a, add_thread, &adder);
+	CHECK(sp_wait(inside, &a.done));
+	waiting = sp_arm("shutdown.producer_inside", svc);
+	sp_spawn(&d, shutdown_thread, &down);
+	CHECK(sp_wait(waiting, &d.done)); /* not done: it waits for the add */
+	sp_release(inside);
+	sp_join(&a, "add");
+	sp_release(waiting);
+	sp_join(&d, "shutdown");
+	CHECK_EQ(adder.result, TW_OK);
+	CHECK_EQ(down.result, 1);
+	CHECK_EQ(atomic_load(&handed), 1);
+	tw_service_stats(svc, &st);
+	CHECK_EQ(st.added, 1);
+	CHECK_EQ(st.handed_back, 1);
+	CHECK_EQ(tw_service_add(svc, &j.t, 9000), TW_ESHUTDOWN);
+	tw_service_destroy(svc);
+}
+
 /* ---- tombstones: a plain cancel leaves the timer linked ---- */
 
 struct poller {
@@ -872,6 +920,7 @@ int main(void)
 	RUN(test_cancel_sync_of_self_unlinks_and_reports);
 	RUN(test_cancel_sync_cycle_is_an_error_not_a_hang);
 	RUN(test_reinit_after_plain_cancel_runs_once);
+	RUN(test_shutdown_waits_for_an_add_inside);
 	RUN(test_cancel_sync_sees_a_timer_apply_is_unlinking);
 	RUN(test_a_tombstone_is_uncounted_and_unlinked_by_cancel_sync);
 	RUN(test_a_timer_joins_one_service_only);
