@@ -43,13 +43,15 @@
  *
  * Tombstones. A plain cancel is that one CAS and a counter: it neither
  * enters an inbox nor touches the wheel. The timer stays linked in its
- * bucket, flagged F_TOMB, until the wheel owner meets it: at its due time
- * (on_expire finds it IDLE and drops it), when an add places it again, in
- * cancel_sync (which unlinks it before it lets the caller free it) or at
- * shutdown. The owner may not free a timer before cancel_sync anyway, so
- * nobody can tell the timer is still linked -- except in cost: the wheel
- * carries it, and cascades it, until then, and the reaper wakes for its
- * bucket. What makes it safe is one invariant (model/service.pml's
+ * bucket, flagged F_TOMB, until the wheel owner meets it: at its first
+ * cascade (the wheel asks drop_tombstone before it files a timer again),
+ * at its due time if it is in the lowest level already (on_expire finds
+ * it IDLE), when an add places it again, in cancel_sync (which unlinks it
+ * before it lets the caller free it) or at shutdown. The owner may not
+ * free a timer before cancel_sync anyway, so nobody can tell the timer is
+ * still linked -- except in cost: one visit later, cold (measured in
+ * bench-service, docs/service.md), and the reaper wakes for a bucket that
+ * holds only tombstones. What makes it safe is one invariant (model/service.pml's
  * monitor checks it in every state): a timer the wheel links is PENDING
  * or ADDING, or carries F_INBOX or F_TOMB. So the wheel owner unlinks
  * first and clears the flags after (apply), and cancel_sync takes wheel_mu
@@ -466,12 +468,12 @@ static void clear_tomb(struct tw_service *svc, struct tw_service_timer *t)
  */
 static void apply(struct tw_service *svc, struct tw_service_timer *t)
 {
-	/* A first guess, not a load: the word of a timer added or
-	 * rescheduled (most of what an inbox holds). A load first would
-	 * fetch the line shared from the producer's core and the CAS fetch
-	 * it again to own it; a wrong guess only costs a failed CAS, which
-	 * loads the real word. */
-	uint32_t old = ST_PENDING | F_INBOX, s;
+	/* A first guess, not a load: the word of a one-shot timer of ours
+	 * added or rescheduled (most of what an inbox holds). A load first
+	 * would fetch the line shared from the producer's core and the CAS
+	 * fetch it again to own it; a wrong guess only costs a failed CAS,
+	 * which loads the real word. */
+	uint32_t old = svc->owner_bits | ST_PENDING | F_INBOX, s;
 
 	for (;;) {
 		s = old & ST_MASK;
