@@ -169,12 +169,15 @@ static void *shutdown_thread(void *arg)
 	return NULL;
 }
 
+/* cancel_sync said the timer may be freed: from here anything in the
+ * service still using it reads garbage. */
 static void *cancel_sync_then_free(void *arg)
 {
 	struct svc_job *sj = arg;
 
 	sj->result = tw_service_cancel_sync(sj->svc, &sj->job->t);
-	atomic_store(&sj->job->freed, 1); /* cancel_sync said it may be */
+	memset(&sj->job->t, 0xa5, sizeof(sj->job->t));
+	atomic_store(&sj->job->freed, 1);
 	return NULL;
 }
 
@@ -459,18 +462,6 @@ static void *poll_thread(void *arg)
 	return NULL;
 }
 
-static void *cancel_sync_then_poison(void *arg)
-{
-	struct svc_job *sj = arg;
-
-	sj->result = tw_service_cancel_sync(sj->svc, &sj->job->t);
-	/* cancel_sync said it may be freed: anything still using it now
-	 * reads garbage (and ASan's builds free it for real below). */
-	memset(&sj->job->t, 0xa5, sizeof(sj->job->t));
-	atomic_store(&sj->job->freed, 1);
-	return NULL;
-}
-
 /*
  * apply() (the wheel owner draining an inbox) used to take down the
  * timer's inbox flag and then unlink it: a cancel_sync in between found a
@@ -497,7 +488,7 @@ static void test_cancel_sync_sees_a_timer_apply_is_unlinking(void)
 	sp_spawn(&p, poll_thread, &poller);
 	CHECK(sp_wait(in_apply, &p.done));
 	locking = sp_arm("cancel_sync.unlink", &j.t);
-	sp_spawn(&c, cancel_sync_then_poison, &canceller);
+	sp_spawn(&c, cancel_sync_then_free, &canceller);
 	/* Before the fix: it found no flag and returned (c.done). */
 	CHECK(sp_wait(locking, &c.done));
 	sp_release(locking);
