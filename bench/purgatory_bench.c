@@ -294,7 +294,7 @@ static struct result run(long n, double rate, int64_t timeout_ms, double p50_ms,
 		tw_op_init(&r->op, timeout_ms * 1000000, try_complete, on_complete,
 			   on_expiration, NULL);
 		if (r->latency_ns < timeout_ms * 1000000) {
-			tw_service_timer_init(&r->completion, on_completable, 0);
+			tw_service_timer_init(&r->completion, on_completable);
 			tw_service_add_in(completer, &r->completion, r->latency_ns);
 		}
 		if (harness_only)

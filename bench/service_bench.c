@@ -298,7 +298,7 @@ static void producers(const char *name, enum impl impl, unsigned inboxes)
 			b.threads = counts[c];
 			b.items = calloc(N, sizeof(*b.items));
 			for (size_t i = 0; i < N; i++) {
-				tw_service_timer_init(&b.items[i].st, svc_fn, 0);
+				tw_service_timer_init(&b.items[i].st, svc_fn);
 				heap_timer_init(&b.items[i].ht, heap_fn);
 			}
 			b.base = bench_now_ns();
@@ -378,7 +378,7 @@ static double expire_once(enum impl impl, unsigned executors)
 			heap_timer_init(&items[i].ht, count_heap);
 			heap_service_add(&hs, &items[i].ht, d);
 		} else {
-			tw_service_timer_init(&items[i].st, count_svc, 0);
+			tw_service_timer_init(&items[i].st, count_svc);
 			tw_service_add(svc, &items[i].st, d);
 		}
 	}
@@ -472,7 +472,7 @@ static void lateness(const char *name, enum impl impl, enum tw_mode mode)
 			heap_timer_init(&items[i].it.ht, late_heap);
 			heap_service_add(&hs, &items[i].it.ht, items[i].due);
 		} else {
-			tw_service_timer_init(&items[i].it.st, late_svc, 0);
+			tw_service_timer_init(&items[i].it.st, late_svc);
 			tw_service_add(svc, &items[i].it.st, items[i].due);
 		}
 	}
@@ -535,7 +535,7 @@ static void memory(void)
 	tw_service_create(&svc, &cfg);
 	st = malloc(N * sizeof(*st));
 	for (size_t i = 0; i < N; i++) {
-		tw_service_timer_init(&st[i], svc_fn, 0);
+		tw_service_timer_init(&st[i], svc_fn);
 		tw_service_add(svc, &st[i], bench_now_ns() + 1000000000LL + (int64_t)i * 1000);
 	}
 	after = bench_allocated();
@@ -611,7 +611,7 @@ static void tombstones(void)
 	tw_service_create(&empty, &cfg);
 	watch("tombstones", 300, svc, NULL, N);
 	for (size_t i = 0; i < N; i++) {
-		tw_service_timer_init(&st[i], svc_fn, 0);
+		tw_service_timer_init(&st[i], svc_fn);
 		tw_service_add(svc, &st[i], base + 1000000000LL +
 			       (int64_t)(rnd(&seed) % 3600000000000ULL));
 	}
@@ -694,7 +694,7 @@ static void idle_wakeups(void)
 	start = bench_now_ns() + 1000000000;
 	for (size_t i = 0; i < IDLE_N; i++) {
 		due[i] = start + (int64_t)(rnd(&seed) % 3600000000000ULL);
-		tw_service_timer_init(&st[i], svc_fn, 0);
+		tw_service_timer_init(&st[i], svc_fn);
 		tw_service_add(svc, &st[i], due[i]);
 	}
 	watch("idle wake-ups", WINDOW_S + 30, svc, NULL, IDLE_N);

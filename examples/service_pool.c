@@ -64,7 +64,7 @@ static void *worker(void *arg)
 		int expected = UNANSWERED;
 		int rc;
 
-		tw_service_timer_init(&r.timeout, on_deadline, 0);
+		tw_service_timer_init(&r.timeout, on_deadline);
 		r.deadline = tw_service_now(svc) + DEADLINE_MS * MS;
 		if (tw_service_add(svc, &r.timeout, r.deadline))
 			abort();
@@ -101,7 +101,7 @@ int main(int argc, char **argv)
 {
 	long per_worker = argc > 1 ? atol(argv[1]) : 200;
 	struct tw_service_config cfg = { .tick = MS, .executors = 2 };
-	struct tw_service_timer progress;
+	struct tw_service_periodic progress;
 	struct tw_service_stats stats;
 	pthread_t threads[WORKERS];
 	int handed_back = 0;
@@ -113,8 +113,8 @@ int main(int argc, char **argv)
 	}
 	if (tw_service_create(&svc, &cfg))
 		return 1;
-	tw_service_timer_init(&progress, on_progress, 250 * MS);
-	tw_service_add_in(svc, &progress, 250 * MS);
+	tw_service_periodic_init(&progress, on_progress, 250 * MS);
+	tw_service_add_in(svc, &progress.timer, 250 * MS);
 
 	for (int i = 0; i < WORKERS; i++)
 		pthread_create(&threads[i], NULL, worker, (void *)(intptr_t)per_worker);

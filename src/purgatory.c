@@ -319,7 +319,7 @@ int tw_op_init(struct tw_delayed_op *op, int64_t timeout,
 	if (!op || timeout <= 0 || !try_complete || !on_complete)
 		return TW_EINVAL;
 	memset(op, 0, sizeof(*op));
-	tw_service_timer_init(&op->timer, on_timeout, 0);
+	tw_service_timer_init(&op->timer, on_timeout);
 	op->timeout = timeout;
 	op->try_complete = try_complete;
 	op->on_complete = on_complete;

@@ -128,9 +128,12 @@
  * the state word, and the add's CAS to ADDING writes it. Ids wrap after
  * 2^25 - 1 services; a timer is reused with another service only after a
  * fresh tw_service_timer_init(), which clears it.
- * tw_service_timer_reinit() changes only the callback and the period of an
- * IDLE timer (the periodic bit lives in the state word, read by execute in
- * the same CAS), keeping the flags a plain cancel leaves behind.
+ * tw_service_timer_reinit() changes only the callback of an IDLE timer, and
+ * tw_service_periodic_reinit() its period too (the periodic bit lives in
+ * the state word, read by execute in the same CAS), keeping the flags a
+ * plain cancel leaves behind. The period lives outside the 64-byte timer,
+ * in struct tw_service_periodic: one-shot timeouts, by far the most
+ * common, do not carry it.
  *
  * Shutdown sets closing (under scan_mu, so a poll past its own check sees
  * it), waits for producers inside an add or reschedule (each inbox counts
@@ -164,8 +167,10 @@ enum {
 	ST_MASK = 7,
 	F_INBOX = 8,
 	F_ENTRY = 16,
-	F_PERIODIC = 32, /* period > 0; in the word so execute needs no other
-			    field to pick RUNNING or IDLE (reinit may change it) */
+	F_PERIODIC = 32, /* period > 0, and the timer is the first member of a
+			    struct tw_service_periodic; in the word so execute
+			    picks RUNNING or IDLE in its CAS (reinit may
+			    change it) */
 	F_TOMB = 64,     /* a cancel took it from PENDING: it may still be
 			    linked in the wheel, a tombstone, until the wheel
 			    owner unlinks it (apply, on_expire, cancel_sync,
@@ -285,6 +290,20 @@ static int64_t clock_now(const struct tw_service *svc)
  * free, and a timer is 8 bytes smaller. The casts go through a generic
  * function pointer type, and the pointer is called only as what it is. */
 typedef void generic_fn(void);
+
+#if defined(__LP64__)
+/* service.h says what each of these bytes is for; keep it true. */
+_Static_assert(sizeof(struct tw_service_timer) == 64,
+	       "a one-shot service timer is 64 bytes on LP64");
+#endif
+
+/* Only for a timer whose state word carries F_PERIODIC. */
+static inline struct tw_service_periodic *
+periodic_of(struct tw_service_timer *t)
+{
+	return (struct tw_service_periodic *)(void *)((char *)t -
+		offsetof(struct tw_service_periodic, timer));
+}
 
 static inline tw_service_fn *callback_of(const struct tw_service_timer *t)
 {
@@ -648,7 +667,7 @@ static void execute(struct tw_service *svc, struct tw_service_timer *t,
 		return; /* stopped by cancel */
 	}
 	/* Read only now: while it was EXPIRED nobody could reinit it. */
-	period = t->period;
+	period = old & F_PERIODIC ? periodic_of(t)->period : 0;
 	due = __atomic_load_n(&t->next_due, __ATOMIC_RELAXED);
 
 	tls_current = t;
@@ -870,15 +889,25 @@ static void *executor_main(void *arg)
 
 /* ---- public API ---- */
 
-void tw_service_timer_init(struct tw_service_timer *t, tw_service_fn *fn,
-			   int64_t period)
+void tw_service_timer_init(struct tw_service_timer *t, tw_service_fn *fn)
 {
 	if (!t)
 		return;
 	memset(t, 0, sizeof(*t));
 	set_callback(t, fn);
-	t->period = period > 0 ? period : 0;
-	t->state = period > 0 ? F_PERIODIC : 0;
+}
+
+/* F_PERIODIC is set only here and in tw_service_periodic_reinit(): it also
+ * says that the timer is the first member of a struct tw_service_periodic,
+ * so that execute may read the period behind it. */
+void tw_service_periodic_init(struct tw_service_periodic *p, tw_service_fn *fn,
+			      int64_t period)
+{
+	if (!p)
+		return;
+	tw_service_timer_init(&p->timer, fn);
+	p->period = period > 0 ? period : 0;
+	p->timer.state = period > 0 ? F_PERIODIC : 0;
 }
 
 bool tw_service_timer_pending(const struct tw_service_timer *t)
@@ -891,30 +920,45 @@ bool tw_service_timer_pending(const struct tw_service_timer *t)
 	return s == ST_ADDING || s == ST_PENDING || s == ST_EXPIRED;
 }
 
-/* Only the callback and the period change: the wheel links, the inbox link
- * and the flags may still be the service's (a plain cancel leaves the
- * unlinking to the reaper, and an expired entry to its executor), and
- * wiping them is what made a re-initialised timer run twice (bug 8). */
-int tw_service_timer_reinit(struct tw_service_timer *t, tw_service_fn *fn,
-			    int64_t period)
+/* Only the callback (and a periodic timer's period) change: the wheel
+ * links, the inbox link and the flags may still be the service's (a plain
+ * cancel leaves the unlinking to the reaper, and an expired entry to its
+ * executor), and wiping them is what made a re-initialised timer run twice
+ * (bug 8). The CAS publishes the new fields with the flag it writes. */
+static int reinit(struct tw_service_timer *t, tw_service_fn *fn,
+		  struct tw_service_periodic *p, int64_t period)
 {
-	uint32_t old;
+	uint32_t old, next;
 
 	if (!t)
 		return TW_EINVAL;
 	old = state_load(t);
 	if ((old & ST_MASK) != ST_IDLE)
 		return TW_EBUSY;
-	/* While it is IDLE no service thread reads these two fields; the
-	 * CAS below publishes them with the flag. */
+	/* While it is IDLE no service thread reads these fields. */
 	set_callback(t, fn);
-	t->period = period > 0 ? period : 0;
+	if (p)
+		p->period = period > 0 ? period : 0;
 	do {
 		if ((old & ST_MASK) != ST_IDLE)
 			return TW_EBUSY; /* an add raced its owner: misuse */
-	} while (!state_cas(t, &old, period > 0 ? old | F_PERIODIC
-					      : old & ~(uint32_t)F_PERIODIC));
+		next = old;
+		if (p)
+			next = period > 0 ? old | F_PERIODIC
+					  : old & ~(uint32_t)F_PERIODIC;
+	} while (!state_cas(t, &old, next));
 	return TW_OK;
+}
+
+int tw_service_timer_reinit(struct tw_service_timer *t, tw_service_fn *fn)
+{
+	return reinit(t, fn, NULL, 0);
+}
+
+int tw_service_periodic_reinit(struct tw_service_periodic *p, tw_service_fn *fn,
+			       int64_t period)
+{
+	return p ? reinit(&p->timer, fn, p, period) : TW_EINVAL;
 }
 
 static void free_service(struct tw_service *svc)

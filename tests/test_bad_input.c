@@ -355,7 +355,7 @@ static struct tw_service *manual_service(void)
 static void add_svc_bystanders(struct tw_service *svc)
 {
 	for (int i = 0; i < 4; i++) {
-		tw_service_timer_init(&sbys[i].timer, svc_bystander_ran, 0);
+		tw_service_timer_init(&sbys[i].timer, svc_bystander_ran);
 		atomic_store(&sbys[i].ran, 0);
 		CHECK_EQ(tw_service_add(svc, &sbys[i].timer, sby_due[i]), 0);
 	}
@@ -406,10 +406,10 @@ static void test_service_bad_input(void)
 	svc = manual_service();
 	other = manual_service();
 	add_svc_bystanders(svc);
-	tw_service_timer_init(&t, svc_never_runs, 0);
-	tw_service_timer_init(&foreign, svc_never_runs, 0);
-	tw_service_timer_init(&no_fn, NULL, 0);
-	tw_service_timer_init(NULL, NULL, 0); /* nothing happens */
+	tw_service_timer_init(&t, svc_never_runs);
+	tw_service_timer_init(&foreign, svc_never_runs);
+	tw_service_timer_init(&no_fn, NULL);
+	tw_service_timer_init(NULL, NULL); /* nothing happens */
 
 	CHECK_EQ(tw_service_add(NULL, &t, 5), TW_EINVAL);
 	CHECK_EQ(tw_service_add(svc, NULL, 5), TW_EINVAL);
@@ -472,7 +472,7 @@ static void test_service_calls_from_a_callback(void)
 	struct tw_service_timer t;
 
 	add_svc_bystanders(svc);
-	tw_service_timer_init(&t, svc_reenters, 0);
+	tw_service_timer_init(&t, svc_reenters);
 	CHECK_EQ(tw_service_add(svc, &t, 3), 0);
 	atomic_store(&svc_clock, 3);
 	CHECK_EQ(tw_service_poll(svc), 1);
@@ -500,7 +500,7 @@ static void test_service_after_shutdown(void)
 	struct tw_service_timer t;
 
 	add_svc_bystanders(svc);
-	tw_service_timer_init(&t, svc_never_runs, 0);
+	tw_service_timer_init(&t, svc_never_runs);
 	handed_back = 0;
 	CHECK_EQ(tw_service_shutdown(svc, count_hand_back, NULL), 4);
 	CHECK_EQ(handed_back, 4); /* the bystanders come back, none runs */

@@ -403,7 +403,7 @@ static void test_full_executor_queue(void)
 	CHECK_EQ(tw_service_create(&svc, &cfg), 0);
 	now = tw_service_now(svc);
 	for (int i = 0; i < QUEUED_JOBS; i++) {
-		tw_service_timer_init(&jobs[i].timer, job_run, 0);
+		tw_service_timer_init(&jobs[i].timer, job_run);
 		jobs[i].due = now + 20000000 + (i ? 1000000 : 0); /* 20 ms, then 21 */
 		CHECK_EQ(tw_service_add(svc, &jobs[i].timer, jobs[i].due), 0);
 	}

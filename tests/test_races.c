@@ -63,7 +63,7 @@ static void job_run(struct tw_service *svc, struct tw_service_timer *t)
 static void job_init(struct job *j)
 {
 	memset(j, 0, sizeof(*j));
-	tw_service_timer_init(&j->t, job_run, 0);
+	tw_service_timer_init(&j->t, job_run);
 }
 
 static struct tw_service *service(bool manual, unsigned executors)
@@ -386,12 +386,12 @@ static void test_reinit_after_plain_cancel_runs_once(void)
 	CHECK_EQ(tw_service_add(svc, &x.t, 1000), TW_OK);
 	CHECK_EQ(tw_service_poll(svc), 1); /* x's entry is queued */
 	CHECK_EQ(tw_service_cancel(svc, &x.t), TW_SVC_STOPPED);
-	CHECK_EQ(tw_service_timer_reinit(&x.t, second_fn, 0), TW_OK);
+	CHECK_EQ(tw_service_timer_reinit(&x.t, second_fn), TW_OK);
 	CHECK_EQ(tw_service_add(svc, &x.t, 1000), TW_OK);
 	CHECK_EQ(tw_service_poll(svc), 0); /* the queued entry runs it */
 	/* Not while it is pending: that would race the executor. */
-	CHECK_EQ(tw_service_timer_reinit(&x.t, second_fn, 0), TW_EBUSY);
-	CHECK_EQ(tw_service_timer_reinit(NULL, second_fn, 0), TW_EINVAL);
+	CHECK_EQ(tw_service_timer_reinit(&x.t, second_fn), TW_EBUSY);
+	CHECK_EQ(tw_service_timer_reinit(NULL, second_fn), TW_EINVAL);
 	atomic_store(&blocker.go, 1);
 	WAIT_FOR(atomic_load(&x.runs) == 1, "the re-added timer never ran");
 	CHECK_EQ(tw_service_shutdown(svc, NULL, NULL), 0);

@@ -24,7 +24,10 @@ static int64_t virtual_clock(void *arg)
 }
 
 struct job {
-	struct tw_service_timer t;
+	union {                          /* p.timer is t: periodic jobs */
+		struct tw_service_periodic p;
+		struct tw_service_timer t;
+	};
 	int id;
 	atomic_int runs;
 	int64_t ran_at;   /* clock at the last run */
@@ -55,7 +58,10 @@ static void job_init(struct job *j, int id, int64_t period)
 {
 	memset(j, 0, sizeof(*j));
 	j->id = id;
-	tw_service_timer_init(&j->t, on_run, period);
+	if (period > 0)
+		tw_service_periodic_init(&j->p, on_run, period);
+	else
+		tw_service_timer_init(&j->t, on_run);
 }
 
 static struct tw_service *manual_service(unsigned executors)
@@ -166,7 +172,7 @@ static void test_a_huge_expiry_is_dispatched_in_bounded_batches(void)
 	CHECK(j != NULL);
 	atomic_store(&big_runs, 0);
 	for (size_t i = 0; i < n; i++) {
-		tw_service_timer_init(&j[i].t, on_big, 0);
+		tw_service_timer_init(&j[i].t, on_big);
 		CHECK_EQ(tw_service_add(svc, &j[i].t, 1015), TW_OK);
 	}
 	set_clock(1020);
@@ -274,6 +280,56 @@ static void test_periodic_does_not_drift(void)
 	CHECK_EQ(tw_service_cancel(svc, &p.t), TW_SVC_STOPPED);
 	set_clock(5000);
 	CHECK_EQ(tw_service_poll(svc), 0);
+	tw_service_destroy(svc);
+}
+
+/* The period lives beside the timer (struct tw_service_periodic): a plain
+ * reinit keeps it, a periodic reinit changes it or, with 0, makes the timer
+ * one-shot; neither touches a pending timer. */
+static void test_periodic_reinit_keeps_or_changes_the_period(void)
+{
+	struct tw_service *svc = manual_service(0);
+	struct job p;
+
+	CHECK_EQ(sizeof(struct tw_service_periodic),
+		 sizeof(struct tw_service_timer) + sizeof(int64_t));
+	job_init(&p, 1, 100);
+	CHECK_EQ(tw_service_add(svc, &p.t, 1100), TW_OK);
+	CHECK_EQ(tw_service_periodic_reinit(&p.p, on_run, 30), TW_EBUSY);
+	CHECK_EQ(tw_service_timer_reinit(&p.t, on_run), TW_EBUSY);
+	CHECK_EQ(tw_service_periodic_reinit(NULL, on_run, 30), TW_EINVAL);
+	CHECK_EQ(tw_service_cancel(svc, &p.t), TW_SVC_STOPPED);
+
+	/* A new callback only: still every 100. */
+	CHECK_EQ(tw_service_timer_reinit(&p.t, on_run), TW_OK);
+	CHECK_EQ(tw_service_add(svc, &p.t, 1200), TW_OK);
+	set_clock(1200);
+	CHECK_EQ(tw_service_poll(svc), 1);
+	set_clock(1300);
+	CHECK_EQ(tw_service_poll(svc), 1);
+	CHECK_EQ(p.due_seen, 1300);
+	CHECK_EQ(tw_service_cancel(svc, &p.t), TW_SVC_STOPPED);
+
+	/* A new period: every 30 from the next add. */
+	CHECK_EQ(tw_service_periodic_reinit(&p.p, on_run, 30), TW_OK);
+	CHECK_EQ(tw_service_add(svc, &p.t, 1410), TW_OK);
+	set_clock(1410);
+	CHECK_EQ(tw_service_poll(svc), 1);
+	set_clock(1440);
+	CHECK_EQ(tw_service_poll(svc), 1);
+	CHECK_EQ(p.due_seen, 1440);
+	CHECK(tw_service_timer_pending(&p.t)); /* re-armed for 1470 */
+	CHECK_EQ(tw_service_cancel(svc, &p.t), TW_SVC_STOPPED);
+
+	/* Period 0: one run, no re-arm. */
+	CHECK_EQ(tw_service_periodic_reinit(&p.p, on_run, 0), TW_OK);
+	CHECK_EQ(tw_service_add(svc, &p.t, 1500), TW_OK);
+	set_clock(1500);
+	CHECK_EQ(tw_service_poll(svc), 1);
+	CHECK(!tw_service_timer_pending(&p.t));
+	set_clock(2000);
+	CHECK_EQ(tw_service_poll(svc), 0);
+	CHECK_EQ(atomic_load(&p.runs), 5);
 	tw_service_destroy(svc);
 }
 
@@ -397,7 +453,7 @@ static void test_bad_input(void)
 	struct tw_service_timer no_fn;
 
 	job_init(&a, 1, 0);
-	tw_service_timer_init(&no_fn, NULL, 0);
+	tw_service_timer_init(&no_fn, NULL);
 	CHECK_EQ(tw_service_add(NULL, &a.t, 5), TW_EINVAL);
 	CHECK_EQ(tw_service_add(svc, NULL, 5), TW_EINVAL);
 	CHECK_EQ(tw_service_add(svc, &no_fn, 5), TW_EINVAL);
@@ -868,6 +924,7 @@ int main(void)
 	RUN(test_cancel_before_and_after_expiry);
 	RUN(test_reschedule);
 	RUN(test_periodic_does_not_drift);
+	RUN(test_periodic_reinit_keeps_or_changes_the_period);
 	RUN(test_periodic_cancelled_from_its_callback);
 	RUN(test_callbacks_cancel_free_and_reenter);
 	RUN(test_shutdown_hands_back_pending);

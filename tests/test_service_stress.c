@@ -91,7 +91,7 @@ static void owned_round(uint64_t *seed)
 
 	CHECK(o != NULL);
 	memset(o, 0, sizeof(*o));
-	tw_service_timer_init(&o->t, on_owned, 0);
+	tw_service_timer_init(&o->t, on_owned);
 	o->due = tw_service_now(svc) + (int64_t)(rnd(seed) % 50000);
 	CHECK_EQ(tw_service_add(svc, &o->t, o->due), TW_OK);
 	atomic_fetch_add(&owned_adds, 1);
@@ -193,7 +193,7 @@ static void test_every_add_ends_exactly_once(void)
 	CHECK_EQ(tw_service_create(&svc, &cfg), TW_OK);
 	for (int i = 0; i < POOL; i++) {
 		memset(&pool[i], 0, sizeof(pool[i]));
-		tw_service_timer_init(&pool[i].t, on_run, 0);
+		tw_service_timer_init(&pool[i].t, on_run);
 		pool[i].readd = i % 8 == 0;
 	}
 	ops_per_thread = total_ops / (long)nthreads;

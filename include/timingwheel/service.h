@@ -74,7 +74,7 @@ enum tw_cancel_result {
 };
 
 /**
- * A service timer. Embed it in your object; all fields are private. 72
+ * A service timer. Embed it in your object; all fields are private. 64
  * bytes on LP64, each for a reason:
  *  - 40: the wheel's timer (links, bucket, due time in the wheel), whose fn
  *    holds this timer's callback (the service fires all of its timers
@@ -82,11 +82,13 @@ enum tw_cancel_result {
  *  -  4 (+4 padding): the state word: state and flags (one CAS each), and
  *    the id of the owning service, claimed by the first add's CAS, so
  *    that a timer is never in two services' wheels;
- *  -  8: the period (periodic timers re-arm from their due time);
  *  -  8: the inbox link: add and reschedule reach the wheel through
  *    lock-free inboxes while the timer may still be linked in the wheel;
  *  -  8: the due time asked for, written by the producer while the wheel's
  *    own copy may be read by the wheel's owner.
+ * A periodic timer needs its period too: it is a struct tw_service_periodic
+ * (72 bytes), which embeds this one, so that the one-shot timeouts most
+ * programs hold by the million do not pay for it.
  */
 struct tw_service_timer {
 	struct tw_timer wheel_timer; /**< its entry in the service's wheel
@@ -94,9 +96,21 @@ struct tw_service_timer {
 	uint32_t state;           /**< state, flags, owner's id (atomic;
 				       service.c), next to the wheel's due
 				       time: a cascade reads both */
-	int64_t period;           /**< > 0: periodic, from the due time */
 	struct tw_service_timer *inbox_next; /**< next in a producer's inbox */
 	int64_t next_due;         /**< the due time asked for (atomic) */
+};
+
+/**
+ * A periodic service timer: after each run it is re-added at its previous
+ * due time + period (no drift). Add, cancel and reschedule its timer
+ * member; the callback gets that member (recover your object with
+ * offsetof/container_of through it). Prepare it with
+ * tw_service_periodic_init(), never with tw_service_timer_init() (which
+ * would make it one-shot).
+ */
+struct tw_service_periodic {
+	struct tw_service_timer timer; /**< what the service functions take */
+	int64_t period;                /**< > 0 while it is periodic */
 };
 
 /** An injectable clock (tests drive a virtual one). */
@@ -154,7 +168,7 @@ struct tw_service_stats {
 int tw_service_create(struct tw_service **out, const struct tw_service_config *cfg);
 
 /**
- * Prepare a timer in fresh memory (not pending).
+ * Prepare a one-shot timer in fresh memory (not pending).
  *
  * Only on memory no service refers to: new memory, or a timer whose last
  * use is over (its callback returned, tw_service_cancel_sync() returned,
@@ -166,29 +180,50 @@ int tw_service_create(struct tw_service **out, const struct tw_service_config *c
  * memory, so this function cannot refuse.)
  * @param t the timer (NULL: nothing happens)
  * @param fn its callback (add refuses a timer without one)
- * @param period > 0 makes it periodic: after each run it is re-added at its
- *               previous due time + period (no drift); <= 0: one-shot
  * @threadsafety The timer's owner; no service is touched.
  */
-void tw_service_timer_init(struct tw_service_timer *t, tw_service_fn *fn,
-			   int64_t period);
+void tw_service_timer_init(struct tw_service_timer *t, tw_service_fn *fn);
 
 /**
- * Give a timer used before a new callback and period, keeping what the
- * service knows of it. Safe right after a plain tw_service_cancel(), and
- * from the timer's own callback (a one-shot's run is then over; a periodic
- * timer is RUNNING and refused). The timer keeps its service.
+ * Prepare a periodic timer in fresh memory (not pending); as
+ * tw_service_timer_init() otherwise.
+ * @param p the timer (NULL: nothing happens)
+ * @param fn its callback (add refuses a timer without one)
+ * @param period > 0: after each run it is re-added at its previous due
+ *               time + period (no drift); <= 0: it behaves as a one-shot
+ * @threadsafety The timer's owner; no service is touched.
+ */
+void tw_service_periodic_init(struct tw_service_periodic *p, tw_service_fn *fn,
+			      int64_t period);
+
+/**
+ * Give a timer used before a new callback, keeping what the service knows
+ * of it. Safe right after a plain tw_service_cancel(), and from the
+ * timer's own callback (a one-shot's run is then over; a periodic timer is
+ * RUNNING and refused). The timer keeps its service, and a periodic timer
+ * its period.
  * @param t an initialised timer
  * @param fn its new callback
- * @param period as for tw_service_timer_init()
  * @retval 0 done
  * @retval TW_EINVAL NULL t
  * @retval TW_EBUSY it is pending, expired and waiting to run, or a
  *         periodic callback of it runs (nothing changed)
  * @threadsafety The timer's owner, not concurrently with an add of it.
  */
-int tw_service_timer_reinit(struct tw_service_timer *t, tw_service_fn *fn,
-			    int64_t period);
+int tw_service_timer_reinit(struct tw_service_timer *t, tw_service_fn *fn);
+
+/**
+ * tw_service_timer_reinit() for a periodic timer, with a new period too.
+ * @param p an initialised periodic timer
+ * @param fn its new callback
+ * @param period as for tw_service_periodic_init()
+ * @retval 0 done
+ * @retval TW_EINVAL NULL p
+ * @retval TW_EBUSY as for tw_service_timer_reinit() (nothing changed)
+ * @threadsafety The timer's owner, not concurrently with an add of it.
+ */
+int tw_service_periodic_reinit(struct tw_service_periodic *p, tw_service_fn *fn,
+			       int64_t period);
 
 /**
  * Whether the timer's latest add has not ended yet: it is pending, or it
