@@ -24,12 +24,16 @@
  * Scenarios (SCEN): 1 a key check racing try_complete_else_watch; 2
  * shutdown racing try_complete_else_watch and the timeout; 3 force_complete
  * from outside racing a key check and the timeout; 4 everything at once:
- * watch, condition and key check, timeout, cancel_for_key, shutdown.
+ * watch, condition and key check, timeout, cancel_for_key, shutdown; 5 a
+ * watch that fails on its second key (out of memory) and takes back its
+ * first entry, racing force_complete from outside and a key check.
  * Mutations (MUT): 2 and 4 put back issue 13's bugs 2 and 4; 9 puts back
  * the reference taken after force_complete's claim; 10 the service's
  * shutdown handing an armed timeout back to nobody (found by this model:
  * a completer between its claim and its cancel leaked the timeout's
- * reference, so on_release never ran).
+ * reference, so on_release never ran); 14 the failed watch taking back an
+ * entry a key check already dropped (found in the code while removing the
+ * entry's list pointer).
  */
 
 #ifndef SCEN
@@ -171,7 +175,9 @@ inline watch() {
 }
 
 inline unlink_entry() {
-	/* under sh_mu; the reference is dropped after it */
+	/* under sh_mu; the reference is dropped after it. An entry in no
+	 * list has no neighbours to unlink from: in C, a crash. */
+	assert(in_list);
 	in_list = 0;
 	linked--;
 	puts++
@@ -186,7 +192,7 @@ inline put_all() {
 
 proctype tcew()
 {
-	bool done, won, started;
+	bool done, won, started, failed;
 	byte r, puts;
 
 	atomic {
@@ -206,13 +212,38 @@ proctype tcew()
 	:: !done -> watch()
 	:: else -> skip
 	fi;
+#if SCEN == 5
+	/* its second key's list cannot be allocated (out of memory) */
+	failed = !done;
+#endif
 #if MUT != 2
 	if
-	:: !done -> try_complete(done)
+	:: !done && !failed -> try_complete(done)
 	:: else -> skip
 	fi;
 #endif
 	unlock(op_mu);
+	if
+	:: failed ->
+		/* take back the first key's entry -- unless a key check
+		 * dropped it since (the op may have been forced meanwhile) */
+		lock(sh_mu);
+#if MUT != 14
+		if
+		:: in_list -> unlink_entry()
+		:: else -> skip
+		fi;
+#else
+		unlink_entry();
+#endif
+		unlock(sh_mu);
+		put_all();
+		in_flight--;
+		op_put();
+		tcew_result = 6;
+		goto out
+	:: else -> skip
+	fi;
 	watched_ok = 1;
 	if
 	:: !done && !completed ->
@@ -419,6 +450,13 @@ init
 	run forcer();
 	run checker();
 	run expirer();
+#elif SCEN == 5
+	/* a watch that fails half-way, racing a key check and a forcer
+	 * that knows of the op once it is on the key's list */
+	run tcew();
+	run checker();
+	(in_list || tcew_result != 9);
+	run forcer();
 #else
 	run tcew();
 	run checker();
@@ -428,14 +466,20 @@ init
 #endif
 	/* destroy: once everything else has stopped */
 	_nr_pr == 1;
-	shut_done || SCEN == 3;
+	shut_done || SCEN == 3 || SCEN == 5;
 	if
 	:: in_list -> in_list = 0; linked--; op_put()
 	:: else -> skip
 	fi;
 	/* exactly once */
 	if
-	:: tcew_result != 5 ->
+	:: tcew_result == 6 ->
+		/* failed: nothing armed; forced or completed at most once,
+		 * released either way */
+		assert(timer == T_NONE && expires == 0 && handed == 0);
+		assert(completes <= 1);
+		assert(releases == 1)
+	:: tcew_result != 5 && tcew_result != 6 ->
 		assert(completed);
 		assert(completes + handed == 1);
 		assert(expires <= completes);

@@ -22,7 +22,12 @@
  * Locks: a shard lock is never held while user code runs (try_complete,
  * on_complete and on_release run after the shard is unlocked, on a
  * snapshot of the ops); an op's lock is taken before a shard lock, never
- * after.
+ * after. An op's own lock is one word in the op (a futex on Linux), not
+ * a pthread_mutex_t: 4 bytes instead of 40 in every op, and the same one
+ * atomic exchange when nobody else holds it, which is nearly always (two
+ * threads meet on an op only when two keys it watches are checked at
+ * once). Contended, a thread marks the word and sleeps on it; the holder
+ * wakes one sleeper when it lets go.
  *
  * Races closed (issue 13; model/purgatory.pml checks them, and
  * tests/test_races.c forces each): try_complete_else_watch checks again
@@ -35,8 +40,14 @@
  * which drops its reference.
  */
 #define _POSIX_C_SOURCE 200809L
+#define _DEFAULT_SOURCE /* syscall(): the own lock's futex */
 
 #include <sched.h>
+#ifdef __linux__
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -127,22 +138,70 @@ static void oplist_free(struct oplist *l)
 	oplist_init(l);
 }
 
-/* The op's own mutex lives in opaque storage in the public struct. */
-_Static_assert(sizeof(pthread_mutex_t) <= TW_OP_LOCK_BYTES,
-	       "TW_OP_LOCK_BYTES is too small for this platform's pthread_mutex_t");
-_Static_assert(_Alignof(pthread_mutex_t) <= _Alignof(union {
-		       void *p;
-		       long long l;
-	       }), "the op's lock storage is not aligned enough");
+/* The op's own lock: own_lock is OWN_FREE, OWN_HELD, or OWN_SLEEPERS
+ * (held, and someone may sleep on it, so the release must wake one). */
+enum { OWN_FREE = 0, OWN_HELD = 1, OWN_SLEEPERS = 2 };
 
-static pthread_mutex_t *own_lock(struct tw_delayed_op *op)
+static void own_lock_sleep(unsigned *word)
 {
-	return (pthread_mutex_t *)(void *)op->own_lock.bytes;
+#ifdef __linux__
+	/* Returns at once if the word is no longer OWN_SLEEPERS. */
+	syscall(SYS_futex, word, FUTEX_WAIT_PRIVATE, OWN_SLEEPERS, NULL, NULL, 0);
+#else
+	(void)word;
+	sched_yield();
+#endif
 }
 
-static pthread_mutex_t *op_lock(struct tw_delayed_op *op)
+static void own_lock_wake_one(unsigned *word)
 {
-	return op->lock;
+#ifdef __linux__
+	syscall(SYS_futex, word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+#else
+	(void)word;
+#endif
+}
+
+static void own_lock_acquire(unsigned *word)
+{
+	unsigned seen = OWN_FREE;
+
+	if (__atomic_compare_exchange_n(word, &seen, OWN_HELD, false,
+					__ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
+		return;
+	/* Whoever takes it from here on takes it as OWN_SLEEPERS: it cannot
+	 * know whether another sleeper is left, so its release wakes one
+	 * (at worst a wake-up nobody needed). */
+	if (seen != OWN_SLEEPERS)
+		seen = __atomic_exchange_n(word, OWN_SLEEPERS, __ATOMIC_ACQUIRE);
+	while (seen != OWN_FREE) {
+		own_lock_sleep(word);
+		seen = __atomic_exchange_n(word, OWN_SLEEPERS, __ATOMIC_ACQUIRE);
+	}
+}
+
+static void own_lock_release(unsigned *word)
+{
+	/* The op stays alive across this: every caller holds a reference
+	 * (or owns an op the purgatory never saw). */
+	if (__atomic_exchange_n(word, OWN_FREE, __ATOMIC_RELEASE) == OWN_SLEEPERS)
+		own_lock_wake_one(word);
+}
+
+static void lock_op(struct tw_delayed_op *op)
+{
+	if (op->shared_lock)
+		pthread_mutex_lock(op->shared_lock);
+	else
+		own_lock_acquire(&op->own_lock);
+}
+
+static void unlock_op(struct tw_delayed_op *op)
+{
+	if (op->shared_lock)
+		pthread_mutex_unlock(op->shared_lock);
+	else
+		own_lock_release(&op->own_lock);
 }
 
 /* The op's counters are plain ints in the public struct (C++ cannot see
@@ -240,7 +299,8 @@ static struct tw_watchers *find_or_add(struct pshard *sh, uint64_t h,
 
 	if (ws)
 		return ws;
-	ws = malloc(sizeof(*ws) + len);
+	ws = TW_TEST_FAIL("watchers.alloc", key) ? NULL
+						   : malloc(sizeof(*ws) + len);
 	if (!ws)
 		return NULL;
 	ws->hash = h;
@@ -284,9 +344,8 @@ static struct pshard *locate(struct tw_purgatory *p, const void *key, size_t len
 static void unlink_entry(struct tw_purgatory *p, struct tw_watchers *ws,
 			 struct tw_watch *w, struct oplist *puts)
 {
-	list_unlink(&w->link);
+	list_unlink(&w->link); /* leaves link.next NULL: in no list */
 	ws->count--;
-	w->list = NULL;
 	OP_SUB(w->op->linked, 1);
 	atomic_fetch_sub(&p->watched, 1);
 	if (!oplist_push(puts, w->op))
@@ -324,15 +383,13 @@ int tw_op_init(struct tw_delayed_op *op, int64_t timeout,
 	op->try_complete = try_complete;
 	op->on_complete = on_complete;
 	op->on_expiration = on_expiration;
-	pthread_mutex_init(own_lock(op), NULL);
-	op->lock = lock ? lock : own_lock(op);
+	op->shared_lock = lock;
 	return TW_OK;
 }
 
 void tw_op_destroy(struct tw_delayed_op *op)
 {
-	if (op)
-		pthread_mutex_destroy(own_lock(op));
+	(void)op; /* the own lock is a word: nothing to release */
 }
 
 bool tw_op_is_completed(const struct tw_delayed_op *op)
@@ -398,9 +455,9 @@ static bool try_complete_referenced(struct tw_delayed_op *op)
 {
 	bool done;
 
-	pthread_mutex_lock(op_lock(op));
+	lock_op(op);
 	done = op->try_complete(op);
-	pthread_mutex_unlock(op_lock(op));
+	unlock_op(op);
 	return done;
 }
 
@@ -411,7 +468,7 @@ bool tw_op_safe_try_complete(struct tw_delayed_op *op)
 {
 	bool done, held;
 
-	if (!op || !op->lock || !op->try_complete)
+	if (!op || !op->try_complete)
 		return false;
 	held = op->purgatory != NULL; /* one the purgatory never saw has no
 					 references to keep */
@@ -528,7 +585,6 @@ static int watch(struct tw_purgatory *p, struct tw_delayed_op *op,
 		return TW_ENOMEM;
 	}
 	w->op = op;
-	w->list = ws;
 	list_append(&ws->entries, &w->link);
 	ws->count++;
 	op_get(op);
@@ -538,17 +594,26 @@ static int watch(struct tw_purgatory *p, struct tw_delayed_op *op,
 	return TW_OK;
 }
 
-/* Take back the entries of a watch that failed half-way. */
-static void unwatch(struct tw_purgatory *p, struct tw_watch *w)
+/* Take back an entry of a watch that failed half-way, if it is still in
+ * its key's list: the op is not completed by this call, but another thread
+ * may have forced it, and a key check since then may have unlinked the
+ * entry already. An entry does not say which list it is in (8 bytes per
+ * entry saved); its key does, and this is the rare path. */
+static void unwatch(struct tw_purgatory *p, struct tw_watch *w,
+		    const void *key, size_t len)
 {
-	struct tw_watchers *ws = w->list;
-	struct pshard *sh = shard_for(p, ws->hash);
+	uint64_t h = hash_key(key, len);
+	struct pshard *sh = shard_for(p, h);
 	struct oplist puts;
 
 	oplist_init(&puts);
 	pthread_mutex_lock(&sh->mu);
-	unlink_entry(p, ws, w, &puts);
-	remove_if_empty(sh, ws);
+	if (w->link.next) {
+		struct tw_watchers *ws = find(sh, h, key, len);
+
+		unlink_entry(p, ws, w, &puts);
+		remove_if_empty(sh, ws);
+	}
 	pthread_mutex_unlock(&sh->mu);
 	put_all(&puts);
 }
@@ -580,17 +645,18 @@ int tw_purgatory_try_complete_else_watch(struct tw_purgatory *p,
 	 * under the op's lock. A key check that ran between the first check
 	 * and the watch saw no entry of this op (bug 2): the second check
 	 * sees the condition it was checking for. */
-	pthread_mutex_lock(op_lock(op));
+	lock_op(op);
 	done = op->try_complete(op);
 	TW_TEST_POINT("watch.checked", op);
 	for (i = 0; !done && i < nkeys && rc == TW_OK; i++)
 		rc = watch(p, op, keys[i], lens[i], &watches[i]);
 	if (!done && rc == TW_OK)
 		done = op->try_complete(op);
-	pthread_mutex_unlock(op_lock(op));
+	unlock_op(op);
 	if (rc) {
+		TW_TEST_POINT("watch.failed", op);
 		while (i-- > 1)
-			unwatch(p, &watches[i - 1]);
+			unwatch(p, &watches[i - 1], keys[i - 1], lens[i - 1]);
 		op_put(op);
 		leave(stripe);
 		return rc;

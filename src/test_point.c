@@ -22,3 +22,17 @@ void tw__test_point(const char *point, const void *obj)
 	if (fn)
 		fn(point, obj);
 }
+
+static _Atomic(tw__test_fail_fn *) fail;
+
+void tw__test_set_fail(tw__test_fail_fn *fn)
+{
+	atomic_store(&fail, fn);
+}
+
+bool tw__test_fail(const char *point, const void *obj)
+{
+	tw__test_fail_fn *fn = atomic_load_explicit(&fail, memory_order_acquire);
+
+	return fn && fn(point, obj);
+}

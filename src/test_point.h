@@ -20,13 +20,23 @@
 #define TW_TEST_POINT_H
 
 #ifdef TW_TEST_HOOKS
+#include <stdbool.h>
+
 /* The hook a test installs; obj names the timer, op or service involved. */
 typedef void tw__test_hook_fn(const char *point, const void *obj);
 void tw__test_set_hook(tw__test_hook_fn *fn);
 void tw__test_point(const char *point, const void *obj);
 #define TW_TEST_POINT(point, obj) tw__test_point(point, obj)
+/* Whether the allocation at this point should fail: a path that only an
+ * out-of-memory reaches, made reachable from a forced-interleaving test
+ * (test_overload fails malloc itself, but cannot stop a thread). */
+typedef bool tw__test_fail_fn(const char *point, const void *obj);
+void tw__test_set_fail(tw__test_fail_fn *fn);
+bool tw__test_fail(const char *point, const void *obj);
+#define TW_TEST_FAIL(point, obj) tw__test_fail(point, obj)
 #else
 #define TW_TEST_POINT(point, obj) ((void)0)
+#define TW_TEST_FAIL(point, obj) false
 #endif
 
 #endif

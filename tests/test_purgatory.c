@@ -46,10 +46,16 @@ static bool mock_try(struct tw_delayed_op *op)
 	struct mock *m = tw_container_of(op, struct mock, op);
 
 	atomic_fetch_add(&m->tries, 1);
-	/* Runs under the op's lock: trylock from the holder fails. */
-	m->lock_was_held = pthread_mutex_trylock(op->lock) == EBUSY;
-	if (!m->lock_was_held)
-		pthread_mutex_unlock(op->lock);
+	/* Runs under the op's lock: a shared one's trylock from the holder
+	 * fails; the own lock's word says held. */
+	if (op->shared_lock) {
+		m->lock_was_held = pthread_mutex_trylock(op->shared_lock) == EBUSY;
+		if (!m->lock_was_held)
+			pthread_mutex_unlock(op->shared_lock);
+	} else {
+		m->lock_was_held =
+			__atomic_load_n(&op->own_lock, __ATOMIC_RELAXED) != 0;
+	}
 	if (atomic_load(&m->attempts_left) > 0 &&
 	    atomic_fetch_sub(&m->attempts_left, 1) == 1)
 		atomic_store(&m->completable, true);
@@ -250,7 +256,7 @@ static void test_shared_caller_lock(void)
 	mock_init(&b, 100000 * MS);
 	tw_op_init(&a.op, 100000 * MS, mock_try, mock_complete, NULL, &shared);
 	tw_op_init(&b.op, 100000 * MS, mock_try, mock_complete, NULL, &shared);
-	CHECK(a.op.lock == &shared && b.op.lock == &shared);
+	CHECK(a.op.shared_lock == &shared && b.op.shared_lock == &shared);
 	watch_on(p, &a, 1, "k", NULL, NULL);
 	watch_on(p, &b, 1, "k", NULL, NULL);
 	atomic_store(&a.completable, true);
@@ -260,6 +266,66 @@ static void test_shared_caller_lock(void)
 	tw_purgatory_destroy(p);
 	tw_op_destroy(&a.op);
 	tw_op_destroy(&b.op);
+}
+
+/* The own lock is a word that a second thread sleeps on. One thread holds
+ * it (inside try_complete) until the other has marked it and gone to
+ * sleep; then the release must wake it, and each try_complete ran alone. */
+struct contended {
+	struct tw_delayed_op op;
+	atomic_int inside, entries, turn;
+	int not_atomic; /* written only under the op's lock */
+};
+
+static bool contended_try(struct tw_delayed_op *op)
+{
+	struct contended *c = tw_container_of(op, struct contended, op);
+
+	CHECK_EQ(atomic_fetch_add(&c->inside, 1), 0);
+	c->not_atomic++;
+	if (atomic_fetch_add(&c->entries, 1) == 0) {
+		/* The first: wait until the second sleeps on the word. */
+		while (__atomic_load_n(&op->own_lock, __ATOMIC_ACQUIRE) != 2)
+			sleep_us(100);
+	}
+	atomic_fetch_sub(&c->inside, 1);
+	return false;
+}
+
+static void contended_complete(struct tw_delayed_op *op)
+{
+	(void)op;
+}
+
+static void *contended_second(void *arg)
+{
+	struct contended *c = arg;
+
+	while (atomic_load(&c->entries) == 0)
+		sleep_us(100);
+	tw_op_safe_try_complete(&c->op);
+	return NULL;
+}
+
+static void test_own_lock_sleeps_and_wakes(void)
+{
+	struct contended c;
+	pthread_t second;
+
+	memset(&c, 0, sizeof(c));
+	CHECK_EQ(tw_op_init(&c.op, 1000 * MS, contended_try,
+			    contended_complete, NULL, NULL), TW_OK);
+	CHECK(!c.op.shared_lock);
+	pthread_create(&second, NULL, contended_second, &c);
+	tw_op_safe_try_complete(&c.op);
+	pthread_join(second, NULL);
+	CHECK_EQ(atomic_load(&c.entries), 2);
+	CHECK_EQ(c.not_atomic, 2);
+	CHECK_EQ(__atomic_load_n(&c.op.own_lock, __ATOMIC_RELAXED), 0);
+	/* Uncontended again: taken and given back without a sleep. */
+	tw_op_safe_try_complete(&c.op);
+	CHECK_EQ(c.not_atomic, 3);
+	tw_op_destroy(&c.op);
 }
 
 static void test_shutdown_hands_back_pending(void)
@@ -555,6 +621,7 @@ int main(void)
 	RUN(test_request_purge);
 	RUN(test_cancel_for_key);
 	RUN(test_shared_caller_lock);
+	RUN(test_own_lock_sleeps_and_wakes);
 	RUN(test_shutdown_hands_back_pending);
 	RUN(test_bad_input);
 	RUN(test_many_keys_and_a_hot_key);

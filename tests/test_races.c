@@ -736,6 +736,60 @@ static void test_purgatory_check_between_check_and_watch_is_not_lost(void)
 	tw_op_destroy(&o.op);
 }
 
+/* The second key's watch list cannot be allocated. */
+static const char key1[] = "topic-1";
+
+static bool fail_key1(const char *point, const void *obj)
+{
+	return strcmp(point, "watchers.alloc") == 0 && obj == key1;
+}
+
+/* After the failed watch let go of the op's lock, before it takes back
+ * its first entry: someone forces the op, and a check of the first key
+ * drops the completed entry from its list. */
+static void force_then_check(const void *obj, void *arg)
+{
+	struct key_check *kc = arg;
+
+	(void)obj;
+	CHECK(tw_op_force_complete(&kc->o->op));
+	CHECK_EQ(tw_purgatory_check_and_complete(kc->p, key, sizeof(key)), 0);
+}
+
+/*
+ * A watch that fails half-way (out of memory on its second key) takes back
+ * the entries it made. One of them may be gone already: the op is not
+ * completed by that call, but any thread may force it, and a key check
+ * then unlinks its entries. Taking it back again dereferenced the entry's
+ * list pointer, which that unlink had cleared (a crash); now the entry's
+ * own link says whether it is still in a list.
+ */
+static void test_a_failed_watch_takes_back_only_entries_still_linked(void)
+{
+	struct tw_purgatory *p = manual_purgatory();
+	struct pop o;
+	struct tw_watch ws[2];
+	struct key_check kc = { p, &o };
+	const void *keys[2] = { key, key1 };
+	size_t lens[2] = { sizeof(key), sizeof(key1) };
+
+	pop_init(&o);
+	tw__test_set_fail(fail_key1);
+	sp_on("watch.failed", &o.op, force_then_check, &kc);
+	CHECK_EQ(tw_purgatory_try_complete_else_watch(p, &o.op, keys, lens, 2, ws),
+		 TW_ENOMEM);
+	tw__test_set_fail(NULL);
+	CHECK_EQ(atomic_load(&o.completes), 1);
+	CHECK_EQ(tw_purgatory_watched(p), 0);
+	CHECK_EQ(tw_purgatory_delayed(p), 0);
+	CHECK_EQ(atomic_load(&o.releases), 1); /* every reference went */
+	CHECK_EQ(tw_purgatory_shutdown(p, pop_hand_back), 0);
+	tw_purgatory_destroy(p);
+	CHECK_EQ(atomic_load(&o.releases), 1);
+	CHECK_EQ(atomic_load(&o.handed), 0);
+	tw_op_destroy(&o.op);
+}
+
 struct watcher {
 	struct tw_purgatory *p;
 	struct pop *o;
@@ -917,6 +971,7 @@ int main(void)
 	RUN(test_a_timer_joins_one_service_only);
 	RUN(test_no_poll_once_shutdown_began);
 	RUN(test_purgatory_check_between_check_and_watch_is_not_lost);
+	RUN(test_a_failed_watch_takes_back_only_entries_still_linked);
 	RUN(test_purgatory_shutdown_waits_for_a_watch_in_flight);
 	RUN(test_force_complete_holds_the_op_across_its_claim);
 	RUN(test_purgatory_shutdown_drops_the_reference_of_a_claimed_ops_timeout);

@@ -72,44 +72,42 @@ typedef bool tw_op_try_complete_fn(struct tw_delayed_op *op);
  */
 typedef void tw_op_fn(struct tw_delayed_op *op);
 
-/** One key an operation watches. Private fields; provide one per key. */
+/** One key an operation watches: 24 bytes on LP64. Private fields;
+ *  provide one per key. */
 struct tw_watch {
-	struct tw_link link;      /**< position in the key's list */
+	struct tw_link link;      /**< position in the key's list; next is
+				       NULL when it is in none */
 	struct tw_delayed_op *op; /**< the operation watching */
-	struct tw_watchers *list; /**< NULL when not linked */
 };
 
-/** Bytes kept in each op for its own pthread_mutex_t: 40 on x86-64 (glibc
- *  and musl), 48 elsewhere (AArch64 glibc's size; more than 32-bit
- *  platforms need). purgatory.c refuses to compile if it is too small. */
-#if defined(__x86_64__) && defined(__LP64__)
-#define TW_OP_LOCK_BYTES 40
-#else
-#define TW_OP_LOCK_BYTES 48
-#endif
-
-/** A delayed operation (Kafka's DelayedOperation). Embed it; all fields
- *  are private (set on_release with tw_op_set_on_release()). */
+/**
+ * A delayed operation (Kafka's DelayedOperation). Embed it; all fields are
+ * private (set on_release with tw_op_set_on_release()). 136 bytes on LP64:
+ *  - 64: its timeout, a one-shot service timer;
+ *  - 32: the four callbacks;
+ *  -  8: the caller's lock it runs under, if it shares one;
+ *  -  8: the purgatory (the timeout finds its counters through it);
+ *  -  8: the timeout, armed when the op is first watched;
+ *  -  4: its own lock when it shares none: one word that a contended
+ *    locker sleeps on (a futex), not a 40-byte pthread_mutex_t: two
+ *    threads seldom want one op at once;
+ *  - 12: the exactly-once flag, the purgatory's references, and how many
+ *    watch entries are still in lists.
+ */
 struct tw_delayed_op {
 	struct tw_service_timer timer; /**< the timeout (private) */
 	tw_op_try_complete_fn *try_complete; /**< the condition */
 	tw_op_fn *on_complete;         /**< runs once when it completes */
 	tw_op_fn *on_expiration;       /**< after on_complete on timeout; may be NULL */
 	tw_op_fn *on_release;          /**< the purgatory let go of it; may be NULL */
-	void *lock;                    /**< the pthread_mutex_t it runs under:
-					    own_lock's, or the caller's */
-	/** Room for the op's own pthread_mutex_t, used when no lock is
-	 *  shared. Opaque here so that this header needs no pthread type in
-	 *  a struct (purgatory.c checks size and alignment at compile time). */
-	union {
-		unsigned char bytes[TW_OP_LOCK_BYTES]; /**< the mutex */
-		void *align_pointer;                   /**< alignment */
-		long long align_integer;               /**< alignment */
-	} own_lock;
+	pthread_mutex_t *shared_lock;  /**< the caller's lock it runs under;
+					    NULL: its own_lock */
 	struct tw_purgatory *purgatory;/**< set when first watched */
 	int64_t timeout;               /**< clock units (ns by default) */
 	/* Atomic, through the compiler's builtins in purgatory.c, not
 	 * <stdatomic.h> types, which C++ cannot include. */
+	unsigned own_lock;             /**< 0 free, 1 held, 2 held and
+					    someone sleeps on it (a futex) */
 	int completed;                 /**< the exactly-once flag */
 	int refs;                      /**< the purgatory's references */
 	int linked;                    /**< watch entries still in lists */
@@ -141,8 +139,10 @@ int tw_op_init(struct tw_delayed_op *op, int64_t timeout,
 void tw_op_set_on_release(struct tw_delayed_op *op, tw_op_fn *on_release);
 
 /**
- * Release the op's own lock (after on_release, or if it was never used);
- * on_release itself may call it.
+ * End the op's life as far as the library is concerned (after on_release,
+ * or if it was never watched); on_release itself may call it. Its own
+ * lock is a plain word today, so there is nothing to release; call it
+ * anyway, so that a later version may keep something there.
  * @param op the operation (NULL: nothing happens)
  * @threadsafety The op's owner, once the purgatory let go of it.
  */
