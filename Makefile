@@ -153,6 +153,7 @@ bench-purgatory: build
 	$(BUILD)/bench/purgatory_bench 200000 20000
 	$(BUILD)/bench/purgatory_bench 300000 48828
 	$(BUILD)/bench/purgatory_bench --find
+	$(BUILD)/bench/purgatory_bench --idle 1000000
 
 # Line and branch coverage of src/ by the whole test suite (gcov + lcov),
 # with an HTML report; fails below COVERAGE_LINES % of lines or

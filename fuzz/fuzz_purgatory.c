@@ -91,6 +91,9 @@ static void on_release(struct tw_delayed_op *op)
 		abort();
 }
 
+static const struct tw_op_ops fuzz_ops = { condition, on_complete, on_expiration,
+					   on_release };
+
 static void hand_back(struct tw_delayed_op *op)
 {
 	struct fop *f = fop_of(op);
@@ -137,10 +140,8 @@ static void start_op(struct fop *f, struct input *in)
 	int rc;
 
 	memset(f, 0, sizeof(*f));
-	if (tw_op_init(&f->base, 1 + take(in) % 50, condition, on_complete,
-		       on_expiration, NULL))
+	if (tw_op_init(&f->base, 1 + take(in) % 50, &fuzz_ops, NULL))
 		abort();
-	f->base.on_release = on_release;
 	f->nkeys = 1 + take(in) % 3;
 	f->need = take(in) % 6;
 	for (unsigned i = 0; i < f->nkeys; i++) {

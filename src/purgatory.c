@@ -228,8 +228,8 @@ static void op_get(struct tw_delayed_op *op)
 
 static void op_put(struct tw_delayed_op *op)
 {
-	if (OP_SUB(op->refs, 1) == 1 && op->on_release)
-		op->on_release(op);
+	if (OP_SUB(op->refs, 1) == 1 && op->ops->on_release)
+		op->ops->on_release(op);
 }
 
 /* Drop the references collected under a lock, now that it is released. */
@@ -372,17 +372,15 @@ static void drop_completed(struct tw_purgatory *p, struct tw_watchers *ws,
 static void on_timeout(struct tw_service *svc, struct tw_service_timer *t);
 
 int tw_op_init(struct tw_delayed_op *op, int64_t timeout,
-	       tw_op_try_complete_fn *try_complete, tw_op_fn *on_complete,
-	       tw_op_fn *on_expiration, pthread_mutex_t *lock)
+	       const struct tw_op_ops *ops, pthread_mutex_t *lock)
 {
-	if (!op || timeout <= 0 || !try_complete || !on_complete)
+	if (!op || timeout <= 0 || !ops || !ops->try_complete ||
+	    !ops->on_complete)
 		return TW_EINVAL;
 	memset(op, 0, sizeof(*op));
 	tw_service_timer_init(&op->timer, on_timeout);
 	op->timeout = timeout;
-	op->try_complete = try_complete;
-	op->on_complete = on_complete;
-	op->on_expiration = on_expiration;
+	op->ops = ops;
 	op->shared_lock = lock;
 	return TW_OK;
 }
@@ -430,7 +428,7 @@ static bool claim(struct tw_delayed_op *op, bool run_callback)
 			atomic_fetch_add(&p->completed_since_purge, 1);
 	}
 	if (run_callback)
-		op->on_complete(op);
+		op->ops->on_complete(op);
 	if (p && run_callback)
 		maybe_purge(p);
 	op_put(op);
@@ -444,19 +442,13 @@ bool tw_op_force_complete(struct tw_delayed_op *op)
 	return claim(op, true);
 }
 
-void tw_op_set_on_release(struct tw_delayed_op *op, tw_op_fn *on_release)
-{
-	if (op)
-		op->on_release = on_release;
-}
-
 /* The caller holds a reference across it (see tw_op_safe_try_complete). */
 static bool try_complete_referenced(struct tw_delayed_op *op)
 {
 	bool done;
 
 	lock_op(op);
-	done = op->try_complete(op);
+	done = op->ops->try_complete(op);
 	unlock_op(op);
 	return done;
 }
@@ -468,7 +460,7 @@ bool tw_op_safe_try_complete(struct tw_delayed_op *op)
 {
 	bool done, held;
 
-	if (!op || !op->try_complete)
+	if (!op || !op->ops)
 		return false;
 	held = op->purgatory != NULL; /* one the purgatory never saw has no
 					 references to keep */
@@ -486,8 +478,8 @@ static void on_timeout(struct tw_service *svc, struct tw_service_timer *t)
 
 	(void)svc;
 	atomic_fetch_sub(&op->purgatory->delayed, 1);
-	if (tw_op_force_complete(op) && op->on_expiration)
-		op->on_expiration(op);
+	if (tw_op_force_complete(op) && op->ops->on_expiration)
+		op->ops->on_expiration(op);
 	op_put(op); /* the timeout's reference */
 }
 
@@ -646,12 +638,12 @@ int tw_purgatory_try_complete_else_watch(struct tw_purgatory *p,
 	 * and the watch saw no entry of this op (bug 2): the second check
 	 * sees the condition it was checking for. */
 	lock_op(op);
-	done = op->try_complete(op);
+	done = op->ops->try_complete(op);
 	TW_TEST_POINT("watch.checked", op);
 	for (i = 0; !done && i < nkeys && rc == TW_OK; i++)
 		rc = watch(p, op, keys[i], lens[i], &watches[i]);
 	if (!done && rc == TW_OK)
-		done = op->try_complete(op);
+		done = op->ops->try_complete(op);
 	unlock_op(op);
 	if (rc) {
 		TW_TEST_POINT("watch.failed", op);

@@ -543,6 +543,12 @@ static void op_expired(struct tw_delayed_op *d)
 	atomic_fetch_add(&tw_container_of(d, struct op, base)->expirations, 1);
 }
 
+static const struct tw_op_ops bystander_ops = { op_ready, op_completed,
+						op_expired, NULL };
+static const struct tw_op_ops plain_ops = { op_ready, op_completed, NULL, NULL };
+static const struct tw_op_ops no_condition = { NULL, op_completed, NULL, NULL };
+static const struct tw_op_ops no_completion = { op_ready, NULL, NULL, NULL };
+
 /* P1-P4: bad operations, bad keys, NULLs, calls after shutdown. */
 static void test_purgatory_bad_input(void)
 {
@@ -564,16 +570,17 @@ static void test_purgatory_bad_input(void)
 	CHECK_EQ(tw_purgatory_create(&p, &cfg), 0);
 
 	/* The bystander waits on "k" for 100. */
-	CHECK_EQ(tw_op_init(&bystander.base, 100, op_ready, op_completed, op_expired, NULL), 0);
+	CHECK_EQ(tw_op_init(&bystander.base, 100, &bystander_ops, NULL), 0);
 	CHECK_EQ(tw_purgatory_try_complete_else_watch(p, &bystander.base, keys, lens, 1,
 						      bystander.watch), 0);
 
-	CHECK_EQ(tw_op_init(NULL, 10, op_ready, op_completed, NULL, NULL), TW_EINVAL);
-	CHECK_EQ(tw_op_init(&bad.base, 0, op_ready, op_completed, NULL, NULL), TW_EINVAL);
-	CHECK_EQ(tw_op_init(&bad.base, -1, op_ready, op_completed, NULL, NULL), TW_EINVAL);
-	CHECK_EQ(tw_op_init(&bad.base, 10, NULL, op_completed, NULL, NULL), TW_EINVAL);
-	CHECK_EQ(tw_op_init(&bad.base, 10, op_ready, NULL, NULL, NULL), TW_EINVAL);
-	CHECK_EQ(tw_op_init(&bad.base, 10, op_ready, op_completed, NULL, NULL), 0);
+	CHECK_EQ(tw_op_init(NULL, 10, &plain_ops, NULL), TW_EINVAL);
+	CHECK_EQ(tw_op_init(&bad.base, 0, &plain_ops, NULL), TW_EINVAL);
+	CHECK_EQ(tw_op_init(&bad.base, -1, &plain_ops, NULL), TW_EINVAL);
+	CHECK_EQ(tw_op_init(&bad.base, 10, &no_condition, NULL), TW_EINVAL);
+	CHECK_EQ(tw_op_init(&bad.base, 10, &no_completion, NULL), TW_EINVAL);
+	CHECK_EQ(tw_op_init(&bad.base, 10, NULL, NULL), TW_EINVAL);
+	CHECK_EQ(tw_op_init(&bad.base, 10, &plain_ops, NULL), 0);
 	/* Keys: none, empty, too long, NULL. */
 	CHECK_EQ(tw_purgatory_try_complete_else_watch(p, &bad.base, keys, lens, 0, bad.watch), TW_EINVAL);
 	CHECK_EQ(tw_purgatory_try_complete_else_watch(p, &bad.base, keys, &zero, 1, bad.watch), TW_EINVAL);

@@ -338,7 +338,10 @@ static void test_allocation_failures(void)
 		size_t lens[2] = { 5, 6 };
 
 		CHECK_EQ(tw_purgatory_create(&p, &cfg), 0);
-		CHECK_EQ(tw_op_init(&a.base, 1000000000, never_ready, op_done, NULL, NULL), 0);
+		static const struct tw_op_ops never_ops = { never_ready, op_done,
+							     NULL, NULL };
+
+		CHECK_EQ(tw_op_init(&a.base, 1000000000, &never_ops, NULL), 0);
 		for (long k = 0; k < 2; k++) {
 			arm(k);
 			rc = tw_purgatory_try_complete_else_watch(p, &a.base, keys, lens, 2,

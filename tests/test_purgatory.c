@@ -82,12 +82,13 @@ static void mock_release(struct tw_delayed_op *op)
 	atomic_fetch_add(&tw_container_of(op, struct mock, op)->releases, 1);
 }
 
+static const struct tw_op_ops mock_ops = { mock_try, mock_complete, mock_expire,
+					   mock_release };
+
 static void mock_init(struct mock *m, int64_t timeout)
 {
 	memset(m, 0, sizeof(*m));
-	CHECK_EQ(tw_op_init(&m->op, timeout, mock_try, mock_complete, mock_expire,
-			    NULL), TW_OK);
-	m->op.on_release = mock_release;
+	CHECK_EQ(tw_op_init(&m->op, timeout, &mock_ops, NULL), TW_OK);
 }
 
 static struct tw_purgatory *new_purgatory(size_t purge_interval)
@@ -254,8 +255,8 @@ static void test_shared_caller_lock(void)
 
 	mock_init(&a, 100000 * MS);
 	mock_init(&b, 100000 * MS);
-	tw_op_init(&a.op, 100000 * MS, mock_try, mock_complete, NULL, &shared);
-	tw_op_init(&b.op, 100000 * MS, mock_try, mock_complete, NULL, &shared);
+	tw_op_init(&a.op, 100000 * MS, &mock_ops, &shared);
+	tw_op_init(&b.op, 100000 * MS, &mock_ops, &shared);
 	CHECK(a.op.shared_lock == &shared && b.op.shared_lock == &shared);
 	watch_on(p, &a, 1, "k", NULL, NULL);
 	watch_on(p, &b, 1, "k", NULL, NULL);
@@ -313,8 +314,11 @@ static void test_own_lock_sleeps_and_wakes(void)
 	pthread_t second;
 
 	memset(&c, 0, sizeof(c));
-	CHECK_EQ(tw_op_init(&c.op, 1000 * MS, contended_try,
-			    contended_complete, NULL, NULL), TW_OK);
+	static const struct tw_op_ops contended_ops = { contended_try,
+							  contended_complete,
+							  NULL, NULL };
+
+	CHECK_EQ(tw_op_init(&c.op, 1000 * MS, &contended_ops, NULL), TW_OK);
 	CHECK(!c.op.shared_lock);
 	pthread_create(&second, NULL, contended_second, &c);
 	tw_op_safe_try_complete(&c.op);
@@ -366,8 +370,11 @@ static void test_bad_input(void)
 
 	memset(big, 'k', sizeof(big));
 	mock_init(&m, 1000 * MS);
-	CHECK_EQ(tw_op_init(&m.op, 0, mock_try, mock_complete, NULL, NULL), TW_EINVAL);
-	CHECK_EQ(tw_op_init(&m.op, 5, NULL, mock_complete, NULL, NULL), TW_EINVAL);
+	static const struct tw_op_ops no_try = { NULL, mock_complete, NULL, NULL };
+
+	CHECK_EQ(tw_op_init(&m.op, 0, &mock_ops, NULL), TW_EINVAL);
+	CHECK_EQ(tw_op_init(&m.op, 5, &no_try, NULL), TW_EINVAL);
+	CHECK_EQ(tw_op_init(&m.op, 5, NULL, NULL), TW_EINVAL);
 	CHECK_EQ(tw_purgatory_create(NULL, NULL), TW_EINVAL);
 	CHECK_EQ(tw_purgatory_try_complete_else_watch(p, &m.op, keys, lens, 0,
 						      m.watches), TW_EINVAL);

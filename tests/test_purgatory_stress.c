@@ -97,6 +97,9 @@ static void sop_release(struct tw_delayed_op *op)
 	atomic_fetch_add(&of(op)->releases, 1);
 }
 
+static const struct tw_op_ops sop_ops = { sop_try, sop_complete, sop_expire,
+					  sop_release };
+
 static void *producer(void *arg)
 {
 	struct sop *ops = arg;
@@ -116,8 +119,7 @@ static void *producer(void *arg)
 			lens[i] = strlen(key_names[o->key[i]]);
 		}
 		tw_op_init(&o->op, 1000000 * (1 + (int64_t)(rnd(&seed) % 4)),
-			   sop_try, sop_complete, sop_expire, NULL);
-		tw_op_set_on_release(&o->op, sop_release);
+			   &sop_ops, NULL);
 		o->watch_result = tw_purgatory_try_complete_else_watch(
 			pg, &o->op, keys, lens, (size_t)o->nkeys, o->w);
 	}

@@ -669,10 +669,11 @@ static void pop_hand_back(struct tw_delayed_op *op)
 
 static void pop_init(struct pop *o)
 {
+	static const struct tw_op_ops pop_ops = { pop_try, pop_complete,
+						  pop_expire, pop_release };
+
 	memset(o, 0, sizeof(*o));
-	CHECK_EQ(tw_op_init(&o->op, 100, pop_try, pop_complete, pop_expire, NULL),
-		 TW_OK);
-	tw_op_set_on_release(&o->op, pop_release);
+	CHECK_EQ(tw_op_init(&o->op, 100, &pop_ops, NULL), TW_OK);
 }
 
 static struct tw_purgatory *manual_purgatory(void)

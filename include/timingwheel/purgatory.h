@@ -19,7 +19,7 @@
  * keys lazily, as Kafka does: when the key is checked, or by a purge once
  * more than purge_interval completed entries linger. So an operation's
  * memory may still be referenced after it completed; on_release(op) (if
- * set, with tw_op_set_on_release()) says when the purgatory holds no
+ * its struct tw_op_ops has one) says when the purgatory holds no
  * reference any more, and from then on the caller may free it. It runs
  * exactly once per op the purgatory saw, however the op ended (completed,
  * expired, or handed back by cancel_for_key or shutdown: so free a
@@ -81,10 +81,24 @@ struct tw_watch {
 };
 
 /**
+ * What a kind of operation does: one table, usually static const, shared by
+ * every op of that kind (where Kafka subclasses DelayedOperation, whose
+ * methods live once in the class, not in each object).
+ */
+struct tw_op_ops {
+	tw_op_try_complete_fn *try_complete; /**< the condition (required) */
+	tw_op_fn *on_complete;   /**< runs once when it completes (required) */
+	tw_op_fn *on_expiration; /**< after on_complete when it timed out; may
+				      be NULL */
+	tw_op_fn *on_release;    /**< the purgatory let go of it (see the top
+				      of this file); may be NULL */
+};
+
+/**
  * A delayed operation (Kafka's DelayedOperation). Embed it; all fields are
- * private (set on_release with tw_op_set_on_release()). 136 bytes on LP64:
+ * private. 112 bytes on LP64:
  *  - 64: its timeout, a one-shot service timer;
- *  - 32: the four callbacks;
+ *  -  8: its kind's callbacks (struct tw_op_ops);
  *  -  8: the caller's lock it runs under, if it shares one;
  *  -  8: the purgatory (the timeout finds its counters through it);
  *  -  8: the timeout, armed when the op is first watched;
@@ -96,10 +110,7 @@ struct tw_watch {
  */
 struct tw_delayed_op {
 	struct tw_service_timer timer; /**< the timeout (private) */
-	tw_op_try_complete_fn *try_complete; /**< the condition */
-	tw_op_fn *on_complete;         /**< runs once when it completes */
-	tw_op_fn *on_expiration;       /**< after on_complete on timeout; may be NULL */
-	tw_op_fn *on_release;          /**< the purgatory let go of it; may be NULL */
+	const struct tw_op_ops *ops;   /**< what it does */
 	pthread_mutex_t *shared_lock;  /**< the caller's lock it runs under;
 					    NULL: its own_lock */
 	struct tw_purgatory *purgatory;/**< set when first watched */
@@ -117,26 +128,16 @@ struct tw_delayed_op {
  * Prepare an operation.
  * @param op the operation
  * @param timeout > 0, in clock units of the purgatory's service
- * @param try_complete the condition (required)
- * @param on_complete runs once when it completes (required)
- * @param on_expiration runs after on_complete when it timed out (may be NULL)
+ * @param ops its callbacks; the table must outlive the op (a static const
+ *            one does)
  * @param lock a lock shared with other operations, or NULL for its own
  * @retval 0 success
- * @retval TW_EINVAL NULL op, timeout <= 0, no try_complete or on_complete
+ * @retval TW_EINVAL NULL op or ops, timeout <= 0, no try_complete or
+ *         on_complete
  * @threadsafety The op's owner, before anyone else sees it.
  */
 int tw_op_init(struct tw_delayed_op *op, int64_t timeout,
-	       tw_op_try_complete_fn *try_complete, tw_op_fn *on_complete,
-	       tw_op_fn *on_expiration, pthread_mutex_t *lock);
-
-/**
- * Set the callback that says the purgatory let go of the op (see the top
- * of this file). Call it after tw_op_init(), before the op is watched.
- * @param op an initialised operation (NULL: nothing happens)
- * @param on_release the callback, or NULL for none
- * @threadsafety The op's owner, before anyone else sees it.
- */
-void tw_op_set_on_release(struct tw_delayed_op *op, tw_op_fn *on_release);
+	       const struct tw_op_ops *ops, pthread_mutex_t *lock);
 
 /**
  * End the op's life as far as the library is concerned (after on_release,
