@@ -249,7 +249,12 @@ inline drain_inboxes() {
 
 inline kick() {
 #if REAPER
-	atomic { old = kick_pending; kick_pending = 1 };
+	/* a load first (no write to the shared line when a kick is already
+	 * pending), then the exchange that decides between kickers */
+	if
+	:: kick_pending -> old = 1
+	:: else -> atomic { old = kick_pending; kick_pending = 1 }
+	fi;
 	if
 	:: !old ->
 		lock(reaper_mu);

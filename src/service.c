@@ -70,6 +70,9 @@
  *                publishes t->inbox_next.
  *   deadline     seq_cst stores (reaper) and loads (producers): that pair.
  *   kick_pending seq_cst; its soundness comes from reaper_mu (kick()).
+ *                A kick loads it before it exchanges it: the load is
+ *                seq_cst too, so that one that comes before the reaper's
+ *                clear also had its push come before the drain.
  *   inbox entered, added, closing
  *                a producer increments entered then reads closing,
  *                shutdown stores closing then reads the counts, all
@@ -387,8 +390,16 @@ static bool is_running_except(const struct tw_service *svc,
  */
 static void kick(struct tw_service *svc)
 {
-	if (svc->cfg.manual || atomic_exchange(&svc->kick_pending, true))
-		return; /* already kicked since it last looked */
+	/* Already kicked since it last looked: a load first, because while
+	 * the reaper scans (deadline INT64_MAX) every add comes here, and an
+	 * exchange on this shared line each time cost an add 14 % of its
+	 * time. seq_cst, not relaxed: if this load comes before the reaper's
+	 * clear in the single total order, so did our push, and the drain
+	 * after the clear finds the timer; if after, it reads the clear (or a
+	 * later kick's true). The exchange decides between racing kickers. */
+	if (svc->cfg.manual || atomic_load(&svc->kick_pending) ||
+	    atomic_exchange(&svc->kick_pending, true))
+		return;
 	pthread_mutex_lock(&svc->reaper_mu);
 	svc->kicked = true;
 	pthread_cond_signal(&svc->reaper_cv);
@@ -837,6 +848,7 @@ static void *reaper_main(void *arg)
 		 * before the drain: push() explains the pairing. */
 		atomic_store(&svc->deadline, INT64_MAX);
 		pthread_mutex_unlock(&svc->reaper_mu);
+		TW_TEST_POINT("reaper.cleared", svc);
 
 		pthread_mutex_lock(&svc->scan_mu);
 		tls_scanning = svc;

@@ -115,6 +115,40 @@ static void test_reaper_keeps_waking_after_a_kick_at_its_loop_top(void)
 	tw_service_destroy(svc);
 }
 
+/*
+ * A kick that finds kick_pending set only loads it (no exchange on the
+ * shared line). That is safe even while the reaper has cleared its flags
+ * and not yet drained: the load then reads a later kick's true, and that
+ * kick makes the reaper go round again. Parked right after its clear, the
+ * reaper is kicked; a timer added then (its own kick stops at the load)
+ * must still run, and once the reaper sleeps the next add must wake it.
+ */
+static void test_a_kick_that_finds_one_pending_loses_no_timer(void)
+{
+	struct tw_service *svc = service(false, 0);
+	struct job a, b;
+	int cleared;
+
+	job_init(&a);
+	job_init(&b);
+	cleared = sp_arm("reaper.cleared", svc);
+	tw_service_kick(svc);
+	CHECK(sp_wait(cleared, NULL));
+	tw_service_kick(svc); /* pending again, the reaper not yet scanning */
+	CHECK_EQ(tw_service_add(svc, &a.t, 1000), TW_OK); /* due now */
+	sp_release(cleared);
+	WAIT_FOR(atomic_load(&a.runs) == 1, "the timer added under a pending kick never ran");
+	CHECK_EQ(tw_service_add(svc, &b.t, 1000), TW_OK);
+	for (int ms = 0; ms < 2000 && !atomic_load(&b.runs); ms++) {
+		struct timespec ts = { 0, 1000000 };
+
+		nanosleep(&ts, NULL);
+	}
+	CHECK_EQ(atomic_load(&b.runs), 1);
+	CHECK_EQ(tw_service_shutdown(svc, NULL, NULL), 0);
+	tw_service_destroy(svc);
+}
+
 /* ---- 9: an injected clock near INT64_MIN ---- */
 
 static void test_reaper_sleeps_with_a_clock_near_int64_min(void)
@@ -960,6 +994,7 @@ int main(void)
 {
 	sp_install();
 	RUN(test_reaper_keeps_waking_after_a_kick_at_its_loop_top);
+	RUN(test_a_kick_that_finds_one_pending_loses_no_timer);
 	RUN(test_reaper_sleeps_with_a_clock_near_int64_min);
 	RUN(test_cancel_sync_waits_for_shutdowns_hand_back);
 	RUN(test_cancel_sync_does_not_wait_for_a_readded_timer);
