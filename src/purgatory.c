@@ -138,6 +138,14 @@ static void oplist_free(struct oplist *l)
 	oplist_init(l);
 }
 
+#if defined(__LP64__)
+/* purgatory.h says what each of these bytes is for; keep it true. */
+_Static_assert(sizeof(struct tw_delayed_op) == 112,
+	       "an op is 112 bytes on LP64");
+_Static_assert(sizeof(struct tw_watch) == 24,
+	       "a watch entry is 24 bytes on LP64");
+#endif
+
 /* The op's own lock: own_lock is OWN_FREE, OWN_HELD, or OWN_SLEEPERS
  * (held, and someone may sleep on it, so the release must wake one). */
 enum { OWN_FREE = 0, OWN_HELD = 1, OWN_SLEEPERS = 2 };
