@@ -83,6 +83,18 @@ static struct tw_service *service(bool manual, unsigned executors)
 
 /* ---- 1: the reaper's lost wake-up ---- */
 
+/* Due now: only a kick makes the sleeping reaper run it (within 2 s). */
+static void add_due_now_and_see_it_run(struct tw_service *svc, struct job *j)
+{
+	CHECK_EQ(tw_service_add(svc, &j->t, 1000), TW_OK);
+	for (int ms = 0; ms < 2000 && !atomic_load(&j->runs); ms++) {
+		struct timespec ts = { 0, 1000000 };
+
+		nanosleep(&ts, NULL);
+	}
+	CHECK_EQ(atomic_load(&j->runs), 1);
+}
+
 /*
  * A kick that lands between the reaper's "clear kick_pending" and "clear
  * kicked" was erased while kick_pending stayed set, so every later kick
@@ -103,14 +115,7 @@ static void test_reaper_keeps_waking_after_a_kick_at_its_loop_top(void)
 	CHECK_EQ(tw_service_add(svc, &a.t, 1000), TW_OK); /* kicks */
 	sp_release(top);
 	WAIT_FOR(atomic_load(&a.runs) == 1, "the first timer never ran");
-	/* Due now: only a kick makes the sleeping reaper run it. */
-	CHECK_EQ(tw_service_add(svc, &b.t, 1000), TW_OK);
-	for (int ms = 0; ms < 2000 && !atomic_load(&b.runs); ms++) {
-		struct timespec ts = { 0, 1000000 };
-
-		nanosleep(&ts, NULL);
-	}
-	CHECK_EQ(atomic_load(&b.runs), 1);
+	add_due_now_and_see_it_run(svc, &b);
 	CHECK_EQ(tw_service_shutdown(svc, NULL, NULL), atomic_load(&b.runs) ? 0 : 1);
 	tw_service_destroy(svc);
 }
@@ -138,13 +143,7 @@ static void test_a_kick_that_finds_one_pending_loses_no_timer(void)
 	CHECK_EQ(tw_service_add(svc, &a.t, 1000), TW_OK); /* due now */
 	sp_release(cleared);
 	WAIT_FOR(atomic_load(&a.runs) == 1, "the timer added under a pending kick never ran");
-	CHECK_EQ(tw_service_add(svc, &b.t, 1000), TW_OK);
-	for (int ms = 0; ms < 2000 && !atomic_load(&b.runs); ms++) {
-		struct timespec ts = { 0, 1000000 };
-
-		nanosleep(&ts, NULL);
-	}
-	CHECK_EQ(atomic_load(&b.runs), 1);
+	add_due_now_and_see_it_run(svc, &b);
 	CHECK_EQ(tw_service_shutdown(svc, NULL, NULL), 0);
 	tw_service_destroy(svc);
 }

@@ -283,6 +283,21 @@ static void test_periodic_does_not_drift(void)
 	tw_service_destroy(svc);
 }
 
+/* Add p at due; it runs there and again one period later (still pending
+ * after that); then cancel it. */
+static void check_two_periodic_runs(struct tw_service *svc, struct job *p,
+				    int64_t due, int64_t period)
+{
+	CHECK_EQ(tw_service_add(svc, &p->t, due), TW_OK);
+	set_clock(due);
+	CHECK_EQ(tw_service_poll(svc), 1);
+	set_clock(due + period);
+	CHECK_EQ(tw_service_poll(svc), 1);
+	CHECK_EQ(p->due_seen, due + period);
+	CHECK(tw_service_timer_pending(&p->t)); /* re-armed */
+	CHECK_EQ(tw_service_cancel(svc, &p->t), TW_SVC_STOPPED);
+}
+
 /* The period lives beside the timer (struct tw_service_periodic): a plain
  * reinit keeps it, a periodic reinit changes it or, with 0, makes the timer
  * one-shot; neither touches a pending timer. */
@@ -302,24 +317,11 @@ static void test_periodic_reinit_keeps_or_changes_the_period(void)
 
 	/* A new callback only: still every 100. */
 	CHECK_EQ(tw_service_timer_reinit(&p.t, on_run), TW_OK);
-	CHECK_EQ(tw_service_add(svc, &p.t, 1200), TW_OK);
-	set_clock(1200);
-	CHECK_EQ(tw_service_poll(svc), 1);
-	set_clock(1300);
-	CHECK_EQ(tw_service_poll(svc), 1);
-	CHECK_EQ(p.due_seen, 1300);
-	CHECK_EQ(tw_service_cancel(svc, &p.t), TW_SVC_STOPPED);
+	check_two_periodic_runs(svc, &p, 1200, 100);
 
 	/* A new period: every 30 from the next add. */
 	CHECK_EQ(tw_service_periodic_reinit(&p.p, on_run, 30), TW_OK);
-	CHECK_EQ(tw_service_add(svc, &p.t, 1410), TW_OK);
-	set_clock(1410);
-	CHECK_EQ(tw_service_poll(svc), 1);
-	set_clock(1440);
-	CHECK_EQ(tw_service_poll(svc), 1);
-	CHECK_EQ(p.due_seen, 1440);
-	CHECK(tw_service_timer_pending(&p.t)); /* re-armed for 1470 */
-	CHECK_EQ(tw_service_cancel(svc, &p.t), TW_SVC_STOPPED);
+	check_two_periodic_runs(svc, &p, 1410, 30);
 
 	/* Period 0: one run, no re-arm. */
 	CHECK_EQ(tw_service_periodic_reinit(&p.p, on_run, 0), TW_OK);
