@@ -162,6 +162,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "service_internal.h"
 #include "test_point.h"
 #include "timingwheel/service.h"
 
@@ -519,6 +520,7 @@ static void apply(struct tw_service *svc, struct tw_service_timer *t)
 	}
 	if (old & F_TOMB)
 		svc->tombs_cleared++;
+	TW_TEST_POINT("apply.cleared", t);
 	if (s == ST_PENDING)
 		tw_wheel_reschedule(&svc->wheel, &t->wheel_timer,
 				    __atomic_load_n(&t->next_due, __ATOMIC_RELAXED));
@@ -672,6 +674,7 @@ static void execute(struct tw_service *svc, struct tw_service_timer *t,
 			next = (next & ~ST_MASK) |
 			       (old & F_PERIODIC ? ST_RUNNING : ST_IDLE);
 	} while (!state_cas(t, &old, next));
+	TW_TEST_POINT("execute.claimed", t);
 	if ((old & ST_MASK) != ST_EXPIRED) {
 		running_store(slot, NULL);
 		wake_sync_waiters(svc); /* cancel_sync may wait for the entry */
@@ -1386,12 +1389,53 @@ static int cancel(struct tw_service *svc, struct tw_service_timer *t, bool sync)
 	result = owner_check(svc, state_load(t));
 	if (result)
 		return result;
+	TW_TEST_POINT("cancel.owner_checked", t);
 	result = cancel_state(svc, t, &was);
 	if (!sync)
 		return result;
 	TW_TEST_POINT("cancel_sync.cancelled", t);
 	rc = make_unreferenced(svc, t);
 	return rc ? rc : result;
+}
+
+/*
+ * The purgatory's completion (service_internal.h): stop a pending timer and
+ * unlink it under wheel_mu, and never wait. Only from PENDING without
+ * F_ENTRY: an expired timer's entry, or shutdown's list, still refers to
+ * it, and waiting for either is what hung a completer whose caller held a
+ * lock the reaper's current callback wanted (issue 28, items 2 and 5).
+ * There the caller leaves the timer alone: its callback or its hand-back
+ * runs and finds the work done. wheel_mu is safe to take under any user
+ * lock: only scan, count, shutdown and cancel_sync hold it, and none of
+ * them runs user code or waits under it.
+ */
+int tw__service_stop_pending(struct tw_service *svc, struct tw_service_timer *t)
+{
+	uint32_t old = state_load(t), st;
+
+	do {
+		old = settled(t, old);
+		if ((old & ST_MASK) != ST_PENDING || (old & F_ENTRY) ||
+		    owner_check(svc, old))
+			return TW_SVC_IDLE;
+	} while (!state_cas(t, &old, (old & ~ST_MASK) | ST_IDLE | F_TOMB));
+	if (!(old & F_TOMB))
+		atomic_fetch_add_explicit(&my_inbox(svc)->tombed, 1,
+					  memory_order_relaxed);
+	else
+		atomic_fetch_add_explicit(&my_inbox(svc)->stopped, 1,
+					  memory_order_relaxed);
+	TW_TEST_POINT("stop_pending.stopped", t);
+	pthread_mutex_lock(&svc->wheel_mu);
+	drain_inboxes(svc);
+	st = state_load(t);
+	if ((st & ST_MASK) != ST_PENDING && (st & ST_MASK) != ST_ADDING) {
+		if (tw_timer_pending(&t->wheel_timer))
+			tw_wheel_cancel(&svc->wheel, &t->wheel_timer);
+		clear_tomb(svc, t);
+	}
+	pthread_mutex_unlock(&svc->wheel_mu);
+	return TW_SVC_STOPPED;
 }
 
 int tw_service_cancel(struct tw_service *svc, struct tw_service_timer *t)

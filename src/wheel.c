@@ -980,9 +980,18 @@ int tw_wheel_destroy(struct tw_wheel *w)
 	return TW_OK;
 }
 
+/* A wheel with an expire function (the service's) fires every timer
+ * through it and never reads a timer's fn: the service keeps its own use
+ * for that field, which a timer's owner may rewrite while the wheel holds
+ * the timer (tw_service_timer_reinit after a plain cancel). */
+static inline bool no_callback(const struct tw_wheel *w, const struct tw_timer *t)
+{
+	return !w->expire && !t->fn;
+}
+
 int tw_wheel_add(struct tw_wheel *w, struct tw_timer *t, int64_t due)
 {
-	if (!w || !w->buckets || !t || !t->fn)
+	if (!w || !w->buckets || !t || no_callback(w, t))
 		return TW_EINVAL;
 	if (t->bucket)
 		return TW_EBUSY;
@@ -1047,7 +1056,7 @@ int tw_wheel_reschedule(struct tw_wheel *w, struct tw_timer *t, int64_t due)
 {
 	int was_pending;
 
-	if (!w || !w->buckets || !t || !t->fn)
+	if (!w || !w->buckets || !t || no_callback(w, t))
 		return TW_EINVAL;
 	if (t->bucket && t->bucket->wheel != w)
 		return TW_EOWNER;
