@@ -14,9 +14,10 @@
  *   the executors; running[] and waiting[] slots; cancel, cancel_sync (from
  *   a callback, of itself, in a cycle), reschedule, periodic re-arm,
  *   reinit, and shutdown with its hand-back.
- * What is not: which service owns a timer (one service per scenario; the
- * owner's id rides in the state word and the add's CAS claims it, and
- * tests/test_races.c forces two services' adds of one fresh timer), the
+ * What is not: which service owns a timer, but in SCEN 9 (one service
+ * elsewhere; the owner's id rides in the state word, checked in the CAS
+ * that changes the state, and tests/test_races.c forces two services'
+ * adds of one fresh timer), the
  * wheel's buckets (a timer is in the wheel or not, and
  * fires once its due time <= now; wheel.c is checked by its own tests),
  * the order of the inbox stack, the 1024-add kick, counters, and the C11
@@ -42,14 +43,20 @@
  * is due must run, and shutdown ends it; 8 tombstones: a timer placed in
  * the wheel is cancelled (plain: it stays linked, F_TOMB), maybe after a
  * reschedule or around a re-add, by one thread, then cancel_synced and
- * freed by another, while polls drain and fire it.
+ * freed by another, while polls drain and fire it; 9 two services whose
+ * callbacks cancel_sync each other's timer (a ring across services); 10
+ * shutdown's private list: a hand_back cancel_syncs and frees a timer
+ * still on it while another thread cancel_syncs and frees the first.
  * In every scenario a monitor checks, in every state, that a timer the
  * wheel links is PENDING, ADDING or flagged (F_INBOX, F_TOMB).
  * Mutations (MUT): 1, 3, 5, 6, 7, 8 put back issue 13's protocol bugs of
  * those numbers; 11 a deferral that forgets the timer; 12 apply() taking
  * the flags down before it unlinks (the order before tombstones: a
  * cancel_sync in between let its caller free a linked timer); 13 a
- * cancel_sync blind to F_TOMB. model/check.sh checks that SPIN finds each.
+ * cancel_sync blind to F_TOMB; issue 28: 15 a ring check per service
+ * (a callback of another service is an outsider), 16 shutdown claiming
+ * its timers when it collects them (IDLE with F_ENTRY: a cancel_sync from
+ * hand_back waited for itself). model/check.sh checks that SPIN finds each.
  */
 
 #ifndef SCEN
@@ -85,7 +92,7 @@
 #if SCEN == 1
 #define NEXEC 0
 #define REAPER 1
-#elif SCEN == 2 || SCEN == 8
+#elif SCEN == 2 || SCEN == 8 || SCEN == 9 || SCEN == 10
 #define NEXEC 0
 #define REAPER 0
 #elif SCEN == 3 || SCEN == 4 || SCEN == 6
@@ -104,15 +111,32 @@
  * reaper or whose polls need not expire anything; scenarios 3-5 script
  * polls that must expire their timers (their processes then wait for the
  * callbacks), so there a deferral would only leave the script waiting. */
-#if SCEN == 3 || SCEN == 4 || SCEN == 5
+#if SCEN == 3 || SCEN == 4 || SCEN == 5 || SCEN == 9
 #define DEFER 0
 #else
 #define DEFER 1
 #endif
 
-#define SCANNER NEXEC          /* running[] slot of the scanning thread */
-#define HANDBACK (NEXEC + 1)   /* running[] slot of shutdown's hand-back */
-#define NSLOT (NEXEC + 2)
+/* Services: one, but two in SCEN 9 (a cancel_sync ring across them),
+ * each with its own wheel_mu, scan_mu, batch and running[] slots; timer t
+ * belongs to service SVC_OF(t). Their slots are one array: service s has
+ * running[s * NSLOT] .. running[s * NSLOT + NSLOT - 1], as the process-wide
+ * record of cancel_sync waits names a slot by (service, slot). */
+#if SCEN == 9
+#define NSVC 2
+#define SVC_OF(t) tm[t].svc
+#else
+#define NSVC 1
+#define SVC_OF(t) 0
+#endif
+
+#define NSLOT (NEXEC + 2)      /* running[] slots of one service */
+#define NSLOTS (NSVC * NSLOT)  /* of every service */
+#define SCANNER_OF(s) ((s) * NSLOT + NEXEC)      /* the scanning thread's */
+#define HANDBACK_OF(s) ((s) * NSLOT + NEXEC + 1) /* shutdown's hand-back */
+#define SCANNER SCANNER_OF(0)
+#define HANDBACK HANDBACK_OF(0)
+#define BATCH(s, j) batch[(s) * NT + (j)]
 #define RCAP 2                 /* executor ring */
 
 /* callback actions */
@@ -135,6 +159,9 @@ typedef timer_t {
 	bool freed;      /* its owner may have freed it */
 	byte cb;         /* callback action */
 	byte adds, ran, stopped, handed;
+#if NSVC > 1
+	byte svc;        /* the service that owns it */
+#endif
 };
 timer_t tm[NT];
 
@@ -142,11 +169,11 @@ byte now;                   /* the clock */
 bool closing;
 byte producers_in;                /* producers inside an operation (all inboxes) */
 
-/* wheel_mu, and what the scanning thread holds */
-bool wheel_mu;
-bool scan_mu;
-byte batch[NT];             /* expired, not yet dispatched (scanner) */
-byte nbatch;
+/* per service: wheel_mu, and what the scanning thread holds */
+bool wheel_mu[NSVC];
+bool scan_mu[NSVC];
+byte batch[NSVC * NT];      /* expired, not yet dispatched (scanner) */
+byte nbatch[NSVC];
 
 /* reaper */
 bool reaper_mu, kicked, kick_pending, stop_reaper, reaper_done;
@@ -159,8 +186,8 @@ byte rhead, rlen;
 bool stop_exec;
 byte exec_done;
 
-byte running[NSLOT];
-byte waiting[NSLOT];
+byte running[NSLOTS];
+byte waiting[NSLOTS];
 
 /* callbacks' progress, for the scenarios */
 byte cb_started[NT], cb_finished[NT];
@@ -168,6 +195,7 @@ byte cb_result[NT];
 bool readd_done;            /* SCEN 4: the re-add happened */
 bool shut_done;
 byte handed_total;
+bool coll[NT];              /* on shutdown's private list (tls_handed) */
 
 #define lock(m)   atomic { !m -> m = 1 }
 #define unlock(m) m = 0
@@ -224,12 +252,14 @@ inline apply(t) {
 	fi
 }
 
-/* Wheel owner (wheel_mu held): one exchange takes every stacked timer. */
-inline drain_inboxes() {
+/* Wheel owner of service sid (its wheel_mu held): one exchange takes every
+ * timer stacked on its inboxes. */
+inline drain_inboxes(sid) {
 	atomic {
 		i = 0;
 		do
-		:: i < NT -> taken[i] = tm[i].stacked; tm[i].stacked = 0; i++
+		:: i < NT && SVC_OF(i) == sid -> taken[i] = tm[i].stacked; tm[i].stacked = 0; i++
+		:: i < NT && SVC_OF(i) != sid -> i++
 		:: else -> break
 		od
 	}
@@ -321,12 +351,12 @@ inline add_or_reschedule(t, d, resched) {
 	fi
 }
 
-/* running[] other than slot skip holds t */
+/* running[] of t's service other than slot skip holds t */
 inline is_running_except(t, skip_slot, res) {
 	res = 0;
-	j = 0;
+	j = SVC_OF(t) * NSLOT;
 	do
-	:: j < NSLOT -> if :: j != skip_slot && running[j] == t -> res = 1 :: else -> skip fi; j++
+	:: j < SVC_OF(t) * NSLOT + NSLOT -> if :: j != skip_slot && running[j] == t -> res = 1 :: else -> skip fi; j++
 	:: else -> break
 	od
 }
@@ -355,25 +385,35 @@ inline cancel_state(t) {
 	:: was == PENDING || was == EXPIRED -> rc = R_STOPPED; tm[t].stopped++
 	:: was == RUNNING -> rc = R_RUNNING
 	:: else ->
-		is_running_except(t, HANDBACK, res);
+		is_running_except(t, HANDBACK_OF(SVC_OF(t)), res);
 		rc = (res -> R_RUNNING : R_IDLE)
 	fi
 }
 
 /* cancel_sync: give up t's entry if it is found and not live again */
 inline take_entry(t) {
-	/* the scanner's own batch */
+#if MUT != 16
+	/* Shutdown's list is the shutting-down thread's: from its hand_back
+	 * (tls_slot is the hand-back slot), a timer still on it is taken off
+	 * and its F_ENTRY cleared (our cancel stopped it), for that thread
+	 * cannot wait for itself to reach it. */
 	if
-	:: me == SCANNER ->
+	:: me == HANDBACK_OF(SVC_OF(t)) && coll[t] ->
+		atomic { coll[t] = 0; TOUCH(t); tm[t].entry = 0 }
+	:: else ->
+#endif
+	/* the scanner's own batch (tls_scanning == svc) */
+	if
+	:: me == SCANNER_OF(SVC_OF(t)) ->
 		j = 0;
 		do
-		:: j < nbatch ->
+		:: j < nbatch[SVC_OF(t)] ->
 			if
-			:: batch[j] == t ->
+			:: BATCH(SVC_OF(t), j) == t ->
 				atomic {
 					if
 					:: tm[t].entry && tm[t].st != EXPIRED ->
-						tm[t].entry = 0; batch[j] = NONE
+						tm[t].entry = 0; BATCH(SVC_OF(t), j) = NONE
 					:: else -> skip
 					fi
 				}
@@ -384,6 +424,7 @@ inline take_entry(t) {
 		od
 	:: else -> skip
 	fi;
+#if NSVC == 1   /* SCEN 9 has no executors: no ring */
 	lock(q_mu);
 	j = 0;
 	do
@@ -403,6 +444,10 @@ inline take_entry(t) {
 	:: else -> break
 	od;
 	unlock(q_mu)
+#endif
+#if MUT != 16
+	fi
+#endif
 }
 
 inline unreferenced(t, skip_slot, res) {
@@ -427,23 +472,32 @@ inline unreferenced(t, skip_slot, res) {
 	fi
 }
 
-/* Would waiting for t wait for the callback running in slot me? */
+/* Would waiting for t wait for the callback running in slot me?
+ * (closes_ring: follow t to the slot of its service that runs it, or
+ * holds its entry, to what the thread there waits for, ... ; waiting[] of
+ * every service is the one record under sync_waits_mu.) */
 inline waits_for_me(t, res) {
 	res = 0;
 	cur = t;
 	hop = 0;
 	do
-	:: hop < NSLOT ->
-		k = 0;
+	:: hop < NSLOTS ->
+		k = SVC_OF(cur) * NSLOT;
 		do
-		:: k < NSLOT && (k == me || running[k] != cur) -> k++
+		:: k < SVC_OF(cur) * NSLOT + NSLOT && (k == me || running[k] != cur) -> k++
 		:: else -> break
 		od;
 		if
-		:: k == NSLOT && (hop > 0 || !tm[cur].entry) -> break
-		:: k == NSLOT -> k = SCANNER
+		:: k == SVC_OF(cur) * NSLOT + NSLOT && (hop > 0 || !tm[cur].entry) -> break
+		:: k == SVC_OF(cur) * NSLOT + NSLOT -> k = SCANNER_OF(SVC_OF(cur))
 		:: else -> skip
 		fi;
+#if MUT != 15
+		if
+		:: k == me -> res = 1; break   /* its entry is in my own batch */
+		:: else -> skip
+		fi;
+#endif
 		cur = waiting[k];
 		if
 		:: cur == NONE -> break
@@ -459,12 +513,12 @@ inline waits_for_me(t, res) {
  * its next pass would find what this one found. Sound (no change is
  * missed) and blocking (if nothing can change, it really waits for ever,
  * which SPIN then reports). */
-#define RUNV(k) (k < NSLOT -> (running[k] == NONE -> 3 : running[k]) : 0)
-#define WAITV(k) (k < NSLOT -> (waiting[k] == NONE -> 3 : waiting[k]) : 0)
+#define RUNV(k) (k < NSLOTS -> (running[k] == NONE -> 3 : running[k]) : 0)
+#define WAITV(k) (k < NSLOTS -> (waiting[k] == NONE -> 3 : waiting[k]) : 0)
 #define SIGA (tm[0].st + 8 * tm[0].inbox + 16 * tm[0].entry + \
 	32 * tm[1].st + 256 * tm[1].inbox + 512 * tm[1].entry + \
-	1024 * rlen + 4096 * rhead + 16384 * nbatch + \
-	65536 * tm[0].tomb + 131072 * tm[1].tomb)
+	1024 * rlen + 4096 * rhead + 16384 * nbatch[0] + \
+	65536 * tm[0].tomb + 131072 * tm[1].tomb + 262144 * nbatch[NSVC - 1])
 #define SIGB (RUNV(0) + 4 * RUNV(1) + 16 * RUNV(2) + 64 * RUNV(3) + \
 	256 * WAITV(0) + 1024 * WAITV(1) + 4096 * WAITV(2) + 16384 * WAITV(3) + \
 	65536 * (ring[0] == NONE -> 3 : ring[0]) + 262144 * (ring[1] == NONE -> 3 : ring[1]))
@@ -472,7 +526,7 @@ inline waits_for_me(t, res) {
 /* cancel_sync: rc is the cancel's result, or R_EDEADLK */
 inline cancel_sync(t) {
 	cancel_state(t);
-	skipslot = NSLOT;
+	skipslot = NSLOTS;
 	if
 	:: me != NONE && running[me] == t -> skipslot = me
 	:: else -> skip
@@ -484,10 +538,16 @@ inline cancel_sync(t) {
 	:: else -> skip
 	fi;
 #endif
+#if MUT == 15
+	/* today's check, per service: only a callback of t's own service
+	 * posts (waiting[], before the loop) and looks; a callback of another
+	 * service is an outsider to this one */
+	mine = (me != NONE && me / NSLOT == SVC_OF(t));
 	if
-	:: me != NONE -> waiting[me] = t
+	:: mine -> waiting[me] = t
 	:: else -> skip
 	fi;
+#endif
 	do
 	:: true ->
 		if
@@ -496,8 +556,8 @@ inline cancel_sync(t) {
 #else
 		:: tm[t].inbox || tm[t].tomb ->
 #endif
-			lock(wheel_mu);
-			drain_inboxes();
+			lock(wheel_mu[SVC_OF(t)]);
+			drain_inboxes(SVC_OF(t));
 			atomic {
 				res = (tm[t].st != PENDING && tm[t].st != ADDING);
 				if
@@ -509,7 +569,7 @@ inline cancel_sync(t) {
 			:: res -> tm[t].tomb = 0   /* clear_tomb(), after the unlink */
 			:: else -> skip
 			fi;
-			unlock(wheel_mu)
+			unlock(wheel_mu[SVC_OF(t)])
 		:: else -> skip
 		fi;
 		if
@@ -521,10 +581,30 @@ inline cancel_sync(t) {
 		:: res -> break
 		:: else -> skip
 		fi;
-#if MUT != 7
+#if MUT == 15
+		if
+		:: mine ->
+			atomic { waits_for_me(t, res) };
+			if
+			:: res -> rc = R_EDEADLK; break
+			:: else -> skip
+			fi
+		:: else -> skip
+		fi;
+#elif MUT != 7
+		/* A callback of any service (or a hand_back) about to wait:
+		 * post what it waits for (once) and look for a ring, in one
+		 * critical section of sync_waits_mu (wait_closes_ring). Its
+		 * own post is no change to wait for: sigb takes it in. */
 		if
 		:: me != NONE ->
-			atomic { waits_for_me(t, res) };
+			atomic {
+				d = SIGB;
+				waiting[me] = t;
+				sigb = sigb + SIGB - d;
+				d = 0;
+				waits_for_me(t, res)
+			};
 			if
 			:: res -> rc = R_EDEADLK; break
 			:: else -> skip
@@ -535,7 +615,7 @@ inline cancel_sync(t) {
 		(SIGA != siga || SIGB != sigb)
 	od;
 	if
-	:: me != NONE -> waiting[me] = NONE
+	:: me != NONE -> waiting[me] = NONE   /* unpost_wait */
 	:: else -> skip
 	fi;
 sync_done:
@@ -544,14 +624,16 @@ sync_done:
 
 /* ---- expiry and dispatch ---- */
 
-/* The scanning thread: drain, fire what is due, note the next due time. */
-inline scan() {
-	lock(wheel_mu);
-	drain_inboxes();
+/* The scanning thread of service sid: drain, fire what is due, note the
+ * next due time. */
+inline scan(sid) {
+	lock(wheel_mu[sid]);
+	drain_inboxes(sid);
 	i = 0;
 	next = MAXT;
 	do
-	:: i < NT ->
+	:: i < NT && SVC_OF(i) != sid -> i++
+	:: i < NT && SVC_OF(i) == sid ->
 		atomic {
 			if
 			:: tm[i].in_wheel && tm[i].due <= now ->
@@ -576,7 +658,7 @@ inline scan() {
 					old = tm[i].entry;
 					tm[i].entry = 1;
 					if
-					:: !old -> batch[nbatch] = i; nbatch++
+					:: !old -> BATCH(sid, nbatch[sid]) = i; nbatch[sid]++
 					:: else -> skip
 					fi
 				:: else -> tm[i].tomb = 0 /* unlinked: no tombstone */
@@ -595,7 +677,7 @@ inline scan() {
 		i++
 	:: else -> break
 	od;
-	unlock(wheel_mu)
+	unlock(wheel_mu[sid])
 }
 
 /* One entry per timer: none may already wait when one is queued. */
@@ -611,7 +693,7 @@ inline callback(t) {
 	if
 	:: tm[t].cb == CB_SYNC_OTHER ->
 		cb_started[t] = 1;
-#if SCEN == 5
+#if SCEN == 5 || SCEN == 9
 		(cb_started[0] && cb_started[1]);
 #endif
 		cancel_sync(1 - t);
@@ -680,51 +762,52 @@ inline execute(t, slot) {
 	running[slot] = NONE
 }
 
-inline dispatch() {
+inline dispatch(sid) {
 	i = 0;
 	do
-	:: i < nbatch && batch[i] == NONE -> i++
-	:: i < nbatch && batch[i] != NONE ->
+	:: i < nbatch[sid] && BATCH(sid, i) == NONE -> i++
+	:: i < nbatch[sid] && BATCH(sid, i) != NONE ->
 #if NEXEC > 0
 		lock(q_mu);
 		if
 		:: rlen < RCAP && !stop_exec ->
-			assert_single_entry(batch[i]);
-			ring[(rhead + rlen) % RCAP] = batch[i];
+			assert_single_entry(BATCH(sid, i));
+			ring[(rhead + rlen) % RCAP] = BATCH(sid, i);
 			rlen++;
-			batch[i] = NONE;
+			BATCH(sid, i) = NONE;
 			unlock(q_mu);
 			i++
 		:: else ->
 			unlock(q_mu);
-			t2 = batch[i];
-			batch[i] = NONE;
-			execute(t2, SCANNER);
+			t2 = BATCH(sid, i);
+			BATCH(sid, i) = NONE;
+			execute(t2, SCANNER_OF(sid));
 			i++
 		fi
 #else
-		t2 = batch[i];
-		batch[i] = NONE;
-		execute(t2, SCANNER);
+		t2 = BATCH(sid, i);
+		BATCH(sid, i) = NONE;
+		execute(t2, SCANNER_OF(sid));
 		i++
 #endif
 	:: else -> break
 	od;
-	nbatch = 0
+	nbatch[sid] = 0
 }
 
-/* manual mode's poll (SCEN 2..6: the scenario's own process) */
-inline poll() {
-	lock(scan_mu);
+/* manual mode's poll of service sid (the scenario's own process) */
+inline poll(sid) {
+	lock(scan_mu[sid]);
 	if
 	:: closing -> skip
-	:: else -> scan(); dispatch()
+	:: else -> scan(sid); dispatch(sid)
 	fi;
-	unlock(scan_mu)
+	unlock(scan_mu[sid])
 }
 
-#define LOCALS byte old, s, rc, was, i, j, k, cur, hop, t2, next, skipslot; \
-	bool entered, res, c, oinb, otomb; byte me = NONE; bool taken[NT]; int siga, sigb
+#define LOCALS byte old, s, rc, was, i, j, k, cur, hop, t2, next, skipslot, h; \
+	bool entered, res, c, oinb, otomb, mine; byte me = NONE; bool taken[NT]; \
+	int siga, sigb, d
 
 proctype reaper()
 {
@@ -753,10 +836,10 @@ proctype reaper()
 		deadline = MAXT;
 		unlock(reaper_mu);
 #endif
-		lock(scan_mu);
-		scan();
-		dispatch();
-		unlock(scan_mu);
+		lock(scan_mu[0]);
+		scan(0);
+		dispatch(0);
+		unlock(scan_mu[0]);
 		lock(reaper_mu);
 		if
 		:: !kicked && !stop_reaper ->
@@ -794,10 +877,32 @@ proctype executor(byte e)
 	exec_done++
 }
 
+/* The user's hand_back, run like a callback in the hand-back slot. */
+inline hand_back(t) {
+#if SCEN == 10
+	/* the teardown of an object that owns both timers: the hand-back of
+	 * the first cancel_syncs the second (still on the list) and frees it */
+	if
+	:: t == 0 ->
+		me = HANDBACK;
+		cancel_sync(1);
+		me = NONE;
+		hb_result = rc;
+		if
+		:: rc != R_EDEADLK -> tm[1].freed = 1
+		:: else -> skip
+		fi
+	:: else -> skip
+	fi
+#else
+	skip
+#endif
+}
+
 inline shutdown() {
-	lock(scan_mu);
+	lock(scan_mu[0]);
 	closing = 1;
-	unlock(scan_mu);
+	unlock(scan_mu[0]);
 	(producers_in == 0);
 #if REAPER
 	lock(reaper_mu);
@@ -811,8 +916,11 @@ inline shutdown() {
 	unlock(q_mu);
 	(exec_done == NEXEC);
 #endif
-	lock(wheel_mu);
-	drain_inboxes();
+	lock(wheel_mu[0]);
+	drain_inboxes(0);
+	/* collect_pending: every linked timer is unlinked; a PENDING one goes
+	 * on the private list, flagged F_ENTRY and still PENDING (a cancel may
+	 * still stop it) */
 	i = 0;
 	do
 	:: i < NT ->
@@ -823,7 +931,10 @@ inline shutdown() {
 				tm[i].in_wheel = 0;
 				if
 				:: tm[i].st == PENDING ->
+#if MUT == 16
+					/* today's: claimed for the hand-back at once */
 					tm[i].st = IDLE;
+#endif
 #if MUT != 3
 					tm[i].entry = 1;
 #endif
@@ -836,23 +947,53 @@ inline shutdown() {
 		i++
 	:: else -> break
 	od;
-	unlock(wheel_mu);
-	i = 0;
+	unlock(wheel_mu[0]);
+	/* the hand-back loop, in the hand-back slot (h: the C code's own
+	 * frame; cancel_sync in hand_back has its own i) */
+	h = 0;
 	do
-	:: i < NT ->
+	:: h < NT ->
 		if
-		:: coll[i] ->
-			coll[i] = 0;
-#if MUT != 3
-			running[HANDBACK] = i;
-			tm[i].entry = 0;
-#endif
-			TOUCH(i);
-			tm[i].handed++;
+		:: coll[h] ->
+			coll[h] = 0;
+#if MUT == 16
+			/* today's: F_ENTRY cleared, hand_back */
+			running[HANDBACK] = h;
+			atomic { TOUCH(h); tm[h].entry = 0 };
+			tm[h].handed++;
+			hand_back(h);
 			running[HANDBACK] = NONE
+#else
+#if MUT != 3
+			running[HANDBACK] = h;   /* the slot before the claim */
+#endif
+			atomic {
+				TOUCH(h);
+				if
+				:: tm[h].st == PENDING ->
+					tm[h].st = IDLE; tm[h].entry = 0; res = 1
+				:: else -> res = 0
+				fi
+			}
+			if
+			:: res ->
+				tm[h].handed++;
+				hand_back(h);
+				running[HANDBACK] = NONE
+			:: else ->
+				/* a cancel stopped it first: not handed back;
+				 * let go of it, the tombstone flag before the
+				 * entry (cancel_sync waits for F_ENTRY) */
+				running[HANDBACK] = NONE;
+				lock(wheel_mu[0]);
+				atomic { TOUCH(h); tm[h].tomb = 0 };
+				atomic { TOUCH(h); tm[h].entry = 0 };
+				unlock(wheel_mu[0])
+			fi
+#endif
 		:: else -> skip
 		fi;
-		i++
+		h++
 	:: else -> break
 	od;
 	shut_done = 1
@@ -910,6 +1051,30 @@ proctype syncer()
 }
 #endif
 
+#if SCEN == 9
+/* the poller of the second service */
+proctype poller(byte sid)
+{
+	LOCALS;
+	poll(sid)
+}
+#endif
+
+#if SCEN == 10
+bool other_done;
+byte hb_result = NONE;
+
+/* The owner's other thread: cancel_sync the first timer, then free it,
+ * racing shutdown's collect and hand-back loop. */
+proctype other()
+{
+	LOCALS;
+	cancel_sync(0);
+	tm[0].freed = 1;
+	other_done = 1
+}
+#endif
+
 #if SCEN == 1
 proctype kicker()
 {
@@ -952,8 +1117,6 @@ proctype clock()
 }
 #endif
 
-bool coll[NT];
-
 /* Always: a timer the wheel links is PENDING or ADDING, or its word says
  * it may be linked (F_INBOX, F_TOMB). cancel_sync takes wheel_mu only for
  * a flagged timer, so this is what keeps it from letting the owner free a
@@ -975,13 +1138,16 @@ init
 		:: else -> break
 		od;
 		do
-		:: i < NSLOT -> running[i] = NONE; waiting[i] = NONE; i++
+		:: i < NSLOTS -> running[i] = NONE; waiting[i] = NONE; i++
 		:: else -> break
 		od;
 		ring[0] = NONE;
 		ring[1] = NONE;
-		batch[0] = NONE;
-		batch[1] = NONE;
+		i = 0;
+		do
+		:: i < NSVC * NT -> batch[i] = NONE; i++
+		:: else -> break
+		od;
 	}
 #if SCEN == 1
 	/* Two timers due now, one after the other ran: the second add's
@@ -1005,9 +1171,9 @@ init
 	run executor(0);
 	add_or_reschedule(0, 0, 0);
 	add_or_reschedule(1, 0, 0);
-	poll();
+	poll(0);
 	add_or_reschedule(1, 0, 0);
-	poll();
+	poll(0);
 	cb_finished[0];
 	shutdown();
 #elif SCEN == 4
@@ -1015,12 +1181,12 @@ init
 	tm[0].cb = CB_SELF;
 	run executor(0);
 	add_or_reschedule(0, 0, 0);
-	poll();
+	poll(0);
 	cb_started[0];
 	add_or_reschedule(0, 1, 0);
 	readd_done = 1;
 	cb_finished[0];
-	poll();
+	poll(0);
 	shutdown();
 #elif SCEN == 5
 	/* two callbacks cancel_sync each other */
@@ -1030,7 +1196,7 @@ init
 	run executor(1);
 	add_or_reschedule(0, 0, 0);
 	add_or_reschedule(1, 0, 0);
-	poll();
+	poll(0);
 	cb_finished[0] && cb_finished[1];
 	assert(cb_result[0] == R_EDEADLK || cb_result[1] == R_EDEADLK);
 	shutdown();
@@ -1038,7 +1204,7 @@ init
 	/* a plain cancel of an expired timer, then reinit and re-add */
 	run executor(0);
 	add_or_reschedule(0, 0, 0);
-	poll();
+	poll(0);
 	cancel_state(0);
 	atomic {
 		tm[0].st == IDLE;
@@ -1049,24 +1215,45 @@ init
 #endif
 	}
 	add_or_reschedule(0, 0, 0);
-	poll();
+	poll(0);
 	shutdown();
+#elif SCEN == 9
+	/* two services, a timer each (timer 1 in service 1); their
+	 * callbacks cancel_sync each other's timer: a ring across services */
+	tm[1].svc = 1;
+	tm[0].cb = CB_SYNC_OTHER;
+	tm[1].cb = CB_SYNC_OTHER;
+	add_or_reschedule(0, 0, 0);
+	add_or_reschedule(1, 0, 0);
+	run poller(1);
+	poll(0);
+	cb_finished[0] && cb_finished[1];
+	assert(cb_result[0] == R_EDEADLK || cb_result[1] == R_EDEADLK);
+#elif SCEN == 10
+	/* shutdown's private list: two timers pending at shutdown; the
+	 * hand_back of timer 0 cancel_syncs timer 1, still on the list, and
+	 * frees it; another thread cancel_syncs timer 0 and frees it */
+	add_or_reschedule(0, 5, 0);
+	add_or_reschedule(1, 5, 0);
+	run other();
+	shutdown();
+	other_done;
 #elif SCEN == 8
 	/* tombstones: a placed timer is cancelled (plain) by one thread and
 	 * cancel_synced and freed by another, while polls drain the inboxes
 	 * and fire what is due, tombstones included */
 	add_or_reschedule(0, 2, 0);
-	poll();
+	poll(0);
 	run churner();
 	run syncer();
-	poll();
+	poll(0);
 	if
 	:: now = 2
 	:: skip
 	fi;
-	poll();
+	poll(0);
 	synced;
-	poll();
+	poll(0);
 	shutdown();
 #else
 	/* the general run */

@@ -31,7 +31,10 @@
  *   expiry     PENDING (no F_INBOX) -> EXPIRED (+F_ENTRY)   wheel owner
  *   execute    EXPIRED -> IDLE (one-shot) / RUNNING (periodic), -F_ENTRY
  *   re-arm     RUNNING -> ADDING -> PENDING (+F_INBOX)       executor
- *   cancel     PENDING -> IDLE (+F_TOMB), EXPIRED|RUNNING -> IDLE
+ *   cancel     PENDING -> IDLE (+F_TOMB), EXPIRED|RUNNING -> IDLE, only
+ *              while the owner in the word is the caller's service
+ *   collect    PENDING -> PENDING (+F_ENTRY)                 shutdown
+ *   hand back  PENDING (+F_ENTRY) -> IDLE (-F_ENTRY)         shutdown
  * Each is one CAS, so of two racing calls exactly one wins: a timer runs
  * only if no cancel took EXPIRED away first, and every cancel that reports
  * STOPPED did. A timer is expired only while it is PENDING without F_INBOX,
@@ -80,12 +83,16 @@
  *                out, or shutdown waits for it). The way out (added, or
  *                entered taken back) is release, so what the producer
  *                pushed is visible to shutdown once the counts agree.
- *   running[], waiting[]
- *                seq_cst: execute stores its slot before it takes EXPIRED
+ *   running[]    seq_cst: execute stores its slot before it takes EXPIRED
  *                away, cancel reads the slots after its CAS failed (see
- *                running_load); a cancel_sync waiter stores waiting[] and
- *                then reads the other slots' (store-buffering again, for
- *                cycles).
+ *                running_load).
+ *   sync_waits   the callbacks waiting in cancel_sync, of every service,
+ *                under one mutex: a waiter posts itself and looks for a
+ *                ring in one critical section (closes_ring).
+ *   callback, period
+ *                relaxed atomics: execute reads them before the CAS that
+ *                claims the timer, a reinit writes them after it saw
+ *                IDLE; that CAS orders the two (execute).
  *   sync_waiters seq_cst: a waiter counts itself, then re-checks; a waker
  *                changes what the check reads, then reads the count; one
  *                of them sees the other (no missed broadcast).
@@ -123,9 +130,10 @@
  * it never waits for the caller's own callback (from its own callback it
  * unlinks, then returns what it stopped); it returns as soon as the timer
  * is no longer IDLE (someone added it again: it is that add's now, and its
- * entry may only be runnable by the waiting thread); and each waiter posts
- * what it waits for in waiting[], so a callback about to close a cycle of
- * waits sees it and gets TW_EDEADLK.
+ * entry may only be runnable by the waiting thread); and each callback
+ * that waits posts what it waits for in one process-wide list, so a
+ * callback about to close a ring of waits -- within one service or across
+ * several -- sees it and gets TW_EDEADLK.
  *
  * A timer joins the first service that adds it: the owner's id lives in
  * the state word, and the add's CAS to ADDING writes it. Ids wrap after
@@ -141,11 +149,21 @@
  * Shutdown sets closing (under scan_mu, so a poll past its own check sees
  * it), waits for producers inside an add or reschedule (each inbox counts
  * them), stops the threads (executors first run what the queue holds),
- * drains the inboxes and hands back every timer still PENDING, each with a
- * CAS, so a racing cancel and the hand-back cannot both claim it. A
- * claimed timer carries F_ENTRY until its hand-back starts, and hand_back
- * runs in the last running[] slot, so a cancel_sync of it waits until
- * hand_back returned.
+ * drains the inboxes and collects every timer still PENDING on a list of
+ * its own, flagged F_ENTRY and still PENDING; then it hands each back in
+ * turn after a CAS from PENDING, so a racing cancel and the hand-back
+ * cannot both claim it, and a cancel that comes first -- from another
+ * thread, or from an earlier hand_back -- stops it for good (it is not
+ * handed back). F_ENTRY keeps a cancel_sync of a collected timer waiting
+ * until shutdown is past it (from hand_back itself, it takes the timer
+ * off the list instead, as the list is that thread's), and hand_back
+ * runs in the last running[] slot, so a cancel_sync of the timer it holds
+ * waits until hand_back returned.
+ *
+ * The purgatory stops its timeouts through tw__service_stop_pending()
+ * (service_internal.h): a cancel from PENDING and an unlink under wheel_mu
+ * that never waits, since a completer may hold a lock that the callback
+ * it would wait for wants.
  *
  * All of this is modelled in model/service.pml and checked by SPIN (make
  * model); tests/test_races.c forces each interleaving that once broke it
@@ -210,6 +228,8 @@ struct tw_service {
 	struct inbox *inboxes;
 	unsigned ninboxes;
 	atomic_bool closing;
+	atomic_bool handing_back; /* shutdown's hand-back loop runs: an entry
+				     (F_ENTRY) is on its list, not in a batch */
 	bool shut_down;
 	pthread_mutex_t shutdown_mu;
 
@@ -237,10 +257,8 @@ struct tw_service {
 	bool stop_executors;
 	/* running[i]: the timer executor i runs; running[nexecutors]: the
 	 * scanning thread's; running[nexecutors + 1]: the one shutdown is
-	 * handing back. waiting[i]: the timer the thread in slot i waits for
-	 * in cancel_sync (to see cycles). */
+	 * handing back. */
 	_Atomic(struct tw_service_timer *) *running;
-	_Atomic(struct tw_service_timer *) *waiting;
 	unsigned nslots;
 	/* What the last advance expired, in firing order, and how far
 	 * dispatch got; the scanning thread's (a slot taken back by
@@ -248,6 +266,8 @@ struct tw_service {
 	 * timers that expire together need a slot, and most never expire. */
 	struct tw_service_timer **batch;
 	size_t batch_len, batch_cap, batch_pos;
+	bool deferred;            /* the last advance left due timers for the
+				     next (the batch was full) */
 	/* F_TOMB flags the wheel owner cleared (under wheel_mu). */
 	uint64_t tombs_cleared;
 
@@ -265,6 +285,13 @@ struct tw_service {
 static _Thread_local struct tw_service_timer *tls_current;
 static _Thread_local struct tw_service *tls_current_svc;
 static _Thread_local unsigned tls_slot;
+/* Whether execute() re-arms the periodic timer it runs when its callback
+ * returns: a cancel of the timer from that callback says no, so that the
+ * callback may free the timer (its last act). */
+static _Thread_local bool tls_rearm;
+/* The timers shutdown collected and has not handed back yet, in order,
+ * linked through inbox_next: the shutting-down thread's own list. */
+static _Thread_local struct tw_service_timer *tls_handed;
 static _Thread_local struct tw_service *tls_scanning; /* its scanner */
 static _Thread_local unsigned tls_producer;          /* 0: not yet */
 static atomic_uint producers_seen;
@@ -309,14 +336,31 @@ periodic_of(struct tw_service_timer *t)
 		offsetof(struct tw_service_periodic, timer));
 }
 
+/* Relaxed atomics, for the owner's tw_service_timer_reinit() may write
+ * the callback while a run that already claimed the timer reads it (the
+ * run reads it before its claim, so it gets the old one: execute() says
+ * why); the wheel never reads it (wheel.expire). */
 static inline tw_service_fn *callback_of(const struct tw_service_timer *t)
 {
-	return (tw_service_fn *)(generic_fn *)t->wheel_timer.fn;
+	return (tw_service_fn *)(generic_fn *)__atomic_load_n(
+		&t->wheel_timer.fn, __ATOMIC_RELAXED);
 }
 
 static inline void set_callback(struct tw_service_timer *t, tw_service_fn *fn)
 {
-	t->wheel_timer.fn = (tw_timer_fn *)(generic_fn *)fn;
+	__atomic_store_n(&t->wheel_timer.fn, (tw_timer_fn *)(generic_fn *)fn,
+			 __ATOMIC_RELAXED);
+}
+
+/* The period, under the same rule as the callback. */
+static inline int64_t period_of(struct tw_service_periodic *p)
+{
+	return __atomic_load_n(&p->period, __ATOMIC_RELAXED);
+}
+
+static inline void set_period(struct tw_service_periodic *p, int64_t period)
+{
+	__atomic_store_n(&p->period, period > 0 ? period : 0, __ATOMIC_RELAXED);
 }
 
 static uint32_t state_load(const struct tw_service_timer *t)
@@ -591,6 +635,7 @@ static void on_expire(struct tw_wheel *w, struct tw_timer *wt)
 		}
 		if (!(old & F_ENTRY) && !batch_room(svc)) {
 			TW_TEST_POINT("expire.deferred", t);
+			svc->deferred = true;
 			tw_wheel_add(w, wt, tw_wheel_now(w));
 			return;
 		}
@@ -663,12 +708,24 @@ static void execute(struct tw_service *svc, struct tw_service_timer *t,
 		    unsigned slot_index)
 {
 	_Atomic(struct tw_service_timer *) *slot = &svc->running[slot_index];
+	tw_service_fn *fn;
 	int64_t period, due;
 	uint32_t old, next;
+	bool rearm_after;
 
 	running_store(slot, t);
 	old = state_load(t);
 	do {
+		/* Read before the claim, while the timer is EXPIRED and
+		 * reinit refuses it: once the CAS below takes EXPIRED away, a
+		 * cancel finds it IDLE and the owner may reinit it at once
+		 * (tw_service_timer_reinit: "safe right after a plain
+		 * cancel"). Read after, the run that had started took the new
+		 * callback, and the two raced (issue 28, item 7). If the CAS
+		 * wins, any later reinit read our CAS first: these reads come
+		 * before its writes. */
+		fn = callback_of(t);
+		period = old & F_PERIODIC ? period_of(periodic_of(t)) : 0;
 		next = old & ~(uint32_t)F_ENTRY;
 		if ((old & ST_MASK) == ST_EXPIRED)
 			next = (next & ~ST_MASK) |
@@ -680,20 +737,22 @@ static void execute(struct tw_service *svc, struct tw_service_timer *t,
 		wake_sync_waiters(svc); /* cancel_sync may wait for the entry */
 		return; /* stopped by cancel */
 	}
-	/* Read only now: while it was EXPIRED nobody could reinit it. */
-	period = old & F_PERIODIC ? periodic_of(t)->period : 0;
 	due = __atomic_load_n(&t->next_due, __ATOMIC_RELAXED);
 
 	tls_current = t;
 	tls_current_svc = svc;
 	tls_slot = slot_index;
-	callback_of(t)(svc, t); /* a one-shot timer may be freed from here on */
+	tls_rearm = period > 0;
+	fn(svc, t); /* a one-shot timer may be freed from here on */
+	rearm_after = tls_rearm;
 	tls_current = NULL;
 	tls_current_svc = NULL;
 	COUNT(svc, ran);
 
-	/* From the due time, not from now: no drift. */
-	if (period > 0)
+	/* From the due time, not from now: no drift. Not if the callback
+	 * cancelled its own timer: it may have freed it since (issue 28,
+	 * item 9), and a cancelled periodic timer is not re-armed anyway. */
+	if (rearm_after)
 		rearm(svc, t, due > INT64_MAX - period ? INT64_MAX : due + period);
 	running_store(slot, NULL);
 	wake_sync_waiters(svc);
@@ -760,6 +819,20 @@ static bool release_entry(struct tw_service_timer *t)
  * touches svc->batch; the ring is under q_mu. */
 static void take_entry(struct tw_service *svc, struct tw_service_timer *t)
 {
+	/* Shutdown's list is the shutting-down thread's: from its
+	 * hand_back, a timer still on it is taken off here (the cancel that
+	 * got us here stopped it), for that thread cannot wait for itself to
+	 * reach it (issue 28, item 5: it waited for ever). */
+	if (tls_current_svc == svc && tls_slot == svc->nexecutors + 1) {
+		for (struct tw_service_timer **pp = &tls_handed; *pp;
+		     pp = &(*pp)->inbox_next) {
+			if (*pp == t) {
+				*pp = t->inbox_next;
+				state_clear(t, F_ENTRY);
+				return;
+			}
+		}
+	}
 	if (tls_scanning == svc) {
 		for (size_t i = svc->batch_pos; i < svc->batch_len; i++) {
 			if (svc->batch[i] == t) {
@@ -950,10 +1023,11 @@ static int reinit(struct tw_service_timer *t, tw_service_fn *fn,
 	old = state_load(t);
 	if ((old & ST_MASK) != ST_IDLE)
 		return TW_EBUSY;
-	/* While it is IDLE no service thread reads these fields. */
+	/* While it is IDLE no service thread claims it; a run that claimed
+	 * it before read both fields first (execute). */
 	set_callback(t, fn);
 	if (p)
-		p->period = period > 0 ? period : 0;
+		set_period(p, period);
 	do {
 		if ((old & ST_MASK) != ST_IDLE)
 			return TW_EBUSY; /* an add raced its owner: misuse */
@@ -985,7 +1059,6 @@ static void free_service(struct tw_service *svc)
 	free(svc->ring);
 	free(svc->batch);
 	free(svc->running);
-	free(svc->waiting);
 	pthread_mutex_destroy(&svc->shutdown_mu);
 	pthread_mutex_destroy(&svc->wheel_mu);
 	pthread_mutex_destroy(&svc->scan_mu);
@@ -1072,17 +1145,17 @@ int tw_service_create(struct tw_service **out, const struct tw_service_config *c
 	pthread_mutex_init(&svc->idle_mu, NULL);
 	atomic_init(&svc->deadline, INT64_MAX);
 	atomic_init(&svc->closing, false);
+	atomic_init(&svc->handing_back, false);
 	atomic_init(&svc->kick_pending, false);
 	atomic_init(&svc->sync_waiters, 0);
 
 	svc->nslots = svc->nexecutors + 2;
 	svc->running = calloc(svc->nslots, sizeof(*svc->running));
-	svc->waiting = calloc(svc->nslots, sizeof(*svc->waiting));
 	svc->ring = calloc(svc->cfg.queue_capacity, sizeof(*svc->ring));
 	svc->ring_cap = svc->cfg.queue_capacity;
 	svc->executors = calloc(svc->nexecutors + 1, sizeof(*svc->executors));
 	svc->inboxes = aligned_alloc(64, svc->ninboxes * sizeof(*svc->inboxes));
-	if (!svc->running || !svc->waiting || !svc->ring || !svc->executors ||
+	if (!svc->running || !svc->ring || !svc->executors ||
 	    !svc->inboxes) {
 		free_service(svc);
 		return TW_ENOMEM;
@@ -1236,6 +1309,13 @@ static int cancel_state(struct tw_service *svc, struct tw_service_timer *t,
 
 	for (;;) {
 		old = settled(t, old);
+		/* The owner rides in the word the CAS compares, so checking
+		 * it here makes check and change one step: an add on another
+		 * service landing after the caller's first check is seen
+		 * (issue 28, item 4: this cancel stopped the other service's
+		 * timer, and neither service's accounting balanced). */
+		if (owner_check(svc, old))
+			return TW_EOWNER;
 		s = old & ST_MASK;
 		if (s == ST_IDLE)
 			break;
@@ -1279,40 +1359,123 @@ static bool unreferenced(const struct tw_service *svc,
 }
 
 /*
- * Whether waiting for t would wait, through other threads, for the
- * callback this thread runs in slot me: t's callback runs in slot i (or
- * its entry is still in the scanning thread's batch), the thread of slot
- * i waits in cancel_sync for u, u's callback runs in slot j, ... and one
- * of them waits for ours. Every waiter publishes what it waits for
- * (waiting[], seq_cst) before it looks, so of two threads closing a cycle
- * at least one sees it.
+ * The cancel_sync waits of callbacks, of every service in the process: a
+ * callback of one service may cancel_sync a timer of another (a service
+ * per event loop, a purgatory beside a service), so a ring of waits may
+ * cross services, and a check per service saw none of it (issue 28, item
+ * 6). A record per waiting callback, on its stack, in one list under one
+ * mutex: a record is added and the ring looked for under that mutex, so
+ * of two callbacks closing a ring the later sees the earlier's record.
+ * Only callbacks that are about to wait come here: the slow path.
  */
-static bool waits_for_me(const struct tw_service *svc,
-			 const struct tw_service_timer *t, unsigned me)
-{
-	const struct tw_service_timer *mine = running_load(&svc->running[me]);
+struct sync_wait {
+	struct sync_wait *next;
+	const struct tw_service *run_svc; /* the service whose callback (or
+					     hand-back) this thread runs */
+	unsigned run_slot;                /* in run_svc->running[] */
+	const struct tw_service *target_svc;
+	const struct tw_service_timer *target; /* what it waits for */
+	unsigned held_slot; /* the slot of target_svc whose thread holds the
+			       target's entry (scanner, or shutdown's
+			       hand-back), as its owner last saw; nslots: none */
+};
 
-	for (unsigned hop = 0; hop < svc->nslots; hop++) {
+static pthread_mutex_t sync_waits_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct sync_wait *sync_waits;
+
+/*
+ * Under sync_waits_mu: the slot of svc whose thread must act before a wait
+ * for t can end: the one running t (a callback or a hand-back), else, for
+ * a timer with an entry (F_ENTRY), the thread that holds the entry --
+ * shutdown's hand-back slot while its loop runs (the entry is its list:
+ * a ring through that list hung, found by the review of issue 28), the
+ * scanner's otherwise. Reads t's state word: only for the caller's own
+ * target, the one timer known to be alive here. nslots: none.
+ */
+static unsigned holder_slot(const struct tw_service *svc,
+			    const struct tw_service_timer *t,
+			    const struct sync_wait *me)
+{
+	for (unsigned i = 0; i < svc->nslots; i++)
+		if (!(svc == me->run_svc && i == me->run_slot) &&
+		    running_load(&svc->running[i]) == t)
+			return i;
+	if (!(state_load(t) & F_ENTRY))
+		return svc->nslots;
+	return atomic_load(&svc->handing_back) ? svc->nexecutors + 1
+					       : svc->nexecutors;
+}
+
+/*
+ * Under sync_waits_mu: whether me's wait closes a ring. Follow it: the
+ * slot that holds me's target, the record of the thread in that slot,
+ * the slot that holds what it waits for, ... until a slot is me's own.
+ * Another waiter's target may be freed as soon as its wait ends, so its
+ * state word is not read here: a slot running it is found by comparing
+ * pointers, and an entry's holder is the one that waiter found itself
+ * (held_slot, refreshed each time it looks). A service on the path is
+ * alive, as a thread waits in it or runs one of its callbacks.
+ */
+static bool closes_ring(const struct sync_wait *me)
+{
+	const struct sync_wait *cur = me;
+
+	for (unsigned hop = 0; hop <= 4096; hop++) {
+		const struct tw_service *svc = cur->target_svc;
+		const struct sync_wait *r;
 		unsigned i = 0;
 
 		while (i < svc->nslots &&
-		       (i == me || running_load(&svc->running[i]) != t))
+		       ((svc == me->run_svc && i == me->run_slot) ||
+			running_load(&svc->running[i]) != cur->target))
 			i++;
-		if (i == svc->nslots) {
-			/* Only our own target is known to be alive: a timer
-			 * another thread waits for may be freed as soon as
-			 * its wait ends, so only hop 0 reads a state word. */
-			if (hop > 0 || !(state_load(t) & F_ENTRY))
-				return false;
-			i = svc->nexecutors; /* the scanner holds its entry */
-		}
-		t = atomic_load(&svc->waiting[i]);
-		if (!t)
+		if (i == svc->nslots)
+			i = cur->held_slot;
+		if (i >= svc->nslots)
 			return false;
-		if (t == mine)
+		if (svc == me->run_svc && i == me->run_slot)
+			return true;
+		for (r = sync_waits; r; r = r->next)
+			if (r->run_svc == svc && r->run_slot == i)
+				break;
+		if (!r)
+			return false;
+		cur = r;
+		if (cur->target_svc == me->run_svc &&
+		    running_load(&me->run_svc->running[me->run_slot]) ==
+			    cur->target)
 			return true;
 	}
-	return false;
+	return false; /* longer than any ring of live threads */
+}
+
+/* Post me (once) and look for a ring, atomically with respect to every
+ * other waiter. */
+static bool wait_closes_ring(struct sync_wait *me, bool *posted)
+{
+	bool ring;
+
+	pthread_mutex_lock(&sync_waits_mu);
+	me->held_slot = holder_slot(me->target_svc, me->target, me);
+	if (!*posted) {
+		me->next = sync_waits;
+		sync_waits = me;
+		*posted = true;
+	}
+	ring = closes_ring(me);
+	pthread_mutex_unlock(&sync_waits_mu);
+	return ring;
+}
+
+static void unpost_wait(struct sync_wait *me)
+{
+	struct sync_wait **pp;
+
+	pthread_mutex_lock(&sync_waits_mu);
+	for (pp = &sync_waits; *pp != me; pp = &(*pp)->next)
+		;
+	*pp = me->next;
+	pthread_mutex_unlock(&sync_waits_mu);
 }
 
 /*
@@ -1328,15 +1491,25 @@ static bool waits_for_me(const struct tw_service *svc,
 static int make_unreferenced(struct tw_service *svc, struct tw_service_timer *t)
 {
 	bool in_callback = tls_current && tls_current_svc == svc;
-	unsigned me = in_callback ? tls_slot : svc->nslots;
-	unsigned skip = in_callback && tls_current == t ? me : svc->nslots;
+	unsigned skip = in_callback && tls_current == t ? tls_slot : svc->nslots;
+	/* A callback of any service can be in a ring; another thread cannot
+	 * (nobody waits for it). */
+	struct sync_wait me = { NULL, tls_current_svc, tls_slot, svc, t,
+				svc->nslots };
+	bool posted = false;
 	int rc = TW_OK;
 
-	if (in_callback)
-		atomic_store(&svc->waiting[me], t);
 	for (;;) {
 		uint32_t st = state_load(t);
 
+		/* Another service's add took the timer after our cancel found
+		 * it fresh: it is that add's, and none of ours to unlink or
+		 * unflag (issue 28's review: this cleared the other
+		 * service's tombstone under our lock, and its count went
+		 * wrong). An owner, once set, changes only by
+		 * tw_service_timer_init(). */
+		if (owner_check(svc, st))
+			break;
 		/* A tombstone, or on its way through an inbox: make the
 		 * wheel match (the drain applies the inbox; a tombstone
 		 * without an inbox entry is unlinked here, then unflagged). */
@@ -1345,6 +1518,10 @@ static int make_unreferenced(struct tw_service *svc, struct tw_service_timer *t)
 			pthread_mutex_lock(&svc->wheel_mu);
 			drain_inboxes(svc);
 			st = state_load(t);
+			if (owner_check(svc, st)) {
+				pthread_mutex_unlock(&svc->wheel_mu);
+				break;
+			}
 			if ((st & ST_MASK) != ST_PENDING &&
 			    (st & ST_MASK) != ST_ADDING) {
 				if (tw_timer_pending(&t->wheel_timer))
@@ -1359,7 +1536,7 @@ static int make_unreferenced(struct tw_service *svc, struct tw_service_timer *t)
 			take_entry(svc, t);
 		if (unreferenced(svc, t, skip))
 			break;
-		if (in_callback && waits_for_me(svc, t, me)) {
+		if (tls_current && wait_closes_ring(&me, &posted)) {
 			rc = TW_EDEADLK;
 			break;
 		}
@@ -1374,8 +1551,8 @@ static int make_unreferenced(struct tw_service *svc, struct tw_service_timer *t)
 		pthread_mutex_unlock(&svc->idle_mu);
 		atomic_fetch_sub(&svc->sync_waiters, 1);
 	}
-	if (in_callback)
-		atomic_store(&svc->waiting[me], NULL);
+	if (posted)
+		unpost_wait(&me);
 	return rc;
 }
 
@@ -1391,6 +1568,10 @@ static int cancel(struct tw_service *svc, struct tw_service_timer *t, bool sync)
 		return result;
 	TW_TEST_POINT("cancel.owner_checked", t);
 	result = cancel_state(svc, t, &was);
+	if (result == TW_EOWNER)
+		return result;
+	if (tls_current == t && tls_current_svc == svc)
+		tls_rearm = false; /* its run is its last: it may free itself */
 	if (!sync)
 		return result;
 	TW_TEST_POINT("cancel_sync.cancelled", t);
@@ -1472,10 +1653,20 @@ int64_t tw_service_poll(struct tw_service *svc)
 	n = now < tw_wheel_now(&svc->wheel) ? TW_ERANGE : 0;
 	pthread_mutex_unlock(&svc->wheel_mu);
 	if (n == 0) {
+		/* Everything due at this clock reading, however many: an
+		 * advance hands at most BATCH_MAX timers to dispatch and
+		 * leaves the rest due now, so scan again until none was left
+		 * (one poll ran 65,536 of 100,000 due timers, and a manual
+		 * service has no call that says to poll again: issue 28,
+		 * item 8). Only a full batch repeats, so a callback that adds
+		 * timers due now cannot keep the loop going on its own. */
 		tls_scanning = svc;
-		scan(svc, now, &next);
-		TW_TEST_POINT("poll.scanned", svc);
-		n = dispatch(svc);
+		do {
+			svc->deferred = false;
+			scan(svc, now, &next);
+			TW_TEST_POINT("poll.scanned", svc);
+			n += dispatch(svc);
+		} while (svc->deferred);
 		tls_scanning = NULL;
 	}
 	pthread_mutex_unlock(&svc->scan_mu);
@@ -1538,13 +1729,14 @@ void tw_service_stats(struct tw_service *svc, struct tw_service_stats *out)
 	out->wakeups = atomic_load(&svc->wakeups);
 }
 
-/* Shutdown collects the timers to hand back here (wheel callback). */
-static _Thread_local struct tw_service_timer *tls_handed;
-
-/* PENDING -> IDLE + F_ENTRY: from here until its hand-back the timer is on
- * shutdown's private list, and F_ENTRY (then the hand-back slot) keeps a
- * racing cancel_sync waiting; returning at once let its caller free a
- * timer that was about to be handed back (bug 3). */
+/* PENDING -> PENDING + F_ENTRY: from here until its turn the timer is on
+ * shutdown's private list, still pending, so that a cancel may still stop
+ * it (then it is not handed back: one end each), and F_ENTRY (then the
+ * hand-back slot) keeps a racing cancel_sync waiting until shutdown is
+ * past it; returning at once let its caller free a timer that was about
+ * to be handed back (bug 3). (It was IDLE here, claimed for the
+ * hand-back: a hand_back that cancel_synced another timer on the list
+ * then waited for ever, issue 28 item 5.) */
 static void collect_pending(struct tw_wheel *w, struct tw_timer *wt)
 {
 	struct tw_service_timer *t =
@@ -1559,7 +1751,7 @@ static void collect_pending(struct tw_wheel *w, struct tw_timer *wt)
 							   wheel), t);
 			return;
 		}
-	} while (!state_cas(t, &old, (old & ~ST_MASK) | ST_IDLE | F_ENTRY));
+	} while (!state_cas(t, &old, old | F_ENTRY));
 	/* The inbox link is free: the inboxes are drained and closed (no
 	 * producer is inside, none can enter, the threads are stopped). */
 	t->inbox_next = tls_handed;
@@ -1625,15 +1817,36 @@ int64_t tw_service_shutdown(struct tw_service *svc,
 	 * itself. */
 	tls_current_svc = svc;
 	tls_slot = svc->nexecutors + 1;
+	atomic_store(&svc->handing_back, true);
 	while (tls_handed) {
 		struct tw_service_timer *t = tls_handed;
 		_Atomic(struct tw_service_timer *) *slot = &svc->running[tls_slot];
+		uint32_t old;
 
 		tls_handed = t->inbox_next;
+		/* The slot first: a cancel that finds the timer IDLE without
+		 * F_ENTRY then sees the hand-back under way in it. */
+		running_store(slot, t);
+		old = state_load(t);
+		do {
+			if ((old & ST_MASK) != ST_PENDING)
+				break;
+		} while (!state_cas(t, &old, (old & ~(uint32_t)(ST_MASK | F_ENTRY)) |
+						     ST_IDLE));
+		if ((old & ST_MASK) != ST_PENDING) {
+			/* A cancel stopped it first: not ours to hand back.
+			 * Let go of it, the tombstone flag before the entry
+			 * (a cancel_sync returns once F_ENTRY is gone). */
+			running_store(slot, NULL);
+			pthread_mutex_lock(&svc->wheel_mu);
+			clear_tomb(svc, t);
+			state_clear(t, F_ENTRY);
+			pthread_mutex_unlock(&svc->wheel_mu);
+			wake_sync_waiters(svc);
+			continue;
+		}
 		n++;
 		COUNT(svc, handed_back);
-		running_store(slot, t);
-		state_clear(t, F_ENTRY);
 		TW_TEST_POINT("shutdown.hand_back", t);
 		tls_current = t;
 		if (hand_back)
@@ -1642,6 +1855,7 @@ int64_t tw_service_shutdown(struct tw_service *svc,
 		running_store(slot, NULL);
 		wake_sync_waiters(svc);
 	}
+	atomic_store(&svc->handing_back, false);
 	tls_current_svc = NULL;
 	svc->shut_down = true;
 	pthread_mutex_unlock(&svc->shutdown_mu);
@@ -1650,7 +1864,10 @@ int64_t tw_service_shutdown(struct tw_service *svc,
 
 void tw_service_destroy(struct tw_service *svc)
 {
-	if (!svc)
+	/* From a callback or a hand_back the service is running the caller:
+	 * freeing it there was a use-after-free on return (issue 28's
+	 * review). Refused like shutdown, by doing nothing. */
+	if (!svc || tls_current || tls_scanning)
 		return;
 	tw_service_shutdown(svc, NULL, NULL);
 	free_service(svc);

@@ -258,4 +258,23 @@ static inline void sp_join(struct sp_thread *t, const char *what)
 	pthread_join(t->id, NULL);
 }
 
+/* Wait for cond, or report a deadlock and end the binary (the counts are
+ * check.h's: include it too). */
+#define WAIT_FOR(cond, what)                                                 \
+	do {                                                                 \
+		int ms_ = 0;                                                 \
+		while (!(cond)) {                                            \
+			struct timespec ts_ = { 0, 1000000 };                \
+			if (++ms_ > SP_WAIT_S * 1000) {                      \
+				fprintf(stderr, "%s:%d: DEADLOCK: %s\n",     \
+					__FILE__, __LINE__, what);           \
+				printf("%d passed, %d failed\n", tests_passed, \
+				       tests_failed + 1);                    \
+				fflush(NULL);                                \
+				_exit(1);                                    \
+			}                                                    \
+			nanosleep(&ts_, NULL);                               \
+		}                                                            \
+	} while (0)
+
 #endif

@@ -12,32 +12,8 @@
 #include "stop_points.h"
 
 #include "check.h"
+#include "virtual_clock.h"
 
-static _Atomic int64_t virtual_now;
-
-static int64_t virtual_clock(void *arg)
-{
-	(void)arg;
-	return atomic_load(&virtual_now);
-}
-
-/* Wait for cond, or report a deadlock and end the binary. */
-#define WAIT_FOR(cond, what)                                                 \
-	do {                                                                 \
-		int ms_ = 0;                                                 \
-		while (!(cond)) {                                            \
-			struct timespec ts_ = { 0, 1000000 };                \
-			if (++ms_ > SP_WAIT_S * 1000) {                      \
-				fprintf(stderr, "%s:%d: DEADLOCK: %s\n",     \
-					__FILE__, __LINE__, what);           \
-				printf("%d passed, %d failed\n", tests_passed, \
-				       tests_failed + 1);                    \
-				fflush(NULL);                                \
-				_exit(1);                                    \
-			}                                                    \
-			nanosleep(&ts_, NULL);                               \
-		}                                                            \
-	} while (0)
 
 struct job {
 	struct tw_service_timer t;
@@ -64,21 +40,6 @@ static void job_init(struct job *j)
 {
 	memset(j, 0, sizeof(*j));
 	tw_service_timer_init(&j->t, job_run);
-}
-
-static struct tw_service *service(bool manual, unsigned executors)
-{
-	struct tw_service_config cfg = { 0 };
-	struct tw_service *svc = NULL;
-
-	cfg.tick = 10;
-	cfg.wheel_size = 8;
-	cfg.manual = manual;
-	cfg.executors = executors;
-	cfg.clock.now = virtual_clock;
-	atomic_store(&virtual_now, 1000);
-	CHECK_EQ(tw_service_create(&svc, &cfg), TW_OK);
-	return svc;
 }
 
 /* ---- 1: the reaper's lost wake-up ---- */
@@ -482,19 +443,6 @@ static void test_shutdown_waits_for_an_add_inside(void)
 
 /* ---- tombstones: a plain cancel leaves the timer linked ---- */
 
-struct poller {
-	struct tw_service *svc;
-	int64_t result;
-};
-
-static void *poll_thread(void *arg)
-{
-	struct poller *p = arg;
-
-	p->result = tw_service_poll(p->svc);
-	return NULL;
-}
-
 /*
  * apply() (the wheel owner draining an inbox) used to take down the
  * timer's inbox flag and then unlink it: a cancel_sync in between found a
@@ -711,17 +659,7 @@ static void pop_init(struct pop *o)
 
 static struct tw_purgatory *manual_purgatory(void)
 {
-	struct tw_purgatory_config cfg = { 0 };
-	struct tw_purgatory *p = NULL;
-
-	cfg.service.tick = 10;
-	cfg.service.wheel_size = 8;
-	cfg.service.manual = true;
-	cfg.service.clock.now = virtual_clock;
-	cfg.shards = 4;
-	atomic_store(&virtual_now, 1000);
-	CHECK_EQ(tw_purgatory_create(&p, &cfg), TW_OK);
-	return p;
+	return manual_purgatory_purging(0);
 }
 
 static const char key[] = "topic-0";

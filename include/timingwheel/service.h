@@ -15,14 +15,16 @@
  *
  * When may a timer be freed? When it is not pending and its callback is not
  * running: after its callback returned, after tw_service_cancel_sync(), or
- * after shutdown handed it back. Inside its own callback, a timer may free
- * itself as its last act (nothing in the service touches it afterwards)
- * unless it is periodic.
+ * after shutdown handed it back. Inside its own callback, a one-shot timer
+ * may free itself as its last act (nothing in the service touches it
+ * afterwards); so may a periodic timer once it has cancelled itself in
+ * that callback (tw_service_cancel() or tw_service_cancel_sync() of its
+ * own timer: the service then neither re-arms it nor touches it again).
  *
  * Time is the clock's unit: nanoseconds of CLOCK_MONOTONIC by default.
  * Thread-safety: every function may be called from any thread, including
- * from callbacks, except tw_service_shutdown() / tw_service_destroy() from a
- * callback (TW_EREENTER).
+ * from callbacks, except tw_service_shutdown() (TW_EREENTER) and
+ * tw_service_destroy() (nothing happens) from a callback or a hand_back.
  */
 #ifndef TIMINGWHEEL_SERVICE_H
 #define TIMINGWHEEL_SERVICE_H
@@ -116,7 +118,12 @@ struct tw_service_periodic {
 /** An injectable clock (tests drive a virtual one). */
 struct tw_service_clock {
 	/** The current time in the service's units; must never fail. A
-	 *  clock that goes back is tolerated (counted in the stats). */
+	 *  clock that goes back is tolerated: the service keeps the latest
+	 *  time it read, and an earlier reading changes nothing (the reaper
+	 *  counts it in stats.clock_backwards; tw_service_poll() returns
+	 *  TW_ERANGE). "Never early" is against that latest time: a timer
+	 *  added at now + delay while the clock reads behind it may be due
+	 *  already. */
 	int64_t (*now)(void *arg);
 	void *arg; /**< passed to now */
 };
@@ -191,6 +198,7 @@ void tw_service_timer_init(struct tw_service_timer *t, tw_service_fn *fn);
  * @param fn its callback (add refuses a timer without one)
  * @param period > 0: after each run it is re-added at its previous due
  *               time + period (no drift); <= 0: it behaves as a one-shot
+ *               (from its next add on)
  * @threadsafety The timer's owner; no service is touched.
  */
 void tw_service_periodic_init(struct tw_service_periodic *p, tw_service_fn *fn,
@@ -200,8 +208,10 @@ void tw_service_periodic_init(struct tw_service_periodic *p, tw_service_fn *fn,
  * Give a timer used before a new callback, keeping what the service knows
  * of it. Safe right after a plain tw_service_cancel(), and from the
  * timer's own callback (a one-shot's run is then over; a periodic timer is
- * RUNNING and refused). The timer keeps its service, and a periodic timer
- * its period.
+ * RUNNING and refused until it cancelled itself). A run that had already
+ * started when the cancel came (it returned TW_SVC_RUNNING) keeps the
+ * callback it expired with; the new one is for the next add. The timer
+ * keeps its service, and a periodic timer its period.
  * @param t an initialised timer
  * @param fn its new callback
  * @retval 0 done
@@ -289,7 +299,9 @@ int tw_service_reschedule(struct tw_service *svc, struct tw_service_timer *t,
  * @param t a timer
  * @return TW_SVC_STOPPED, TW_SVC_RUNNING or TW_SVC_IDLE (see
  *         enum tw_cancel_result), or TW_EINVAL (NULL) or TW_EOWNER (it
- *         belongs to another service)
+ *         belongs to another service: checked in the same atomic step
+ *         that stops it, so a cancel never stops another service's
+ *         timer, even one whose first add races it; nothing changed)
  * @threadsafety Any thread, callbacks included.
  */
 int tw_service_cancel(struct tw_service *svc, struct tw_service_timer *t);
@@ -308,15 +320,19 @@ int tw_service_cancel(struct tw_service *svc, struct tw_service_timer *t);
  *     TW_SVC_RUNNING (the caller is the callback). A one-shot callback may
  *     then free its timer as its last act.
  *   - A cycle -- callbacks of timers A and B cancel_sync B and A at the
- *     same time, or any longer ring -- would wait for ever. At least one of
- *     the callbacks in it gets TW_EDEADLK instead (its cancel took effect;
- *     the other callback may still run, so the timer may not be freed
- *     yet). Cycles through the caller's own locks are the caller's to
- *     avoid, as with the kernel's del_timer_sync().
+ *     same time, or any longer ring, of one service or across several
+ *     (and hand_back functions in it) -- would wait for ever. At least
+ *     one of the callbacks in it gets TW_EDEADLK instead (its cancel took
+ *     effect; the other callback may still run, so the timer may not be
+ *     freed yet). Cycles through the caller's own locks are the caller's
+ *     to avoid, as with the kernel's del_timer_sync().
  *   - If another thread adds the timer again while this call waits, the
  *     call returns: the timer belongs to that add now.
- *   - If shutdown has claimed the timer, the call returns TW_SVC_IDLE
- *     once its hand_back has returned.
+ *   - If shutdown is handing the timer back, the call returns TW_SVC_IDLE
+ *     once its hand_back has returned. A timer still waiting for its turn
+ *     to be handed back is pending: the cancel stops it (TW_SVC_STOPPED)
+ *     and it is not handed back; from a hand_back, at once, and from any
+ *     other thread once shutdown has passed it.
  * @param svc the service
  * @param t a timer
  * @return as tw_service_cancel(), or TW_EDEADLK (a cycle, see above)
@@ -326,7 +342,10 @@ int tw_service_cancel_sync(struct tw_service *svc, struct tw_service_timer *t);
 
 /**
  * Manual services: run (or queue for the executors) everything due at the
- * clock's current time.
+ * clock's current time, however many timers that is (an advance hands at
+ * most 65,536 to dispatch; the poll advances again until none is left).
+ * A timer that one of these callbacks adds, due already, runs at the next
+ * poll.
  * @param svc the service
  * @return how many were dispatched, or TW_EINVAL (NULL), TW_ERANGE (the
  *         clock went backwards; nothing changes), TW_EREENTER (from a
@@ -372,9 +391,11 @@ void tw_service_stats(struct tw_service *svc, struct tw_service_stats *out);
 /**
  * Stop accepting adds (TW_ESHUTDOWN from then on), stop the reaper, let the
  * executors run what already expired and exit, then hand every timer that
- * is still pending to hand_back, on this thread. hand_back runs like a
- * callback: shutdown from it is refused, a cancel_sync of the timer it
- * holds waits until it returned.
+ * is still pending to hand_back, on this thread, one at a time. hand_back
+ * runs like a callback: shutdown from it is refused, a cancel_sync of the
+ * timer it holds waits until it returned. A timer not handed back yet is
+ * still pending: a cancel (from hand_back or any thread) stops it, and
+ * then it is not handed back.
  * @param svc the service
  * @param hand_back receives each pending timer (may be NULL)
  * @param arg passed to hand_back
@@ -387,7 +408,9 @@ int64_t tw_service_shutdown(struct tw_service *svc,
 
 /**
  * Shut down (handing nothing back) if needed, and free.
- * @param svc the service (NULL: nothing happens)
+ * @param svc the service (NULL, or called from a callback or a hand_back
+ *            of any service: nothing happens, as tw_service_shutdown()
+ *            refuses there)
  * @threadsafety Any thread but the callbacks; nothing may use svc after.
  */
 void tw_service_destroy(struct tw_service *svc);
