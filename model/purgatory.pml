@@ -4,11 +4,13 @@
  *
  * Modelled: one operation on one key (its watch entry in the key's list
  * under the shard lock; the op's own lock around try_complete); the
- * exactly-once flag (completed, a CAS); the reference count and on_release;
- * the timeout, armed through the service and run by it (abstracted: the
+ * exactly-once flag (completed, a CAS); the reference count and on_release
+ * (the count reaching zero and on_release beginning are two steps); the
+ * timeout, armed through the service and run by it (abstracted: the
  * service model checks the service itself; here a timer is NONE, ARMED,
- * RUNNING or DONE, cancel_sync stops an ARMED one or waits for a RUNNING
- * one, and the service's shutdown hands back what is still ARMED);
+ * EXPIRED (its entry in the reaper's batch), RUNNING or DONE; the
+ * completion's stop_pending stops an ARMED one and never waits, and the
+ * service's shutdown hands back what is still ARMED);
  * try_complete_else_watch, check_and_complete, force_complete from outside
  * try_complete, cancel_for_key, expiry, shutdown (with the count of calls
  * in flight) and destroy.
@@ -26,14 +28,21 @@
  * from outside racing a key check and the timeout; 4 everything at once:
  * watch, condition and key check, timeout, cancel_for_key, shutdown; 5 a
  * watch that fails on its second key (out of memory) and takes back its
- * first entry, racing force_complete from outside and a key check.
+ * first entry, racing force_complete from outside and a key check; 6 a
+ * key check completes the op while its timeout waits in the reaper's
+ * batch behind another op's, whose on_expiration checks the same key; 7
+ * a completion that makes a purge due, which drops the last reference of
+ * Z, an op that shares the op's lock.
  * Mutations (MUT): 2 and 4 put back issue 13's bugs 2 and 4; 9 puts back
  * the reference taken after force_complete's claim; 10 the service's
  * shutdown handing an armed timeout back to nobody (found by this model:
  * a completer between its claim and its cancel leaked the timeout's
  * reference, so on_release never ran); 14 the failed watch taking back an
  * entry a key check already dropped (found in the code while removing the
- * entry's list pointer).
+ * entry's list pointer); issue 28: 17 the completion waits for the
+ * timeout (cancel_sync: an expired entry, a running callback), 18 a
+ * reference taken by a plain increment from zero, 19 the purge inside
+ * claim() under the caller's lock.
  */
 
 #ifndef SCEN
@@ -44,16 +53,25 @@
 #endif
 
 #define T_NONE 0
-#define T_ARMED 1
-#define T_RUNNING 2
+#define T_ARMED 1       /* PENDING: in the wheel (or on shutdown's list) */
+#define T_RUNNING 2     /* on_timeout runs */
 #define T_DONE 3
+#define T_EXPIRED 4     /* EXPIRED: its entry waits in the reaper's batch */
+#define T_CANCELLED 5   /* a cancel stopped it while EXPIRED: its entry
+			   still waits, and dispatch drops it unrun */
+
+/* who calls the service's cancel_sync (cancel_sync_timer) */
+#define W_OUTSIDE 0     /* any other thread */
+#define W_SELF 1        /* the timeout's own callback: no wait for itself */
+#define W_SCANNER 2     /* the reaper, in another callback of its batch:
+			   it takes the entry back from its own batch */
 
 #define R_STOPPED 1
 #define R_OTHER 0
 
 bool completed, ready;
 byte refs, linked;
-bool released;
+bool released;           /* on_release has begun: the op may be freed */
 byte completes, expires, handed, releases;
 
 bool op_mu, sh_mu;
@@ -72,45 +90,147 @@ bool watched_ok;
 #define lock(m)   atomic { !m -> m = 1 }
 #define unlock(m) m = 0
 
+#if SCEN == 7
+#define PURGE_LOCALS byte zputs; bool zlast;
+#else
+#define PURGE_LOCALS
+#endif
+
+#if SCEN == 7
+/* Z: another op, completed, that shares X's lock (op_mu); its last
+ * reference is its watch entry on another key, which a purge drops. */
+byte zrefs = 1, zreleases;
+bool z_linked = 1;
+
+inline z_put() {
+	atomic { zrefs--; zlast = (zrefs == 0) }
+	if
+	:: zlast -> zlast = 0; atomic { !op_mu -> zreleases++ } /* Z's
+		on_release takes its op's lock, X's */
+	:: else -> skip
+	fi
+}
+#endif
+
+/* A reference taken by a holder of another (a live count). */
 inline op_get() {
-	atomic { assert(!released); refs++ }
+	atomic { assert(!released && refs > 0); refs++ }
 }
 
+/* on_release, the user's: it takes its op's lock first (natural when that
+ * lock guards what the op leaves), so it blocks for ever if its own thread
+ * holds that lock; and nothing may refer to the op any more, the
+ * service's timer included. */
+inline on_release() {
+	atomic {
+		!op_mu ->
+		assert(releases == 0);   /* at most once */
+		assert(!in_list && timer != T_ARMED && timer != T_EXPIRED &&
+		       timer != T_CANCELLED);
+		released = 1;
+		releases++
+	}
+}
+
+/* The count reaching zero and on_release beginning are two steps: in
+ * between, the op looks unreleased to everyone. */
 inline op_put() {
 	atomic {
 		assert(refs > 0);
 		refs--;
-		if
-		:: refs == 0 -> released = 1; releases++
-		:: else -> skip
-		fi
+		last = (refs == 0)
 	}
+	if
+	:: last -> last = 0; on_release()
+	:: else -> skip
+	fi
 }
 
-/* The service's cancel_sync of the op's timer; self: from on_timeout. */
-inline cancel_sync_timer(self) {
+/* The service's cancel_sync of the op's timer (who: W_*). It stops an
+ * armed or expired one; it waits for a running callback (not for its
+ * own) and for an entry still in a batch or queue (unless it is the
+ * reaper's own batch: then it takes the entry back). */
+inline cancel_sync_timer(who) {
+	atomic {
+		if
+		:: timer == T_ARMED -> timer = T_NONE; r = R_STOPPED
+		:: timer == T_EXPIRED && who == W_SCANNER -> timer = T_NONE; r = R_STOPPED
+		:: timer == T_EXPIRED && who != W_SCANNER -> timer = T_CANCELLED; r = R_STOPPED
+		:: timer == T_CANCELLED && who == W_SCANNER -> timer = T_NONE; r = R_OTHER
+		:: else -> r = R_OTHER
+		fi
+	}
+	if
+	:: who != W_SELF -> (timer != T_RUNNING && timer != T_CANCELLED)
+	:: else -> skip
+	fi
+}
+
+/* tw__service_stop_pending: one CAS from PENDING (F_ENTRY clear) to IDLE
+ * and an unlink under wheel_mu, a leaf lock; it never waits. A timeout
+ * that is not PENDING (its entry in a batch, running, or on shutdown's
+ * list) is left alone: its callback, or shutdown's hand-back, finds the
+ * op completed and drops the timeout's reference itself. */
+inline stop_pending() {
 	atomic {
 		if
 		:: timer == T_ARMED -> timer = T_NONE; r = R_STOPPED
 		:: else -> r = R_OTHER
 		fi
 	}
-	if
-	:: r != R_STOPPED && !self -> (timer != T_RUNNING)
-	:: else -> skip
-	fi
 }
 
-/* claim(): win the race to complete (run_cb) or to cancel. */
-inline claim(run_cb, self) {
+/* Kafka's purge (SCEN 7 only; elsewhere purge_interval is never reached):
+ * one thread walks every list and drops the entries of completed ops,
+ * X's on its key and Z's, the other op that shares X's lock (op_mu), on
+ * its own key. Dropping Z's entry drops its last reference. */
+inline maybe_purge() {
+#if SCEN == 7
+	if
+	:: purge_due ->
+		purge_due = 0;
+		lock(sh_mu);
+		if
+		:: in_list && completed -> unlink_entry()
+		:: else -> skip
+		fi;
+		if
+		:: z_linked -> z_linked = 0; zputs++
+		:: else -> skip
+		fi;
+		unlock(sh_mu);
+		put_all();
+		if
+		:: zputs > 0 -> zputs = 0; z_put()
+		:: else -> skip
+		fi
+	:: else -> skip
+	fi
+#else
+	skip
+#endif
+}
+
+/* claim(): win the race to complete (run_cb) or to cancel; who: as for
+ * cancel_sync_timer. */
+inline claim(run_cb, who) {
 #if MUT != 9
-	/* The caller's precondition (purgatory.h): the op is not released
-	 * when the call starts; a caller from outside that finds it released
-	 * does not call. From then on the call's own reference keeps it. */
+	/* The call's reference first, then the exactly-once CAS. The
+	 * caller's precondition (purgatory.h): the op's memory is valid, that
+	 * is on_release has not begun when the call starts; a caller that
+	 * finds it begun does not call. The reference is got unless the count
+	 * is zero: a zero count is on its way to on_release, and the call
+	 * returns false. */
 	atomic {
 		if
 		:: released -> started = 0
-		:: else -> refs++; started = 1
+#if MUT == 18
+		/* a plain increment: 0 -> 1 brings the count back to life */
+		:: !released -> refs++; started = 1
+#else
+		:: !released && refs == 0 -> started = 0
+		:: !released && refs > 0 -> refs++; started = 1
+#endif
 		fi
 	}
 	won = 0;
@@ -144,7 +264,13 @@ inline claim(run_cb, self) {
 #endif
 	if
 	:: won ->
-		cancel_sync_timer(self);
+#if MUT == 17
+		/* today's: cancel_sync, which waits for the timeout's entry in
+		 * the reaper's batch and for its running callback */
+		cancel_sync_timer(who);
+#else
+		stop_pending();
+#endif
 		if
 		:: r == R_STOPPED -> delayed--; op_put()
 		:: else -> skip
@@ -153,15 +279,22 @@ inline claim(run_cb, self) {
 		:: run_cb -> atomic { assert(!released); completes++ }
 		:: else -> skip
 		fi;
+#if SCEN == 7
+		purge_due = run_cb;
+#endif
+#if MUT == 19
+		/* today's: the purge inside claim, under the caller's lock */
+		maybe_purge();
+#endif
 		op_put()
 	:: else -> skip
 	fi
 }
 
 /* The caller's condition, under the op's lock. */
-inline try_complete(done) {
+inline try_complete(done, who) {
 	if
-	:: ready -> claim(1, 0); done = won
+	:: ready -> claim(1, who); done = won
 	:: else -> done = 0
 	fi
 }
@@ -192,8 +325,9 @@ inline put_all() {
 
 proctype tcew()
 {
-	bool done, won, started, failed;
+	bool done, won, started, failed, last, purge_due;
 	byte r, puts;
+	PURGE_LOCALS
 
 	atomic {
 		if
@@ -205,9 +339,9 @@ proctype tcew()
 	:: tcew_result == 5 -> goto out
 	:: else -> skip
 	fi;
-	op_get();
+	atomic { assert(!released); refs++ } /* this call's: the first */
 	lock(op_mu);
-	try_complete(done);
+	try_complete(done, W_OUTSIDE);
 	if
 	:: !done -> watch()
 	:: else -> skip
@@ -218,11 +352,12 @@ proctype tcew()
 #endif
 #if MUT != 2
 	if
-	:: !done && !failed -> try_complete(done)
+	:: !done && !failed -> try_complete(done, W_OUTSIDE)
 	:: else -> skip
 	fi;
 #endif
 	unlock(op_mu);
+	maybe_purge();
 	if
 	:: failed ->
 		/* take back the first key's entry -- unless a key check
@@ -260,7 +395,12 @@ proctype tcew()
 		:: else ->
 			if
 			:: completed ->
-				cancel_sync_timer(0);
+				/* completed before its timeout was armed */
+#if MUT == 17
+				cancel_sync_timer(W_OUTSIDE);
+#else
+				stop_pending();
+#endif
 				if
 				:: r == R_STOPPED -> delayed--; op_put()
 				:: else -> skip
@@ -277,13 +417,10 @@ out:
 	skip
 }
 
-/* the key's check: try every op on its list */
-proctype checker()
-{
-	bool done, won, snap, started;
-	byte r, puts;
-
-	ready = 1;
+/* tw_purgatory_check_and_complete of the op's key: snapshot, try every
+ * op on it under its lock, drop the completed (who: W_SCANNER from the
+ * reaper, in another op's on_expiration) */
+inline check_key(who) {
 	lock(sh_mu);
 	if
 	:: in_list && completed -> unlink_entry()
@@ -297,8 +434,9 @@ proctype checker()
 		if
 		:: !completed ->
 			lock(op_mu);
-			try_complete(done);
-			unlock(op_mu)
+			try_complete(done, who);
+			unlock(op_mu);
+			maybe_purge()
 		:: else -> skip
 		fi;
 		lock(sh_mu);
@@ -313,25 +451,52 @@ proctype checker()
 	fi
 }
 
-/* the service running the op's timeout (on_timeout) */
+/* the key's check, once the condition is true */
+proctype checker()
+{
+	bool done, won, snap, started, last, purge_due;
+	byte r, puts;
+	PURGE_LOCALS
+
+	ready = 1;
+	check_key(W_OUTSIDE)
+}
+
+/* the service's reaper: it expires the op's timeout (its entry goes in
+ * the batch), dispatches the batch, and runs on_timeout */
 proctype expirer()
 {
-	bool won, started;
+	bool won, started, last, purge_due, done, snap;
 	byte r, puts;
+	PURGE_LOCALS
 
 	if
-	:: atomic { timer == T_ARMED -> timer = T_RUNNING }
+	:: atomic { timer == T_ARMED -> timer = T_EXPIRED }
 	:: atomic {
 		/* it will never fire: stopped, handed back, or never armed */
 		timer != T_ARMED && tcew_result != 9 && (completed || svc_closed ||
 		tcew_result == 5) -> goto gone }
 	fi;
+#if SCEN == 6
+	/* Z's timeout expired in the same advance, ahead of this one in the
+	 * batch: its on_expiration checks X's key (check_and_complete) */
+	check_key(W_SCANNER);
+#endif
+	/* execute: the entry's CAS, on the timer in the op */
+	if
+	:: atomic { timer == T_EXPIRED -> assert(!released); timer = T_RUNNING }
+	:: atomic { timer == T_CANCELLED -> assert(!released); timer = T_DONE };
+		goto gone   /* stopped meanwhile: the entry is dropped unrun */
+	:: atomic { timer == T_NONE -> skip };
+		goto gone   /* its entry taken back by this thread (SCEN 6) */
+	fi;
 	delayed--;
-	claim(1, 1);
+	claim(1, W_SELF);
 	if
 	:: won -> atomic { assert(!released); expires++ }
 	:: else -> skip
 	fi;
+	maybe_purge();
 	op_put();
 	timer = T_DONE;
 gone:
@@ -359,7 +524,11 @@ inline claim_list_and_hand_back() {
 	unlock(sh_mu);
 	if
 	:: claimed ->
-		cancel_sync_timer(0);
+#if MUT == 17
+		cancel_sync_timer(W_OUTSIDE);
+#else
+		stop_pending();
+#endif
 		if
 		:: r == R_STOPPED -> delayed--; op_put()
 		:: else -> skip
@@ -374,7 +543,7 @@ inline claim_list_and_hand_back() {
 
 proctype canceller()
 {
-	bool claimed;
+	bool claimed, last;
 	byte r, puts;
 
 	claim_list_and_hand_back()
@@ -384,7 +553,7 @@ bool shut_done;
 
 proctype shutdown()
 {
-	bool claimed;
+	bool claimed, last;
 	byte r, puts;
 
 	closing = 1;
@@ -416,21 +585,26 @@ proctype shutdown()
 #endif
 	:: else -> skip
 	fi;
-	(timer != T_RUNNING);
+	/* the reaper stops after its batch: what expired has run */
+	(timer != T_RUNNING && timer != T_EXPIRED && timer != T_CANCELLED);
 	shut_done = 1
 }
 
+/* force_complete from outside try_complete (its purge, if due, after) */
 proctype forcer()
 {
-	bool won, started;
+	bool won, started, last, purge_due;
 	byte r, puts;
+	PURGE_LOCALS
 
-	claim(1, 0)
+	claim(1, W_OUTSIDE);
+	maybe_purge()
 }
 
 init
 {
 	byte puts;
+	bool last;
 
 #if SCEN == 1
 	/* the condition comes true and the key is checked while the op is
@@ -450,6 +624,23 @@ init
 	run forcer();
 	run checker();
 	run expirer();
+#elif SCEN == 6
+	/* the op is watched and its timeout armed; then its condition comes
+	 * true and its key is checked, while the reaper expires its timeout
+	 * in one batch behind Z's, whose on_expiration checks the key too */
+	run tcew();
+	(tcew_result != 9);
+	run checker();
+	run expirer();
+#elif SCEN == 7
+	/* the condition comes true and the key is checked while the op is
+	 * watched; a purge is due at its completion, and Z, sharing its lock,
+	 * is released by it */
+	run tcew();
+	run checker();
+	_nr_pr == 1;
+	assert(completes == 1 && zreleases == 1);
+	run shutdown();
 #elif SCEN == 5
 	/* a watch that fails half-way, racing a key check and a forcer
 	 * that knows of the op once it is on the key's list */
@@ -466,7 +657,7 @@ init
 #endif
 	/* destroy: once everything else has stopped */
 	_nr_pr == 1;
-	shut_done || SCEN == 3 || SCEN == 5;
+	shut_done || SCEN == 3 || SCEN == 5 || SCEN == 6;
 	if
 	:: in_list -> in_list = 0; linked--; op_put()
 	:: else -> skip

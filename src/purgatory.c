@@ -9,15 +9,29 @@
  *
  * Exactly once. tw_op_force_complete() flips op->completed from 0 to 1 with
  * a compare-and-swap: the condition check, the timeout and a cancel race
- * for it and exactly one wins. The winner cancels the timeout and (unless
+ * for it and exactly one wins. The winner stops the timeout and (unless
  * it is a cancel) runs on_complete; the timeout then adds on_expiration.
+ * Stopping never waits (Kafka's forceComplete does not either): the
+ * winner usually holds the op's lock, and a wait for an expired timeout
+ * waits for the reaper, whose current callback may want that very lock.
+ * So only a pending timeout is stopped (tw__service_stop_pending, one
+ * CAS and an unlink); one that already expired runs later, loses the
+ * race, and drops its reference; one that the service's shutdown holds
+ * is handed back to timeout_handed_back, which does the same.
  *
  * Lazy purge, as Kafka. A completed op's entries stay in the lists of its
  * other keys until that key is checked, or until more than purge_interval
  * ops completed since the last purge, when one thread walks every list.
  * Because entries outlive completion, ops are reference counted: each
  * linked entry, an armed timeout and any call in progress hold a
- * reference, and on_release runs when the last one goes.
+ * reference, and on_release runs when the last one goes. A call that comes
+ * from outside holding none (force_complete, safe_try_complete) gets one
+ * only if the count is not zero: zero is final.
+ *
+ * Purges run where the purgatory has let go of every op lock (after
+ * try_complete's section, after a key check's loop, after a timeout), not
+ * inside a completion: a purge drops references, and an on_release of an
+ * op that shares the caller's lock would run under it.
  *
  * Locks: a shard lock is never held while user code runs (try_complete,
  * on_complete and on_release run after the shard is unlocked, on a
@@ -37,7 +51,20 @@
  * reference before the exactly-once CAS, so the op cannot be released
  * under it; and the service's shutdown hands a still-armed timeout (of an
  * op a completer claimed but has not cancelled yet) back to the purgatory,
- * which drops its reference.
+ * which drops its reference. Issue 28 closed three more (the model checks
+ * each, tests/test_promises_purgatory.c forces each): a reference taken
+ * from zero ran on_release twice; a completer waited in cancel_sync for
+ * an expired timeout whose reaper waited for the completer's lock; a
+ * purge inside a completion released another op under the shared lock.
+ *
+ * Worked example: X and Y share a lock and time out in the same tick.
+ * The reaper expires both into one batch and runs X's timeout: claim
+ * wins, on_complete(X), on_expiration(X) checks Y's key and waits for the
+ * shared lock, which a producer holds in try_complete(Y). The producer's
+ * force_complete(Y) wins Y's CAS, finds Y's timeout EXPIRED (not
+ * pending), leaves it, runs on_complete(Y) and returns; the lock goes;
+ * X's check finds Y completed. Next in the batch, Y's timeout: claim
+ * loses, its reference goes, nothing else runs.
  */
 #define _POSIX_C_SOURCE 200809L
 #define _DEFAULT_SOURCE /* syscall(): the own lock's futex */
@@ -53,6 +80,7 @@
 #include <string.h>
 
 #include "list.h"
+#include "service_internal.h"
 #include "test_point.h"
 #include "timingwheel/purgatory.h"
 
@@ -229,15 +257,53 @@ static bool op_claim_flag(struct tw_delayed_op *op)
 
 /* ---- references ---- */
 
+/* A reference taken by a holder of another one: the count is not zero. */
 static void op_get(struct tw_delayed_op *op)
 {
 	OP_ADD(op->refs, 1);
 }
 
+/*
+ * A reference taken by a caller that holds none (a force_complete or
+ * safe_try_complete from outside), only unless the count is zero. Zero
+ * means the last reference went and on_release is due or running: the
+ * op is on its way out, and a plain increment would bring the count back
+ * to life, to reach zero again at this caller's put, and run on_release a
+ * second time (issue 28, item 1). An op the purgatory never saw has no
+ * references to be released by; its caller is its only user.
+ */
+static bool op_get_unless_released(struct tw_delayed_op *op)
+{
+	int n = OP_LOAD(op->refs);
+
+	do {
+		if (n == 0 && __atomic_load_n(&op->purgatory, __ATOMIC_SEQ_CST))
+			return false;
+	} while (!__atomic_compare_exchange_n(&op->refs, &n, n + 1, false,
+					      __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST));
+	return true;
+}
+
 static void op_put(struct tw_delayed_op *op)
 {
-	if (OP_SUB(op->refs, 1) == 1 && op->ops->on_release)
+	if (OP_SUB(op->refs, 1) != 1)
+		return;
+	TW_TEST_POINT("op_put.last", op);
+	if (op->ops->on_release)
 		op->ops->on_release(op);
+}
+
+/* The op's timeout is no longer needed: stop it if it is pending, and drop
+ * its reference. Never waits (issue 28, item 2): an expired timeout, or
+ * one the service's shutdown holds, is left to on_timeout or
+ * timeout_handed_back, which find the op completed and drop the reference
+ * themselves. */
+static void drop_timeout(struct tw_purgatory *p, struct tw_delayed_op *op)
+{
+	if (tw__service_stop_pending(p->svc, &op->timer) == TW_SVC_STOPPED) {
+		atomic_fetch_sub(&p->delayed, 1);
+		op_put(op); /* the timeout's reference */
+	}
 }
 
 /* Drop the references collected under a lock, now that it is released. */
@@ -411,34 +477,28 @@ static void maybe_purge(struct tw_purgatory *p);
  * reference comes first: once the CAS succeeds, every other holder may see
  * the op completed and drop its own (a key check unlinks the entries, the
  * timeout runs and puts), and a reference taken after the CAS could come
- * after on_release. */
+ * after on_release. No purge here: a claim usually runs in try_complete,
+ * under the caller's lock, and a purge may release another op that shares
+ * it (issue 28, item 3); the purgatory's own calls purge once they let go
+ * of the op's lock. */
 static bool claim(struct tw_delayed_op *op, bool run_callback)
 {
 	struct tw_purgatory *p = op->purgatory;
 
-	op_get(op);
+	if (!op_get_unless_released(op))
+		return false;
 	if (!op_claim_flag(op)) {
 		op_put(op);
 		return false;
 	}
 	TW_TEST_POINT("force_complete.claimed", op);
 	if (p) {
-		/* _sync: once the timeout's reference goes, the op may be
-		 * freed, so the service must not hold on to its timer. From
-		 * the timeout's own callback this returns TW_SVC_RUNNING (it
-		 * does not wait for itself) and the callback drops that
-		 * reference itself. */
-		if (tw_service_cancel_sync(p->svc, &op->timer) == TW_SVC_STOPPED) {
-			atomic_fetch_sub(&p->delayed, 1);
-			op_put(op); /* the timeout's reference */
-		}
+		drop_timeout(p, op);
 		if (OP_LOAD(op->linked))
 			atomic_fetch_add(&p->completed_since_purge, 1);
 	}
 	if (run_callback)
 		op->ops->on_complete(op);
-	if (p && run_callback)
-		maybe_purge(p);
 	op_put(op);
 	return true;
 }
@@ -472,11 +532,17 @@ bool tw_op_safe_try_complete(struct tw_delayed_op *op)
 		return false;
 	held = op->purgatory != NULL; /* one the purgatory never saw has no
 					 references to keep */
-	if (held)
-		op_get(op);
+	if (held && !op_get_unless_released(op))
+		return false; /* completed, and on its way out */
 	done = try_complete_referenced(op);
-	if (held)
+	if (held) {
+		struct tw_purgatory *p = op->purgatory;
+
 		op_put(op);
+		/* After the unlock, and not through the op: the put may
+		 * have released it. */
+		maybe_purge(p);
+	}
 	return done;
 }
 
@@ -484,11 +550,14 @@ static void on_timeout(struct tw_service *svc, struct tw_service_timer *t)
 {
 	struct tw_delayed_op *op = tw_container_of(t, struct tw_delayed_op, timer);
 
+	struct tw_purgatory *p = op->purgatory;
+
 	(void)svc;
-	atomic_fetch_sub(&op->purgatory->delayed, 1);
-	if (tw_op_force_complete(op) && op->ops->on_expiration)
+	atomic_fetch_sub(&p->delayed, 1);
+	if (claim(op, true) && op->ops->on_expiration)
 		op->ops->on_expiration(op);
 	op_put(op); /* the timeout's reference */
+	maybe_purge(p);
 }
 
 /* ---- the purgatory ---- */
@@ -667,16 +736,14 @@ int tw_purgatory_try_complete_else_watch(struct tw_purgatory *p,
 		if (tw_service_add_in(p->svc, &op->timer, op->timeout) != TW_OK) {
 			atomic_fetch_sub(&p->delayed, 1);
 			op_put(op);
-		} else if (tw_op_is_completed(op) &&
-			   tw_service_cancel_sync(p->svc, &op->timer) ==
-				   TW_SVC_STOPPED) {
+		} else if (tw_op_is_completed(op)) {
 			/* Completed before its timeout was armed. */
-			atomic_fetch_sub(&p->delayed, 1);
-			op_put(op);
+			drop_timeout(p, op);
 		}
 	}
 	leave(stripe);
 	op_put(op);
+	maybe_purge(p);
 	return done ? 1 : 0;
 }
 
@@ -722,6 +789,8 @@ int64_t tw_purgatory_check_and_complete(struct tw_purgatory *p,
 		if (!tw_op_is_completed(op) && try_complete_referenced(op))
 			completed++;
 	}
+	if (completed)
+		maybe_purge(p);
 	if (completed) {
 		pthread_mutex_lock(&sh->mu);
 		ws = find(sh, h, key, len);
@@ -765,10 +834,7 @@ static int64_t hand_back_claimed(struct tw_purgatory *p, struct oplist *claimed,
 	for (size_t i = 0; i < claimed->len; i++) {
 		struct tw_delayed_op *op = claimed->ops[i];
 
-		if (tw_service_cancel_sync(p->svc, &op->timer) == TW_SVC_STOPPED) {
-			atomic_fetch_sub(&p->delayed, 1);
-			op_put(op);
-		}
+		drop_timeout(p, op);
 		n++;
 		if (hand_back)
 			hand_back(op);

@@ -23,9 +23,13 @@
  * reference any more, and from then on the caller may free it. It runs
  * exactly once per op the purgatory saw, however the op ended (completed,
  * expired, or handed back by cancel_for_key or shutdown: so free a
- * handed-back op in on_release, not in hand_back), with no lock of the
- * purgatory's and not the op's own lock held; it may call tw_op_destroy()
- * and free the op, and must not call the purgatory.
+ * handed-back op in on_release, not in hand_back). It runs with no lock
+ * the purgatory took held: not the purgatory's own, and not the op's lock,
+ * own or shared (the purgatory lets go of them first, purges included).
+ * Only a lock that a caller holds around its own call may be held then:
+ * a tw_op_force_complete() from outside, under a shared lock, may run
+ * on_release of the op it completes under that lock. on_release may call
+ * tw_op_destroy() and free the op, and must not call the purgatory.
  * Watch entries (struct tw_watch, one per key) are the caller's memory
  * too, usually embedded in the operation.
  *
@@ -150,17 +154,24 @@ int tw_op_init(struct tw_delayed_op *op, int64_t timeout,
 void tw_op_destroy(struct tw_delayed_op *op);
 
 /**
- * Complete the operation if nobody has: cancel its timeout and run
- * on_complete (Kafka's forceComplete).
+ * Complete the operation if nobody has: stop its timeout and run
+ * on_complete (Kafka's forceComplete). It never waits: a timeout that is
+ * pending is stopped; one that has just expired runs later, finds the op
+ * completed, and runs no callback.
  *
- * From try_complete the op is always alive. From anywhere else the caller
- * must know that on_release has not run when it calls (for example: free
- * the op only once on_release has run and your own calls have returned);
- * from then on the call holds its own reference, so the op stays alive
- * until it returns, whoever completes it meanwhile.
+ * From try_complete the op is always alive. From anywhere else the op's
+ * memory must be valid when the call starts: free the op only once
+ * on_release has run and your own calls on it have returned (for example:
+ * on_release takes a lock of yours and marks the op dead; you call only
+ * under that lock, on an op not marked). A call that comes after the
+ * purgatory's last reference went (on_release is due or running) does
+ * nothing and returns false: the count never comes back from zero, so
+ * on_release never runs twice. Otherwise the call holds its own
+ * reference, so the op stays alive until it returns, whoever completes
+ * it meanwhile.
  * @param op the operation
  * @return true for the one caller that completed it; false for everyone
- *         else and for NULL
+ *         else, for an op on its way to on_release, and for NULL
  * @threadsafety Any thread; usually from try_complete, under the op's lock.
  */
 bool tw_op_force_complete(struct tw_delayed_op *op);
@@ -174,9 +185,13 @@ bool tw_op_force_complete(struct tw_delayed_op *op);
 bool tw_op_is_completed(const struct tw_delayed_op *op);
 
 /**
- * try_complete under the op's lock (Kafka's safeTryComplete).
+ * try_complete under the op's lock (Kafka's safeTryComplete). The op's
+ * memory must be valid when the call starts, as for
+ * tw_op_force_complete() from outside; an op whose last reference has
+ * gone is not tried.
  * @param op an initialised operation
- * @return what try_complete returned; false for NULL
+ * @return what try_complete returned; false for NULL and for an op on its
+ *         way to on_release
  * @threadsafety Any thread; not while holding the op's lock.
  */
 bool tw_op_safe_try_complete(struct tw_delayed_op *op);
@@ -219,7 +234,9 @@ int tw_purgatory_create(struct tw_purgatory **out,
  * @param lens their lengths, each 1..TW_KEY_MAX
  * @param nkeys >= 1
  * @param watches nkeys watch entries, the caller's memory (usually in op)
- * @retval 1 completed now
+ * @retval 1 completed now (if nothing else held it, its on_release has
+ *         run too by the time this returns: an op freed there must not be
+ *         touched after 1)
  * @retval 0 it waits
  * @retval TW_EINVAL a NULL pointer, no keys, a key empty or too long
  * @retval TW_ENOMEM a key's list could not be allocated
@@ -247,7 +264,8 @@ int64_t tw_purgatory_check_and_complete(struct tw_purgatory *p,
 
 /**
  * Stop every uncompleted op watched on the key: each is claimed (it will
- * not complete or expire), its timeout cancelled, and handed to hand_back.
+ * not complete or expire), its timeout stopped (one that has just expired
+ * runs later and finds it claimed), and handed to hand_back.
  * @param p the purgatory
  * @param key the key
  * @param len its length, 1..TW_KEY_MAX
@@ -269,7 +287,9 @@ size_t tw_purgatory_watched(struct tw_purgatory *p);
 /**
  * Operations waiting for their timeout (Kafka's numDelayed()).
  * @param p the purgatory
- * @return operations not completed (0 for NULL)
+ * @return timeouts armed and not yet stopped or run (0 for NULL): an op
+ *         completed just after its timeout expired is counted until that
+ *         timeout has run
  * @threadsafety Any thread.
  */
 size_t tw_purgatory_delayed(struct tw_purgatory *p);
