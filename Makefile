@@ -91,7 +91,7 @@ VALGRIND = valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-k
 # memcheck over every test binary and the trace tool (the differential test
 # with fewer operations: valgrind is ~30x slower).
 valgrind: build
-	@set -e; for t in test_wheel test_kafka test_seeds test_service test_purgatory test_check test_bad_input test_overload test_races; do \
+	@set -e; for t in test_wheel test_kafka test_seeds test_service test_purgatory test_check test_bad_input test_overload test_races test_promises_service test_promises_purgatory; do \
 	  echo "valgrind $$t"; $(VALGRIND) $(BUILD)/tests/$$t >/dev/null; done
 	@echo "valgrind test_differential 100000"
 	@$(VALGRIND) $(BUILD)/tests/test_differential 100000 >/dev/null

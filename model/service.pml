@@ -46,7 +46,9 @@
  * freed by another, while polls drain and fire it; 9 two services whose
  * callbacks cancel_sync each other's timer (a ring across services); 10
  * shutdown's private list: a hand_back cancel_syncs and frees a timer
- * still on it while another thread cancel_syncs and frees the first.
+ * still on it while another thread cancel_syncs and frees the first; 11
+ * the purgatory's stop_pending racing the add it stops (between the
+ * add's CAS and its push), then freeing the timer.
  * In every scenario a monitor checks, in every state, that a timer the
  * wheel links is PENDING, ADDING or flagged (F_INBOX, F_TOMB).
  * Mutations (MUT): 1, 3, 5, 6, 7, 8 put back issue 13's protocol bugs of
@@ -56,7 +58,9 @@
  * cancel_sync blind to F_TOMB; issue 28: 15 a ring check per service
  * (a callback of another service is an outsider), 16 shutdown claiming
  * its timers when it collects them (IDLE with F_ENTRY: a cancel_sync from
- * hand_back waited for itself). model/check.sh checks that SPIN finds each.
+ * hand_back waited for itself), 20 stop_pending returning after one drain
+ * (a timer the add pushes after it, freed, still in an inbox).
+ * model/check.sh checks that SPIN finds each.
  */
 
 #ifndef SCEN
@@ -92,7 +96,7 @@
 #if SCEN == 1
 #define NEXEC 0
 #define REAPER 1
-#elif SCEN == 2 || SCEN == 8 || SCEN == 9 || SCEN == 10
+#elif SCEN == 2 || SCEN == 8 || SCEN == 9 || SCEN == 10 || SCEN == 11
 #define NEXEC 0
 #define REAPER 0
 #elif SCEN == 3 || SCEN == 4 || SCEN == 6
@@ -622,6 +626,53 @@ sync_done:
 	skip
 }
 
+/* tw__service_stop_pending (the purgatory's completion): PENDING with no
+ * entry -> IDLE and a tombstone in one step, then under wheel_mu drain
+ * until no inbox holds the timer (an add between its CAS and its push),
+ * unlink it and clear the tombstone. It never waits for a callback. On
+ * R_STOPPED its caller may free the timer. */
+inline stop_pending(t) {
+	atomic {
+		TOUCH(t);
+		tm[t].st != ADDING ->   /* settled() */
+		if
+		:: tm[t].st == PENDING && !tm[t].entry ->
+			tm[t].st = IDLE; tm[t].tomb = 1; tm[t].stopped++; rc = R_STOPPED
+		:: else -> rc = R_IDLE
+		fi
+	}
+	if
+	:: rc == R_STOPPED ->
+		do
+		:: true ->
+			lock(wheel_mu[SVC_OF(t)]);
+			drain_inboxes(SVC_OF(t));
+#if MUT == 20
+			/* the first version: one drain, whatever it found */
+			break
+#else
+			if
+			:: !tm[t].inbox -> break
+			:: else -> unlock(wheel_mu[SVC_OF(t)])
+			fi
+#endif
+		od;
+		atomic {
+			res = (tm[t].st != PENDING && tm[t].st != ADDING);
+			if
+			:: res && tm[t].in_wheel -> TOUCH(t); tm[t].in_wheel = 0
+			:: else -> skip
+			fi
+		}
+		if
+		:: res -> tm[t].tomb = 0
+		:: else -> skip
+		fi;
+		unlock(wheel_mu[SVC_OF(t)])
+	:: else -> skip
+	fi
+}
+
 /* ---- expiry and dispatch ---- */
 
 /* The scanning thread of service sid: drain, fire what is due, note the
@@ -1075,6 +1126,31 @@ proctype other()
 }
 #endif
 
+#if SCEN == 11
+bool added, stop_done;
+
+proctype adder()
+{
+	LOCALS;
+	add_or_reschedule(0, 2, 0);
+	added = 1
+}
+
+/* The purgatory's completer: stop the timeout once the add made it
+ * PENDING (its push may not have happened yet), and free it if stopped. */
+proctype stopper()
+{
+	LOCALS;
+	tm[0].st == PENDING;
+	stop_pending(0);
+	if
+	:: rc == R_STOPPED -> tm[0].freed = 1
+	:: else -> skip
+	fi;
+	stop_done = 1
+}
+#endif
+
 #if SCEN == 1
 proctype kicker()
 {
@@ -1238,6 +1314,16 @@ init
 	run other();
 	shutdown();
 	other_done;
+#elif SCEN == 11
+	/* stop_pending racing the add it stops: the add's push comes after
+	 * the CAS that made the timer PENDING; then polls drain and fire */
+	run adder();
+	run stopper();
+	added && stop_done;
+	poll(0);
+	now = 2;
+	poll(0);
+	shutdown();
 #elif SCEN == 8
 	/* tombstones: a placed timer is cancelled (plain) by one thread and
 	 * cancel_synced and freed by another, while polls drain the inboxes

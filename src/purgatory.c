@@ -269,15 +269,15 @@ static void op_get(struct tw_delayed_op *op)
  * means the last reference went and on_release is due or running: the
  * op is on its way out, and a plain increment would bring the count back
  * to life, to reach zero again at this caller's put, and run on_release a
- * second time (issue 28, item 1). An op the purgatory never saw has no
- * references to be released by; its caller is its only user.
+ * second time (issue 28, item 1). Only for an op the purgatory saw: one
+ * it never saw has no references and no on_release to run.
  */
 static bool op_get_unless_released(struct tw_delayed_op *op)
 {
 	int n = OP_LOAD(op->refs);
 
 	do {
-		if (n == 0 && __atomic_load_n(&op->purgatory, __ATOMIC_SEQ_CST))
+		if (n == 0)
 			return false;
 	} while (!__atomic_compare_exchange_n(&op->refs, &n, n + 1, false,
 					      __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST));
@@ -483,12 +483,18 @@ static void maybe_purge(struct tw_purgatory *p);
  * of the op's lock. */
 static bool claim(struct tw_delayed_op *op, bool run_callback)
 {
+	/* NULL: never watched. Then nothing else refers to the op, and it
+	 * takes no reference and has no on_release to run (the second
+	 * review: a claim's own put ran on_release of an op the purgatory
+	 * never saw, under the caller's lock, and a later watch ran it
+	 * again). */
 	struct tw_purgatory *p = op->purgatory;
 
-	if (!op_get_unless_released(op))
+	if (p && !op_get_unless_released(op))
 		return false;
 	if (!op_claim_flag(op)) {
-		op_put(op);
+		if (p)
+			op_put(op);
 		return false;
 	}
 	TW_TEST_POINT("force_complete.claimed", op);
@@ -499,7 +505,8 @@ static bool claim(struct tw_delayed_op *op, bool run_callback)
 	}
 	if (run_callback)
 		op->ops->on_complete(op);
-	op_put(op);
+	if (p)
+		op_put(op);
 	return true;
 }
 
@@ -706,6 +713,10 @@ int tw_purgatory_try_complete_else_watch(struct tw_purgatory *p,
 	stripe = enter(p);
 	if (!stripe)
 		return TW_ESHUTDOWN;
+	if (tw_op_is_completed(op)) {
+		leave(stripe);
+		return TW_EINVAL; /* completed before it was ever watched */
+	}
 	TW_TEST_POINT("watch.open", op);
 	op->purgatory = p;
 	op_get(op); /* this call's reference */

@@ -1257,6 +1257,7 @@ static int add_or_reschedule(struct tw_service *svc, struct tw_service_timer *t,
 	old = state_load(t);
 	while (!state_cas(t, &old, (old & ~ST_MASK) | ST_PENDING | F_INBOX))
 		;
+	TW_TEST_POINT("add.published", t);
 	if (!(old & F_INBOX))
 		push(ib, t);
 	if (due < atomic_load(&svc->deadline))
@@ -1586,9 +1587,10 @@ static int cancel(struct tw_service *svc, struct tw_service_timer *t, bool sync)
  * it, and waiting for either is what hung a completer whose caller held a
  * lock the reaper's current callback wanted (issue 28, items 2 and 5).
  * There the caller leaves the timer alone: its callback or its hand-back
- * runs and finds the work done. wheel_mu is safe to take under any user
- * lock: only scan, count, shutdown and cancel_sync hold it, and none of
- * them runs user code or waits under it.
+ * runs and finds the work done. It does wait for one thing: an add between
+ * its CAS and its push (drained below until F_INBOX is gone). wheel_mu is
+ * safe to take under any user lock: only scan, count, shutdown and
+ * cancel_sync hold it, and none of them runs user code or waits under it.
  */
 int tw__service_stop_pending(struct tw_service *svc, struct tw_service_timer *t)
 {
@@ -1607,9 +1609,23 @@ int tw__service_stop_pending(struct tw_service *svc, struct tw_service_timer *t)
 		atomic_fetch_add_explicit(&my_inbox(svc)->stopped, 1,
 					  memory_order_relaxed);
 	TW_TEST_POINT("stop_pending.stopped", t);
-	pthread_mutex_lock(&svc->wheel_mu);
-	drain_inboxes(svc);
-	st = state_load(t);
+	/* F_INBOX still set after our own drain: the add that set it has not
+	 * pushed the timer yet (it does so right after its CAS, a few
+	 * instructions, no lock, no user code). Returning now would let the
+	 * caller free a timer that push is about to link (issue 28's second
+	 * review: a use-after-free in the next drain). So drain until the
+	 * push has happened; this waits for that add's next instructions,
+	 * never for a callback. */
+	for (;;) {
+		pthread_mutex_lock(&svc->wheel_mu);
+		drain_inboxes(svc);
+		st = state_load(t);
+		if (!(st & F_INBOX))
+			break;
+		pthread_mutex_unlock(&svc->wheel_mu);
+		TW_TEST_POINT("stop_pending.inbox", t);
+		sched_yield();
+	}
 	if ((st & ST_MASK) != ST_PENDING && (st & ST_MASK) != ST_ADDING) {
 		if (tw_timer_pending(&t->wheel_timer))
 			tw_wheel_cancel(&svc->wheel, &t->wheel_timer);

@@ -14,7 +14,10 @@
  * an earlier expiry still waiting) -> IDLE in one CAS, then, under the
  * wheel's lock, the timer leaves the wheel and every inbox. The wheel's
  * lock is a leaf: no callback ever runs under it, so this cannot wait for
- * one, unlike tw_service_cancel_sync().
+ * one, unlike tw_service_cancel_sync(). The one thing it waits for is an
+ * add that has made the timer PENDING and not yet pushed it on its inbox
+ * (a few instructions, no lock): until that push is drained, an inbox
+ * would still refer to the timer.
  *
  * For a timer added once and never re-added while it may still run (the
  * purgatory's timeouts): when it returns TW_SVC_STOPPED nothing in the

@@ -401,6 +401,119 @@ static void test_completion_in_a_ring_with_a_service_keeps_no_reference(void)
 	tw_op_destroy(&ring.y.op);
 }
 
+/* ---- 5: the second review: a stop before the add's push ---- */
+
+/* service.c's F_INBOX: an inbox holds the timer (white box: no public
+ * call tells whether the service still refers to a timer it let go of). */
+#define SERVICE_F_INBOX 8u
+
+static void check_timer_let_go(struct gop *o)
+{
+	CHECK_EQ(__atomic_load_n(&o->op.timer.state, __ATOMIC_SEQ_CST) &
+			 SERVICE_F_INBOX,
+		 0);
+}
+
+static void *watch_thread(void *arg)
+{
+	CHECK_EQ(gop_watch(arg), 0);
+	return NULL;
+}
+
+static void *force_thread(void *arg)
+{
+	struct gop *o = arg;
+
+	CHECK(tw_op_force_complete(&o->op));
+	return NULL;
+}
+
+static void release_checks_timer(struct tw_delayed_op *op)
+{
+	struct gop *o = tw_container_of(op, struct gop, op);
+
+	atomic_fetch_add(&o->releases, 1);
+	check_timer_let_go(o);
+}
+
+/*
+ * The watch arms the op's timeout: the add has made it PENDING with
+ * F_INBOX and not yet pushed it on the inbox (add.published). A
+ * completer's stop_pending wins its CAS and drains, before the push; it
+ * returned STOPPED, the timeout's reference went, the push then linked the
+ * timer into the inbox and the watch's last put released the op: a timer
+ * the caller may free, still in the service's inbox (ASan: use after free
+ * in the next drain). stop_pending now drains until the push is applied.
+ */
+static void test_completion_before_the_timeouts_push_lets_go_of_it(void)
+{
+	static const struct tw_op_ops ops = { gop_try, gop_complete, gop_expire,
+					      release_checks_timer };
+	struct tw_purgatory *p = manual_purgatory_purging(0);
+	struct gop o;
+	struct sp_thread watcher, forcer;
+	int published, retry;
+
+	gop_init(&o, p, "topic-0", NULL);
+	CHECK_EQ(tw_op_init(&o.op, 100, &ops, NULL), TW_OK);
+	published = sp_arm("add.published", &o.op.timer);
+	sp_spawn(&watcher, watch_thread, &o);
+	CHECK(sp_wait(published, &watcher.done));
+	atomic_store(&o.ready, 1);
+	retry = sp_arm("stop_pending.inbox", &o.op.timer);
+	sp_spawn(&forcer, force_thread, &o);
+	(void)sp_wait(retry, &forcer.done); /* the fixed code waits there */
+	sp_release(published);
+	sp_join(&watcher, "the watch");
+	sp_release(retry);
+	sp_join(&forcer, "the completer");
+	CHECK_EQ(atomic_load(&o.completes), 1);
+	CHECK_EQ(tw_purgatory_watched(p), 1); /* its entry lingers */
+	CHECK_EQ(check_key(p, o.key), 0);     /* and goes: on_release */
+	CHECK_EQ(atomic_load(&o.releases), 1);
+	CHECK(tw_purgatory_poll(p) >= 0);
+	CHECK_EQ(tw_purgatory_shutdown(p, NULL), 0);
+	tw_purgatory_destroy(p);
+	CHECK_EQ(atomic_load(&o.releases), 1);
+	tw_op_destroy(&o.op);
+}
+
+/* ---- 6: an op never watched ---- */
+
+/*
+ * A force_complete (or safe_try_complete) of an op the purgatory never
+ * saw took a reference 0 -> 1 and its own put ran on_release (for
+ * safe_try_complete: under the op's lock, which the caller's on_release
+ * may take); watching it afterwards ran on_release a second time. Now
+ * such an op takes no references and has no on_release, and a watch of a
+ * completed op is refused.
+ */
+static void test_an_op_never_watched_has_no_on_release(void)
+{
+	struct tw_purgatory *p = manual_purgatory_purging(0);
+	pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+	struct gop a, b;
+
+	gop_init(&a, p, "a", NULL);
+	gop_init(&b, p, "b", &mu);
+	CHECK(tw_op_force_complete(&a.op));
+	CHECK_EQ(atomic_load(&a.completes), 1);
+	CHECK_EQ(atomic_load(&a.releases), 0);
+	CHECK_EQ(gop_watch(&a), TW_EINVAL);
+	CHECK_EQ(tw_purgatory_watched(p), 0);
+	atomic_store(&b.ready, 1);
+	CHECK(tw_op_safe_try_complete(&b.op));
+	CHECK_EQ(atomic_load(&b.completes), 1);
+	CHECK_EQ(atomic_load(&b.releases), 0);
+	CHECK_EQ(tw_purgatory_shutdown(p, NULL), 0);
+	tw_purgatory_destroy(p);
+	CHECK_EQ(atomic_load(&a.releases), 0);
+	CHECK_EQ(atomic_load(&b.releases), 0);
+	tw_op_destroy(&a.op);
+	tw_op_destroy(&b.op);
+	pthread_mutex_destroy(&mu);
+}
+
 /* With an argument, only the tests whose name contains it (a hang ends
  * the binary: run the others alone). */
 #define RUN_IF(test)                                                        \
@@ -417,5 +530,7 @@ int main(int argc, char **argv)
 	RUN_IF(test_completion_never_waits_for_its_expired_timeout_shared_lock);
 	RUN_IF(test_no_on_release_under_the_callers_shared_lock);
 	RUN_IF(test_completion_in_a_ring_with_a_service_keeps_no_reference);
+	RUN_IF(test_completion_before_the_timeouts_push_lets_go_of_it);
+	RUN_IF(test_an_op_never_watched_has_no_on_release);
 	return check_report();
 }

@@ -162,13 +162,17 @@ void tw_op_destroy(struct tw_delayed_op *op);
  * From try_complete the op is always alive. From anywhere else the op's
  * memory must be valid when the call starts: free the op only once
  * on_release has run and your own calls on it have returned (for example:
- * on_release takes a lock of yours and marks the op dead; you call only
- * under that lock, on an op not marked). A call that comes after the
+ * count your calls in progress on the op, and free it when on_release has
+ * run and that count is zero). Do not call holding a lock that your
+ * on_release takes: the call may drop the last reference and run
+ * on_release itself. A call that comes after the
  * purgatory's last reference went (on_release is due or running) does
  * nothing and returns false: the count never comes back from zero, so
  * on_release never runs twice. Otherwise the call holds its own
  * reference, so the op stays alive until it returns, whoever completes
- * it meanwhile.
+ * it meanwhile. An op never watched takes no references: completing it
+ * runs on_complete only (it has no on_release, and it cannot be watched
+ * afterwards).
  * @param op the operation
  * @return true for the one caller that completed it; false for everyone
  *         else, for an op on its way to on_release, and for NULL
@@ -238,7 +242,8 @@ int tw_purgatory_create(struct tw_purgatory **out,
  *         run too by the time this returns: an op freed there must not be
  *         touched after 1)
  * @retval 0 it waits
- * @retval TW_EINVAL a NULL pointer, no keys, a key empty or too long
+ * @retval TW_EINVAL a NULL pointer, no keys, a key empty or too long, an
+ *         op already completed (by a force_complete before its watch)
  * @retval TW_ENOMEM a key's list could not be allocated
  * @retval TW_ESHUTDOWN the purgatory is shut down
  * (on an error nothing was watched)
