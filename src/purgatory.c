@@ -744,7 +744,14 @@ int tw_purgatory_try_complete_else_watch(struct tw_purgatory *p,
 	if (!done && !tw_op_is_completed(op)) {
 		atomic_fetch_add(&p->delayed, 1);
 		op_get(op); /* the timeout's reference */
-		if (tw_service_add_in(p->svc, &op->timer, op->timeout) != TW_OK) {
+		rc = tw_service_add_in(p->svc, &op->timer, op->timeout);
+		/* A timeout the clock cannot reach (now + timeout overflows):
+		 * the end of time, not no timeout (the op would then wait for
+		 * its condition alone, and delayed() would not count it). */
+		if (rc == TW_EOVERFLOW)
+			rc = tw_service_add(p->svc, &op->timer, INT64_MAX);
+		if (rc != TW_OK) {
+			rc = TW_OK; /* not armed: undo its count and reference */
 			atomic_fetch_sub(&p->delayed, 1);
 			op_put(op);
 		} else if (tw_op_is_completed(op)) {

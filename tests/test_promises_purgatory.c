@@ -514,6 +514,31 @@ static void test_an_op_never_watched_has_no_on_release(void)
 	pthread_mutex_destroy(&mu);
 }
 
+/* ---- 7: a timeout past the end of the clock ---- */
+
+/*
+ * A timeout that overflows the clock (now + timeout > INT64_MAX) was not
+ * armed at all: the op waited for its condition only, and delayed() did
+ * not count it. It is armed at the end of time now.
+ */
+static void test_a_timeout_past_the_clocks_end_is_armed(void)
+{
+	static const struct tw_op_ops ops = { gop_try, gop_complete, gop_expire,
+					      gop_release };
+	struct tw_purgatory *p = manual_purgatory_purging(0);
+	struct gop o;
+
+	gop_init(&o, p, "topic-0", NULL);
+	CHECK_EQ(tw_op_init(&o.op, INT64_MAX, &ops, NULL), TW_OK);
+	CHECK_EQ(gop_watch(&o), 0);
+	CHECK_EQ(tw_purgatory_delayed(p), 1);
+	CHECK_EQ(tw_purgatory_shutdown(p, NULL), 1); /* handed back */
+	tw_purgatory_destroy(p);
+	CHECK_EQ(atomic_load(&o.completes), 0);
+	CHECK_EQ(atomic_load(&o.releases), 1);
+	tw_op_destroy(&o.op);
+}
+
 /* With an argument, only the tests whose name contains it (a hang ends
  * the binary: run the others alone). */
 #define RUN_IF(test)                                                        \
@@ -532,5 +557,6 @@ int main(int argc, char **argv)
 	RUN_IF(test_completion_in_a_ring_with_a_service_keeps_no_reference);
 	RUN_IF(test_completion_before_the_timeouts_push_lets_go_of_it);
 	RUN_IF(test_an_op_never_watched_has_no_on_release);
+	RUN_IF(test_a_timeout_past_the_clocks_end_is_armed);
 	return check_report();
 }

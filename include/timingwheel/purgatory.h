@@ -131,7 +131,9 @@ struct tw_delayed_op {
 /**
  * Prepare an operation.
  * @param op the operation
- * @param timeout > 0, in clock units of the purgatory's service
+ * @param timeout > 0, in clock units of the purgatory's service; one the
+ *        clock cannot reach (now + timeout past INT64_MAX) is the end of
+ *        time: the op waits for its condition or a cancel
  * @param ops its callbacks; the table must outlive the op (a static const
  *            one does)
  * @param lock a lock shared with other operations, or NULL for its own
