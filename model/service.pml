@@ -48,7 +48,10 @@
  * shutdown's private list: a hand_back cancel_syncs and frees a timer
  * still on it while another thread cancel_syncs and frees the first; 11
  * the purgatory's stop_pending racing the add it stops (between the
- * add's CAS and its push), then freeing the timer.
+ * add's CAS and its push), then freeing the timer; 12 one timer's owner
+ * making any three calls (reinit and stop_pending among them) against a
+ * poller and an executor; 14 (no property) the step relation: one call
+ * from every word.
  * In every scenario a monitor checks, in every state, that a timer the
  * wheel links is PENDING, ADDING or flagged (F_INBOX, F_TOMB).
  * Mutations (MUT): 1, 3, 5, 6, 7, 8 put back issue 13's protocol bugs of
@@ -99,7 +102,7 @@
 #elif SCEN == 2 || SCEN == 8 || SCEN == 9 || SCEN == 10 || SCEN == 11
 #define NEXEC 0
 #define REAPER 0
-#elif SCEN == 3 || SCEN == 4 || SCEN == 6
+#elif SCEN == 3 || SCEN == 4 || SCEN == 6 || SCEN == 12 || SCEN == 14
 #define NEXEC 1
 #define REAPER 0
 #elif SCEN == 5
@@ -205,6 +208,57 @@ bool coll[NT];              /* on shutdown's private list (tls_handed) */
 #define unlock(m) m = 0
 #define TOUCH(t)  assert(!tm[t].freed)
 
+/*
+ * Code and model, one machine. The timer's state word as the C code lays
+ * it out (src/service/state.h): the state in bits 0-2, then F_INBOX,
+ * F_ENTRY, F_PERIODIC, F_TOMB. Every step below that changes a timer's
+ * word is bracketed by BEGIN_STEP(t) and STEP(t, name), name as the C
+ * code's transition (state.h's tr_*). Built with -DRECORD (model/check.sh
+ * does, in the runs that must pass and in scenario 14's run from every
+ * word), STEP prints each (name, from, to) the first time SPIN reaches
+ * it; check.sh gathers them into model/service.transitions, the table the
+ * C test-point build checks each of its own transitions against
+ * (transitions.c). The two scratch globals are 0 outside a step, so they
+ * add no state.
+ */
+#define WORD(t) (tm[t].st + 8 * tm[t].inbox + 16 * tm[t].entry + \
+	32 * tm[t].periodic + 64 * tm[t].tomb)
+byte step_from, step_to;
+#ifdef RECORD
+c_decl {
+	static unsigned char tw_step_seen[16][128][128];
+	static const char *tw_step_names[16];
+	static void tw_step(int id, const char *name, int from, int to)
+	{
+		if (from == to || tw_step_seen[id][from][to])
+			return;
+		tw_step_seen[id][from][to] = 1;
+		tw_step_names[id] = name;
+		printf("STEP %s %d %d\n", name, from, to);
+	}
+}
+#define BEGIN_STEP(t) step_from = WORD(t)
+#define STEP(t, name) step_to = WORD(t); \
+	c_code { tw_step(T_##name, #name, now.step_from, now.step_to); }; \
+	step_from = 0; step_to = 0
+#else
+#define BEGIN_STEP(t) skip
+#define STEP(t, name) skip
+#endif
+#define T_add 0
+#define T_publish 1
+#define T_rearm 2
+#define T_apply 3
+#define T_clear_tomb 4
+#define T_expire 5
+#define T_execute 6
+#define T_release_entry 7
+#define T_reinit 8
+#define T_cancel 9
+#define T_stop_pending 10
+#define T_collect 11
+#define T_hand_back 12
+
 /* ---- inboxes ---- */
 
 inline push(t) {
@@ -244,7 +298,8 @@ inline apply(t) {
 	   atomic {
 		if
 		:: tm[t].st == old && tm[t].inbox == oinb && tm[t].tomb == otomb ->
-			tm[t].inbox = 0; tm[t].tomb = 0; break
+			BEGIN_STEP(t); tm[t].inbox = 0; tm[t].tomb = 0;
+			STEP(t, apply); break
 		:: else -> skip
 		fi
 	   }
@@ -328,7 +383,9 @@ inline add_or_reschedule(t, d, resched) {
 			if
 			:: !resched && (s == PENDING || s == EXPIRED) ->
 				rc = R_EBUSY; break
-			:: else -> tm[t].st = ADDING; rc = R_OK; break
+			:: else ->
+				BEGIN_STEP(t); tm[t].st = ADDING; STEP(t, add);
+				rc = R_OK; break
 			fi
 		   }
 		od;
@@ -340,7 +397,7 @@ inline add_or_reschedule(t, d, resched) {
 			:: else -> skip
 			fi;
 			tm[t].next_due = d;
-			atomic { old = tm[t].inbox; tm[t].st = PENDING; tm[t].inbox = 1; tm[t].adds++ };
+			atomic { BEGIN_STEP(t); old = tm[t].inbox; tm[t].st = PENDING; tm[t].inbox = 1; tm[t].adds++; STEP(t, publish) };
 			if
 			:: !old -> push(t)
 			:: else -> skip
@@ -376,11 +433,13 @@ inline cancel_state(t) {
 		if
 		:: was == IDLE -> break
 		:: else ->
+			BEGIN_STEP(t);
 			tm[t].st = IDLE;
 			if
 			:: was == PENDING -> tm[t].tomb = 1
 			:: else -> skip
 			fi;
+			STEP(t, cancel);
 			break
 		fi
 	   }
@@ -403,7 +462,7 @@ inline take_entry(t) {
 	 * cannot wait for itself to reach it. */
 	if
 	:: me == HANDBACK_OF(SVC_OF(t)) && coll[t] ->
-		atomic { coll[t] = 0; TOUCH(t); tm[t].entry = 0 }
+		atomic { coll[t] = 0; TOUCH(t); BEGIN_STEP(t); tm[t].entry = 0; STEP(t, release_entry) }
 	:: else ->
 #endif
 	/* the scanner's own batch (tls_scanning == svc) */
@@ -417,7 +476,8 @@ inline take_entry(t) {
 				atomic {
 					if
 					:: tm[t].entry && tm[t].st != EXPIRED ->
-						tm[t].entry = 0; BATCH(SVC_OF(t), j) = NONE
+						BEGIN_STEP(t); tm[t].entry = 0; STEP(t, release_entry);
+						BATCH(SVC_OF(t), j) = NONE
 					:: else -> skip
 					fi
 				}
@@ -438,7 +498,8 @@ inline take_entry(t) {
 			atomic {
 				if
 				:: tm[t].entry && tm[t].st != EXPIRED ->
-					tm[t].entry = 0; ring[(rhead + j) % RCAP] = NONE
+					BEGIN_STEP(t); tm[t].entry = 0; STEP(t, release_entry);
+					ring[(rhead + j) % RCAP] = NONE
 				:: else -> skip
 				fi
 			}
@@ -516,7 +577,10 @@ inline waits_for_me(t, res) {
  * C code's 1 ms timed wait) until one of them changes, since until then
  * its next pass would find what this one found. Sound (no change is
  * missed) and blocking (if nothing can change, it really waits for ever,
- * which SPIN then reports). */
+ * which SPIN then reports). Nor does it wait while its timer is on an
+ * inbox stack: the word still says F_INBOX, so the next pass drains it (a
+ * push after this pass's drain -- scenario 12 found a model that waited
+ * for ever there, where the C code's next pass drains). */
 #define RUNV(k) (k < NSLOTS -> (running[k] == NONE -> 3 : running[k]) : 0)
 #define WAITV(k) (k < NSLOTS -> (waiting[k] == NONE -> 3 : waiting[k]) : 0)
 #define SIGA (tm[0].st + 8 * tm[0].inbox + 16 * tm[0].entry + \
@@ -570,7 +634,8 @@ inline cancel_sync(t) {
 				fi
 			}
 			if
-			:: res -> tm[t].tomb = 0   /* clear_tomb(), after the unlink */
+			:: res ->   /* clear_tomb(), after the unlink */
+				atomic { BEGIN_STEP(t); tm[t].tomb = 0; STEP(t, clear_tomb) }
 			:: else -> skip
 			fi;
 			unlock(wheel_mu[SVC_OF(t)])
@@ -616,7 +681,7 @@ inline cancel_sync(t) {
 		:: else -> skip
 		fi;
 #endif
-		(SIGA != siga || SIGB != sigb)
+		(SIGA != siga || SIGB != sigb || tm[t].stacked)
 	od;
 	if
 	:: me != NONE -> waiting[me] = NONE   /* unpost_wait */
@@ -637,7 +702,8 @@ inline stop_pending(t) {
 		tm[t].st != ADDING ->   /* settled() */
 		if
 		:: tm[t].st == PENDING && !tm[t].entry ->
-			tm[t].st = IDLE; tm[t].tomb = 1; tm[t].stopped++; rc = R_STOPPED
+			BEGIN_STEP(t); tm[t].st = IDLE; tm[t].tomb = 1; STEP(t, stop_pending);
+			tm[t].stopped++; rc = R_STOPPED
 		:: else -> rc = R_IDLE
 		fi
 	}
@@ -665,7 +731,7 @@ inline stop_pending(t) {
 			fi
 		}
 		if
-		:: res -> tm[t].tomb = 0
+		:: res -> atomic { BEGIN_STEP(t); tm[t].tomb = 0; STEP(t, clear_tomb) }
 		:: else -> skip
 		fi;
 		unlock(wheel_mu[SVC_OF(t)])
@@ -705,21 +771,24 @@ inline scan(sid) {
 #endif
 				:: tm[i].st == PENDING && !tm[i].inbox ->
 					assert(tm[i].next_due <= now); /* never early */
+					BEGIN_STEP(i);
 					tm[i].st = EXPIRED;
 					old = tm[i].entry;
 					tm[i].entry = 1;
+					STEP(i, expire);
 					if
 					:: !old -> BATCH(sid, nbatch[sid]) = i; nbatch[sid]++
 					:: else -> skip
 					fi
-				:: else -> tm[i].tomb = 0 /* unlinked: no tombstone */
+				:: else -> /* unlinked: no tombstone */
+					BEGIN_STEP(i); tm[i].tomb = 0; STEP(i, clear_tomb)
 				fi
 			:: tm[i].in_wheel && tm[i].st != PENDING && tm[i].st != ADDING ->
 				/* a cascade meets a tombstone before its due
 				 * time and drops it (drop_tombstone) */
 				TOUCH(i);
 				tm[i].in_wheel = 0;
-				tm[i].tomb = 0
+				BEGIN_STEP(i); tm[i].tomb = 0; STEP(i, clear_tomb)
 			:: tm[i].in_wheel && tm[i].due > now && tm[i].due < next ->
 				next = tm[i].due
 			:: else -> skip
@@ -767,14 +836,16 @@ inline rearm(t) {
 	atomic {
 		TOUCH(t);
 		if
-		:: tm[t].st == RUNNING -> tm[t].st = (c -> IDLE : ADDING); res = !c
+		:: tm[t].st == RUNNING ->
+			BEGIN_STEP(t); tm[t].st = (c -> IDLE : ADDING); STEP(t, rearm);
+			res = !c
 		:: else -> res = 0
 		fi
 	}
 	if
 	:: res ->
 		tm[t].next_due = tm[t].next_due + 2;
-		atomic { old = tm[t].inbox; tm[t].st = PENDING; tm[t].inbox = 1; tm[t].adds++ };
+		atomic { BEGIN_STEP(t); old = tm[t].inbox; tm[t].st = PENDING; tm[t].inbox = 1; tm[t].adds++; STEP(t, publish) };
 		if
 		:: !old -> push(t)
 		:: else -> skip
@@ -792,11 +863,13 @@ inline execute(t, slot) {
 	atomic {
 		TOUCH(t);
 		old = tm[t].st;
+		BEGIN_STEP(t);
 		tm[t].entry = 0;
 		if
 		:: old == EXPIRED -> tm[t].st = (tm[t].periodic -> RUNNING : IDLE)
 		:: else -> skip
-		fi
+		fi;
+		STEP(t, execute)
 	}
 	if
 	:: old == EXPIRED ->
@@ -982,6 +1055,7 @@ inline shutdown() {
 				tm[i].in_wheel = 0;
 				if
 				:: tm[i].st == PENDING ->
+					BEGIN_STEP(i);
 #if MUT == 16
 					/* today's: claimed for the hand-back at once */
 					tm[i].st = IDLE;
@@ -989,8 +1063,10 @@ inline shutdown() {
 #if MUT != 3
 					tm[i].entry = 1;
 #endif
+					STEP(i, collect);
 					coll[i] = 1
-				:: else -> tm[i].tomb = 0
+				:: else ->
+					BEGIN_STEP(i); tm[i].tomb = 0; STEP(i, clear_tomb)
 				fi
 			:: else -> skip
 			fi
@@ -1022,7 +1098,8 @@ inline shutdown() {
 				TOUCH(h);
 				if
 				:: tm[h].st == PENDING ->
-					tm[h].st = IDLE; tm[h].entry = 0; res = 1
+					BEGIN_STEP(h); tm[h].st = IDLE; tm[h].entry = 0;
+					STEP(h, hand_back); res = 1
 				:: else -> res = 0
 				fi
 			}
@@ -1037,8 +1114,8 @@ inline shutdown() {
 				 * entry (cancel_sync waits for F_ENTRY) */
 				running[HANDBACK] = NONE;
 				lock(wheel_mu[0]);
-				atomic { TOUCH(h); tm[h].tomb = 0 };
-				atomic { TOUCH(h); tm[h].entry = 0 };
+				atomic { TOUCH(h); BEGIN_STEP(h); tm[h].tomb = 0; STEP(h, clear_tomb) };
+				atomic { TOUCH(h); BEGIN_STEP(h); tm[h].entry = 0; STEP(h, release_entry) };
 				unlock(wheel_mu[0])
 			fi
 #endif
@@ -1149,6 +1226,67 @@ proctype stopper()
 	fi;
 	stop_done = 1
 }
+#endif
+
+#if SCEN == 12 || SCEN == 14
+#ifndef OPS12
+#define OPS12 3
+#endif
+bool owner_done;
+
+/* tw_service_timer_reinit / periodic_reinit: only an IDLE timer, the
+ * periodic flag as the caller says (kept, set or cleared). */
+inline reinit(t) {
+	atomic {
+		TOUCH(t);
+		if
+		:: tm[t].st == IDLE ->
+			BEGIN_STEP(t);
+			if
+			:: skip
+			:: tm[t].periodic = 1
+			:: tm[t].periodic = 0
+			fi;
+			STEP(t, reinit)
+		:: else -> skip
+		fi
+	}
+}
+
+/* The owner of one timer doing any of the calls, OPS12 of them in turn,
+ * while a poller and an executor run it. */
+proctype owner()
+{
+	LOCALS;
+	byte n = 0;
+	do
+	:: n < OPS12 ->
+		if
+		:: true -> add_or_reschedule(0, 1, 0)
+		:: true -> add_or_reschedule(0, 2, 1)
+		:: true -> cancel_state(0)
+		:: true -> cancel_sync(0)
+		:: true -> stop_pending(0)
+		:: true -> reinit(0)
+		fi;
+		n++
+	:: else -> break
+	od;
+	owner_done = 1
+}
+
+#if SCEN == 12
+proctype poller(byte sid)
+{
+	LOCALS;
+	byte n = 0;
+	do
+	:: n < 3 -> poll(sid); n++
+	:: n < 3 && now < 2 -> now++
+	:: else -> break
+	od
+}
+#endif
 #endif
 
 #if SCEN == 1
@@ -1314,6 +1452,67 @@ init
 	run other();
 	shutdown();
 	other_done;
+#elif SCEN == 12
+	/* the word's reach: one timer, one-shot or periodic, whose owner
+	 * makes any three calls (add, reschedule, cancel, cancel_sync,
+	 * stop_pending, reinit) while a poller polls and the clock moves and
+	 * an executor runs what expired; then shutdown. Reaches the steps of
+	 * the word that the other scenarios' bounds leave out (a timer
+	 * re-added, cancelled or reinit while an entry of its last expiry
+	 * waits; a stop of a timer already placed) */
+	if
+	:: tm[0].periodic = 1
+	:: skip
+	fi;
+	run executor(0);
+	run owner();
+	run poller(0);
+	owner_done;
+	poll(0);
+	shutdown();
+#elif SCEN == 14
+	/* The step relation, not a property: the timer starts in any word
+	 * (any state, any flags, its inbox push made or not yet, linked in
+	 * the wheel or not, its entry queued or held elsewhere, the clock
+	 * before or at its due time) and one call, poll or shutdown runs
+	 * from there beside an executor. What the model's code then does to
+	 * the word, step by step, is recorded (-DRECORD): the table of what
+	 * each transition does from every word (model/service.transitions),
+	 * which a bounded scenario's reach alone would leave short of what a
+	 * long run of the C code meets. Many of these starts are no state a
+	 * run can reach, so its assertions and end states mean nothing here:
+	 * model/check.sh runs it with both ignored (pan -A -E). */
+	atomic {
+		if
+		:: tm[0].st = IDLE
+		:: tm[0].st = ADDING
+		:: tm[0].st = PENDING
+		:: tm[0].st = EXPIRED
+		:: tm[0].st = RUNNING
+		fi;
+		if :: tm[0].inbox = 1 :: skip fi;
+		if :: tm[0].entry = 1 :: skip fi;
+		if :: tm[0].periodic = 1 :: skip fi;
+		if :: tm[0].tomb = 1 :: skip fi;
+		if :: tm[0].inbox -> tm[0].stacked = 1 :: skip fi;
+		if :: tm[0].in_wheel = 1; tm[0].due = 1 :: skip fi;
+		if :: tm[0].entry -> ring[0] = 0; rlen = 1 :: skip fi;
+		tm[0].next_due = 1;
+		tm[0].adds = 1;
+		if :: now = 1 :: skip fi
+	}
+	run executor(0);
+	if
+	:: true -> add_or_reschedule(0, 1, 0)
+	:: true -> add_or_reschedule(0, 2, 1)
+	:: true -> cancel_state(0)
+	:: true -> cancel_sync(0)
+	:: true -> stop_pending(0)
+	:: true -> reinit(0)
+	:: true -> poll(0)
+	:: true -> shutdown()
+	:: true -> take_entry(0)  /* as a cancel_sync whose timer was re-added */
+	fi
 #elif SCEN == 11
 	/* stop_pending racing the add it stops: the add's push comes after
 	 * the CAS that made the timer PENDING; then polls drain and fire */
@@ -1359,5 +1558,7 @@ init
 	!((tm[1].st == PENDING || tm[1].st == EXPIRED) && tm[1].next_due <= now);
 	shutdown();
 #endif
+#if SCEN != 14   /* no run: nothing to count */
 	check_accounts()
+#endif
 }

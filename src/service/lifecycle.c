@@ -1,0 +1,417 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * lifecycle.c — a timer's and a service's beginning and end: timer init
+ * and reinit, tw_service_create (defaults, owner ids, threads), shutdown
+ * (refuse adds, wait for producers inside, stop the threads, collect what
+ * is pending on a private list and hand each back in turn), destroy, and
+ * the statistics.
+ *
+ * A timer joins the first service that adds it: the owner's id lives in
+ * the state word, and the add's CAS to ADDING writes it. Ids wrap after
+ * 2^25 - 1 services; a timer is reused with another service only after a
+ * fresh tw_service_timer_init(), which clears it.
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core.h"
+
+static atomic_uint services_created; /* the source of owner ids */
+
+#if defined(__LP64__)
+/* service.h says what each of these bytes is for; keep it true. */
+_Static_assert(sizeof(struct tw_service_timer) == 64,
+	       "a one-shot service timer is 64 bytes on LP64");
+#endif
+
+/* ---- timers ---- */
+
+void tw_service_timer_init(struct tw_service_timer *t, tw_service_fn *fn)
+{
+	if (!t)
+		return;
+	memset(t, 0, sizeof(*t));
+	set_callback(t, fn);
+}
+
+/* F_PERIODIC is set only here and in tw_service_periodic_reinit(): it also
+ * says that the timer is the first member of a struct tw_service_periodic,
+ * so that execute may read the period behind it. */
+void tw_service_periodic_init(struct tw_service_periodic *p, tw_service_fn *fn,
+			      int64_t period)
+{
+	if (!p)
+		return;
+	tw_service_timer_init(&p->timer, fn);
+	p->period = period > 0 ? period : 0;
+	word_init(&p->timer, period > 0);
+}
+
+bool tw_service_timer_pending(const struct tw_service_timer *t)
+{
+	return t && word_live(word_load(t));
+}
+
+/* Only the callback (and a periodic timer's period) change: the wheel
+ * links, the inbox link and the flags may still be the service's (a plain
+ * cancel leaves the unlinking to the reaper, and an expired entry to its
+ * executor), and wiping them is what made a re-initialised timer run twice
+ * (bug 8). The CAS publishes the new fields with the flag it writes. */
+static int reinit(struct tw_service_timer *t, tw_service_fn *fn,
+		  struct tw_service_periodic *p, int64_t period)
+{
+	uint32_t old;
+
+	if (!t)
+		return TW_EINVAL;
+	old = word_load(t);
+	if (word_state(old) != ST_IDLE)
+		return TW_EBUSY;
+	/* While it is IDLE no service thread claims it; a run that claimed
+	 * it before read both fields first (execute). */
+	set_callback(t, fn);
+	if (p)
+		set_period(p, period);
+	do {
+		if (word_state(old) != ST_IDLE)
+			return TW_EBUSY; /* an add raced its owner: misuse */
+	} while (!tr_reinit(t, &old, p ? period > 0 : -1));
+	return TW_OK;
+}
+
+int tw_service_timer_reinit(struct tw_service_timer *t, tw_service_fn *fn)
+{
+	return reinit(t, fn, NULL, 0);
+}
+
+int tw_service_periodic_reinit(struct tw_service_periodic *p, tw_service_fn *fn,
+			       int64_t period)
+{
+	return p ? reinit(&p->timer, fn, p, period) : TW_EINVAL;
+}
+
+/* ---- a service ---- */
+
+static void free_service(struct tw_service *svc)
+{
+	if (svc->wheel.buckets)
+		tw_wheel_destroy(&svc->wheel);
+	free(svc->inboxes);
+	free(svc->executors);
+	free(svc->ring);
+	free(svc->batch);
+	free(svc->running);
+	pthread_mutex_destroy(&svc->shutdown_mu);
+	pthread_mutex_destroy(&svc->wheel_mu);
+	pthread_mutex_destroy(&svc->scan_mu);
+	pthread_mutex_destroy(&svc->reaper_mu);
+	pthread_cond_destroy(&svc->reaper_cv);
+	pthread_mutex_destroy(&svc->q_mu);
+	pthread_cond_destroy(&svc->q_cv);
+	pthread_mutex_destroy(&svc->idle_mu);
+	pthread_cond_destroy(&svc->idle_cv);
+	free(svc);
+}
+
+static int start_threads(struct tw_service *svc)
+{
+	for (unsigned i = 0; i < svc->cfg.executors; i++) {
+		struct tw__svc_executor_arg *arg = malloc(sizeof(*arg));
+
+		if (!arg)
+			return TW_ENOMEM;
+		arg->svc = svc;
+		arg->index = i;
+		if (pthread_create(&svc->executors[i], NULL,
+				   tw__svc_executor_main, arg)) {
+			free(arg);
+			return TW_EAGAIN;
+		}
+		svc->nexecutors_started++;
+	}
+	if (!svc->cfg.manual) {
+		if (pthread_create(&svc->reaper, NULL, tw__svc_reaper_main, svc))
+			return TW_EAGAIN;
+		svc->reaper_started = true;
+	}
+	return TW_OK;
+}
+
+int tw_service_create(struct tw_service **out, const struct tw_service_config *cfg)
+{
+	struct tw_service *svc;
+	pthread_condattr_t attr;
+	int rc;
+
+	if (!out)
+		return TW_EINVAL;
+	*out = NULL;
+	svc = calloc(1, sizeof(*svc));
+	if (!svc)
+		return TW_ENOMEM;
+	if (cfg)
+		svc->cfg = *cfg;
+	svc->owner_bits = (atomic_fetch_add(&services_created, 1) % OWNER_IDS + 1)
+			  << OWNER_SHIFT;
+	if (!svc->cfg.tick)
+		svc->cfg.tick = 1000000;
+	/* Kafka's 20 in kafka mode; exact mode's fastest, 64 (wheel.h). */
+	if (!svc->cfg.wheel_size)
+		svc->cfg.wheel_size = svc->cfg.mode == TW_MODE_KAFKA ? 20 : 64;
+	if (!svc->cfg.inboxes)
+		svc->cfg.inboxes = 8;
+	if (!svc->cfg.queue_capacity)
+		svc->cfg.queue_capacity = 4096;
+	if (!svc->cfg.clock.now)
+		svc->cfg.clock.now = tw__svc_monotonic_ns;
+	if (svc->cfg.tick < 1 || svc->cfg.inboxes > MAX_INBOXES ||
+	    svc->cfg.executors > 4096 ||
+	    svc->cfg.wheel_size < TW_WHEEL_SIZE_MIN ||
+	    svc->cfg.wheel_size > TW_WHEEL_SIZE_MAX) {
+		free(svc);
+		return TW_EINVAL;
+	}
+	svc->ninboxes = svc->cfg.inboxes;
+	svc->nexecutors = svc->cfg.executors;
+
+	pthread_mutex_init(&svc->shutdown_mu, NULL);
+	pthread_mutex_init(&svc->wheel_mu, NULL);
+	pthread_mutex_init(&svc->scan_mu, NULL);
+	pthread_mutex_init(&svc->reaper_mu, NULL);
+	pthread_condattr_init(&attr);
+	pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+	pthread_cond_init(&svc->reaper_cv, &attr);
+	pthread_cond_init(&svc->idle_cv, &attr);
+	pthread_condattr_destroy(&attr);
+	pthread_mutex_init(&svc->q_mu, NULL);
+	pthread_cond_init(&svc->q_cv, NULL);
+	pthread_mutex_init(&svc->idle_mu, NULL);
+	atomic_init(&svc->deadline, INT64_MAX);
+	atomic_init(&svc->closing, false);
+	atomic_init(&svc->handing_back, false);
+	atomic_init(&svc->kick_pending, false);
+	atomic_init(&svc->sync_waiters, 0);
+
+	svc->nslots = svc->nexecutors + 2;
+	svc->running = calloc(svc->nslots, sizeof(*svc->running));
+	svc->ring = calloc(svc->cfg.queue_capacity, sizeof(*svc->ring));
+	svc->ring_cap = svc->cfg.queue_capacity;
+	svc->executors = calloc(svc->nexecutors + 1, sizeof(*svc->executors));
+	svc->inboxes = aligned_alloc(64, svc->ninboxes * sizeof(*svc->inboxes));
+	if (!svc->running || !svc->ring || !svc->executors ||
+	    !svc->inboxes) {
+		free_service(svc);
+		return TW_ENOMEM;
+	}
+	for (unsigned i = 0; i < svc->ninboxes; i++) {
+		struct inbox *ib = &svc->inboxes[i];
+
+		memset(ib, 0, sizeof(*ib));
+		atomic_init(&ib->entered, 0);
+		atomic_init(&ib->added, 0);
+		atomic_init(&ib->stopped, 0);
+		atomic_init(&ib->tombed, 0);
+	}
+	rc = tw_wheel_init(&svc->wheel, svc->cfg.tick, svc->cfg.wheel_size,
+			   clock_now(svc), svc->cfg.mode);
+	if (rc) {
+		free_service(svc);
+		return rc;
+	}
+	svc->wheel.expire = tw__svc_on_expire; /* each timer's fn is its callback */
+	svc->wheel.drop = tw__svc_drop_tombstone;
+	rc = start_threads(svc);
+	if (rc) {
+		tw_service_destroy(svc);
+		return rc;
+	}
+	*out = svc;
+	return TW_OK;
+}
+
+int64_t tw_service_now(const struct tw_service *svc)
+{
+	if (!svc)
+		return 0;
+	return clock_now(svc);
+}
+
+void tw_service_stats(struct tw_service *svc, struct tw_service_stats *out)
+{
+	if (!out)
+		return;
+	memset(out, 0, sizeof(*out));
+	if (!svc)
+		return;
+	out->added = atomic_load(&svc->added);
+	for (unsigned i = 0; i < svc->ninboxes; i++) {
+		out->added += atomic_load(&svc->inboxes[i].added);
+		out->stopped += atomic_load(&svc->inboxes[i].stopped) +
+				atomic_load(&svc->inboxes[i].tombed);
+	}
+	out->ran = atomic_load(&svc->ran);
+	out->handed_back = atomic_load(&svc->handed_back);
+	out->caller_ran = atomic_load(&svc->caller_ran);
+	out->clock_backwards = atomic_load(&svc->backwards);
+	out->wakeups = atomic_load(&svc->wakeups);
+}
+
+/* ---- shutdown ---- */
+
+/* PENDING -> PENDING + F_ENTRY: from here until its turn the timer is on
+ * shutdown's private list, still pending, so that a cancel may still stop
+ * it (then it is not handed back: one end each), and F_ENTRY (then the
+ * hand-back slot) keeps a racing cancel_sync waiting until shutdown is
+ * past it; returning at once let its caller free a timer that was about
+ * to be handed back (bug 3). (It was IDLE here, claimed for the
+ * hand-back: a hand_back that cancel_synced another timer on the list
+ * then waited for ever, issue 28 item 5.) */
+static void collect_pending(struct tw_wheel *w, struct tw_timer *wt)
+{
+	struct tw_service_timer *t =
+		tw_container_of(wt, struct tw_service_timer, wheel_timer);
+	uint32_t old = word_load(t);
+
+	do {
+		if (word_state(old) != ST_PENDING) {
+			/* a cancel claimed it (unlinked now, by the drain) */
+			if (word_has(old, F_TOMB))
+				tw__svc_clear_tomb(tw_container_of(
+					w, struct tw_service, wheel), t);
+			return;
+		}
+	} while (!tr_collect(t, &old));
+	/* The inbox link is free: the inboxes are drained and closed (no
+	 * producer is inside, none can enter, the threads are stopped). */
+	t->inbox_next = THIS_THREAD.handed;
+	THIS_THREAD.handed = t;
+}
+
+static void stop_threads(struct tw_service *svc)
+{
+	if (svc->reaper_started) {
+		pthread_mutex_lock(&svc->reaper_mu);
+		svc->stop_reaper = true;
+		pthread_cond_signal(&svc->reaper_cv);
+		pthread_mutex_unlock(&svc->reaper_mu);
+		pthread_join(svc->reaper, NULL);
+		svc->reaper_started = false;
+	}
+	/* Expired timers already in the queue run: the executors drain it
+	 * before they exit. */
+	pthread_mutex_lock(&svc->q_mu);
+	svc->stop_executors = true;
+	pthread_cond_broadcast(&svc->q_cv);
+	pthread_mutex_unlock(&svc->q_mu);
+	for (unsigned i = 0; i < svc->nexecutors_started; i++)
+		pthread_join(svc->executors[i], NULL);
+	svc->nexecutors_started = 0;
+}
+
+/* One timer off shutdown's list: handed back (true) unless a cancel
+ * stopped it first, then let go of. */
+static bool hand_back_one(struct tw_service *svc, struct tw_service_timer *t,
+			  _Atomic(struct tw_service_timer *) *slot)
+{
+	uint32_t old;
+
+	/* The slot first: a cancel that finds the timer IDLE without
+	 * F_ENTRY then sees the hand-back under way in it. */
+	running_store(slot, t);
+	old = word_load(t);
+	do {
+		if (word_state(old) != ST_PENDING)
+			break;
+	} while (!tr_hand_back(t, &old));
+	if (word_state(old) == ST_PENDING)
+		return true;
+	/* A cancel stopped it first: not ours to hand back. Let go of it,
+	 * the tombstone flag before the entry (a cancel_sync returns once
+	 * F_ENTRY is gone). */
+	running_store(slot, NULL);
+	pthread_mutex_lock(&svc->wheel_mu);
+	tw__svc_clear_tomb(svc, t);
+	tr_release_entry_now(t);
+	pthread_mutex_unlock(&svc->wheel_mu);
+	tw__svc_wake_sync_waiters(svc);
+	return false;
+}
+
+int64_t tw_service_shutdown(struct tw_service *svc,
+			    tw_service_hand_back_fn *hand_back, void *arg)
+{
+	struct tw__svc_thread *self = &THIS_THREAD;
+	int64_t n = 0;
+
+	if (!svc)
+		return TW_EINVAL;
+	if (self->current || self->scanning)
+		return TW_EREENTER;
+	pthread_mutex_lock(&svc->shutdown_mu);
+	if (svc->shut_down) {
+		pthread_mutex_unlock(&svc->shutdown_mu);
+		return 0;
+	}
+	/* Serialise with pollers, then refuse adds from here on, and wait
+	 * for the producers already inside. */
+	pthread_mutex_lock(&svc->scan_mu);
+	atomic_store(&svc->closing, true);
+	pthread_mutex_unlock(&svc->scan_mu);
+	for (unsigned i = 0; i < svc->ninboxes; i++)
+		while (atomic_load(&svc->inboxes[i].entered) !=
+		       atomic_load(&svc->inboxes[i].added)) {
+			TW_TEST_POINT("shutdown.producer_inside", svc);
+			sched_yield();
+		}
+	self->handed = NULL;
+	stop_threads(svc);
+	TW_TEST_POINT("shutdown.drain", svc);
+	pthread_mutex_lock(&svc->wheel_mu);
+	tw__svc_drain_inboxes(svc);
+	tw_wheel_drain(&svc->wheel, collect_pending);
+	pthread_mutex_unlock(&svc->wheel_mu);
+	/* hand_back runs like a callback, in the last running[] slot: a
+	 * cancel_sync of the timer waits until it returned, and from inside
+	 * hand_back shutdown is refused and cancel_sync(t) does not wait for
+	 * itself. */
+	self->current_svc = svc;
+	self->slot = svc->nexecutors + 1;
+	atomic_store(&svc->handing_back, true);
+	while (self->handed) {
+		struct tw_service_timer *t = self->handed;
+		_Atomic(struct tw_service_timer *) *slot = &svc->running[self->slot];
+
+		self->handed = t->inbox_next;
+		if (!hand_back_one(svc, t, slot))
+			continue;
+		n++;
+		COUNT(svc, handed_back);
+		TW_TEST_POINT("shutdown.hand_back", t);
+		self->current = t;
+		if (hand_back)
+			hand_back(t, arg);
+		self->current = NULL;
+		running_store(slot, NULL);
+		tw__svc_wake_sync_waiters(svc);
+	}
+	atomic_store(&svc->handing_back, false);
+	self->current_svc = NULL;
+	svc->shut_down = true;
+	pthread_mutex_unlock(&svc->shutdown_mu);
+	return n;
+}
+
+void tw_service_destroy(struct tw_service *svc)
+{
+	/* From a callback or a hand_back the service is running the caller:
+	 * freeing it there was a use-after-free on return (issue 28's
+	 * review). Refused like shutdown, by doing nothing. */
+	if (!svc || THIS_THREAD.current || THIS_THREAD.scanning)
+		return;
+	tw_service_shutdown(svc, NULL, NULL);
+	free_service(svc);
+}

@@ -1,0 +1,275 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * running.c — what runs the callbacks: the reaper's loop (drain, advance,
+ * dispatch, sleep until the next expiry or a kick), a manual service's
+ * poll, dispatch of an advance's batch to the executor queue (a bounded
+ * ring; when it is full the scanning thread runs the callback itself),
+ * the executors, and execute: the claim of an expired timer, its
+ * callback, a periodic timer's re-arm. Who runs what is kept per thread
+ * in running[] (core.h), not in the timer, so that a one-shot callback
+ * may free its own timer.
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include <stdlib.h>
+#include <time.h>
+
+#include "core.h"
+
+_Thread_local struct tw__svc_thread tw__svc_this_thread;
+
+int64_t tw__svc_monotonic_ns(void *arg)
+{
+	struct timespec ts;
+
+	(void)arg;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* Wait on cv (its clock is CLOCK_MONOTONIC) for at most rel ns. */
+void tw__svc_wait_for_ns(pthread_cond_t *cv, pthread_mutex_t *mu, int64_t rel)
+{
+	int64_t abs_ns = tw__svc_monotonic_ns(NULL) + rel;
+	struct timespec ts = { abs_ns / 1000000000, abs_ns % 1000000000 };
+
+	pthread_cond_timedwait(cv, mu, &ts);
+}
+
+void tw__svc_wake_sync_waiters(struct tw_service *svc)
+{
+	if (atomic_load(&svc->sync_waiters)) {
+		pthread_mutex_lock(&svc->idle_mu);
+		pthread_cond_broadcast(&svc->idle_cv);
+		pthread_mutex_unlock(&svc->idle_mu);
+	}
+}
+
+/* Run one expired timer if nobody cancelled it meanwhile. This consumes
+ * the timer's one entry (F_ENTRY). */
+static void execute(struct tw_service *svc, struct tw_service_timer *t,
+		    unsigned slot_index)
+{
+	_Atomic(struct tw_service_timer *) *slot = &svc->running[slot_index];
+	tw_service_fn *fn;
+	int64_t period, due;
+	uint32_t old;
+	bool rearm_after;
+
+	running_store(slot, t);
+	old = word_load(t);
+	do {
+		/* Read before the claim, while the timer is EXPIRED and
+		 * reinit refuses it: once the CAS below takes EXPIRED away, a
+		 * cancel finds it IDLE and the owner may reinit it at once
+		 * (tw_service_timer_reinit: "safe right after a plain
+		 * cancel"). Read after, the run that had started took the new
+		 * callback, and the two raced (issue 28, item 7). If the CAS
+		 * wins, any later reinit read our CAS first: these reads come
+		 * before its writes. */
+		fn = callback_of(t);
+		period = word_has(old, F_PERIODIC) ? period_of(periodic_of(t)) : 0;
+	} while (!tr_execute(t, &old));
+	TW_TEST_POINT("execute.claimed", t);
+	if (word_state(old) != ST_EXPIRED) {
+		running_store(slot, NULL);
+		tw__svc_wake_sync_waiters(svc); /* cancel_sync may wait for the entry */
+		return; /* stopped by cancel */
+	}
+	due = __atomic_load_n(&t->next_due, __ATOMIC_RELAXED);
+
+	THIS_THREAD.current = t;
+	THIS_THREAD.current_svc = svc;
+	THIS_THREAD.slot = slot_index;
+	THIS_THREAD.rearm = period > 0;
+	fn(svc, t); /* a one-shot timer may be freed from here on */
+	rearm_after = THIS_THREAD.rearm;
+	THIS_THREAD.current = NULL;
+	THIS_THREAD.current_svc = NULL;
+	COUNT(svc, ran);
+
+	/* From the due time, not from now: no drift. Not if the callback
+	 * cancelled its own timer: it may have freed it since (issue 28,
+	 * item 9), and a cancelled periodic timer is not re-armed anyway. */
+	if (rearm_after)
+		tw__svc_rearm(svc, t,
+			      due > INT64_MAX - period ? INT64_MAX : due + period);
+	running_store(slot, NULL);
+	tw__svc_wake_sync_waiters(svc);
+}
+
+/* Hand the batch to the executors, a ring's worth per lock, or run a
+ * timer here when the ring is full. The rest of the batch stays in
+ * svc->batch, where a callback run here may take a timer out
+ * (cancel_sync leaves NULL). */
+static int64_t dispatch(struct tw_service *svc)
+{
+	int64_t n = 0;
+
+	while (svc->batch_pos < svc->batch_len) {
+		struct tw_service_timer *t;
+
+		if (svc->nexecutors) {
+			size_t queued = 0;
+
+			pthread_mutex_lock(&svc->q_mu);
+			while (svc->batch_pos < svc->batch_len &&
+			       svc->ring_len < svc->ring_cap &&
+			       !svc->stop_executors) {
+				t = svc->batch[svc->batch_pos++];
+				if (!t)
+					continue;
+				svc->ring[(svc->ring_head + svc->ring_len++) %
+					  svc->ring_cap] = t;
+				queued++;
+			}
+			if (queued)
+				pthread_cond_broadcast(&svc->q_cv);
+			pthread_mutex_unlock(&svc->q_mu);
+			n += (int64_t)queued;
+			if (svc->batch_pos == svc->batch_len)
+				break;
+			COUNT(svc, caller_ran);
+		}
+		t = svc->batch[svc->batch_pos++];
+		if (!t)
+			continue;
+		n++;
+		execute(svc, t, svc->nexecutors);
+	}
+	svc->batch_len = svc->batch_pos = 0;
+	return n;
+}
+
+#define MAX_SLEEP_NS (3600 * 1000000000LL)
+
+static void wait_until(struct tw_service *svc, int64_t next)
+{
+	int64_t now, rel;
+
+	if (next == INT64_MAX) {
+		pthread_cond_wait(&svc->reaper_cv, &svc->reaper_mu);
+		return;
+	}
+	/* The clock may be injected: sleep its distance as nanoseconds. An
+	 * injected clock may be anywhere in the int64 range, so next - now
+	 * need not fit (it overflowed into a negative "due already", and
+	 * the reaper spun): compare before subtracting. */
+	now = clock_now(svc);
+	if (next <= now)
+		return;
+	rel = now < 0 && next > INT64_MAX + now ? MAX_SLEEP_NS : next - now;
+	if (rel > MAX_SLEEP_NS)
+		rel = MAX_SLEEP_NS;
+	tw__svc_wait_for_ns(&svc->reaper_cv, &svc->reaper_mu, rel);
+}
+
+void *tw__svc_reaper_main(void *arg)
+{
+	struct tw_service *svc = arg;
+
+	for (;;) {
+		int64_t next;
+
+		TW_TEST_POINT("reaper.loop_top", svc);
+		pthread_mutex_lock(&svc->reaper_mu);
+		if (svc->stop_reaper) {
+			pthread_mutex_unlock(&svc->reaper_mu);
+			break;
+		}
+		/* Both kick flags at once, under the lock (see kick()). */
+		svc->kicked = false;
+		atomic_store(&svc->kick_pending, false);
+		/* While it scans, every add due before forever kicks. seq_cst,
+		 * before the drain: push() explains the pairing. */
+		atomic_store(&svc->deadline, INT64_MAX);
+		pthread_mutex_unlock(&svc->reaper_mu);
+		TW_TEST_POINT("reaper.cleared", svc);
+
+		pthread_mutex_lock(&svc->scan_mu);
+		THIS_THREAD.scanning = svc;
+		tw__svc_scan(svc, clock_now(svc), &next);
+		dispatch(svc);
+		THIS_THREAD.scanning = NULL;
+		pthread_mutex_unlock(&svc->scan_mu);
+
+		pthread_mutex_lock(&svc->reaper_mu);
+		if (!svc->kicked && !svc->stop_reaper) {
+			atomic_store(&svc->deadline, next);
+			wait_until(svc, next);
+		}
+		pthread_mutex_unlock(&svc->reaper_mu);
+		COUNT(svc, wakeups);
+	}
+	return NULL;
+}
+
+void *tw__svc_executor_main(void *arg)
+{
+	struct tw_service *svc = ((struct tw__svc_executor_arg *)arg)->svc;
+	unsigned index = ((struct tw__svc_executor_arg *)arg)->index;
+
+	free(arg);
+	for (;;) {
+		struct tw_service_timer *t;
+
+		pthread_mutex_lock(&svc->q_mu);
+		while (svc->ring_len == 0 && !svc->stop_executors)
+			pthread_cond_wait(&svc->q_cv, &svc->q_mu);
+		if (svc->ring_len == 0) {
+			pthread_mutex_unlock(&svc->q_mu);
+			break;
+		}
+		t = svc->ring[svc->ring_head];
+		svc->ring_head = (svc->ring_head + 1) % svc->ring_cap;
+		svc->ring_len--;
+		pthread_mutex_unlock(&svc->q_mu);
+		if (t) /* NULL: taken back by cancel_sync */
+			execute(svc, t, index);
+	}
+	return NULL;
+}
+
+int64_t tw_service_poll(struct tw_service *svc)
+{
+	int64_t now, n, next;
+
+	if (!svc)
+		return TW_EINVAL;
+	if (THIS_THREAD.scanning || THIS_THREAD.current)
+		return TW_EREENTER;
+	if (atomic_load(&svc->closing))
+		return TW_ESHUTDOWN;
+	TW_TEST_POINT("poll.enter", svc);
+	pthread_mutex_lock(&svc->scan_mu);
+	/* Again under scan_mu, which shutdown holds while it sets closing: a
+	 * poll that got past the check above could otherwise expire timers
+	 * shutdown is about to hand back, and run them after it returned. */
+	if (atomic_load(&svc->closing)) {
+		pthread_mutex_unlock(&svc->scan_mu);
+		return TW_ESHUTDOWN;
+	}
+	now = clock_now(svc);
+	pthread_mutex_lock(&svc->wheel_mu);
+	n = now < tw_wheel_now(&svc->wheel) ? TW_ERANGE : 0;
+	pthread_mutex_unlock(&svc->wheel_mu);
+	if (n == 0) {
+		/* Everything due at this clock reading, however many: an
+		 * advance hands at most BATCH_MAX timers to dispatch and
+		 * leaves the rest due now, so scan again until none was left
+		 * (one poll ran 65,536 of 100,000 due timers, and a manual
+		 * service has no call that says to poll again: issue 28,
+		 * item 8). Only a full batch repeats, so a callback that adds
+		 * timers due now cannot keep the loop going on its own. */
+		THIS_THREAD.scanning = svc;
+		do {
+			svc->deferred = false;
+			tw__svc_scan(svc, now, &next);
+			TW_TEST_POINT("poll.scanned", svc);
+			n += dispatch(svc);
+		} while (svc->deferred);
+		THIS_THREAD.scanning = NULL;
+	}
+	pthread_mutex_unlock(&svc->scan_mu);
+	return n;
+}

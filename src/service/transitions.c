@@ -1,0 +1,98 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * transitions.c — code and model, one machine (test-point build only).
+ * Every transition of a state word the C code makes (state.h's tr_*,
+ * reported with the owner's bits masked off) is looked up in the table
+ * SPIN derived from model/service.pml: model/service.transitions, every
+ * (transition, word before, word after) the model makes in the runs of
+ * its scenarios and from every word (scenario 14), turned into
+ * service_transitions.inc by the build. A step the
+ * model never makes aborts the program at that step, with the step named,
+ * so the race tests, the stress tests and the soak all check that the
+ * code is the machine SPIN verified. With TW_TRANSITIONS_SEEN=file set, a
+ * program also appends every distinct step it made to that file at exit,
+ * so tests/transitions.sh can show which of the model's steps the C suite
+ * exercises (docs/model.md).
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "core.h"
+
+#define WORD_BITS 128 /* the state and the four flags: bits 0-6 */
+#define WORD_OF(w) ((w) & (WORD_BITS - 1))
+
+static const char *const names[TR_COUNT] = {
+#define NAME(tr) [TR_##tr] = #tr
+	NAME(add), NAME(publish), NAME(rearm), NAME(apply), NAME(clear_tomb),
+	NAME(expire), NAME(execute), NAME(release_entry), NAME(reinit),
+	NAME(cancel), NAME(stop_pending), NAME(collect), NAME(hand_back),
+#undef NAME
+};
+
+static const struct step {
+	enum tw__svc_transition tr;
+	unsigned char from, to;
+} model_steps[] = {
+#define TW_STEP(tr, from, to) { TR_##tr, from, to },
+#include "service_transitions.inc"
+#undef TW_STEP
+};
+
+/* A bit per (transition, from, to): the model's, and the ones seen. */
+static uint64_t allowed[TR_COUNT][WORD_BITS][WORD_BITS / 64];
+static _Atomic uint64_t seen[TR_COUNT][WORD_BITS][WORD_BITS / 64];
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+static void dump_seen(void)
+{
+	const char *path = getenv("TW_TRANSITIONS_SEEN");
+	FILE *f;
+
+	if (!path || !*path || !(f = fopen(path, "a")))
+		return;
+	for (unsigned tr = 0; tr < TR_COUNT; tr++)
+		for (unsigned from = 0; from < WORD_BITS; from++)
+			for (unsigned to = 0; to < WORD_BITS; to++)
+				if (atomic_load(&seen[tr][from][to / 64]) >>
+				    (to % 64) & 1)
+					fprintf(f, "%s %u %u\n", names[tr], from, to);
+	fclose(f);
+}
+
+static void load_table(void)
+{
+	for (size_t i = 0; i < sizeof(model_steps) / sizeof(model_steps[0]); i++) {
+		const struct step *s = &model_steps[i];
+
+		allowed[s->tr][s->from][s->to / 64] |= (uint64_t)1 << (s->to % 64);
+	}
+	atexit(dump_seen);
+}
+
+void tw__svc_transition(enum tw__svc_transition tr, uint32_t from, uint32_t to)
+{
+	unsigned f = WORD_OF(from), t = WORD_OF(to);
+	uint64_t bit = (uint64_t)1 << (t % 64);
+
+	pthread_once(&once, load_table);
+	if (!(allowed[tr][f][t / 64] & bit)) {
+		fprintf(stderr,
+			"timingwheel: transition %s %u -> %u (state %u%s%s%s%s -> "
+			"state %u%s%s%s%s) is not a step of model/service.pml "
+			"(model/service.transitions)\n",
+			names[tr], f, t, f & ST_MASK,
+			f & F_INBOX ? " +inbox" : "", f & F_ENTRY ? " +entry" : "",
+			f & F_PERIODIC ? " +periodic" : "", f & F_TOMB ? " +tomb" : "",
+			t & ST_MASK, t & F_INBOX ? " +inbox" : "",
+			t & F_ENTRY ? " +entry" : "", t & F_PERIODIC ? " +periodic" : "",
+			t & F_TOMB ? " +tomb" : "");
+		abort();
+	}
+	if (!(atomic_load_explicit(&seen[tr][f][t / 64], memory_order_relaxed) & bit))
+		atomic_fetch_or_explicit(&seen[tr][f][t / 64], bit,
+					 memory_order_relaxed);
+}
