@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * purgatory.pml -- the purgatory's protocol (src/purgatory.c), for SPIN.
+ * purgatory.pml -- the purgatory's protocol (src/purgatory/), for SPIN.
  *
  * Modelled: one operation on one key (its watch entry in the key's list
  * under the shard lock; the op's own lock around try_complete); the

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * service.pml -- the timer service's protocol (src/service.c), for SPIN.
+ * service.pml -- the timer service's protocol (src/service/), for SPIN.
  *
  * What is modelled, one to one with the C code (docs/model.md maps every
  * variable and step):

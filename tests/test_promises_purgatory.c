@@ -403,8 +403,9 @@ static void test_completion_in_a_ring_with_a_service_keeps_no_reference(void)
 
 /* ---- 5: the second review: a stop before the add's push ---- */
 
-/* service.c's F_INBOX: an inbox holds the timer (white box: no public
- * call tells whether the service still refers to a timer it let go of). */
+/* src/service/state.h's F_INBOX: an inbox holds the timer (white box: no
+ * public call tells whether the service still refers to a timer it let go
+ * of). */
 #define SERVICE_F_INBOX 8u
 
 static void check_timer_let_go(struct gop *o)

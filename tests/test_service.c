@@ -147,7 +147,7 @@ static void test_one_poll_runs_its_batch_in_tick_order(void)
 	tw_service_destroy(svc);
 }
 
-/* One advance hands at most 65536 timers to dispatch (service.c's
+/* One advance hands at most 65536 timers to dispatch (src/service/core.h's
  * BATCH_MAX): the rest stay pending, due at once, and the same poll
  * advances again until none is left, so one poll runs everything due
  * (issue 28, item 8: it ran 65,536 and left the rest for a poll nobody

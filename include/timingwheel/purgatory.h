@@ -119,7 +119,7 @@ struct tw_delayed_op {
 					    NULL: its own_lock */
 	struct tw_purgatory *purgatory;/**< set when first watched */
 	int64_t timeout;               /**< clock units (ns by default) */
-	/* Atomic, through the compiler's builtins in purgatory.c, not
+	/* Atomic, through the compiler's builtins in src/purgatory/, not
 	 * <stdatomic.h> types, which C++ cannot include. */
 	unsigned own_lock;             /**< 0 free, 1 held, 2 held and
 					    someone sleeps on it (a futex) */

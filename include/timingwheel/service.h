@@ -96,8 +96,9 @@ struct tw_service_timer {
 	struct tw_timer wheel_timer; /**< its entry in the service's wheel
 					  (40 B; its fn holds the callback) */
 	uint32_t state;           /**< state, flags, owner's id (atomic;
-				       service.c), next to the wheel's due
-				       time: a cascade reads both */
+				       src/service/state.h), next to the
+				       wheel's due time: a cascade reads
+				       both */
 	struct tw_service_timer *inbox_next; /**< next in a producer's inbox */
 	int64_t next_due;         /**< the due time asked for (atomic) */
 };

@@ -1,0 +1,336 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * core.h — Kafka's DelayedOperationPurgatory: what the purgatory's files
+ * share (the purgatory, its shards and watch lists, the op's lock and its
+ * references), and the essay. Files (src/purgatory/), each opening with
+ * what it owns:
+ *   op.c         an op: init, the exactly-once claim, force_complete,
+ *                safe_try_complete, its timeout (on_timeout, drop_timeout)
+ *   watch.c      the watch lists: the sharded hash table, watch and
+ *                try_complete_else_watch, check_and_complete,
+ *                cancel_for_key, the one walker over every list, purge
+ *   lifecycle.c  create, counts, poll, shutdown and its hand-back, destroy
+ *
+ * Watch lists. Every key that has operations waiting on it has a list of
+ * watch entries (the callers' struct tw_watch, one per op and key) in a
+ * hash table split into shards with a mutex each (Kafka uses 512), so
+ * producers checking different keys rarely share a lock.
+ *
+ * Exactly once. tw_op_force_complete() flips op->completed from 0 to 1 with
+ * a compare-and-swap: the condition check, the timeout and a cancel race
+ * for it and exactly one wins. The winner stops the timeout and (unless
+ * it is a cancel) runs on_complete; the timeout then adds on_expiration.
+ * Stopping never waits (Kafka's forceComplete does not either): the
+ * winner usually holds the op's lock, and a wait for an expired timeout
+ * waits for the reaper, whose current callback may want that very lock.
+ * So only a pending timeout is stopped (tw__service_stop_pending, one
+ * CAS and an unlink); one that already expired runs later, loses the
+ * race, and drops its reference; one that the service's shutdown holds
+ * is handed back to timeout_handed_back, which does the same.
+ *
+ * Lazy purge, as Kafka. A completed op's entries stay in the lists of its
+ * other keys until that key is checked, or until more than purge_interval
+ * ops completed since the last purge, when one thread walks every list.
+ * Because entries outlive completion, ops are reference counted: each
+ * linked entry, an armed timeout and any call in progress hold a
+ * reference, and on_release runs when the last one goes. A call that comes
+ * from outside holding none (force_complete, safe_try_complete) gets one
+ * only if the count is not zero: zero is final.
+ *
+ * Purges run where the purgatory has let go of every op lock (after
+ * try_complete's section, after a key check's loop, after a timeout), not
+ * inside a completion: a purge drops references, and an on_release of an
+ * op that shares the caller's lock would run under it.
+ *
+ * Locks: a shard lock is never held while user code runs (try_complete,
+ * on_complete and on_release run after the shard is unlocked, on a
+ * snapshot of the ops); an op's lock is taken before a shard lock, never
+ * after. An op's own lock is one word in the op (a futex on Linux), not
+ * a pthread_mutex_t: 4 bytes instead of 40 in every op, and the same one
+ * atomic exchange when nobody else holds it, which is nearly always (two
+ * threads meet on an op only when two keys it watches are checked at
+ * once). Contended, a thread marks the word and sleeps on it; the holder
+ * wakes one sleeper when it lets go.
+ *
+ * Races closed (issue 13; model/purgatory.pml checks them, and
+ * tests/test_races.c forces each): try_complete_else_watch checks again
+ * after watching, under the op's lock, so a key check between its first
+ * check and its watch is not lost; shutdown waits for the calls under way
+ * (counted in stripes) before it walks the lists; claim() takes its
+ * reference before the exactly-once CAS, so the op cannot be released
+ * under it; and the service's shutdown hands a still-armed timeout (of an
+ * op a completer claimed but has not cancelled yet) back to the purgatory,
+ * which drops its reference. Issue 28 closed three more (the model checks
+ * each, tests/test_promises_purgatory.c forces each): a reference taken
+ * from zero ran on_release twice; a completer waited in cancel_sync for
+ * an expired timeout whose reaper waited for the completer's lock; a
+ * purge inside a completion released another op under the shared lock.
+ *
+ * Worked example: X and Y share a lock and time out in the same tick.
+ * The reaper expires both into one batch and runs X's timeout: claim
+ * wins, on_complete(X), on_expiration(X) checks Y's key and waits for the
+ * shared lock, which a producer holds in try_complete(Y). The producer's
+ * force_complete(Y) wins Y's CAS, finds Y's timeout EXPIRED (not
+ * pending), leaves it, runs on_complete(Y) and returns; the lock goes;
+ * X's check finds Y completed. Next in the batch, Y's timeout: claim
+ * loses, its reference goes, nothing else runs.
+ */
+#ifndef TW_PURGATORY_CORE_H
+#define TW_PURGATORY_CORE_H
+
+#define _POSIX_C_SOURCE 200809L
+#define _DEFAULT_SOURCE /* syscall(): the own lock's futex */
+
+#include <sched.h>
+#ifdef __linux__
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../list.h"
+#include "../service_internal.h"
+#include "../test_point.h"
+#include "timingwheel/purgatory.h"
+
+/* Shared between the purgatory's files, hidden from the library's users
+ * and named tw__pg_* (service/core.h says why). */
+#define TW_PG_HIDDEN __attribute__((visibility("hidden")))
+
+struct tw_watchers {
+	struct tw_watchers *next; /* hash chain */
+	uint64_t hash;
+	size_t len;
+	size_t count;
+	struct tw_link entries;
+	unsigned char key[];
+};
+
+struct pshard {
+	_Alignas(64) pthread_mutex_t mu;
+	struct tw_watchers **table;
+	size_t nbuckets;
+	size_t nkeys;
+};
+
+/* Calls of try_complete_else_watch in progress, striped over cache lines
+ * by thread so that the count costs no shared line in the common case.
+ * Shutdown sets closing, then waits for every stripe to reach zero: an op
+ * that passed the closing check is then on its lists, or completed, before
+ * shutdown walks them (bug 4: it was neither, and was lost). */
+#define ENTRY_STRIPES 16
+
+struct entry_stripe {
+	_Alignas(64) atomic_uint active;
+};
+
+struct tw_purgatory {
+	struct tw_service *svc;
+	struct entry_stripe stripes[ENTRY_STRIPES];
+	struct pshard *shards;
+	unsigned nshards;
+	size_t purge_interval;
+	atomic_size_t watched;
+	atomic_size_t delayed;
+	atomic_size_t completed_since_purge;
+	atomic_bool purging;
+	atomic_bool closing;
+	pthread_mutex_t shutdown_mu;
+	bool shut_down;
+};
+
+/* Ops collected under a shard lock and dealt with after it. Per call, with
+ * room for 32 inline, so the common case allocates nothing. */
+struct oplist {
+	struct tw_delayed_op **ops;
+	size_t len, cap;
+	struct tw_delayed_op *small[32];
+};
+
+static inline void oplist_init(struct oplist *l)
+{
+	l->ops = l->small;
+	l->len = 0;
+	l->cap = sizeof(l->small) / sizeof(l->small[0]);
+}
+
+static inline bool oplist_push(struct oplist *l, struct tw_delayed_op *op)
+{
+	if (l->len == l->cap) {
+		size_t cap = 2 * l->cap;
+		struct tw_delayed_op **grown = malloc(cap * sizeof(*grown));
+
+		if (!grown)
+			return false;
+		memcpy(grown, l->ops, l->len * sizeof(*grown));
+		if (l->ops != l->small)
+			free(l->ops);
+		l->ops = grown;
+		l->cap = cap;
+	}
+	l->ops[l->len++] = op;
+	return true;
+}
+
+static inline void oplist_free(struct oplist *l)
+{
+	if (l->ops != l->small)
+		free(l->ops);
+	oplist_init(l);
+}
+
+/* The op's own lock: own_lock is OWN_FREE, OWN_HELD, or OWN_SLEEPERS
+ * (held, and someone may sleep on it, so the release must wake one). */
+enum { OWN_FREE = 0, OWN_HELD = 1, OWN_SLEEPERS = 2 };
+
+static inline void own_lock_sleep(unsigned *word)
+{
+#ifdef __linux__
+	/* Returns at once if the word is no longer OWN_SLEEPERS. */
+	syscall(SYS_futex, word, FUTEX_WAIT_PRIVATE, OWN_SLEEPERS, NULL, NULL, 0);
+#else
+	(void)word;
+	sched_yield();
+#endif
+}
+
+static inline void own_lock_wake_one(unsigned *word)
+{
+#ifdef __linux__
+	syscall(SYS_futex, word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+#else
+	(void)word;
+#endif
+}
+
+static inline void own_lock_acquire(unsigned *word)
+{
+	unsigned seen = OWN_FREE;
+
+	if (__atomic_compare_exchange_n(word, &seen, OWN_HELD, false,
+					__ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
+		return;
+	/* Whoever takes it from here on takes it as OWN_SLEEPERS: it cannot
+	 * know whether another sleeper is left, so its release wakes one
+	 * (at worst a wake-up nobody needed). */
+	if (seen != OWN_SLEEPERS)
+		seen = __atomic_exchange_n(word, OWN_SLEEPERS, __ATOMIC_ACQUIRE);
+	while (seen != OWN_FREE) {
+		own_lock_sleep(word);
+		seen = __atomic_exchange_n(word, OWN_SLEEPERS, __ATOMIC_ACQUIRE);
+	}
+}
+
+static inline void own_lock_release(unsigned *word)
+{
+	/* The op stays alive across this: every caller holds a reference
+	 * (or owns an op the purgatory never saw). */
+	if (__atomic_exchange_n(word, OWN_FREE, __ATOMIC_RELEASE) == OWN_SLEEPERS)
+		own_lock_wake_one(word);
+}
+
+static inline void lock_op(struct tw_delayed_op *op)
+{
+	if (op->shared_lock)
+		pthread_mutex_lock(op->shared_lock);
+	else
+		own_lock_acquire(&op->own_lock);
+}
+
+static inline void unlock_op(struct tw_delayed_op *op)
+{
+	if (op->shared_lock)
+		pthread_mutex_unlock(op->shared_lock);
+	else
+		own_lock_release(&op->own_lock);
+}
+
+/* The op's counters are plain ints in the public struct (C++ cannot see
+ * <stdatomic.h> types); these are their atomic accessors, sequentially
+ * consistent as the atomic_int operations they replace. */
+#define OP_LOAD(field) __atomic_load_n(&(field), __ATOMIC_SEQ_CST)
+#define OP_ADD(field, n) __atomic_fetch_add(&(field), (n), __ATOMIC_SEQ_CST)
+#define OP_SUB(field, n) __atomic_fetch_sub(&(field), (n), __ATOMIC_SEQ_CST)
+
+static inline bool op_claim_flag(struct tw_delayed_op *op)
+{
+	int expected = 0;
+
+	return __atomic_compare_exchange_n(&op->completed, &expected, 1, false,
+					   __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+}
+
+/* ---- references ---- */
+
+/* A reference taken by a holder of another one: the count is not zero. */
+static inline void op_get(struct tw_delayed_op *op)
+{
+	OP_ADD(op->refs, 1);
+}
+
+static inline void op_put(struct tw_delayed_op *op)
+{
+	if (OP_SUB(op->refs, 1) != 1)
+		return;
+	TW_TEST_POINT("op_put.last", op);
+	if (op->ops->on_release)
+		op->ops->on_release(op);
+}
+
+/* Drop the references collected under a lock, now that it is released. */
+static inline void put_all(struct oplist *puts)
+{
+	for (size_t i = 0; i < puts->len; i++)
+		op_put(puts->ops[i]);
+	oplist_free(puts);
+}
+
+/* ---- the hash table's addressing ---- */
+
+static inline uint64_t hash_key(const void *key, size_t len)
+{
+	const unsigned char *p = key;
+	uint64_t h = 1469598103934665603ULL; /* FNV-1a */
+
+	for (size_t i = 0; i < len; i++)
+		h = (h ^ p[i]) * 1099511628211ULL;
+	return h ^ (h >> 29);
+}
+
+static inline struct pshard *shard_for(struct tw_purgatory *p, uint64_t h)
+{
+	return &p->shards[h % p->nshards];
+}
+
+static inline struct tw_watchers **slot_for(struct pshard *sh, uint64_t h)
+{
+	return &sh->table[(h >> 16) % sh->nbuckets];
+}
+
+/* An action on one key's list, under its shard lock; the references it
+ * drops go on puts, dropped after the unlock. */
+typedef void tw__pg_list_fn(struct tw_purgatory *p, struct tw_watchers *ws,
+			    struct oplist *puts, void *arg);
+
+/* op.c */
+TW_PG_HIDDEN void tw__pg_drop_timeout(struct tw_purgatory *p,
+				      struct tw_delayed_op *op);
+TW_PG_HIDDEN bool tw__pg_try_complete_referenced(struct tw_delayed_op *op);
+/* watch.c */
+TW_PG_HIDDEN void tw__pg_walk_lists(struct tw_purgatory *p, bool lock,
+				    tw__pg_list_fn *fn, void *arg);
+TW_PG_HIDDEN void tw__pg_claim_list(struct tw_purgatory *p,
+				    struct tw_watchers *ws, struct oplist *puts,
+				    void *claimed);
+TW_PG_HIDDEN void tw__pg_unlink_all(struct tw_purgatory *p,
+				    struct tw_watchers *ws, struct oplist *puts,
+				    void *unused);
+TW_PG_HIDDEN int64_t tw__pg_hand_back_claimed(struct tw_purgatory *p,
+					      struct oplist *claimed,
+					      tw_op_fn *hand_back);
+TW_PG_HIDDEN void tw__pg_maybe_purge(struct tw_purgatory *p);
+
+#endif

@@ -1,0 +1,175 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * op.c — one delayed operation: its init, the exactly-once claim (the
+ * CAS on op->completed that a condition, the timeout, a cancel and
+ * shutdown race for), force_complete and safe_try_complete from outside,
+ * and its timeout: on_timeout when it fires, drop_timeout when the op
+ * completed first (a one-CAS stop that never waits). Its reference
+ * counting is core.h's; a reference from a caller that holds none is
+ * taken here, only unless the count is zero.
+ */
+#include "core.h"
+
+#if defined(__LP64__)
+/* purgatory.h says what each of these bytes is for; keep it true. */
+_Static_assert(sizeof(struct tw_delayed_op) == 112,
+	       "an op is 112 bytes on LP64");
+_Static_assert(sizeof(struct tw_watch) == 24,
+	       "a watch entry is 24 bytes on LP64");
+#endif
+
+/*
+ * A reference taken by a caller that holds none (a force_complete or
+ * safe_try_complete from outside), only unless the count is zero. Zero
+ * means the last reference went and on_release is due or running: the
+ * op is on its way out, and a plain increment would bring the count back
+ * to life, to reach zero again at this caller's put, and run on_release a
+ * second time (issue 28, item 1). Only for an op the purgatory saw: one
+ * it never saw has no references and no on_release to run.
+ */
+static bool op_get_unless_released(struct tw_delayed_op *op)
+{
+	int n = OP_LOAD(op->refs);
+
+	do {
+		if (n == 0)
+			return false;
+	} while (!__atomic_compare_exchange_n(&op->refs, &n, n + 1, false,
+					      __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST));
+	return true;
+}
+
+/* The op's timeout is no longer needed: stop it if it is pending, and drop
+ * its reference. Never waits (issue 28, item 2): an expired timeout, or
+ * one the service's shutdown holds, is left to on_timeout or
+ * timeout_handed_back, which find the op completed and drop the reference
+ * themselves. */
+void tw__pg_drop_timeout(struct tw_purgatory *p, struct tw_delayed_op *op)
+{
+	if (tw__service_stop_pending(p->svc, &op->timer) == TW_SVC_STOPPED) {
+		atomic_fetch_sub(&p->delayed, 1);
+		op_put(op); /* the timeout's reference */
+	}
+}
+
+static void on_timeout(struct tw_service *svc, struct tw_service_timer *t);
+
+int tw_op_init(struct tw_delayed_op *op, int64_t timeout,
+	       const struct tw_op_ops *ops, pthread_mutex_t *lock)
+{
+	if (!op || timeout <= 0 || !ops || !ops->try_complete ||
+	    !ops->on_complete)
+		return TW_EINVAL;
+	memset(op, 0, sizeof(*op));
+	tw_service_timer_init(&op->timer, on_timeout);
+	op->timeout = timeout;
+	op->ops = ops;
+	op->shared_lock = lock;
+	return TW_OK;
+}
+
+void tw_op_destroy(struct tw_delayed_op *op)
+{
+	(void)op; /* the own lock is a word: nothing to release */
+}
+
+bool tw_op_is_completed(const struct tw_delayed_op *op)
+{
+	if (!op)
+		return false;
+	return __atomic_load_n(&op->completed, __ATOMIC_SEQ_CST) != 0;
+}
+
+/* Win the race to complete (or, with run_callback false, to cancel). The
+ * reference comes first: once the CAS succeeds, every other holder may see
+ * the op completed and drop its own (a key check unlinks the entries, the
+ * timeout runs and puts), and a reference taken after the CAS could come
+ * after on_release. No purge here: a claim usually runs in try_complete,
+ * under the caller's lock, and a purge may release another op that shares
+ * it (issue 28, item 3); the purgatory's own calls purge once they let go
+ * of the op's lock. */
+static bool claim(struct tw_delayed_op *op, bool run_callback)
+{
+	/* NULL: never watched. Then nothing else refers to the op, and it
+	 * takes no reference and has no on_release to run (the second
+	 * review: a claim's own put ran on_release of an op the purgatory
+	 * never saw, under the caller's lock, and a later watch ran it
+	 * again). */
+	struct tw_purgatory *p = op->purgatory;
+
+	if (p && !op_get_unless_released(op))
+		return false;
+	if (!op_claim_flag(op)) {
+		if (p)
+			op_put(op);
+		return false;
+	}
+	TW_TEST_POINT("force_complete.claimed", op);
+	if (p) {
+		tw__pg_drop_timeout(p, op);
+		if (OP_LOAD(op->linked))
+			atomic_fetch_add(&p->completed_since_purge, 1);
+	}
+	if (run_callback)
+		op->ops->on_complete(op);
+	if (p)
+		op_put(op);
+	return true;
+}
+
+bool tw_op_force_complete(struct tw_delayed_op *op)
+{
+	if (!op)
+		return false;
+	return claim(op, true);
+}
+
+/* The caller holds a reference across it (see tw_op_safe_try_complete). */
+bool tw__pg_try_complete_referenced(struct tw_delayed_op *op)
+{
+	bool done;
+
+	lock_op(op);
+	done = op->ops->try_complete(op);
+	unlock_op(op);
+	return done;
+}
+
+/* A reference across the locked section: if try_complete completes the op
+ * and every other reference goes meanwhile, on_release runs after the
+ * unlock (it may free the op, lock included), never under the lock. */
+bool tw_op_safe_try_complete(struct tw_delayed_op *op)
+{
+	bool done, held;
+
+	if (!op || !op->ops)
+		return false;
+	held = op->purgatory != NULL; /* one the purgatory never saw has no
+					 references to keep */
+	if (held && !op_get_unless_released(op))
+		return false; /* completed, and on its way out */
+	done = tw__pg_try_complete_referenced(op);
+	if (held) {
+		struct tw_purgatory *p = op->purgatory;
+
+		op_put(op);
+		/* After the unlock, and not through the op: the put may
+		 * have released it. */
+		tw__pg_maybe_purge(p);
+	}
+	return done;
+}
+
+static void on_timeout(struct tw_service *svc, struct tw_service_timer *t)
+{
+	struct tw_delayed_op *op = tw_container_of(t, struct tw_delayed_op, timer);
+
+	struct tw_purgatory *p = op->purgatory;
+
+	(void)svc;
+	atomic_fetch_sub(&p->delayed, 1);
+	if (claim(op, true) && op->ops->on_expiration)
+		op->ops->on_expiration(op);
+	op_put(op); /* the timeout's reference */
+	tw__pg_maybe_purge(p);
+}

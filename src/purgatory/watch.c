@@ -1,0 +1,460 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * watch.c — the watch lists: a hash table of keys split into shards with
+ * a mutex each, every key's list of watch entries (the callers' struct
+ * tw_watch), and what walks them: try_complete_else_watch (check, watch,
+ * check again under the op's lock), check_and_complete (a snapshot under
+ * the shard lock, try_complete after it), cancel_for_key, and the one
+ * walker over every list that purge, shutdown and destroy share. A shard
+ * lock is never held while user code runs, and an op's lock is taken
+ * before a shard lock, never after.
+ */
+#include "core.h"
+
+static struct tw_watchers *find(struct pshard *sh, uint64_t h, const void *key,
+				size_t len)
+{
+	for (struct tw_watchers *ws = *slot_for(sh, h); ws; ws = ws->next)
+		if (ws->hash == h && ws->len == len && !memcmp(ws->key, key, len))
+			return ws;
+	return NULL;
+}
+
+static void grow(struct pshard *sh)
+{
+	size_t n = sh->nbuckets * 2;
+	struct tw_watchers **table = calloc(n, sizeof(*table));
+
+	if (!table)
+		return; /* longer chains, still correct */
+	for (size_t i = 0; i < sh->nbuckets; i++) {
+		while (sh->table[i]) {
+			struct tw_watchers *ws = sh->table[i];
+
+			sh->table[i] = ws->next;
+			ws->next = table[(ws->hash >> 16) % n];
+			table[(ws->hash >> 16) % n] = ws;
+		}
+	}
+	free(sh->table);
+	sh->table = table;
+	sh->nbuckets = n;
+}
+
+static struct tw_watchers *find_or_add(struct pshard *sh, uint64_t h,
+				       const void *key, size_t len)
+{
+	struct tw_watchers *ws = find(sh, h, key, len), **slot;
+
+	if (ws)
+		return ws;
+	ws = TW_TEST_FAIL("watchers.alloc", key) ? NULL
+						   : malloc(sizeof(*ws) + len);
+	if (!ws)
+		return NULL;
+	ws->hash = h;
+	ws->len = len;
+	ws->count = 0;
+	list_init(&ws->entries);
+	memcpy(ws->key, key, len);
+	if (sh->nkeys >= sh->nbuckets)
+		grow(sh);
+	slot = slot_for(sh, h);
+	ws->next = *slot;
+	*slot = ws;
+	sh->nkeys++;
+	return ws;
+}
+
+static void remove_if_empty(struct pshard *sh, struct tw_watchers *ws)
+{
+	struct tw_watchers **pp = slot_for(sh, ws->hash);
+
+	if (ws->count)
+		return;
+	while (*pp != ws)
+		pp = &(*pp)->next;
+	*pp = ws->next;
+	sh->nkeys--;
+	free(ws);
+}
+
+/* Validate a key and find its shard; NULL if the key is not acceptable. */
+static struct pshard *locate(struct tw_purgatory *p, const void *key, size_t len,
+			     uint64_t *h)
+{
+	if (!p || !key || len == 0 || len > TW_KEY_MAX)
+		return NULL;
+	*h = hash_key(key, len);
+	return shard_for(p, *h);
+}
+
+/* Under the shard lock; the op's reference is dropped later. */
+static void unlink_entry(struct tw_purgatory *p, struct tw_watchers *ws,
+			 struct tw_watch *w, struct oplist *puts)
+{
+	list_unlink(&w->link); /* leaves link.next NULL: in no list */
+	ws->count--;
+	OP_SUB(w->op->linked, 1);
+	atomic_fetch_sub(&p->watched, 1);
+	if (!oplist_push(puts, w->op))
+		op_put(w->op); /* out of memory: drop it here instead */
+}
+
+/* Unlink the completed entries of one list. */
+static void drop_completed(struct tw_purgatory *p, struct tw_watchers *ws,
+			   struct oplist *puts)
+{
+	struct tw_link *l = ws->entries.next;
+
+	while (l != &ws->entries) {
+		struct tw_watch *w = tw_container_of(l, struct tw_watch, link);
+
+		l = l->next;
+		if (OP_LOAD(w->op->completed))
+			unlink_entry(p, ws, w, puts);
+	}
+}
+
+/* ---- calls in progress ---- */
+
+static _Thread_local unsigned tls_stripe; /* 0: not yet chosen */
+static atomic_uint stripes_handed;
+
+/* A call's way in: NULL once shutdown began. seq_cst on both sides (the
+ * count here, closing there) so that shutdown sees the count or this call
+ * sees closing. */
+static struct entry_stripe *enter(struct tw_purgatory *p)
+{
+	struct entry_stripe *st;
+
+	if (!tls_stripe)
+		tls_stripe = atomic_fetch_add(&stripes_handed, 1) % ENTRY_STRIPES + 1;
+	st = &p->stripes[tls_stripe - 1];
+	atomic_fetch_add(&st->active, 1);
+	if (atomic_load(&p->closing)) {
+		atomic_fetch_sub(&st->active, 1);
+		return NULL;
+	}
+	return st;
+}
+
+static void leave(struct entry_stripe *st)
+{
+	atomic_fetch_sub_explicit(&st->active, 1, memory_order_release);
+}
+
+/* Watch op on one key, under the op's lock. */
+static int watch(struct tw_purgatory *p, struct tw_delayed_op *op,
+		 const void *key, size_t len, struct tw_watch *w)
+{
+	uint64_t h = hash_key(key, len);
+	struct pshard *sh = shard_for(p, h);
+	struct tw_watchers *ws;
+
+	pthread_mutex_lock(&sh->mu);
+	ws = find_or_add(sh, h, key, len);
+	if (!ws) {
+		pthread_mutex_unlock(&sh->mu);
+		return TW_ENOMEM;
+	}
+	w->op = op;
+	list_append(&ws->entries, &w->link);
+	ws->count++;
+	op_get(op);
+	OP_ADD(op->linked, 1);
+	atomic_fetch_add(&p->watched, 1);
+	pthread_mutex_unlock(&sh->mu);
+	return TW_OK;
+}
+
+/* Take back an entry of a watch that failed half-way, if it is still in
+ * its key's list: the op is not completed by this call, but another thread
+ * may have forced it, and a key check since then may have unlinked the
+ * entry already. An entry does not say which list it is in (8 bytes per
+ * entry saved); its key does, and this is the rare path. */
+static void unwatch(struct tw_purgatory *p, struct tw_watch *w,
+		    const void *key, size_t len)
+{
+	uint64_t h = hash_key(key, len);
+	struct pshard *sh = shard_for(p, h);
+	struct oplist puts;
+
+	oplist_init(&puts);
+	pthread_mutex_lock(&sh->mu);
+	if (w->link.next) {
+		struct tw_watchers *ws = find(sh, h, key, len);
+
+		unlink_entry(p, ws, w, &puts);
+		remove_if_empty(sh, ws);
+	}
+	pthread_mutex_unlock(&sh->mu);
+	put_all(&puts);
+}
+
+int tw_purgatory_try_complete_else_watch(struct tw_purgatory *p,
+					 struct tw_delayed_op *op,
+					 const void *const *keys,
+					 const size_t *lens, size_t nkeys,
+					 struct tw_watch *watches)
+{
+	struct entry_stripe *stripe;
+	bool done;
+	int rc = TW_OK;
+	size_t i;
+
+	if (!p || !op || !keys || !lens || !watches || nkeys == 0)
+		return TW_EINVAL;
+	for (i = 0; i < nkeys; i++)
+		if (!keys[i] || lens[i] == 0 || lens[i] > TW_KEY_MAX)
+			return TW_EINVAL;
+	stripe = enter(p);
+	if (!stripe)
+		return TW_ESHUTDOWN;
+	if (tw_op_is_completed(op)) {
+		leave(stripe);
+		return TW_EINVAL; /* completed before it was ever watched */
+	}
+	TW_TEST_POINT("watch.open", op);
+	op->purgatory = p;
+	op_get(op); /* this call's reference */
+
+	/* Kafka's safeTryCompleteOrElse: check, watch, check again, all
+	 * under the op's lock. A key check that ran between the first check
+	 * and the watch saw no entry of this op (bug 2): the second check
+	 * sees the condition it was checking for. */
+	lock_op(op);
+	done = op->ops->try_complete(op);
+	TW_TEST_POINT("watch.checked", op);
+	for (i = 0; !done && i < nkeys && rc == TW_OK; i++)
+		rc = watch(p, op, keys[i], lens[i], &watches[i]);
+	if (!done && rc == TW_OK)
+		done = op->ops->try_complete(op);
+	unlock_op(op);
+	if (rc) {
+		TW_TEST_POINT("watch.failed", op);
+		while (i-- > 1)
+			unwatch(p, &watches[i - 1], keys[i - 1], lens[i - 1]);
+		op_put(op);
+		leave(stripe);
+		return rc;
+	}
+	if (!done && !tw_op_is_completed(op)) {
+		atomic_fetch_add(&p->delayed, 1);
+		op_get(op); /* the timeout's reference */
+		rc = tw_service_add_in(p->svc, &op->timer, op->timeout);
+		/* A timeout the clock cannot reach (now + timeout overflows):
+		 * the end of time, not no timeout (the op would then wait for
+		 * its condition alone, and delayed() would not count it). */
+		if (rc == TW_EOVERFLOW)
+			rc = tw_service_add(p->svc, &op->timer, INT64_MAX);
+		if (rc != TW_OK) {
+			rc = TW_OK; /* not armed: undo its count and reference */
+			atomic_fetch_sub(&p->delayed, 1);
+			op_put(op);
+		} else if (tw_op_is_completed(op)) {
+			/* Completed before its timeout was armed. */
+			tw__pg_drop_timeout(p, op);
+		}
+	}
+	leave(stripe);
+	op_put(op);
+	tw__pg_maybe_purge(p);
+	return done ? 1 : 0;
+}
+
+int64_t tw_purgatory_check_and_complete(struct tw_purgatory *p,
+					const void *key, size_t len)
+{
+	uint64_t h;
+	struct pshard *sh;
+	struct tw_watchers *ws;
+	struct oplist snapshot, puts;
+	int64_t completed = 0;
+
+	sh = locate(p, key, len, &h);
+	if (!sh)
+		return TW_EINVAL;
+	oplist_init(&snapshot);
+	oplist_init(&puts);
+	pthread_mutex_lock(&sh->mu);
+	ws = find(sh, h, key, len);
+	if (ws) {
+		drop_completed(p, ws, &puts);
+		for (struct tw_link *l = ws->entries.next; l != &ws->entries;
+		     l = l->next) {
+			struct tw_delayed_op *op =
+				tw_container_of(l, struct tw_watch, link)->op;
+
+			if (oplist_push(&snapshot, op))
+				op_get(op);
+		}
+		remove_if_empty(sh, ws);
+	}
+	pthread_mutex_unlock(&sh->mu);
+	put_all(&puts);
+
+	/* try_complete runs with no shard lock held: it may call back. The
+	 * snapshot's reference keeps each op alive across its locked section
+	 * (model/purgatory.pml's checker takes no other), so the public
+	 * safe_try_complete's own get and put, two atomic operations on a
+	 * line other threads write, are left out. */
+	for (size_t i = 0; i < snapshot.len; i++) {
+		struct tw_delayed_op *op = snapshot.ops[i];
+
+		if (!tw_op_is_completed(op) && tw__pg_try_complete_referenced(op))
+			completed++;
+	}
+	if (completed)
+		tw__pg_maybe_purge(p);
+	if (completed) {
+		pthread_mutex_lock(&sh->mu);
+		ws = find(sh, h, key, len);
+		if (ws) {
+			drop_completed(p, ws, &puts);
+			remove_if_empty(sh, ws);
+		}
+		pthread_mutex_unlock(&sh->mu);
+		put_all(&puts);
+	}
+	put_all(&snapshot);
+	return completed;
+}
+
+/* Claim the uncompleted ops of one list (unlinking all its entries) into
+ * claimed; the caller hands them back. */
+void tw__pg_claim_list(struct tw_purgatory *p, struct tw_watchers *ws,
+		       struct oplist *puts, void *claimed_list)
+{
+	struct oplist *claimed = claimed_list;
+
+	while (!list_empty(&ws->entries)) {
+		struct tw_watch *w =
+			tw_container_of(ws->entries.next, struct tw_watch, link);
+		struct tw_delayed_op *op = w->op;
+
+		if (op_claim_flag(op)) {
+			/* Keep a reference: its entry's goes below. */
+			op_get(op);
+			if (!oplist_push(claimed, op))
+				op_put(op); /* out of memory: claimed, not handed back */
+		}
+		unlink_entry(p, ws, w, puts);
+	}
+}
+
+/* Cancel the timeouts of claimed ops and hand them back. */
+int64_t tw__pg_hand_back_claimed(struct tw_purgatory *p, struct oplist *claimed,
+				 tw_op_fn *hand_back)
+{
+	int64_t n = 0;
+
+	for (size_t i = 0; i < claimed->len; i++) {
+		struct tw_delayed_op *op = claimed->ops[i];
+
+		tw__pg_drop_timeout(p, op);
+		n++;
+		if (hand_back)
+			hand_back(op);
+	}
+	put_all(claimed);
+	return n;
+}
+
+int64_t tw_purgatory_cancel_for_key(struct tw_purgatory *p, const void *key,
+				    size_t len, tw_op_fn *hand_back)
+{
+	uint64_t h;
+	struct pshard *sh;
+	struct tw_watchers *ws;
+	struct oplist claimed, puts;
+	int64_t n;
+
+	sh = locate(p, key, len, &h);
+	if (!sh)
+		return TW_EINVAL;
+	oplist_init(&claimed);
+	oplist_init(&puts);
+	pthread_mutex_lock(&sh->mu);
+	ws = find(sh, h, key, len);
+	if (ws) {
+		tw__pg_claim_list(p, ws, &puts, &claimed);
+		remove_if_empty(sh, ws);
+	}
+	pthread_mutex_unlock(&sh->mu);
+	n = tw__pg_hand_back_claimed(p, &claimed, hand_back);
+	put_all(&puts);
+	return n;
+}
+
+/* Unlink every entry of one list (destroy: its ops are completed). */
+void tw__pg_unlink_all(struct tw_purgatory *p, struct tw_watchers *ws,
+		       struct oplist *puts, void *unused)
+{
+	(void)unused;
+	while (!list_empty(&ws->entries))
+		unlink_entry(p, ws,
+			     tw_container_of(ws->entries.next, struct tw_watch, link),
+			     puts);
+}
+
+/* The one walk over every key's list, shard by shard (purge, shutdown,
+ * destroy): fn on each list under its shard's lock (lock false: destroy,
+ * when nobody else is left), the list freed once empty, and the
+ * references fn collected dropped after the shard is unlocked. A shard
+ * without a table ends the walk: a create that failed half-way. */
+void tw__pg_walk_lists(struct tw_purgatory *p, bool lock, tw__pg_list_fn *fn,
+		       void *arg)
+{
+	for (unsigned i = 0; i < p->nshards && p->shards[i].table; i++) {
+		struct pshard *sh = &p->shards[i];
+		struct oplist puts;
+
+		oplist_init(&puts);
+		if (lock)
+			pthread_mutex_lock(&sh->mu);
+		for (size_t b = 0; b < sh->nbuckets; b++) {
+			struct tw_watchers *ws = sh->table[b];
+
+			while (ws) {
+				struct tw_watchers *next = ws->next;
+
+				fn(p, ws, &puts, arg);
+				remove_if_empty(sh, ws);
+				ws = next;
+			}
+		}
+		if (lock)
+			pthread_mutex_unlock(&sh->mu);
+		put_all(&puts);
+	}
+}
+
+static void drop_completed_of(struct tw_purgatory *p, struct tw_watchers *ws,
+			      struct oplist *puts, void *unused)
+{
+	(void)unused;
+	drop_completed(p, ws, puts);
+}
+
+void tw_purgatory_purge(struct tw_purgatory *p)
+{
+	if (p)
+		tw__pg_walk_lists(p, true, drop_completed_of, NULL);
+}
+
+/* Kafka's purge: once enough completed ops may linger in lists, one thread
+ * walks them all. Only where the caller holds no op's lock (core.h's
+ * essay). */
+void tw__pg_maybe_purge(struct tw_purgatory *p)
+{
+	bool expected = false;
+
+	if (atomic_load(&p->completed_since_purge) <= p->purge_interval)
+		return;
+	if (!atomic_compare_exchange_strong(&p->purging, &expected, true))
+		return;
+	atomic_store(&p->completed_since_purge, 0);
+	tw_purgatory_purge(p);
+	atomic_store(&p->purging, false);
+}
