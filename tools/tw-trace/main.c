@@ -1,0 +1,200 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * tw-trace — replay a scenario on a timing wheel with a virtual clock and
+ * show what happens, step by step.
+ *
+ *     tw-trace [--events|--text] SCENARIO
+ *     tw-trace --html OUT.html SCENARIO
+ *
+ * Scenario language, one command a line, '#' starts a comment:
+ *
+ *     wheel tick=1000 size=3 start=1675752020558 mode=kafka  # mode: exact
+ *     add NAME DELAY          due = now + DELAY   (add NAME @T: due = T)
+ *     reschedule NAME DELAY   (or @T) move a task, pending or not
+ *     cancel NAME
+ *     advance T               absolute time (advance +D: now + D)
+ *     run                     advance bucket by bucket until nothing is pending
+ *     check                   run the invariant checker (done after every
+ *                             command anyway)
+ *
+ * --events prints one line per event: "fire NAME at T due D",
+ * "cancel NAME ok|no" and "reschedule NAME ok|no" (ok: it was pending).
+ * --text (the default) draws every level, bucket and the bucket queue after
+ * each command, with the cascades and fires that led there.
+ * --html writes one self-contained page (no network): the same steps as
+ * --text, each drawn as rows of buckets with the bucket queue, walked with
+ * a slider, buttons or the arrow keys (the page is tools/tw-trace.html).
+ *
+ * Exit status: 0, 1 if the wheel's invariant checker fails, 2 for a bad
+ * scenario ("file:line: message" on stderr).
+ *
+ * Built with -DTW_TRACE_FUZZ the tool is a libFuzzer target instead
+ * (fuzz/, `make fuzz`): the input's first byte picks events, text or html,
+ * the rest is a scenario; a bad scenario is rejected as it is here, and a
+ * broken invariant or a sanitizer report is a finding.
+ *
+ * main.c is the command line (or the fuzzer's entry); scenario.c reads
+ * and runs the scenario, text.c and html.c draw it (trace.h).
+ */
+#define _POSIX_C_SOURCE 200809L /* fmemopen */
+#include <errno.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "trace.h"
+
+#ifdef TW_TRACE_FUZZ
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	/* static: it must survive the longjmp of a rejected scenario */
+	static struct trace tr;
+	FILE *devnull, *f;
+
+	if (size < 2)
+		return 0;
+	memset(&tr, 0, sizeof(tr));
+	tr.path = "fuzz";
+	tr.text = data[0] % 3 != 0;
+	tr.html = data[0] % 3 == 2;
+	tr.observer.on_event = trace_on_event;
+	tr.observer.arg = &tr;
+	devnull = fopen("/dev/null", "w");
+	f = fmemopen((void *)(data + 1), size - 1, "r");
+	if (!devnull || !f)
+		abort();
+	tr.out = devnull;
+	if (tr.html && !(tr.steps = open_memstream(&tr.steps_buf, &tr.steps_len)))
+		abort();
+	if (setjmp(trace_reject) == 0) {
+		trace_replay(&tr, f);
+		if (tr.html) {
+			trace_write_page(&tr, "/dev/null");
+			tr.steps = NULL;
+		}
+	}
+	if (tr.steps) {
+		fclose(tr.steps);
+		free(tr.steps_buf);
+	}
+	trace_free(&tr);
+	fclose(f);
+	fclose(devnull);
+	return 0;
+}
+#else
+static const char help_text[] =
+"usage: tw-trace [--text|--events] SCENARIO\n"
+"       tw-trace --html OUT.html SCENARIO\n"
+"       tw-trace --help | --version\n"
+"\n"
+"Replays SCENARIO on a timing wheel with a virtual clock and shows what\n"
+"happens, step by step.\n"
+"\n"
+"  --text    (the default) after each command, every level, bucket and the\n"
+"            bucket queue, with the cascades and fires that led there\n"
+"  --events  one line per event: 'fire NAME at T due D', 'cancel NAME ok|no',\n"
+"            'reschedule NAME ok|no' (ok: it was pending)\n"
+"  --html    one self-contained page: the --text steps, walked with a slider\n"
+"\n"
+"The scenario language, one command a line, '#' starts a comment:\n"
+"  wheel tick=T size=N start=S [mode=exact|kafka]\n"
+"                          first: buckets of T time units, N per level, the\n"
+"                          clock at S; exact (default) never fires early,\n"
+"                          kafka reproduces Kafka, early firing included\n"
+"  add NAME DELAY          a task due at now + DELAY (add NAME @T: due at T)\n"
+"  reschedule NAME DELAY   move a task (or @T), pending or not\n"
+"  cancel NAME             stop a task\n"
+"  advance T               move the clock to T (advance +D: to now + D)\n"
+"  run                     advance bucket by bucket until nothing is pending\n"
+"  check                   run the invariant checker (done after every\n"
+"                          command anyway)\n"
+"After every command the wheel is advanced to the current time, so a task\n"
+"added at or before now fires right there, not at the next 'advance'.\n"
+"Times are integers in the wheel's units (e.g. ms since the epoch).\n"
+"\n"
+"Exit status: 0; 1 if the invariant checker fails; 2 for a bad command line\n"
+"or scenario (\"FILE:LINE: message\" on stderr). man tw-trace has examples.\n";
+
+static void usage(void)
+{
+	fputs("usage: tw-trace [--text|--events] SCENARIO\n"
+	      "       tw-trace --html OUT.html SCENARIO\n"
+	      "(tw-trace --help says more)\n", stderr);
+	exit(2);
+}
+
+/* A scenario refused before any page was written: free what was set up. */
+static int give_up(struct trace *tr)
+{
+	if (tr->steps) {
+		fclose(tr->steps);
+		free(tr->steps_buf);
+		tr->steps = NULL;
+	}
+	trace_free(tr);
+	return 2;
+}
+
+int main(int argc, char **argv)
+{
+	struct trace tr = { 0 };
+	const char *html_path = NULL;
+	struct stat st;
+	FILE *f;
+
+	tr.out = stdout;
+	tr.text = true;
+	tr.observer.on_event = trace_on_event;
+	tr.observer.arg = &tr;
+	if (argc == 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
+		fputs(help_text, stdout);
+		return 0;
+	}
+	if (argc == 2 && !strcmp(argv[1], "--version")) {
+		printf("tw-trace (timingwheel) %s\n", tw_version_string());
+		return 0;
+	}
+	if (argc == 3 && !strcmp(argv[1], "--events"))
+		tr.text = false;
+	else if (argc == 3 && !strcmp(argv[1], "--text"))
+		tr.text = true;
+	else if (argc == 4 && !strcmp(argv[1], "--html"))
+		html_path = argv[2];
+	else if (argc != 2 || argv[1][0] == '-')
+		usage();
+	tr.path = argv[argc - 1];
+	if (html_path) {
+		tr.html = true;
+		tr.steps = open_memstream(&tr.steps_buf, &tr.steps_len);
+		if (!tr.steps) {
+			perror("tw-trace");
+			return 2;
+		}
+	}
+	f = fopen(tr.path, "r");
+	if (!f) {
+		fprintf(stderr, "%s: %s\n", tr.path, strerror(errno));
+		return give_up(&tr);
+	}
+	if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) {
+		fprintf(stderr, "%s: is a directory, not a scenario\n", tr.path);
+		fclose(f);
+		return give_up(&tr);
+	}
+	trace_replay(&tr, f);
+	fclose(f);
+	if (!tr.have_wheel) {
+		fprintf(stderr, "%s: no commands (an empty scenario, or only comments); "
+				"the first must be 'wheel'\n", tr.path);
+		return give_up(&tr);
+	}
+	if (html_path)
+		trace_write_page(&tr, html_path);
+	trace_free(&tr);
+	return 0;
+}
+#endif

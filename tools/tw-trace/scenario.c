@@ -1,0 +1,377 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * scenario.c — tw-trace's parser and interpreter: a scenario read line by
+ * line, each command (wheel, add, reschedule, cancel, advance, run,
+ * check) checked and applied to the wheel, the invariant checker after
+ * each, and a bad line refused with "file:line: message". What the
+ * renderers draw is text.c's and html.c's.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "trace.h"
+
+#ifdef TW_TRACE_FUZZ
+jmp_buf trace_reject;
+#endif
+
+void trace_die(struct trace *tr, const char *fmt, ...)
+{
+#ifdef TW_TRACE_FUZZ
+	(void)tr;
+	(void)fmt;
+	longjmp(trace_reject, 2);
+#else
+	va_list ap;
+
+	fprintf(stderr, "%s:%u: ", tr->path, tr->line);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	exit(2);
+#endif
+}
+
+const char *trace_task_name(const struct tw_timer *t)
+{
+	return tw_container_of(t, struct task, timer)->name;
+}
+
+static struct task *find_task(struct trace *tr, const char *name)
+{
+	for (size_t i = 0; i < tr->ntasks; i++)
+		if (strcmp(tr->tasks[i]->name, name) == 0)
+			return tr->tasks[i];
+	return NULL;
+}
+
+static struct task *new_task(struct trace *tr, const char *name)
+{
+	struct task *t;
+
+	if (strlen(name) > NAME_MAX_LEN)
+		trace_die(tr, "task name longer than %d characters", NAME_MAX_LEN);
+	if (tr->ntasks == tr->cap) {
+		size_t cap = tr->cap ? 2 * tr->cap : 16;
+		struct task **grown = realloc(tr->tasks, cap * sizeof(*grown));
+
+		if (!grown)
+			trace_die(tr, "out of memory");
+		tr->tasks = grown;
+		tr->cap = cap;
+	}
+	/* Each task on its own: pending timers are linked by address. */
+	t = calloc(1, sizeof(*t));
+	if (!t)
+		trace_die(tr, "out of memory");
+	strcpy(t->name, name);
+	tr->tasks[tr->ntasks++] = t;
+	return t;
+}
+
+/* ---- parsing ---- */
+
+static bool parse_i64(const char *s, int64_t *value)
+{
+	char *end;
+	long long v;
+
+	if (!s || !*s)
+		return false;
+	errno = 0;
+	v = strtoll(s, &end, 10);
+	if (*end) {
+		errno = EINVAL;
+		return false;
+	}
+	if (errno)
+		return false; /* ERANGE: need_i64 says so */
+	*value = (int64_t)v;
+	return true;
+}
+
+static int64_t need_i64(struct trace *tr, const char *s, const char *what)
+{
+	int64_t v;
+
+	if (!parse_i64(s, &v)) {
+		if (errno == ERANGE)
+			trace_die(tr, "%s: %s does not fit in 64 bits (%" PRId64 " to %" PRId64
+				")", what, s, INT64_MIN, INT64_MAX);
+		trace_die(tr, "%s: expected an integer, got '%s'", what, s ? s : "");
+	}
+	return v;
+}
+
+static int64_t add_sat(int64_t a, int64_t b)
+{
+	if (b > 0 && a > INT64_MAX - b)
+		return INT64_MAX;
+	if (b < 0 && a < INT64_MIN - b)
+		return INT64_MIN;
+	return a + b;
+}
+
+/* "@T" is absolute, anything else a delay from now. */
+static int64_t parse_due(struct trace *tr, const char *s)
+{
+	if (s && s[0] == '@')
+		return need_i64(tr, s + 1, "due time");
+	return add_sat(tw_wheel_now(&tr->wheel), need_i64(tr, s, "delay"));
+}
+
+/* ---- commands ---- */
+
+/* A task fired: the wheel is the trace's, so the trace is around it. */
+static void on_fire(struct tw_wheel *w, struct tw_timer *t)
+{
+	struct trace *tr = tw_container_of(w, struct trace, wheel);
+	int64_t now = tw_wheel_now(w);
+
+	fprintf(tr->out, "%sfire %s at %" PRId64 " due %" PRId64 "%s\n",
+	       tr->text ? "  " : "", trace_task_name(t), now, tw_timer_due(t),
+	       tr->text && now < tw_timer_due(t) ? "  (early)" : "");
+}
+
+static void check(struct trace *tr)
+{
+	char why[256];
+
+	if (tw_wheel_check(&tr->wheel, why, sizeof(why)) != TW_OK) {
+		fprintf(stderr, "%s:%u: invariant broken: %s\n", tr->path,
+			tr->line, why);
+#ifdef TW_TRACE_FUZZ
+		abort();
+#endif
+		exit(1);
+	}
+}
+
+static void advance(struct trace *tr, int64_t now)
+{
+	int64_t rc = tw_wheel_advance(&tr->wheel, now);
+
+	if (rc < 0)
+		trace_die(tr, "advance to %" PRId64 ": %s", now, tw_strerror((int)rc));
+}
+
+static void cmd_wheel(struct trace *tr, char **argv, int argc)
+{
+	int64_t tick = 0, size = 0, start = 0;
+	enum tw_mode mode = TW_MODE_EXACT;
+	bool have_tick = false, have_size = false, have_start = false;
+	int rc;
+
+	if (tr->have_wheel)
+		trace_die(tr, "the wheel is already set up");
+	for (int i = 1; i < argc; i++) {
+		char *eq = strchr(argv[i], '=');
+
+		if (!eq)
+			trace_die(tr, "expected key=value, got '%s'", argv[i]);
+		*eq = '\0';
+		if (!strcmp(argv[i], "tick"))
+			tick = need_i64(tr, eq + 1, "tick"), have_tick = true;
+		else if (!strcmp(argv[i], "size"))
+			size = need_i64(tr, eq + 1, "size"), have_size = true;
+		else if (!strcmp(argv[i], "start"))
+			start = need_i64(tr, eq + 1, "start"), have_start = true;
+		else if (!strcmp(argv[i], "mode") && !strcmp(eq + 1, "kafka"))
+			mode = TW_MODE_KAFKA;
+		else if (!strcmp(argv[i], "mode") && !strcmp(eq + 1, "exact"))
+			mode = TW_MODE_EXACT;
+		else if (!strcmp(argv[i], "mode"))
+			trace_die(tr, "mode must be kafka or exact, not '%s'", eq + 1);
+		else
+			trace_die(tr, "unknown wheel parameter '%s'", argv[i]);
+	}
+	if (!have_tick || !have_size || !have_start)
+		trace_die(tr, "wheel needs tick=, size= and start=");
+	if (tick < 1)
+		trace_die(tr, "tick must be at least 1 (time units per bucket), not %" PRId64,
+		    tick);
+	if (size < TW_WHEEL_SIZE_MIN || size > TW_WHEEL_SIZE_MAX)
+		trace_die(tr, "size must be in [%d, %d]", TW_WHEEL_SIZE_MIN,
+		    TW_WHEEL_SIZE_MAX);
+	rc = tw_wheel_init(&tr->wheel, tick, (uint32_t)size, start, mode);
+	if (rc)
+		trace_die(tr, "wheel: %s", tw_strerror(rc));
+	tr->have_wheel = true;
+	if (tr->text)
+		tw_wheel_set_observer(&tr->wheel, &tr->observer);
+}
+
+static void cmd_add(struct trace *tr, char **argv, int argc, bool reschedule)
+{
+	struct task *t;
+	int rc;
+
+	if (argc != 3)
+		trace_die(tr, "usage: %s NAME DELAY|@TIME", argv[0]);
+	t = find_task(tr, argv[1]);
+	if (!t && reschedule)
+		trace_die(tr, "unknown task '%s'", argv[1]);
+	if (!t) {
+		t = new_task(tr, argv[1]);
+		tw_timer_init(&t->timer, on_fire);
+	}
+	if (reschedule) {
+		tr->placed = false;
+		rc = tw_wheel_reschedule(&tr->wheel, &t->timer,
+					 parse_due(tr, argv[2]));
+		if (rc < 0)
+			trace_die(tr, "reschedule: %s", tw_strerror(rc));
+		fprintf(tr->out, "%sreschedule %s %s\n", tr->text ? "  " : "", t->name,
+		       rc ? "ok" : "no");
+		if (tr->text && rc == 1 && !tr->placed)
+			trace_explain_stay(tr, t);
+		return;
+	}
+	rc = tw_wheel_add(&tr->wheel, &t->timer, parse_due(tr, argv[2]));
+	if (rc == TW_EBUSY)
+		trace_die(tr, "task '%s' is already pending (use reschedule)", argv[1]);
+	if (rc)
+		trace_die(tr, "add: %s", tw_strerror(rc));
+}
+
+static void cmd_cancel(struct trace *tr, char **argv, int argc)
+{
+	struct task *t;
+	int rc;
+
+	if (argc != 2)
+		trace_die(tr, "usage: cancel NAME");
+	t = find_task(tr, argv[1]);
+	if (!t)
+		trace_die(tr, "unknown task '%s'", argv[1]);
+	rc = tw_wheel_cancel(&tr->wheel, &t->timer);
+	if (rc < 0)
+		trace_die(tr, "cancel: %s", tw_strerror(rc));
+	fprintf(tr->out, "%scancel %s %s\n", tr->text ? "  " : "", t->name, rc ? "ok" : "no");
+}
+
+static void cmd_advance(struct trace *tr, char **argv, int argc)
+{
+	int64_t now;
+
+	if (argc != 2)
+		trace_die(tr, "usage: advance TIME|+DELAY");
+	if (argv[1][0] == '+')
+		now = add_sat(tw_wheel_now(&tr->wheel),
+			      need_i64(tr, argv[1] + 1, "delay"));
+	else
+		now = need_i64(tr, argv[1], "time");
+	if (now < tw_wheel_now(&tr->wheel))
+		trace_die(tr, "advance to %" PRId64 ": the clock is at %" PRId64
+			" and cannot go backwards", now, tw_wheel_now(&tr->wheel));
+	advance(tr, now);
+}
+
+static void cmd_run(struct trace *tr, int argc)
+{
+	int64_t when;
+
+	if (argc != 1)
+		trace_die(tr, "usage: run");
+	while (tw_wheel_count(&tr->wheel) &&
+	       tw_wheel_next_expiry(&tr->wheel, &when)) {
+		trace_step_begin(tr, "-- step: advance to %" PRId64, when);
+		advance(tr, when);
+		check(tr);
+		if (tr->text)
+			trace_draw(tr);
+	}
+}
+
+static int split(char *line, char **argv, int max)
+{
+	int argc = 0;
+
+	for (char *tok = strtok(line, " \t\r\n"); tok; tok = strtok(NULL, " \t\r\n")) {
+		if (argc == max)
+			return -1;
+		argv[argc++] = tok;
+	}
+	return argc;
+}
+
+static void run_line(struct trace *tr, char *line)
+{
+	char *argv[16];
+	char shown[4096];
+	char *hash = strchr(line, '#');
+	int argc;
+
+	if (hash)
+		*hash = '\0';
+	snprintf(shown, sizeof(shown), "%s", line);
+	shown[strcspn(shown, "\r\n")] = '\0';
+	argc = split(line, argv, 16);
+	if (argc < 0)
+		trace_die(tr, "too many words");
+	if (argc == 0)
+		return;
+	if (strcmp(argv[0], "wheel") && !tr->have_wheel)
+		trace_die(tr, "the first command must be 'wheel'");
+	if (tr->have_wheel)
+		trace_step_begin(tr, "== %s:%u: %s  [now %" PRId64 "]", tr->path, tr->line,
+			   shown + strspn(shown, " \t"), tw_wheel_now(&tr->wheel));
+	else
+		trace_step_begin(tr, "== %s:%u: %s", tr->path, tr->line,
+			   shown + strspn(shown, " \t"));
+
+	if (!strcmp(argv[0], "wheel"))
+		cmd_wheel(tr, argv, argc);
+	else if (!strcmp(argv[0], "add"))
+		cmd_add(tr, argv, argc, false);
+	else if (!strcmp(argv[0], "reschedule"))
+		cmd_add(tr, argv, argc, true);
+	else if (!strcmp(argv[0], "cancel"))
+		cmd_cancel(tr, argv, argc);
+	else if (!strcmp(argv[0], "advance"))
+		cmd_advance(tr, argv, argc);
+	else if (!strcmp(argv[0], "run"))
+		cmd_run(tr, argc);
+	else if (!strcmp(argv[0], "check")) {
+		if (argc != 1)
+			trace_die(tr, "usage: check");
+	} else
+		trace_die(tr, "unknown command '%s'", argv[0]);
+
+	/* Anything due now (a task added in the past) fires at once. */
+	advance(tr, tw_wheel_now(&tr->wheel));
+	check(tr);
+	if (tr->text && strcmp(argv[0], "run"))
+		trace_draw(tr);
+}
+
+void trace_replay(struct trace *tr, FILE *f)
+{
+	char line[4096];
+
+	while (fgets(line, sizeof(line), f)) {
+		tr->line++;
+		if (!strchr(line, '\n') && !feof(f))
+			trace_die(tr, "line too long");
+		run_line(tr, line);
+	}
+}
+
+void trace_free(struct trace *tr)
+{
+	if (tr->step_open) {
+		fclose(tr->out);
+		free(tr->log_buf);
+		tr->step_open = false;
+	}
+	if (tr->have_wheel)
+		tw_wheel_destroy(&tr->wheel);
+	for (size_t i = 0; i < tr->ntasks; i++)
+		free(tr->tasks[i]);
+	free(tr->tasks);
+}
