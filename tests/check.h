@@ -58,6 +58,16 @@ static int tests_passed, tests_failed;
 		}                                                           \
 	} while (0)
 
+/* The tests' one random generator (xorshift64): cheap, seedable, and the
+ * same sequence on every platform. *s must not start at 0. */
+static inline uint64_t test_rand(uint64_t *s)
+{
+	*s ^= *s << 13;
+	*s ^= *s >> 7;
+	*s ^= *s << 17;
+	return *s;
+}
+
 static inline int check_report(void)
 {
 	printf("%d passed, %d failed\n", tests_passed, tests_failed);

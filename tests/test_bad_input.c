@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "virtual_clock.h"
 
 /* ---- the wheel ---- */
 
@@ -316,13 +317,6 @@ static void test_callback_reentry_and_self_free(void)
 
 /* ---- the service ---- */
 
-static _Atomic int64_t svc_clock;
-
-static int64_t virtual_now(void *arg)
-{
-	(void)arg;
-	return atomic_load(&svc_clock);
-}
 
 struct svc_bystander {
 	struct tw_service_timer timer;
@@ -346,8 +340,8 @@ static struct tw_service *manual_service(void)
 	struct tw_service_config cfg = { .tick = 1, .manual = true };
 	struct tw_service *svc = NULL;
 
-	cfg.clock.now = virtual_now;
-	atomic_store(&svc_clock, 0);
+	cfg.clock.now = virtual_clock;
+	atomic_store(&virtual_now, 0);
 	CHECK_EQ(tw_service_create(&svc, &cfg), 0);
 	return svc;
 }
@@ -365,8 +359,8 @@ static void svc_bystanders_intact(struct tw_service *svc, size_t others)
 {
 	CHECK_EQ(tw_service_count(svc), 4 + others);
 	for (int i = 0; i < 4; i++) {
-		if (atomic_load(&svc_clock) < sby_due[i])
-			atomic_store(&svc_clock, sby_due[i]);
+		if (atomic_load(&virtual_now) < sby_due[i])
+			atomic_store(&virtual_now, sby_due[i]);
 		CHECK(tw_service_poll(svc) >= 1);
 		CHECK_EQ(atomic_load(&sbys[i].ran), 1);
 		CHECK(sbys[i].ran_at >= sby_due[i]);
@@ -438,16 +432,16 @@ static void test_service_bad_input(void)
 	CHECK_EQ(tw_service_add(svc, &foreign, 30), TW_EOWNER);
 	CHECK_EQ(tw_service_reschedule(svc, &foreign, 30), TW_EOWNER);
 	CHECK_EQ(tw_service_count(other), 1);
-	atomic_store(&svc_clock, 5);
+	atomic_store(&virtual_now, 5);
 	CHECK_EQ(tw_service_add_in(svc, &no_fn, 5), TW_EINVAL);
 	CHECK_EQ(tw_service_cancel(svc, &t), TW_SVC_STOPPED);
 	CHECK_EQ(tw_service_add_in(svc, &t, INT64_MAX), TW_EOVERFLOW); /* overflow */
 	CHECK_EQ(tw_service_add(svc, &t, INT64_MAX), 0);         /* the end of time is fine */
 	CHECK_EQ(tw_service_poll(svc), 0);
-	atomic_store(&svc_clock, 4);                             /* backwards */
+	atomic_store(&virtual_now, 4);                             /* backwards */
 	CHECK_EQ(tw_service_poll(svc), TW_ERANGE);
 	CHECK_EQ(tw_service_now(svc), 4);
-	atomic_store(&svc_clock, 5);
+	atomic_store(&virtual_now, 5);
 	svc_bystanders_intact(svc, 1);
 	CHECK_EQ(tw_service_cancel(svc, &t), TW_SVC_STOPPED);
 	CHECK_EQ(tw_service_cancel(other, &foreign), TW_SVC_STOPPED);
@@ -474,7 +468,7 @@ static void test_service_calls_from_a_callback(void)
 	add_svc_bystanders(svc);
 	tw_service_timer_init(&t, svc_reenters);
 	CHECK_EQ(tw_service_add(svc, &t, 3), 0);
-	atomic_store(&svc_clock, 3);
+	atomic_store(&virtual_now, 3);
 	CHECK_EQ(tw_service_poll(svc), 1);
 	CHECK_EQ(svc_cb_results[0], TW_EREENTER);
 	CHECK_EQ(svc_cb_results[1], TW_EREENTER);
@@ -560,8 +554,8 @@ static void test_purgatory_bad_input(void)
 	size_t lens[2] = { 1, TW_KEY_MAX + 1 };
 	size_t zero = 0;
 
-	cfg.service.clock.now = virtual_now;
-	atomic_store(&svc_clock, 0);
+	cfg.service.clock.now = virtual_clock;
+	atomic_store(&virtual_now, 0);
 	CHECK_EQ(tw_purgatory_create(NULL, &cfg), TW_EINVAL);
 	cfg.shards = 70000;
 	CHECK_EQ(tw_purgatory_create(&none, &cfg), TW_EINVAL);
@@ -619,7 +613,7 @@ static void test_purgatory_bad_input(void)
 	bystander.ready = true;
 	CHECK_EQ(tw_purgatory_check_and_complete(p, "k", 1), 1);
 	CHECK_EQ(atomic_load(&bystander.completes), 1);
-	atomic_store(&svc_clock, 1000);
+	atomic_store(&virtual_now, 1000);
 	CHECK(tw_purgatory_poll(p) >= 0);
 	CHECK_EQ(atomic_load(&bystander.expirations), 0);
 

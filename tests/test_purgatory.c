@@ -446,10 +446,7 @@ static void *checker(void *arg)
 	while (atomic_load(&remaining) > 0) {
 		int64_t n;
 
-		s ^= s << 13;
-		s ^= s >> 7;
-		s ^= s << 17;
-		snprintf(key, sizeof(key), "key%d", (int)(s % KEYS));
+		snprintf(key, sizeof(key), "key%d", (int)(test_rand(&s) % KEYS));
 		n = check(shared_p, key);
 		CHECK(n >= 0);
 		atomic_fetch_sub(&remaining, (int)n);
@@ -504,10 +501,7 @@ static void *racer(void *arg)
 	char key[16];
 
 	while (!atomic_load(&stop_racers)) {
-		s ^= s << 13;
-		s ^= s >> 7;
-		s ^= s << 17;
-		snprintf(key, sizeof(key), "key%d", (int)(s % KEYS));
+		snprintf(key, sizeof(key), "key%d", (int)(test_rand(&s) % KEYS));
 		CHECK(check(shared_p, key) >= 0);
 	}
 	return NULL;

@@ -47,14 +47,6 @@ static long ops_per_thread = 20000;
 static unsigned nthreads = 2;
 static atomic_int producers_left;
 
-static uint64_t rnd(uint64_t *s)
-{
-	*s ^= *s << 13;
-	*s ^= *s >> 7;
-	*s ^= *s << 17;
-	return *s;
-}
-
 static struct sop *of(struct tw_delayed_op *op)
 {
 	return tw_container_of(op, struct sop, op);
@@ -110,15 +102,15 @@ static void *producer(void *arg)
 		const void *keys[MAX_WATCH];
 		size_t lens[MAX_WATCH];
 
-		o->nkeys = 1 + (int)(rnd(&seed) % MAX_WATCH);
+		o->nkeys = 1 + (int)(test_rand(&seed) % MAX_WATCH);
 		for (int i = 0; i < o->nkeys; i++) {
-			o->key[i] = (int)((rnd(&seed) % KEYS + (uint64_t)i) % KEYS);
+			o->key[i] = (int)((test_rand(&seed) % KEYS + (uint64_t)i) % KEYS);
 			o->need[i] = atomic_load(&acks[o->key[i]]) + 1 +
-				     (long)(rnd(&seed) % 3);
+				     (long)(test_rand(&seed) % 3);
 			keys[i] = key_names[o->key[i]];
 			lens[i] = strlen(key_names[o->key[i]]);
 		}
-		tw_op_init(&o->op, 1000000 * (1 + (int64_t)(rnd(&seed) % 4)),
+		tw_op_init(&o->op, 1000000 * (1 + (int64_t)(test_rand(&seed) % 4)),
 			   &sop_ops, NULL);
 		o->watch_result = tw_purgatory_try_complete_else_watch(
 			pg, &o->op, keys, lens, (size_t)o->nkeys, o->w);
@@ -132,10 +124,10 @@ static void *acker(void *arg)
 	uint64_t seed = (uint64_t)(uintptr_t)arg * 7919 + 1;
 
 	while (atomic_load(&producers_left) > 0) {
-		int k = (int)(rnd(&seed) % KEYS);
+		int k = (int)(test_rand(&seed) % KEYS);
 
 		atomic_fetch_add(&acks[k], 1);
-		if (rnd(&seed) % 64 == 0)
+		if (test_rand(&seed) % 64 == 0)
 			tw_purgatory_cancel_for_key(pg, key_names[k],
 						    strlen(key_names[k]), sop_hand_back);
 		else

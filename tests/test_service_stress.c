@@ -49,14 +49,6 @@ static struct item pool[POOL];
 static struct tw_service *svc;
 static long ops_per_thread;
 
-static uint64_t rnd(uint64_t *s)
-{
-	*s ^= *s << 13;
-	*s ^= *s >> 7;
-	*s ^= *s << 17;
-	return *s;
-}
-
 static void on_run(struct tw_service *s, struct tw_service_timer *t)
 {
 	struct item *it = tw_container_of(t, struct item, t);
@@ -92,10 +84,10 @@ static void owned_round(uint64_t *seed)
 	CHECK(o != NULL);
 	memset(o, 0, sizeof(*o));
 	tw_service_timer_init(&o->t, on_owned);
-	o->due = tw_service_now(svc) + (int64_t)(rnd(seed) % 50000);
+	o->due = tw_service_now(svc) + (int64_t)(test_rand(seed) % 50000);
 	CHECK_EQ(tw_service_add(svc, &o->t, o->due), TW_OK);
 	atomic_fetch_add(&owned_adds, 1);
-	switch (rnd(seed) % 4) {
+	switch (test_rand(seed) % 4) {
 	case 0:
 		break; /* almost surely still pending */
 	case 1:
@@ -134,11 +126,11 @@ static void *producer(void *arg)
 	uint64_t seed = (uint64_t)(uintptr_t)arg * 0x9e3779b97f4a7c15ULL + 1;
 
 	for (long i = 0; i < ops_per_thread; i++) {
-		struct item *it = &pool[rnd(&seed) % POOL];
-		int64_t delay = (int64_t)(rnd(&seed) % 2000000); /* 0..2 ms */
+		struct item *it = &pool[test_rand(&seed) % POOL];
+		int64_t delay = (int64_t)(test_rand(&seed) % 2000000); /* 0..2 ms */
 		int rc;
 
-		switch (rnd(&seed) % 9) {
+		switch (test_rand(&seed) % 9) {
 		case 8:
 			owned_round(&seed);
 			break;
