@@ -73,23 +73,36 @@ static void load_table(void)
 	atexit(dump_seen);
 }
 
+/* "PENDING+inbox+tomb": the word as the table's comments decode it. */
+static void describe(unsigned w, char *buf, size_t size)
+{
+	static const char *const states[8] = { "IDLE", "ADDING", "PENDING",
+		"EXPIRED", "RUNNING", "5?", "6?", "7?" };
+	static const char *const flags[4] = { "+inbox", "+entry", "+periodic",
+					      "+tomb" };
+	size_t n = (size_t)snprintf(buf, size, "%s", states[w & ST_MASK]);
+
+	for (unsigned i = 0; i < 4 && n < size; i++)
+		if (w & (F_INBOX << i))
+			n += (size_t)snprintf(buf + n, size - n, "%s", flags[i]);
+}
+
 void tw__svc_transition(enum tw__svc_transition tr, uint32_t from, uint32_t to)
 {
 	unsigned f = WORD_OF(from), t = WORD_OF(to);
 	uint64_t bit = (uint64_t)1 << (t % 64);
+	char was[64], now[64];
 
+	if (f == t)
+		return; /* no change: no step */
 	pthread_once(&once, load_table);
 	if (!(allowed[tr][f][t / 64] & bit)) {
+		describe(f, was, sizeof(was));
+		describe(t, now, sizeof(now));
 		fprintf(stderr,
-			"timingwheel: transition %s %u -> %u (state %u%s%s%s%s -> "
-			"state %u%s%s%s%s) is not a step of model/service.pml "
-			"(model/service.transitions)\n",
-			names[tr], f, t, f & ST_MASK,
-			f & F_INBOX ? " +inbox" : "", f & F_ENTRY ? " +entry" : "",
-			f & F_PERIODIC ? " +periodic" : "", f & F_TOMB ? " +tomb" : "",
-			t & ST_MASK, t & F_INBOX ? " +inbox" : "",
-			t & F_ENTRY ? " +entry" : "", t & F_PERIODIC ? " +periodic" : "",
-			t & F_TOMB ? " +tomb" : "");
+			"timingwheel: transition %s %u -> %u (%s -> %s) is not a "
+			"step of model/service.pml (model/service.transitions)\n",
+			names[tr], f, t, was, now);
 		abort();
 	}
 	if (!(atomic_load_explicit(&seen[tr][f][t / 64], memory_order_relaxed) & bit))

@@ -1,0 +1,86 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The transition check itself (src/service/transitions.c, test-point
+ * build): a step of the model passes, a step the model does not make
+ * aborts the program and names it, a word that does not change is no
+ * step. The mutants of tests/transition_mutants.sh show the same from
+ * inside the service; this shows it of the checker alone.
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include <signal.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "service/state.h"
+
+/* Run one report in a child; its exit signal and what it wrote. */
+static int report_in_child(enum tw__svc_transition tr, uint32_t from,
+			   uint32_t to, char *out, size_t size)
+{
+	int fds[2], status;
+	pid_t pid;
+	ssize_t n, got = 0;
+
+	CHECK_EQ(pipe(fds), 0);
+	pid = fork();
+	CHECK(pid >= 0);
+	if (pid == 0) {
+		dup2(fds[1], STDERR_FILENO);
+		close(fds[0]);
+		tw__svc_transition(tr, from, to);
+		_exit(0);
+	}
+	close(fds[1]);
+	while ((n = read(fds[0], out + got, size - 1 - (size_t)got)) > 0)
+		got += n;
+	out[got] = '\0';
+	close(fds[0]);
+	CHECK_EQ(waitpid(pid, &status, 0), pid);
+	return WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+}
+
+static void test_a_step_of_the_model_passes(void)
+{
+	char out[512];
+
+	/* cancel: PENDING -> IDLE+tomb, with an owner's bits above */
+	CHECK_EQ(report_in_child(TR_cancel, ST_PENDING | (5u << OWNER_SHIFT),
+				 ST_IDLE | F_TOMB | (5u << OWNER_SHIFT), out,
+				 sizeof(out)), 0);
+	CHECK_EQ(out[0], '\0');
+}
+
+static void test_a_step_the_model_does_not_make_aborts_and_is_named(void)
+{
+	char out[512];
+
+	/* a cancel that marks an EXPIRED timer a tombstone */
+	CHECK_EQ(report_in_child(TR_cancel, ST_EXPIRED | F_ENTRY,
+				 ST_IDLE | F_ENTRY | F_TOMB, out, sizeof(out)),
+		 SIGABRT);
+	CHECK(strstr(out, "transition cancel 19 -> 80 (EXPIRED+entry -> "
+			  "IDLE+entry+tomb) is not a step") != NULL);
+	/* the right change under the wrong name */
+	CHECK_EQ(report_in_child(TR_expire, ST_PENDING, ST_IDLE | F_TOMB, out,
+				 sizeof(out)), SIGABRT);
+	CHECK(strstr(out, "transition expire 2 -> 64") != NULL);
+}
+
+static void test_no_change_is_no_step(void)
+{
+	char out[512];
+
+	CHECK_EQ(report_in_child(TR_clear_tomb, ST_IDLE | F_PERIODIC,
+				 ST_IDLE | F_PERIODIC, out, sizeof(out)), 0);
+}
+
+int main(void)
+{
+	RUN(test_a_step_of_the_model_passes);
+	RUN(test_a_step_the_model_does_not_make_aborts_and_is_named);
+	RUN(test_no_change_is_no_step);
+	return check_report();
+}
