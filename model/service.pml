@@ -50,7 +50,7 @@
  * the purgatory's stop_pending racing the add it stops (between the
  * add's CAS and its push), then freeing the timer; 12 one timer's owner
  * making any three calls (reinit and stop_pending among them) against a
- * poller and an executor; 14 (no property) the step relation: one call
+ * poller and an executor; 13 (no property) the step relation: one call
  * from every word.
  * In every scenario a monitor checks, in every state, that a timer the
  * wheel links is PENDING, ADDING or flagged (F_INBOX, F_TOMB).
@@ -102,7 +102,7 @@
 #elif SCEN == 2 || SCEN == 8 || SCEN == 9 || SCEN == 10 || SCEN == 11
 #define NEXEC 0
 #define REAPER 0
-#elif SCEN == 3 || SCEN == 4 || SCEN == 6 || SCEN == 12 || SCEN == 14
+#elif SCEN == 3 || SCEN == 4 || SCEN == 6 || SCEN == 12 || SCEN == 13
 #define NEXEC 1
 #define REAPER 0
 #elif SCEN == 5
@@ -214,7 +214,7 @@ bool coll[NT];              /* on shutdown's private list (tls_handed) */
  * F_ENTRY, F_PERIODIC, F_TOMB. Every step below that changes a timer's
  * word is bracketed by BEGIN_STEP(t) and STEP(t, name), name as the C
  * code's transition (state.h's tr_*). Built with -DRECORD (model/check.sh
- * does, in the runs that must pass and in scenario 14's run from every
+ * does, in the runs that must pass and in scenario 13's run from every
  * word), STEP prints each (name, from, to) the first time SPIN reaches
  * it; check.sh gathers them into model/service.transitions, the table the
  * C test-point build checks each of its own transitions against
@@ -227,13 +227,11 @@ byte step_from, step_to;
 #ifdef RECORD
 c_decl {
 	static unsigned char tw_step_seen[16][128][128];
-	static const char *tw_step_names[16];
 	static void tw_step(int id, const char *name, int from, int to)
 	{
 		if (from == to || tw_step_seen[id][from][to])
 			return;
 		tw_step_seen[id][from][to] = 1;
-		tw_step_names[id] = name;
 		printf("STEP %s %d %d\n", name, from, to);
 	}
 }
@@ -1228,7 +1226,7 @@ proctype stopper()
 }
 #endif
 
-#if SCEN == 12 || SCEN == 14
+#if SCEN == 12 || SCEN == 13
 #ifndef OPS12
 #define OPS12 3
 #endif
@@ -1470,7 +1468,7 @@ init
 	owner_done;
 	poll(0);
 	shutdown();
-#elif SCEN == 14
+#elif SCEN == 13
 	/* The step relation, not a property: the timer starts in any word
 	 * (any state, any flags, its inbox push made or not yet, linked in
 	 * the wheel or not, its entry queued or held elsewhere, the clock
@@ -1558,7 +1556,7 @@ init
 	!((tm[1].st == PENDING || tm[1].st == EXPIRED) && tm[1].next_due <= now);
 	shutdown();
 #endif
-#if SCEN != 14   /* no run: nothing to count */
+#if SCEN != 13   /* no run: nothing to count */
 	check_accounts()
 #endif
 }

@@ -5,7 +5,7 @@
  * reported with the owner's bits masked off) is looked up in the table
  * SPIN derived from model/service.pml: model/service.transitions, every
  * (transition, word before, word after) the model makes in the runs of
- * its scenarios and from every word (scenario 14), turned into
+ * its scenarios and from every word (scenario 13), turned into
  * service_transitions.inc by the build. A step the
  * model never makes aborts the program at that step, with the step named,
  * so the race tests, the stress tests and the soak all check that the
