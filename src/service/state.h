@@ -55,9 +55,10 @@
  * the owner's bits masked off; transitions.c looks the triple up in the
  * table SPIN derived from model/service.pml (model/service.transitions:
  * every triple the model makes, in its scenarios and from every word) and
- * aborts on one the model never makes. So a race test, a stress test or the soak that
- * drives the C code into a step the model does not have fails at that
- * step (docs/model.md). In every other build the report is nothing.
+ * aborts on one the model never makes. So a race test, a stress test or
+ * the soak that drives the C code into a step the model does not have
+ * fails at that step (docs/model.md). In every other build the report is
+ * nothing.
  */
 #ifndef TW_SERVICE_STATE_H
 #define TW_SERVICE_STATE_H
