@@ -184,6 +184,9 @@ int main(int argc, char **argv)
 			else
 				accept_all(listener);
 		}
+		/* After this wait's events, never before them: on_idle frees
+		 * its connection, and an event of a freed connection may still
+		 * be in events[]. */
 		tw_wheel_advance(&wheel, now_ms());
 	}
 

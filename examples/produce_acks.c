@@ -159,7 +159,7 @@ int main(int argc, char **argv)
 		size_t lens[1] = { sizeof(PARTITION) - 1 };
 		int rc;
 
-		tw_op_init(&req->op, timeout_ms * 1000000, &produce_ops, NULL);
+		tw_op_init(&req->op, TW_MS(timeout_ms), &produce_ops, NULL);
 		req->created_ns = now_ns();
 		req->offset = atomic_fetch_add(&log_end, 1); /* append */
 		rc = tw_purgatory_try_complete_else_watch(purgatory, &req->op, keys,
@@ -172,7 +172,7 @@ int main(int argc, char **argv)
 			sleep_us(1000); /* ~20000 requests per second */
 	}
 	while (atomic_load(&finished) < requests &&
-	       now_ns() - start < 60 * 1000000000LL)
+	       now_ns() - start < TW_S(60))
 		sleep_us(1000);
 	atomic_store(&done, true);
 	for (int i = 0; i < nfollowers; i++)

@@ -27,7 +27,6 @@
 #include <timingwheel/timingwheel.h>
 
 enum { WORKERS = 4, DEADLINE_MS = 5, MAX_WORK_MS = 10 };
-#define MS 1000000LL /* the service clock is in nanoseconds */
 
 enum answer { UNANSWERED, DONE, TIMED_OUT };
 
@@ -60,12 +59,12 @@ static void *worker(void *arg)
 
 	for (long i = 0; i < count; i++) {
 		struct request r = { .answer = UNANSWERED };
-		struct timespec work = { 0, (long)(rand_r(&seed) % MAX_WORK_MS) * MS };
+		struct timespec work = { 0, (long)TW_MS(rand_r(&seed) % MAX_WORK_MS) };
 		int expected = UNANSWERED;
 		int rc;
 
 		tw_service_timer_init(&r.timeout, on_deadline);
-		r.deadline = tw_service_now(svc) + DEADLINE_MS * MS;
+		r.deadline = tw_service_now(svc) + TW_MS(DEADLINE_MS);
 		if (tw_service_add(svc, &r.timeout, r.deadline))
 			abort();
 		nanosleep(&work, NULL); /* the request's work */
@@ -100,7 +99,7 @@ static void on_hand_back(struct tw_service_timer *t, void *arg)
 int main(int argc, char **argv)
 {
 	long per_worker = argc > 1 ? atol(argv[1]) : 200;
-	struct tw_service_config cfg = { .tick = MS, .executors = 2 };
+	struct tw_service_config cfg = { .tick = TW_MS(1), .executors = 2 };
 	struct tw_service_periodic progress;
 	struct tw_service_stats stats;
 	pthread_t threads[WORKERS];
@@ -113,8 +112,8 @@ int main(int argc, char **argv)
 	}
 	if (tw_service_create(&svc, &cfg))
 		return 1;
-	tw_service_periodic_init(&progress, on_progress, 250 * MS);
-	tw_service_add_in(svc, &progress.timer, 250 * MS);
+	tw_service_periodic_init(&progress, on_progress, TW_MS(250));
+	tw_service_add_in(svc, &progress.timer, TW_MS(250));
 
 	for (int i = 0; i < WORKERS; i++)
 		pthread_create(&threads[i], NULL, worker, (void *)(intptr_t)per_worker);

@@ -1,11 +1,16 @@
 /* SPDX-License-Identifier: MIT */
 #include "timingwheel/error.h"
+#include "timingwheel/service.h" /* the cancels' results */
 
 const char *tw_strerror(int err)
 {
 	switch (err) {
-	case TW_OK:
-		return "success";
+	case TW_OK: /* also TW_SVC_IDLE and the wheel cancel's 0 */
+		return "success (or: nothing to cancel)";
+	case TW_SVC_STOPPED: /* and the wheel cancel's 1 */
+		return "stopped: it was pending and will not run";
+	case TW_SVC_RUNNING:
+		return "too late to stop: its callback was running";
 	case TW_EINVAL:
 		return "invalid argument";
 	case TW_ENOMEM:
@@ -27,9 +32,9 @@ const char *tw_strerror(int err)
 	case TW_EAGAIN:
 		return "could not start a thread";
 	case TW_EDEADLK:
-		return "would wait for its own callback";
+		return "cancel_sync would close a cycle of waits";
 	default:
-		return "unknown error";
+		return err > 0 ? "not an error (a count)" : "unknown error";
 	}
 }
 

@@ -34,14 +34,21 @@ enum tw_error {
 	TW_EOVERFLOW = -8,/**< now + delay does not fit in an int64_t */
 	TW_ESHUTDOWN = -9,/**< the service or purgatory is shut down */
 	TW_EAGAIN = -10,  /**< a thread could not be started */
-	TW_EDEADLK = -11  /**< cancel_sync from the timer's own callback */
+	TW_EDEADLK = -11  /**< cancel_sync would close a cycle of waits (callbacks
+			       that cancel_sync each other); from a timer's own
+			       callback cancel_sync returns TW_SVC_RUNNING */
 };
 
 /**
- * Describe a result code.
- * @param err a TW_E* code (any int is accepted)
- * @return a short constant English description, never NULL ("unknown error"
- *         for a code that is not a TW_E*)
+ * Describe any value a timingwheel call returns.
+ * @param err a TW_E* code, or a non-negative result (any int is accepted)
+ * @return a short constant English description, never NULL. 0, 1 and 2 are
+ *         also the cancels' results, and are described as such: 0 "success
+ *         (or: nothing to cancel)", 1 the TW_SVC_STOPPED of
+ *         tw_service_cancel() and the 1 of tw_wheel_cancel() (the same
+ *         meaning: it was pending and will not run), 2 TW_SVC_RUNNING.
+ *         Any other positive value is a count ("not an error"), and a
+ *         negative value that is not a TW_E* is "unknown error".
  * @threadsafety Any thread.
  */
 const char *tw_strerror(int err);

@@ -21,7 +21,9 @@
  * that callback (tw_service_cancel() or tw_service_cancel_sync() of its
  * own timer: the service then neither re-arms it nor touches it again).
  *
- * Time is the clock's unit: nanoseconds of CLOCK_MONOTONIC by default.
+ * Time is the clock's unit: nanoseconds of CLOCK_MONOTONIC by default
+ * (TW_MS(30) and the like below write them). The wheel (wheel.h) has no unit
+ * of its own: it counts in whatever unit its caller's clock reads.
  * Thread-safety: every function may be called from any thread, including
  * from callbacks, except tw_service_shutdown() (TW_EREENTER) and
  * tw_service_destroy() (nothing happens) from a callback or a hand_back.
@@ -48,6 +50,18 @@ extern "C" {
 
 struct tw_service;
 struct tw_service_timer;
+
+/** @name Durations in the default clock's unit (nanoseconds)
+ * For due times, delays, periods and the tick of a service on the default
+ * clock: tw_service_add_in(svc, t, TW_MS(30)). Integers and fractions both
+ * work (TW_S(1.5) is 1,500,000,000); the result is an int64_t and
+ * overflows above 292 years.
+ * @{ */
+#define TW_NS(x) ((int64_t)(x))                    /**< x nanoseconds */
+#define TW_US(x) ((int64_t)((x) * 1000LL))         /**< x microseconds */
+#define TW_MS(x) ((int64_t)((x) * 1000000LL))      /**< x milliseconds */
+#define TW_S(x) ((int64_t)((x) * 1000000000LL))    /**< x seconds */
+/** @} */
 
 /**
  * A timer's callback, run once per expiry on an executor (or the reaper).
@@ -134,8 +148,14 @@ struct tw_service_config {
 	int64_t tick;             /**< clock units per bucket; 0: 1 ms */
 	uint32_t wheel_size;      /**< 0: 64 in exact mode (its fastest), 20
 				       (Kafka's) in kafka mode */
-	unsigned executors;       /**< threads running callbacks; 0: the reaper
-				       runs them */
+	unsigned executors;       /**< threads running callbacks; 0 (the
+				       default): none, the reaper thread runs
+				       every callback itself, so a slow
+				       callback delays every timer behind it
+				       (they run late, never early) and a
+				       callback that blocks stops the service.
+				       Give executors when callbacks may
+				       block or take long */
 	unsigned inboxes;         /**< lock-free queues from the producing
 				       threads to the wheel (threads share
 				       them round-robin); 0: 8 */

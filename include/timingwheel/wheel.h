@@ -189,11 +189,11 @@ static inline int64_t tw_timer_due(const struct tw_timer *timer)
  * @param tick time units per level-1 bucket (>= 1)
  * @param wheel_size buckets per level, TW_WHEEL_SIZE_MIN..TW_WHEEL_SIZE_MAX.
  *        Kafka mode uses it as given (Kafka's wheelSize; Kafka uses 20).
- *        Exact mode rounds it up to a power of two between 4 and 64 (one
+ *        Exact mode uses the smallest power of two >= wheel_size, at
+ *        least 4 and at most 64: a wheel_size above 64 is taken as 64 (one
  *        occupancy word per level; 64 is the fastest and needs 13 levels
- *        for the whole int64 range) and its levels tick at half the
- *        interval below; tw_wheel_check() and the inspector report the
- *        size in use.
+ *        for the whole int64 range). Its levels tick at half the interval
+ *        below; tw_wheel_check() and the inspector report the size in use.
  * @param start the clock's first reading
  * @param mode TW_MODE_EXACT (never early) or TW_MODE_KAFKA
  * @retval 0 success
@@ -259,8 +259,12 @@ int tw_wheel_add_in(struct tw_wheel *wheel, struct tw_timer *timer,
  * Stop a timer. O(1). Afterwards the timer may be freed or re-added.
  * @param wheel the wheel it was added to
  * @param timer an initialised timer
- * @retval 1 it was pending and will not run
- * @retval 0 it was not pending (never added, fired, or cancelled before)
+ * @retval 1 it was pending and will not run (the value and the meaning
+ *         of the service's TW_SVC_STOPPED)
+ * @retval 0 it was not pending (never added, fired, or cancelled before;
+ *         the service's TW_SVC_IDLE). The wheel has no TW_SVC_RUNNING: a
+ *         callback runs on the wheel's own thread, so no cancel meets one
+ *         running elsewhere
  * @retval TW_EINVAL NULL wheel or timer
  * @retval TW_EOWNER it is pending in another wheel (nothing changes)
  * @threadsafety The wheel's thread; callbacks may call it.
