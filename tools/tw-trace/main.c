@@ -3,7 +3,7 @@
  * tw-trace — replay a scenario on a timing wheel with a virtual clock and
  * show what happens, step by step.
  *
- *     tw-trace [--events|--text] SCENARIO
+ *     tw-trace [--events|--text [--all-buckets]] SCENARIO
  *     tw-trace --html OUT.html SCENARIO
  *
  * Scenario language, one command a line, '#' starts a comment:
@@ -20,7 +20,8 @@
  * --events prints one line per event: "fire NAME at T due D",
  * "cancel NAME ok|no" and "reschedule NAME ok|no" (ok: it was pending).
  * --text (the default) draws every level, bucket and the bucket queue after
- * each command, with the cascades and fires that led there.
+ * each command, with the cascades and fires that led there; a run of empty
+ * buckets takes one line, or one line each with --all-buckets.
  * --html writes one self-contained page (no network): the same steps as
  * --text, each drawn as rows of buckets with the bucket queue, walked with
  * a slider, buttons or the arrow keys (the page is tools/tw-trace.html).
@@ -29,7 +30,8 @@
  * scenario ("file:line: message" on stderr).
  *
  * Built with -DTW_TRACE_FUZZ the tool is a libFuzzer target instead
- * (fuzz/, `make fuzz`): the input's first byte picks events, text or html,
+ * (fuzz/, `make fuzz`): the input's first byte picks events, text or html
+ * (and whether text draws every empty bucket),
  * the rest is a scenario; a bad scenario is rejected as it is here, and a
  * broken invariant or a sanitizer report is a finding.
  *
@@ -60,6 +62,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	tr.path = "fuzz";
 	tr.text = data[0] % 3 != 0;
 	tr.html = data[0] % 3 == 2;
+	tr.all_buckets = data[0] / 3 % 2; /* both ways of drawing empty runs */
 	tr.observer.on_event = trace_on_event;
 	tr.observer.arg = &tr;
 	devnull = fopen("/dev/null", "w");
@@ -87,7 +90,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 }
 #else
 static const char help_text[] =
-"usage: tw-trace [--text|--events] SCENARIO\n"
+"usage: tw-trace [--text [--all-buckets]|--events] SCENARIO\n"
 "       tw-trace --html OUT.html SCENARIO\n"
 "       tw-trace --help | --version\n"
 "\n"
@@ -95,7 +98,9 @@ static const char help_text[] =
 "happens, step by step.\n"
 "\n"
 "  --text    (the default) after each command, every level, bucket and the\n"
-"            bucket queue, with the cascades and fires that led there\n"
+"            bucket queue, with the cascades and fires that led there; a run\n"
+"            of empty buckets is one line ('buckets 3-63 expiration -1')\n"
+"  --all-buckets  with --text: every empty bucket on a line of its own\n"
 "  --events  one line per event: 'fire NAME at T due D', 'cancel NAME ok|no',\n"
 "            'reschedule NAME ok|no' (ok: it was pending)\n"
 "  --html    one self-contained page: the --text steps, walked with a slider\n"
@@ -121,7 +126,7 @@ static const char help_text[] =
 
 static void usage(void)
 {
-	fputs("usage: tw-trace [--text|--events] SCENARIO\n"
+	fputs("usage: tw-trace [--text [--all-buckets]|--events] SCENARIO\n"
 	      "       tw-trace --html OUT.html SCENARIO\n"
 	      "(tw-trace --help says more)\n", stderr);
 	exit(2);
@@ -144,6 +149,7 @@ int main(int argc, char **argv)
 	struct trace tr = { 0 };
 	const char *html_path = NULL;
 	struct stat st;
+	int arg, modes = 0;
 	FILE *f;
 
 	tr.out = stdout;
@@ -158,15 +164,28 @@ int main(int argc, char **argv)
 		printf("tw-trace (timingwheel) %s\n", tw_version_string());
 		return 0;
 	}
-	if (argc == 3 && !strcmp(argv[1], "--events"))
-		tr.text = false;
-	else if (argc == 3 && !strcmp(argv[1], "--text"))
-		tr.text = true;
-	else if (argc == 4 && !strcmp(argv[1], "--html"))
-		html_path = argv[2];
-	else if (argc != 2 || argv[1][0] == '-')
+	/* Options first, in any order, then the scenario. --all-buckets
+	 * changes only the text drawing (the html page lays out every bucket
+	 * anyway, and --events draws none). */
+	for (arg = 1; arg < argc - 1 && argv[arg][0] == '-'; arg++) {
+		if (!strcmp(argv[arg], "--events")) {
+			tr.text = false;
+			modes++;
+		} else if (!strcmp(argv[arg], "--text")) {
+			modes++;
+		} else if (!strcmp(argv[arg], "--html") && arg + 2 < argc) {
+			html_path = argv[++arg];
+			modes++;
+		} else if (!strcmp(argv[arg], "--all-buckets")) {
+			tr.all_buckets = true;
+		} else {
+			usage();
+		}
+	}
+	if (arg != argc - 1 || argv[arg][0] == '-' || modes > 1 ||
+	    (tr.all_buckets && (html_path || !tr.text)))
 		usage();
-	tr.path = argv[argc - 1];
+	tr.path = argv[arg];
 	if (html_path) {
 		tr.html = true;
 		tr.steps = open_memstream(&tr.steps_buf, &tr.steps_len);

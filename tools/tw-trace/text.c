@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * text.c — tw-trace's text renderer: after each command every level, its
- * non-empty buckets and the bucket queue (in pop order, with pop times),
+ * buckets (a run of empty ones on one line unless --all-buckets) and the
+ * bucket queue (in pop order, with pop times),
  * and, as the wheel reports them (its observer), the levels it adds, where
  * it files each task, the buckets it pops and the clocks it moves.
  */
@@ -22,6 +23,36 @@ static bool early_cascades(const struct tw_queue_entry *q, size_t n)
 		if (q[i].pops_at != q[i].expiration)
 			return true;
 	return false;
+}
+
+static bool bucket_is_empty(struct tw_wheel *w, unsigned level, unsigned slot)
+{
+	struct tw_bucket_info b;
+
+	tw_wheel_bucket_info(w, level, slot, &b);
+	return !b.has_expiration && !b.count;
+}
+
+/* An empty bucket at slot, and the empty ones right after it: one line for
+ * the run (a wheel of 64 mostly empty buckets drew a screen per level),
+ * or a line each with --all-buckets, as the seeds' traces do. Returns the
+ * run's last slot. */
+static unsigned draw_empty_run(struct trace *tr, unsigned level, unsigned slot)
+{
+	unsigned last = slot;
+
+	if (tr->all_buckets) {
+		fprintf(tr->out, "    bucket %u  expiration -1\n", slot);
+		return slot;
+	}
+	while (last + 1 < tr->wheel.size && bucket_is_empty(&tr->wheel, level, last + 1))
+		last++;
+	if (last == slot)
+		fprintf(tr->out, "    bucket %u  expiration -1\n", slot);
+	else
+		fprintf(tr->out, "    buckets %u-%u  expiration -1 (%u empty)\n", slot,
+			last, last - slot + 1);
+	return last;
 }
 
 void trace_draw(struct trace *tr)
@@ -51,7 +82,7 @@ void trace_draw(struct trace *tr)
 
 			tw_wheel_bucket_info(w, level, slot, &b);
 			if (!b.has_expiration && !b.count) {
-				fprintf(tr->out, "    bucket %u  expiration -1\n", slot);
+				slot = draw_empty_run(tr, level, slot);
 				continue;
 			}
 			fprintf(tr->out, "    bucket %u  [%" PRId64 ", %" PRId64 ")  expiration %" PRId64,

@@ -26,6 +26,7 @@ struct trace {
 	const char *path;
 	unsigned line;
 	bool text;            /* --text (and --html): narrate; else --events */
+	bool all_buckets;     /* --all-buckets: draw empty buckets one a line */
 	bool html;            /* text narration, captured per step */
 	bool step_open;
 	bool have_wheel;
