@@ -11,33 +11,26 @@ PREFIX   ?= /usr/local
 JOBS     ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
 
-.PHONY: coverage fuzz docs all build demo test sanitize tsan soak model clang valgrind install deps clean abi-baseline deb \
+.PHONY: coverage fuzz docs all build demo test sanitize tsan soak model clang valgrind install deps deps-all clean abi-baseline deb \
 	bench-service bench-purgatory bench bench-quick bench-big bench-deps
 
 all: build
 
-# Install what the build and the tests need if this machine lacks it (a
-# fresh Debian): compilers, valgrind, libuv (the libuv example), pkg-config
-# and cmake (the install test), Chromium (the tw-trace --html browser test),
-# doxygen (make docs), lcov (make coverage), spin (make model), g++ (the
-# C++ header test), abigail-tools (the ABI check).
-DEPS = cmake:cmake cc:gcc clang:clang valgrind:valgrind pkg-config:pkg-config \
-	chromium:chromium doxygen:doxygen lcov:lcov /usr/include/uv.h:libuv1-dev \
-	spin:spin g++:g++ abidiff:abigail-tools /usr/include/event2/event.h:libevent-dev \
-	/usr/include/liburing.h:liburing-dev \
-	dh:debhelper lintian:lintian dpkg-buildpackage:dpkg-dev fakeroot:fakeroot
+# Each target installs what it needs, and only that (tools/deps.sh: apt-get
+# as root or with password-less sudo; otherwise it names the packages):
+#   make deps       the build: cmake, gcc, pkg-config
+#   make test       also, if it can: g++, libuv1-dev, libevent-dev,
+#                   liburing-dev (the header test, the event-loop examples)
+#   make deps-all   everything any target uses (CI): also Chromium and
+#                   abigail-tools (the browser and ABI tests, skipped
+#                   without them), clang, valgrind, spin, lcov, doxygen
+#                   and the Debian packaging tools
+DEPS_ALL = build test test-extra clang valgrind model coverage docs deb
 deps:
-	@missing=""; \
-	for dep in $(DEPS); do \
-	  what=$${dep%%:*}; \
-	  case $$what in /*) [ -e $$what ] ;; *) command -v $$what >/dev/null 2>&1 ;; esac \
-	    || missing="$$missing $${dep##*:}"; \
-	done; \
-	if [ -n "$$missing" ]; then \
-	  echo "installing:$$missing"; \
-	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
-	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq $$missing make; \
-	fi
+	@bash tools/deps.sh build
+
+deps-all:
+	@bash tools/deps.sh $(DEPS_ALL)
 
 $(BUILD)/Makefile:
 	@$(MAKE) -s deps
@@ -51,8 +44,15 @@ build: $(BUILD)/Makefile
 demo: build
 	@bash tools/demo.sh $(BUILD)
 
-test: build
-	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+# A test whose optional tool or library is missing is skipped, and says
+# why on a "skipped:" line, listed after ctest's summary.
+test:
+	@bash tools/deps.sh --optional test
+	@$(MAKE) -s $(BUILD)/Makefile
+	@cmake $(BUILD) >/dev/null # find what deps.sh may just have installed
+	cmake --build $(BUILD) -j $(JOBS)
+	@cd $(BUILD) && { ctest --output-on-failure -j $(JOBS); rc=$$?; \
+	  grep -h '^skipped: ' Testing/Temporary/LastTest.log 2>/dev/null | sort -u; exit $$rc; }
 
 sanitize:
 	@$(MAKE) -s deps
@@ -80,12 +80,12 @@ soak: tsan
 # and the check of the C code's transitions against it must find each
 # transition mutant (tests/transition_mutants.sh).
 model:
-	@$(MAKE) -s deps
+	@bash tools/deps.sh build model
 	bash model/check.sh
 	bash tests/transition_mutants.sh . $(BUILD)-mutants
 
 clang:
-	@$(MAKE) -s deps
+	@bash tools/deps.sh build clang
 	CC=clang cmake -S . -B $(BUILD)-clang
 	cmake --build $(BUILD)-clang -j $(JOBS)
 	cd $(BUILD)-clang && ctest --output-on-failure -j $(JOBS)
@@ -95,6 +95,7 @@ VALGRIND = valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-k
 # memcheck over every test binary and the trace tool (the differential test
 # with fewer operations: valgrind is ~30x slower).
 valgrind: build
+	@bash tools/deps.sh valgrind
 	@set -e; for t in test_wheel test_kafka test_seeds test_service test_purgatory test_check test_bad_input test_overload test_races test_promises_service test_promises_purgatory; do \
 	  echo "valgrind $$t"; $(VALGRIND) $(BUILD)/tests/$$t >/dev/null; done
 	@echo "valgrind test_differential 100000"
@@ -166,7 +167,7 @@ COVERAGE_LINES ?= 95
 COVERAGE_BRANCHES ?= 90
 LCOV = lcov -q --rc lcov_branch_coverage=1
 coverage:
-	@$(MAKE) -s deps
+	@bash tools/deps.sh build coverage
 	cmake -S . -B $(BUILD)-cov -DTW_COVERAGE=ON -DCMAKE_BUILD_TYPE=Debug -DTW_BUILD_BENCH=OFF >/dev/null
 	cmake --build $(BUILD)-cov -j $(JOBS)
 	$(LCOV) --zerocounters --directory $(BUILD)-cov
@@ -187,7 +188,7 @@ coverage:
 FUZZ_SECONDS ?= 60
 FUZZ_TARGETS = scenario wheel purgatory
 fuzz:
-	@$(MAKE) -s deps
+	@bash tools/deps.sh build clang
 	CC=clang cmake -S . -B $(BUILD)-fuzz -DTW_FUZZ=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 	cmake --build $(BUILD)-fuzz -j $(JOBS) --target $(addprefix fuzz_,$(FUZZ_TARGETS))
 	@set -e; for t in $(FUZZ_TARGETS); do \
@@ -204,7 +205,7 @@ fuzz:
 # every function states its result and its thread safety, and that no
 # relative link in the pages is broken.
 docs:
-	@$(MAKE) -s deps
+	@bash tools/deps.sh docs
 	@mkdir -p $(BUILD)/docs
 	TW_DOCS_OUT=$(BUILD)/docs doxygen docs/Doxyfile
 	bash docs/check-api-docs.sh include/timingwheel/*.h
@@ -215,7 +216,7 @@ docs:
 # timingwheel-tools) built from a scratch copy, lintian-checked, installed
 # into a scratch root and used (tests/deb_test.sh).
 deb:
-	@$(MAKE) -s deps
+	@bash tools/deps.sh build deb
 	bash tests/deb_test.sh . $(BUILD)/deb
 
 # The ABI baseline that tests/abi_check.sh compares the shared library

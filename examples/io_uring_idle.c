@@ -179,8 +179,8 @@ int main(int argc, char **argv)
 	}
 	rc = io_uring_queue_init(256, &ring, 0);
 	if (rc < 0) {
-		fprintf(stderr, "io_uring_idle: io_uring_queue_init: %s (skipped)\n",
-			strerror(-rc));
+		fprintf(stderr, "skipped: io_uring_idle: the kernel refused "
+			"io_uring (io_uring_queue_init: %s)\n", strerror(-rc));
 		return 77;
 	}
 	start = now_ms();

@@ -9,7 +9,7 @@
 #   html_view.sh TW_TRACE SCENARIO OUTDIR
 #
 # Exit 77 (ctest: skipped) when no Chromium is installed, unless
-# TW_REQUIRE_BROWSER=1 (CI sets it, so there the test cannot be skipped).
+# TW_REQUIRE_ALL=1 (CI sets it, so there the test cannot be skipped).
 set -euo pipefail
 trace=$1 scenario=$2 outdir=$3
 
@@ -18,9 +18,8 @@ for b in chromium chromium-browser google-chrome; do
   if command -v "$b" >/dev/null 2>&1; then browser=$b; break; fi
 done
 if [ -z "$browser" ]; then
-  echo "html_view: no chromium installed (apt-get install chromium)"
-  [ "${TW_REQUIRE_BROWSER:-0}" = 1 ] && exit 1
-  exit 77
+  exec bash "$(dirname "$0")/skip.sh" "trace_html_browser: no Chromium" \
+    "(apt-get install chromium, or make deps-all)"
 fi
 
 mkdir -p "$outdir"

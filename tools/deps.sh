@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# Install the Debian packages a make target needs, and only those.
+#
+#   tools/deps.sh [--optional] GROUP...
+#
+# Each group is a list of probe:package pairs (a command on the PATH, or a
+# file that must exist). Missing packages are installed with apt-get as
+# root, or with sudo when it works without a password. Otherwise nothing is
+# installed: the script names the packages and the command to install
+# them, and fails, or with --optional only says so (the tests that need
+# them are then skipped, each saying why).
+set -euo pipefail
+
+declare -A groups=(
+	# make build / demo / test: the compiler and CMake; pkg-config for
+	# the install test
+	[build]="cmake:cmake cc:gcc pkg-config:pkg-config"
+	# make test, optional: the C++ header test and the event-loop examples
+	[test]="g++:g++ /usr/include/uv.h:libuv1-dev /usr/include/event2/event.h:libevent-dev
+		/usr/include/liburing.h:liburing-dev"
+	# make test, optional and large (Chromium is 356 MB): the browser test
+	# of tw-trace --html and the ABI check
+	[test-extra]="chromium:chromium abidiff:abigail-tools"
+	[clang]="clang:clang"
+	[valgrind]="valgrind:valgrind"
+	[model]="spin:spin"
+	[coverage]="lcov:lcov"
+	[docs]="doxygen:doxygen"
+	[deb]="dh:debhelper lintian:lintian dpkg-buildpackage:dpkg-dev fakeroot:fakeroot"
+)
+
+optional=0
+if [ "${1:-}" = --optional ]; then
+	optional=1
+	shift
+fi
+[ $# -gt 0 ] || { echo "usage: tools/deps.sh [--optional] GROUP... (${!groups[*]})" >&2; exit 2; }
+
+missing=()
+for g in "$@"; do
+	[ -n "${groups[$g]+set}" ] || { echo "deps: no group '$g' (${!groups[*]})" >&2; exit 2; }
+	for dep in ${groups[$g]}; do
+		probe=${dep%%:*} pkg=${dep##*:}
+		case $probe in
+		/*) [ -e "$probe" ] && continue ;;
+		*) command -v "$probe" >/dev/null 2>&1 && continue ;;
+		esac
+		case " ${missing[*]-} " in *" $pkg "*) ;; *) missing+=("$pkg") ;; esac
+	done
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+if [ "$(id -u)" = 0 ]; then
+	sudo=""
+elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then
+	sudo=sudo
+else
+	echo "deps: missing for '$*': ${missing[*]}"
+	echo "deps: not root and no password-less sudo; install them with:"
+	echo "      sudo apt-get install ${missing[*]}"
+	if [ $optional = 1 ]; then
+		echo "deps: going on without them (the tests that need them are skipped)"
+		exit 0
+	fi
+	exit 1
+fi
+echo "deps: installing for '$*': ${missing[*]}"
+$sudo apt-get update -qq
+$sudo apt-get install -y -qq "${missing[@]}"
