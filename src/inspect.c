@@ -202,10 +202,15 @@ static int check_list(const struct tw_bucket *b, char *why, size_t why_len)
 {
 	size_t n = 0;
 
+	if (!b->head.next || !b->head.prev)
+		BROKEN("bucket list links broken");
 	for (const struct tw_link *l = b->head.next; l != &b->head; l = l->next) {
 		const struct tw_timer *t = list_timer((struct tw_link *)l);
 
-		if (l->next->prev != l || l->prev->next != l)
+		/* NULL first: a pending timer whose memory was zeroed (reused,
+		 * or initialised again) is the commonest damage, and following
+		 * its links crashed the checker meant to report it. */
+		if (!l->next || !l->prev || l->next->prev != l || l->prev->next != l)
 			BROKEN("bucket list links broken");
 		if (t->bucket != b)
 			BROKEN("timer due %lld points at another bucket",

@@ -309,6 +309,25 @@ static void test_list_damage(void)
 	teardown(&f);
 }
 
+/* A pending timer whose memory was reused (zeroed: calloc, memset, or
+ * tw_timer_init on it while pending) leaves NULL links in its list: the
+ * checker must say so, not follow them (issue 25: it crashed). */
+static void test_zeroed_pending_timer(void)
+{
+	struct fixture f;
+	struct tw_timer saved;
+
+	setup(&f);
+	saved = f.t[0];
+	memset(&f.t[0], 0, sizeof(f.t[0]));
+	EXPECT_BROKEN(&f.w, "bucket list links broken");
+	f.t[0].link.next = saved.link.next; /* half repaired: prev still NULL */
+	EXPECT_BROKEN(&f.w, "bucket list links broken");
+	f.t[0] = saved;
+	CHECK_EQ(tw_wheel_check(&f.w, NULL, 0), 0);
+	teardown(&f);
+}
+
 static void test_timer_placement_damage(void)
 {
 	struct fixture f;
@@ -423,6 +442,7 @@ int main(void)
 	RUN(test_kafka_wheel_wider_than_a_word_checks_clean);
 	RUN(test_ready_list_damage);
 	RUN(test_list_damage);
+	RUN(test_zeroed_pending_timer);
 	RUN(test_timer_placement_damage);
 	RUN(test_kafka_placement_damage);
 	RUN(test_exact_bucket_number_damage);
