@@ -11,7 +11,7 @@ PREFIX   ?= /usr/local
 JOBS     ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
 
-.PHONY: coverage fuzz docs all build demo test sanitize tsan soak model clang valgrind install deps deps-all clean abi-baseline deb \
+.PHONY: coverage fuzz docs all build demo test sanitize tsan soak model clang valgrind install deps deps-all clean abi-baseline deb install-tsan install-asan \
 	bench-service bench-purgatory bench bench-quick bench-big bench-deps
 
 all: build
@@ -230,5 +230,17 @@ abi-baseline: build
 install: build
 	cmake --install $(BUILD) --prefix $(PREFIX)
 
+# The instrumented variants, installed beside the plain library: a program
+# built with -fsanitize=thread (or address) links libtimingwheel-tsan
+# (-asan) through timingwheel-tsan.pc or find_package(timingwheel-tsan).
+install-tsan install-asan: install-%:
+	@$(MAKE) -s deps
+	cmake -S . -B $(BUILD)-install-$* -DCMAKE_INSTALL_PREFIX=$(PREFIX) \
+	  -DTW_BUILD_TESTS=OFF -DTW_BUILD_BENCH=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	  $(if $(filter tsan,$*),-DTW_TSAN=ON,-DTW_SANITIZE=ON) >/dev/null
+	cmake --build $(BUILD)-install-$* -j $(JOBS)
+	cmake --install $(BUILD)-install-$* --prefix $(PREFIX)
+
 clean:
-	rm -rf $(BUILD) $(BUILD)-asan $(BUILD)-clang $(BUILD)-tsan $(BUILD)-fuzz $(BUILD)-cov
+	rm -rf $(BUILD) $(BUILD)-asan $(BUILD)-clang $(BUILD)-tsan $(BUILD)-fuzz $(BUILD)-cov \
+	  $(BUILD)-install-tsan $(BUILD)-install-asan

@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# An instrumented build (TW_TSAN or TW_SANITIZE) installs as a variant of
+# its own: libtimingwheel-tsan (-asan), timingwheel-tsan.pc and
+# find_package(timingwheel-tsan), and nothing else of the plain install's
+# (no tw-trace, no pages). Install this build into a scratch prefix, then
+# build a threaded program against it both ways a user does (pkg-config,
+# CMake) and run it: it must end cleanly, with no sanitizer report.
+#
+#   install_variant_test.sh SOURCE_DIR BUILD_DIR WORK_DIR VARIANT (tsan|asan)
+set -euo pipefail
+src=$1 build=$2 work=$3 variant=$4
+pkg=timingwheel-$variant
+rm -rf "$work"
+mkdir -p "$work"
+prefix=$work/prefix
+fail() { echo "install_variant_test: $*"; exit 1; }
+
+cmake --install "$build" --prefix "$prefix" >/dev/null
+libdir=$(dirname "$(find "$prefix" -name "lib$pkg.a" | head -1)")
+[ -f "$libdir/lib$pkg.a" ] || fail "no lib$pkg.a"
+[ -n "$(find "$libdir" -name "lib$pkg.so.*.*")" ] || fail "no lib$pkg.so"
+[ -f "$libdir/pkgconfig/$pkg.pc" ] || fail "no $pkg.pc"
+[ -f "$libdir/cmake/$pkg/${pkg}Config.cmake" ] || fail "no CMake package $pkg"
+[ ! -e "$libdir/pkgconfig/timingwheel.pc" ] || fail "the variant installed the plain timingwheel.pc"
+[ ! -e "$prefix/bin/tw-trace" ] || fail "the variant installed an instrumented tw-trace"
+
+# A sanitizer report fails the run (exit code 66), and so does a leak.
+export TSAN_OPTIONS="halt_on_error=1 exitcode=66"
+export ASAN_OPTIONS="halt_on_error=1 exitcode=66 detect_leaks=1"
+export UBSAN_OPTIONS="halt_on_error=1 exitcode=66 print_stacktrace=1"
+unset LD_LIBRARY_PATH
+run() {
+	local out rc=0
+	out=$("$@" 2>&1) || rc=$?
+	echo "$out" | grep -q 'Sanitizer' && { echo "$out"; fail "$1: a sanitizer report"; }
+	[ $rc = 0 ] || { echo "$out"; fail "$1 exited with $rc"; }
+	echo "$out"
+}
+
+# 1. pkg-config: the .pc brings the sanitizer flag (compile and link).
+export PKG_CONFIG_PATH=$libdir/pkgconfig
+flags=$(pkg-config --cflags --libs "$pkg")
+case $flags in *-fsanitize=*) ;; *) fail "$pkg.pc lacks -fsanitize: $flags" ;; esac
+# shellcheck disable=SC2086
+cc -std=c11 -O1 -g -Wall -Wextra -Werror "$src/tests/consumer/threads.c" $flags \
+	-Wl,-rpath,"$libdir" -o "$work/threads_pc"
+run "$work/threads_pc"
+
+# 2. CMake: find_package of the variant, which brings the flags too.
+cp "$src/tests/consumer/variant/CMakeLists.txt" "$src/tests/consumer/threads.c" "$work/"
+cmake -S "$work" -B "$work/cmake-build" -DCMAKE_PREFIX_PATH="$prefix" \
+	-DTW_VARIANT_PACKAGE="$pkg" -DCMAKE_C_FLAGS="-Wall -Wextra -Werror" >/dev/null
+cmake --build "$work/cmake-build" >/dev/null
+run "$work/cmake-build/threads_cmake"
+echo "install_variant_test: $pkg installed alone; a threaded program built against it with pkg-config and with find_package ran clean"
