@@ -56,7 +56,7 @@ test:
 
 sanitize:
 	@$(MAKE) -s deps
-	cmake -S . -B $(BUILD)-asan -DTW_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug
+	cmake -S . -B $(BUILD)-asan -DTW_SANITIZE=ON -DTW_DEBUG=ON -DCMAKE_BUILD_TYPE=Debug
 	cmake --build $(BUILD)-asan -j $(JOBS)
 	cd $(BUILD)-asan && ctest --output-on-failure -j $(JOBS)
 

@@ -165,6 +165,7 @@
 #include <string.h>
 
 #include "bucket.h"
+#include "debug.h"
 #include "bucket_queue.h"
 #include "list.h"
 #include "wheel_internal.h"
@@ -918,7 +919,7 @@ int tw_wheel_init(struct tw_wheel *w, int64_t tick, uint32_t wheel_size,
  * and handed back again, for ever (issue 13, bug 10). A timer still on the
  * list is pending (its bucket is the list), so hand_back may also cancel
  * or reschedule the ones not yet handed back; those are not handed back. */
-int64_t tw_wheel_drain(struct tw_wheel *w, tw_timer_fn *hand_back)
+hot_inline int64_t wheel_drain(struct tw_wheel *w, tw_timer_fn *hand_back)
 {
 	struct tw_bucket *held;
 	size_t nbuckets;
@@ -962,7 +963,7 @@ int64_t tw_wheel_drain(struct tw_wheel *w, tw_timer_fn *hand_back)
 	return n;
 }
 
-int tw_wheel_destroy(struct tw_wheel *w)
+hot_inline int wheel_destroy(struct tw_wheel *w)
 {
 	int64_t rc;
 
@@ -970,7 +971,7 @@ int tw_wheel_destroy(struct tw_wheel *w)
 		return TW_EINVAL;
 	if (!w->buckets)
 		return TW_OK;
-	rc = tw_wheel_drain(w, NULL);
+	rc = wheel_drain(w, NULL);
 	if (rc < 0)
 		return (int)rc;
 	free(w->levels);
@@ -989,7 +990,7 @@ static inline bool no_callback(const struct tw_wheel *w, const struct tw_timer *
 	return !w->expire && !t->fn;
 }
 
-int tw_wheel_add(struct tw_wheel *w, struct tw_timer *t, int64_t due)
+hot_inline int wheel_add(struct tw_wheel *w, struct tw_timer *t, int64_t due)
 {
 	if (!w || !w->buckets || !t || no_callback(w, t))
 		return TW_EINVAL;
@@ -1000,7 +1001,7 @@ int tw_wheel_add(struct tw_wheel *w, struct tw_timer *t, int64_t due)
 	return TW_OK;
 }
 
-int tw_wheel_add_in(struct tw_wheel *w, struct tw_timer *t, int64_t delay)
+hot_inline int wheel_add_in(struct tw_wheel *w, struct tw_timer *t, int64_t delay)
 {
 	int64_t due;
 
@@ -1012,10 +1013,10 @@ int tw_wheel_add_in(struct tw_wheel *w, struct tw_timer *t, int64_t delay)
 		due = INT64_MIN;
 	else
 		due = w->now + delay;
-	return tw_wheel_add(w, t, due);
+	return wheel_add(w, t, due);
 }
 
-int tw_wheel_cancel(struct tw_wheel *w, struct tw_timer *t)
+hot_inline int wheel_cancel(struct tw_wheel *w, struct tw_timer *t)
 {
 	if (!w || !w->buckets || !t)
 		return TW_EINVAL;
@@ -1052,7 +1053,7 @@ hot_inline bool stays_put(const struct tw_wheel *w, const struct tw_timer *t,
 	return true;
 }
 
-int tw_wheel_reschedule(struct tw_wheel *w, struct tw_timer *t, int64_t due)
+hot_inline int wheel_reschedule(struct tw_wheel *w, struct tw_timer *t, int64_t due)
 {
 	int was_pending;
 
@@ -1072,7 +1073,7 @@ int tw_wheel_reschedule(struct tw_wheel *w, struct tw_timer *t, int64_t due)
 	return was_pending;
 }
 
-int64_t tw_wheel_advance(struct tw_wheel *w, int64_t now)
+hot_inline int64_t wheel_advance(struct tw_wheel *w, int64_t now)
 {
 	struct tw_bucket *ready, *b;
 	int64_t limit, fired = 0;
@@ -1118,6 +1119,38 @@ int64_t tw_wheel_advance(struct tw_wheel *w, int64_t now)
 	w->advancing = 0;
 	return fired;
 }
+
+
+/* The public calls that change a wheel. In the debug build (TW_DEBUG) each
+ * one says it is inside the wheel (debug.h), so that a second thread coming
+ * in meanwhile is named at its call; elsewhere each is its body, inlined. */
+#ifdef TW_DEBUG
+#define WHEEL_CALL(type, name, params, args)                                   \
+	type tw_wheel_##name params                                            \
+	{                                                                     \
+		type rc;                                                      \
+		if (w)                                                        \
+			TW_DEBUG_WHEEL_ENTER(w, "tw_wheel_" #name);           \
+		rc = wheel_##name args;                                       \
+		if (w)                                                        \
+			TW_DEBUG_WHEEL_LEAVE(w);                              \
+		return rc;                                                    \
+	}
+#else
+#define WHEEL_CALL(type, name, params, args)                                   \
+	type tw_wheel_##name params                                            \
+	{                                                                     \
+		return wheel_##name args;                                     \
+	}
+#endif
+
+WHEEL_CALL(int, add, (struct tw_wheel *w, struct tw_timer *t, int64_t due), (w, t, due))
+WHEEL_CALL(int, add_in, (struct tw_wheel *w, struct tw_timer *t, int64_t delay), (w, t, delay))
+WHEEL_CALL(int, cancel, (struct tw_wheel *w, struct tw_timer *t), (w, t))
+WHEEL_CALL(int, reschedule, (struct tw_wheel *w, struct tw_timer *t, int64_t due), (w, t, due))
+WHEEL_CALL(int64_t, advance, (struct tw_wheel *w, int64_t now), (w, now))
+WHEEL_CALL(int64_t, drain, (struct tw_wheel *w, tw_timer_fn *hand_back), (w, hand_back))
+WHEEL_CALL(int, destroy, (struct tw_wheel *w), (w))
 
 bool tw_wheel_next_expiry(const struct tw_wheel *w, int64_t *when)
 {

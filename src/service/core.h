@@ -174,6 +174,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "../debug.h"
 #include "../service_internal.h"
 #include "../test_point.h"
 #include "state.h"

@@ -30,10 +30,57 @@ _Static_assert(sizeof(struct tw_service_timer) == 64,
 
 /* ---- timers ---- */
 
+#ifdef TW_DEBUG
+/* The debug build's table (src/debug.h) holds every timer a service holds,
+ * tagged with that service's id: a step that takes a timer in or lets go
+ * of it says so here. Only an add takes a free timer in, and nothing can
+ * let go of it until its producer publishes it, after this report; so
+ * reports that cross can only leave a held timer out of the table (a
+ * mistake missed), never a free one in it (a false alarm). */
+void tw__svc_debug_step(const struct tw_service_timer *t, uint32_t from,
+			uint32_t to)
+{
+	if (word_held(from) != word_held(to))
+		tw__debug_set(TW_DBG_SVC_TIMER, t, word_held(to), word_owner(to));
+}
+
+/* An init of a timer the service still holds wipes its links and its
+ * state under the service's feet: the reaper crashes on it seconds later,
+ * or a shutdown waits for it for ever (issue 25). The table says held; the
+ * word, read now (the timer is the caller's memory), confirms it. */
+static void refuse_init_of_held(const char *call, const struct tw_service_timer *t)
+{
+	uint64_t owner;
+	uint32_t word;
+
+	if (!tw__debug_get(TW_DBG_SVC_TIMER, t, &owner))
+		return;
+	word = word_load(t);
+	if (!word_held(word) || word_owner(word) != owner)
+		return;
+	tw__debug_fail(call, t,
+		       "this timer is still held by service #%u (%s). Initialising "
+		       "it now would corrupt that service. To change its callback "
+		       "after a cancel, use tw_service_timer_reinit() (or "
+		       "tw_service_periodic_reinit()); to reuse or free it, call "
+		       "tw_service_cancel_sync() first, which returns once the "
+		       "service has let go of it.",
+		       (unsigned)(owner >> OWNER_SHIFT),
+		       word_state(word) == ST_PENDING || word_state(word) == ST_ADDING
+			       ? "pending"
+		       : word_state(word) == ST_EXPIRED ? "expired, about to run"
+		       : word_state(word) == ST_RUNNING ? "its callback is running"
+							: "a plain cancel left it linked in the wheel");
+}
+#else
+#define refuse_init_of_held(call, t) ((void)0)
+#endif
+
 void tw_service_timer_init(struct tw_service_timer *t, tw_service_fn *fn)
 {
 	if (!t)
 		return;
+	refuse_init_of_held("tw_service_timer_init", t);
 	memset(t, 0, sizeof(*t));
 	set_callback(t, fn);
 }
@@ -46,6 +93,7 @@ void tw_service_periodic_init(struct tw_service_periodic *p, tw_service_fn *fn,
 {
 	if (!p)
 		return;
+	refuse_init_of_held("tw_service_periodic_init", &p->timer);
 	tw_service_timer_init(&p->timer, fn);
 	p->period = period > 0 ? period : 0;
 	word_init(&p->timer, period > 0);
@@ -98,6 +146,10 @@ int tw_service_periodic_reinit(struct tw_service_periodic *p, tw_service_fn *fn,
 
 static void free_service(struct tw_service *svc)
 {
+#ifdef TW_DEBUG
+	/* What it still held (tombstones, say) is the caller's memory again. */
+	tw__debug_forget(TW_DBG_SVC_TIMER, svc->owner_bits);
+#endif
 	if (svc->wheel.buckets)
 		tw_wheel_destroy(&svc->wheel);
 	free(svc->inboxes);

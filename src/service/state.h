@@ -94,10 +94,24 @@ enum tw__svc_transition {
 /* transitions.c: abort unless the model makes this step (if the word
  * changed). */
 void tw__svc_transition(enum tw__svc_transition tr, uint32_t from, uint32_t to);
-#define TRANSITION(tr, from, to) tw__svc_transition(TR_##tr, from, to)
+#define TRANSITION_CHECK(tr, from, to) tw__svc_transition(TR_##tr, from, to)
 #else
-#define TRANSITION(tr, from, to) ((void)0)
+#define TRANSITION_CHECK(tr, from, to) ((void)0)
 #endif
+#ifdef TW_DEBUG
+/* lifecycle.c: the debug build's table of the timers a service holds
+ * (src/debug.h), brought up to date after each step from the step's own
+ * words, never by reading the timer again (its owner may free it the
+ * moment the step lets go of it). */
+void tw__svc_debug_step(const struct tw_service_timer *t, uint32_t from,
+			uint32_t to);
+#define DEBUG_STEP(t, from, to) tw__svc_debug_step(t, from, to)
+#else
+#define DEBUG_STEP(t, from, to) ((void)0)
+#endif
+/* After each transition, in the function that made it (its timer is t). */
+#define TRANSITION(tr, from, to)                                              \
+	(TRANSITION_CHECK(tr, from, to), DEBUG_STEP(t, from, to))
 
 /* ---- reading the word ---- */
 
@@ -128,6 +142,15 @@ static inline bool word_live(uint32_t word)
 	unsigned s = word_state(word);
 
 	return s == ST_ADDING || s == ST_PENDING || s == ST_EXPIRED;
+}
+
+/* A timer the service still holds in any way: pending or on its way, its
+ * callback running, or an inbox, an entry or the wheel (a tombstone) still
+ * referring to it. Freeing or initialising it then is a mistake. */
+static inline bool word_held(uint32_t word)
+{
+	return word_state(word) != ST_IDLE ||
+	       word_has(word, F_INBOX | F_ENTRY | F_TOMB);
 }
 
 /* The word once no producer is between taking the timer (ADDING) and

@@ -1,0 +1,58 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * debug.h — the debug build's object tracker (-DTW_DEBUG=ON; make sanitize
+ * uses it): a newcomer's mistakes named at the call that makes them, not
+ * seconds later as a crash in the reaper or a process that never exits.
+ *
+ * The anchor is the kernel's DEBUG_OBJECTS: the library keeps, beside the
+ * objects, a table of the ones it holds (a service timer that is pending,
+ * expired or a tombstone still linked; a wheel inside one of its calls),
+ * keyed by address. A call that would break one of them -- an init of a
+ * timer the service still holds, a wheel entered from a second thread
+ * while a first is inside it -- finds its object in the table and aborts
+ * with a message that names the call, the object and what to do instead.
+ * The table, not the object, is asked first because the object's memory
+ * may be anything before its init (fresh from malloc); the object's own
+ * fields are read only to confirm what the table says.
+ *
+ * In every other build these are empty: no table, no lock, no branch.
+ */
+#ifndef TW_DEBUG_H
+#define TW_DEBUG_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#ifdef TW_DEBUG
+
+/* What a tracked object is (one table, several kinds of object). */
+enum tw__debug_kind { TW_DBG_SVC_TIMER, TW_DBG_WHEEL_USER };
+
+/* Print "timingwheel: CALL(OBJ): why" and abort. */
+void tw__debug_fail(const char *call, const void *obj, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4), noreturn));
+
+/* Track obj (tag: its owner, for a later forget) or stop tracking it. */
+void tw__debug_set(enum tw__debug_kind kind, const void *obj, bool tracked,
+		   uint64_t tag);
+/* Whether obj is tracked; its tag in *tag. */
+bool tw__debug_get(enum tw__debug_kind kind, const void *obj, uint64_t *tag);
+/* Stop tracking every object of this kind with this tag (a service's
+ * timers when it is destroyed: their memory is the user's again). */
+void tw__debug_forget(enum tw__debug_kind kind, uint64_t tag);
+
+/* A call on a single-threaded wheel begins and ends: a second thread that
+ * comes in while a first is inside is the mistake (a callback's call from
+ * inside advance, on the same thread, is not). */
+void tw__debug_wheel_enter(const void *wheel, const char *call);
+void tw__debug_wheel_leave(const void *wheel);
+#define TW_DEBUG_WHEEL_ENTER(w, call) tw__debug_wheel_enter(w, call)
+#define TW_DEBUG_WHEEL_LEAVE(w) tw__debug_wheel_leave(w)
+
+#else
+
+#define TW_DEBUG_WHEEL_ENTER(w, call) ((void)0)
+#define TW_DEBUG_WHEEL_LEAVE(w) ((void)0)
+
+#endif
+#endif

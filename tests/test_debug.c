@@ -1,0 +1,263 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The debug build (-DTW_DEBUG=ON, make sanitize): each mistake below is
+ * made in a child process, which must abort at the call that makes it
+ * with a message naming the call and what to do instead; and the same
+ * calls made correctly must not be taken for mistakes. (Without the debug
+ * build the first kind crashes later, elsewhere, or hangs: issue 25.)
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "check.h"
+
+static char out[4096];
+
+/* Run fn in a child with its stderr captured in out; its exit signal. */
+static int in_child(void (*fn)(void))
+{
+	int fds[2], status;
+	pid_t pid;
+	ssize_t n, got = 0;
+
+	CHECK_EQ(pipe(fds), 0);
+	pid = fork();
+	CHECK(pid >= 0);
+	if (pid == 0) {
+		dup2(fds[1], STDERR_FILENO);
+		close(fds[0]);
+		fn();
+		_exit(0);
+	}
+	close(fds[1]);
+	while ((n = read(fds[0], out + got, sizeof(out) - 1 - (size_t)got)) > 0)
+		got += n;
+	out[got] = '\0';
+	close(fds[0]);
+	CHECK_EQ(waitpid(pid, &status, 0), pid);
+	return WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+}
+
+#define EXPECT_ABORT_NAMING(fn, ...)                                          \
+	do {                                                                  \
+		const char *const needles_[] = { __VA_ARGS__ };               \
+		CHECK_EQ(in_child(fn), SIGABRT);                              \
+		for (size_t i_ = 0; i_ < sizeof(needles_) / sizeof(*needles_); i_++) \
+			if (!strstr(out, needles_[i_])) {                     \
+				fprintf(stderr, "missing \"%s\" in:\n%s\n",   \
+					needles_[i_], out);                   \
+				CHECK(0);                                     \
+			}                                                     \
+	} while (0)
+
+/* ---- a service timer initialised while the service holds it ---- */
+
+static _Atomic int64_t clock_now;
+
+static int64_t read_clock(void *arg)
+{
+	(void)arg;
+	return clock_now;
+}
+
+static void nothing(struct tw_service *s, struct tw_service_timer *t)
+{
+	(void)s;
+	(void)t;
+}
+
+static struct tw_service *manual_service(void)
+{
+	struct tw_service_config cfg = { .manual = true };
+	struct tw_service *svc = NULL;
+
+	cfg.clock.now = read_clock;
+	CHECK_EQ(tw_service_create(&svc, &cfg), 0);
+	return svc;
+}
+
+static void init_a_pending_timer(void)
+{
+	struct tw_service *svc = manual_service();
+	struct tw_service_timer t;
+
+	tw_service_timer_init(&t, nothing);
+	CHECK_EQ(tw_service_add(svc, &t, TW_S(1)), 0);
+	tw_service_timer_init(&t, nothing); /* the mistake */
+}
+
+static void init_a_tombstone(void)
+{
+	struct tw_service *svc = manual_service();
+	struct tw_service_timer t;
+
+	tw_service_timer_init(&t, nothing);
+	CHECK_EQ(tw_service_add(svc, &t, TW_S(1)), 0);
+	CHECK(tw_service_poll(svc) >= 0); /* placed in the wheel */
+	CHECK_EQ(tw_service_cancel(svc, &t), TW_SVC_STOPPED);
+	tw_service_timer_init(&t, nothing); /* the mistake: it is still linked */
+}
+
+static void init_a_pending_periodic_timer(void)
+{
+	struct tw_service *svc = manual_service();
+	struct tw_service_periodic p;
+
+	tw_service_periodic_init(&p, nothing, 10);
+	CHECK_EQ(tw_service_add(svc, &p.timer, TW_S(1)), 0);
+	tw_service_periodic_init(&p, nothing, 20); /* the mistake */
+}
+
+static void test_init_of_a_held_timer_is_named(void)
+{
+	EXPECT_ABORT_NAMING(init_a_pending_timer, "tw_service_timer_init(",
+			    "pending", "tw_service_timer_reinit()",
+			    "tw_service_cancel_sync()");
+	EXPECT_ABORT_NAMING(init_a_tombstone, "tw_service_timer_init(",
+			    "a plain cancel left it linked in the wheel");
+	EXPECT_ABORT_NAMING(init_a_pending_periodic_timer,
+			    "tw_service_periodic_init(", "pending");
+}
+
+/* The right ways to reuse a timer are not mistakes. */
+static void reuse_done_right(void)
+{
+	struct tw_service *svc = manual_service();
+	struct tw_service_timer *t = malloc(sizeof(*t));
+
+	CHECK(t != NULL);
+	tw_service_timer_init(t, nothing);
+	/* after cancel_sync */
+	CHECK_EQ(tw_service_add(svc, t, TW_S(1)), 0);
+	CHECK(tw_service_poll(svc) >= 0);
+	CHECK_EQ(tw_service_cancel_sync(svc, t), TW_SVC_STOPPED);
+	tw_service_timer_init(t, nothing);
+	/* after its callback ran */
+	CHECK_EQ(tw_service_add(svc, t, TW_MS(5)), 0);
+	clock_now = TW_MS(10);
+	CHECK_EQ(tw_service_poll(svc), 1);
+	tw_service_timer_init(t, nothing);
+	/* after shutdown handed it back */
+	CHECK_EQ(tw_service_add(svc, t, TW_S(1)), 0);
+	CHECK_EQ(tw_service_shutdown(svc, NULL, NULL), 1);
+	tw_service_timer_init(t, nothing);
+	tw_service_destroy(svc);
+	/* a tombstone of a destroyed service: its memory is the caller's */
+	svc = manual_service();
+	CHECK_EQ(tw_service_add(svc, t, TW_S(1)), 0);
+	CHECK(tw_service_poll(svc) >= 0);
+	CHECK_EQ(tw_service_cancel(svc, t), TW_SVC_STOPPED);
+	tw_service_destroy(svc);
+	tw_service_timer_init(t, nothing);
+	free(t);
+}
+
+static void test_reuse_done_right_is_not_a_mistake(void)
+{
+	clock_now = 0;
+	CHECK_EQ(in_child(reuse_done_right), 0);
+	if (out[0])
+		fprintf(stderr, "%s", out);
+	CHECK_EQ(out[0], '\0');
+}
+
+/* ---- a wheel entered from a second thread ---- */
+
+static struct tw_wheel wheel;
+static struct tw_timer first, second, nested;
+static pthread_barrier_t inside, leave;
+
+static void on_first(struct tw_wheel *w, struct tw_timer *t)
+{
+	(void)w;
+	(void)t;
+	pthread_barrier_wait(&inside); /* the other thread may come in now */
+	pthread_barrier_wait(&leave);
+}
+
+static void *second_thread(void *arg)
+{
+	(void)arg;
+	pthread_barrier_wait(&inside);
+	tw_wheel_add(&wheel, &second, 100); /* the mistake */
+	pthread_barrier_wait(&leave);
+	return NULL;
+}
+
+static void wheel_from_two_threads(void)
+{
+	pthread_t th;
+
+	pthread_barrier_init(&inside, NULL, 2);
+	pthread_barrier_init(&leave, NULL, 2);
+	CHECK_EQ(tw_wheel_init(&wheel, 1, 64, 0, TW_MODE_EXACT), 0);
+	tw_timer_init(&first, on_first);
+	tw_timer_init(&second, on_first);
+	CHECK_EQ(tw_wheel_add(&wheel, &first, 5), 0);
+	pthread_create(&th, NULL, second_thread, NULL);
+	tw_wheel_advance(&wheel, 10);
+	pthread_join(th, NULL);
+}
+
+static void nothing_on_wheel(struct tw_wheel *w, struct tw_timer *t)
+{
+	(void)w;
+	(void)t;
+}
+
+static void on_nested(struct tw_wheel *w, struct tw_timer *t)
+{
+	(void)t;
+	/* From a callback, on the wheel's own thread: allowed. */
+	CHECK_EQ(tw_wheel_add(w, &second, tw_wheel_now(w) + 5), 0);
+}
+
+static void *next_owner(void *arg)
+{
+	(void)arg;
+	CHECK_EQ(tw_wheel_advance(&wheel, 20), 1); /* fires second */
+	return NULL;
+}
+
+static void wheel_handed_over_and_nested(void)
+{
+	pthread_t th;
+
+	CHECK_EQ(tw_wheel_init(&wheel, 1, 64, 0, TW_MODE_EXACT), 0);
+	tw_timer_init(&nested, on_nested);
+	tw_timer_init(&second, nothing_on_wheel);
+	CHECK_EQ(tw_wheel_add(&wheel, &nested, 5), 0);
+	CHECK_EQ(tw_wheel_advance(&wheel, 10), 1);
+	/* Another thread may use it once this one is out (a hand-over:
+	 * pthread_create and join order the two). */
+	pthread_create(&th, NULL, next_owner, NULL);
+	pthread_join(th, NULL);
+	CHECK_EQ(tw_wheel_destroy(&wheel), 0);
+}
+
+static void test_a_wheel_entered_by_a_second_thread_is_named(void)
+{
+	EXPECT_ABORT_NAMING(wheel_from_two_threads, "tw_wheel_add(",
+			    "inside a call on another thread", "timer service");
+}
+
+static void test_nested_calls_on_the_wheels_thread_are_not_a_mistake(void)
+{
+	CHECK_EQ(in_child(wheel_handed_over_and_nested), 0);
+	CHECK_EQ(out[0], '\0');
+}
+
+int main(void)
+{
+	RUN(test_init_of_a_held_timer_is_named);
+	RUN(test_reuse_done_right_is_not_a_mistake);
+	RUN(test_a_wheel_entered_by_a_second_thread_is_named);
+	RUN(test_nested_calls_on_the_wheels_thread_are_not_a_mistake);
+	return check_report();
+}
