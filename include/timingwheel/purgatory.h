@@ -227,7 +227,15 @@ int tw_purgatory_create(struct tw_purgatory **out,
 #define TW_KEY_MAX 4096
 
 /**
- * Kafka's tryCompleteElseWatch: complete the op now if its condition holds;
+ * Kafka's tryCompleteElseWatch. **Once this returns, the op may already be
+ * released** -- its on_release run, where you may free it -- whatever it
+ * returned: completed now (1), or watched (0) and completed by another
+ * thread since. Do not touch the op after the call unless something you
+ * hold keeps its on_release from running. (Another thread's completion
+ * never releases it while the call runs: the call holds a reference until
+ * its last step, and that step may run on_release itself.)
+ *
+ * Complete the op now if its condition holds;
  * otherwise watch it on every key, check once more, and arm its timeout.
  * The check, the watch and the second check all happen under the op's
  * lock, as in Kafka's safeTryCompleteOrElse: a key check that ran between
