@@ -75,10 +75,11 @@ soak: tsan
 
 # The SPIN models of the service's and the purgatory's protocols: every
 # scenario exhaustively, then every protocol bug of issue 13 put back into
-# the model must be found (model/check.sh, docs/model.md); the table of
-# the service model's state-word transitions must be the one committed;
-# and the check of the C code's transitions against it must find each
-# transition mutant (tests/transition_mutants.sh).
+# the model must be found (model/check.sh, docs/model.md); the tables of
+# the service model's state-word transitions and of the purgatory model's
+# op-state transitions must be the ones committed; and the check of the C
+# code's transitions against them must find each transition mutant
+# (tests/transition_mutants.sh).
 model:
 	@bash tools/deps.sh build model
 	bash model/check.sh

@@ -1,6 +1,8 @@
 # SPDX-License-Identifier: MIT
-# model/service.transitions (SPIN's table of every state-word change the
-# model makes) as C rows for src/service/transitions.c:
+# A model's table of transitions (model/service.transitions: every
+# state-word change the service model makes; model/purgatory.transitions:
+# every change of an op's state the purgatory model makes) as C rows for
+# src/service/transitions.c or src/purgatory/transitions.c:
 #   cmake -DIN=model/service.transitions -DOUT=service_transitions.inc -P transitions.cmake
 file(STRINGS "${IN}" lines)
 set(rows "")

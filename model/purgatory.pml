@@ -87,6 +87,48 @@ byte in_flight;          /* try_complete_else_watch calls (the stripes) */
 byte tcew_result = 9;    /* 9: not returned yet; 5: shut down */
 bool watched_ok;
 
+/* The op's state as src/purgatory/opstate.h abstracts it, one small word
+ * both sides compute at each change: the count (0 ZERO, 1 ONE, 2 MANY:
+ * two or more), +4 completed, +8 released (on_release has begun). Every
+ * step below that changes completed, refs or released is bracketed by
+ * BEGIN_STEP and STEP(name), name as the C code's transition (opstate.h's
+ * tr_*). Built with -DRECORD (model/check.sh does, in the runs that must
+ * pass), STEP prints each (name, from, to) the first time SPIN reaches it,
+ * a step that leaves the word as it was (a put MANY -> MANY) included:
+ * each is a call that changes a field, and the C code reports those too.
+ * check.sh gathers them into model/purgatory.transitions, the table the C
+ * test-point build checks each of its own steps against
+ * (src/purgatory/transitions.c). Z's count (scenario 7) is another op's
+ * and is not recorded. The two scratch globals are 0 outside a step (each
+ * step is inside one atomic), so no stored state differs by them. */
+#define OPWORD(r) (((r) > 1 -> 2 : (r)) + 4 * completed + 8 * released)
+byte step_from, step_to;
+#ifdef RECORD
+c_decl {
+	static unsigned char tw_op_step_seen[6][16][16];
+	static void tw_op_step(int id, const char *name, int from, int to)
+	{
+		if (tw_op_step_seen[id][from][to])
+			return;
+		tw_op_step_seen[id][from][to] = 1;
+		printf("STEP %s %d %d\n", name, from, to);
+	}
+}
+#define BEGIN_STEP step_from = OPWORD(refs)
+#define STEP(name) step_to = OPWORD(refs); \
+	c_code { tw_op_step(S_##name, #name, now.step_from, now.step_to); }; \
+	step_from = 0; step_to = 0
+#else
+#define BEGIN_STEP skip
+#define STEP(name) skip
+#endif
+#define S_ref_first 0
+#define S_ref_get 1
+#define S_ref_get_unless_zero 2
+#define S_ref_put 3
+#define S_release 4
+#define S_claim 5
+
 #define lock(m)   atomic { !m -> m = 1 }
 #define unlock(m) m = 0
 
@@ -114,7 +156,7 @@ inline z_put() {
 
 /* A reference taken by a holder of another (a live count). */
 inline op_get() {
-	atomic { assert(!released && refs > 0); refs++ }
+	atomic { assert(!released && refs > 0); BEGIN_STEP; refs++; STEP(ref_get) }
 }
 
 /* on_release, the user's: it takes its op's lock first (natural when that
@@ -127,7 +169,9 @@ inline on_release() {
 		assert(releases == 0);   /* at most once */
 		assert(!in_list && timer != T_ARMED && timer != T_EXPIRED &&
 		       timer != T_CANCELLED);
+		BEGIN_STEP;
 		released = 1;
+		STEP(release);
 		releases++
 	}
 }
@@ -137,7 +181,9 @@ inline on_release() {
 inline op_put() {
 	atomic {
 		assert(refs > 0);
+		BEGIN_STEP;
 		refs--;
+		STEP(ref_put);
 		last = (refs == 0)
 	}
 	if
@@ -226,10 +272,11 @@ inline claim(run_cb, who) {
 		:: released -> started = 0
 #if MUT == 18
 		/* a plain increment: 0 -> 1 brings the count back to life */
-		:: !released -> refs++; started = 1
+		:: !released -> BEGIN_STEP; refs++; STEP(ref_get_unless_zero); started = 1
 #else
 		:: !released && refs == 0 -> started = 0
-		:: !released && refs > 0 -> refs++; started = 1
+		:: !released && refs > 0 ->
+			BEGIN_STEP; refs++; STEP(ref_get_unless_zero); started = 1
 #endif
 		fi
 	}
@@ -239,7 +286,7 @@ inline claim(run_cb, who) {
 		atomic {
 			if
 			:: completed -> won = 0
-			:: else -> completed = 1; won = 1
+			:: else -> BEGIN_STEP; completed = 1; STEP(claim); won = 1
 			fi
 		}
 		if
@@ -254,7 +301,7 @@ inline claim(run_cb, who) {
 		if
 		:: released -> won = 0
 		:: completed -> won = 0
-		:: else -> completed = 1; won = 1
+		:: else -> BEGIN_STEP; completed = 1; STEP(claim); won = 1
 		fi
 	}
 	if
@@ -339,7 +386,8 @@ proctype tcew()
 	:: tcew_result == 5 -> goto out
 	:: else -> skip
 	fi;
-	atomic { assert(!released); refs++ } /* this call's: the first */
+	/* this call's: the first */
+	atomic { assert(!released); BEGIN_STEP; refs++; STEP(ref_first) }
 	lock(op_mu);
 	try_complete(done, W_OUTSIDE);
 	if
@@ -510,7 +558,7 @@ inline claim_list_and_hand_back() {
 	:: in_list ->
 		atomic {
 			if
-			:: !completed -> completed = 1; claimed = 1
+			:: !completed -> BEGIN_STEP; completed = 1; STEP(claim); claimed = 1
 			:: else -> claimed = 0
 			fi
 		}
@@ -573,7 +621,7 @@ proctype shutdown()
 		delayed--;
 		atomic {
 			if
-			:: !completed -> completed = 1; claimed = 1
+			:: !completed -> BEGIN_STEP; completed = 1; STEP(claim); claimed = 1
 			:: else -> claimed = 0
 			fi
 		}

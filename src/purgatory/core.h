@@ -10,6 +10,10 @@
  *                try_complete_else_watch, check_and_complete,
  *                cancel_for_key, the one walker over every list, purge
  *   lifecycle.c  create, counts, poll, shutdown and its hand-back, destroy
+ *   opstate.h    the op's state (its completed flag, its references, its
+ *                release) and every transition of it, as the model names
+ *                them; transitions.c checks them against the model's
+ *                table in the test-point build
  *
  * Watch lists. Every key that has operations waiting on it has a list of
  * watch entries (the callers' struct tw_watch, one per op and key) in a
@@ -95,6 +99,7 @@
 #include "../service_internal.h"
 #include "../test_point.h"
 #include "timingwheel/purgatory.h"
+#include "opstate.h"
 
 /* Shared between the purgatory's files, hidden from the library's users
  * and named tw__pg_* (service/core.h says why). */
@@ -248,34 +253,15 @@ static inline void unlock_op(struct tw_delayed_op *op)
 		own_lock_release(&op->own_lock);
 }
 
-/* The op's counters are plain ints in the public struct (C++ cannot see
- * <stdatomic.h> types); these are their atomic accessors, sequentially
- * consistent as the atomic_int operations they replace. */
-#define OP_LOAD(field) __atomic_load_n(&(field), __ATOMIC_SEQ_CST)
-#define OP_ADD(field, n) __atomic_fetch_add(&(field), (n), __ATOMIC_SEQ_CST)
-#define OP_SUB(field, n) __atomic_fetch_sub(&(field), (n), __ATOMIC_SEQ_CST)
+/* ---- references (their transitions are opstate.h's) ---- */
 
-static inline bool op_claim_flag(struct tw_delayed_op *op)
-{
-	int expected = 0;
-
-	return __atomic_compare_exchange_n(&op->completed, &expected, 1, false,
-					   __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
-}
-
-/* ---- references ---- */
-
-/* A reference taken by a holder of another one: the count is not zero. */
-static inline void op_get(struct tw_delayed_op *op)
-{
-	OP_ADD(op->refs, 1);
-}
-
+/* Drop a reference; the last one releases the op. */
 static inline void op_put(struct tw_delayed_op *op)
 {
-	if (OP_SUB(op->refs, 1) != 1)
+	if (!tr_ref_put(op))
 		return;
 	TW_TEST_POINT("op_put.last", op);
+	tr_release(op);
 	if (op->ops->on_release)
 		op->ops->on_release(op);
 }

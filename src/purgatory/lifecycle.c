@@ -95,7 +95,7 @@ static void timeout_handed_back(struct tw_service_timer *t, void *arg)
 	struct timeout_hand_back *ctx = arg;
 
 	atomic_fetch_sub(&ctx->p->delayed, 1);
-	if (op_claim_flag(op)) {
+	if (tr_claim(op)) {
 		ctx->n++;
 		if (ctx->hand_back)
 			ctx->hand_back(op);

@@ -5,8 +5,8 @@
  * shutdown race for), force_complete and safe_try_complete from outside,
  * and its timeout: on_timeout when it fires, drop_timeout when the op
  * completed first (a one-CAS stop that never waits). Its reference
- * counting is core.h's; a reference from a caller that holds none is
- * taken here, only unless the count is zero.
+ * counting is core.h's and opstate.h's (a reference from a caller that
+ * holds none is taken only unless the count is zero).
  */
 #include "core.h"
 
@@ -17,27 +17,6 @@ _Static_assert(sizeof(struct tw_delayed_op) == 112,
 _Static_assert(sizeof(struct tw_watch) == 24,
 	       "a watch entry is 24 bytes on LP64");
 #endif
-
-/*
- * A reference taken by a caller that holds none (a force_complete or
- * safe_try_complete from outside), only unless the count is zero. Zero
- * means the last reference went and on_release is due or running: the
- * op is on its way out, and a plain increment would bring the count back
- * to life, to reach zero again at this caller's put, and run on_release a
- * second time (issue 28, item 1). Only for an op the purgatory saw: one
- * it never saw has no references and no on_release to run.
- */
-static bool op_get_unless_released(struct tw_delayed_op *op)
-{
-	int n = OP_LOAD(op->refs);
-
-	do {
-		if (n == 0)
-			return false;
-	} while (!__atomic_compare_exchange_n(&op->refs, &n, n + 1, false,
-					      __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST));
-	return true;
-}
 
 /* The op's timeout is no longer needed: stop it if it is pending, and drop
  * its reference. Never waits (issue 28, item 2): an expired timeout, or
@@ -97,9 +76,9 @@ static bool claim(struct tw_delayed_op *op, bool run_callback)
 	 * again). */
 	struct tw_purgatory *p = op->purgatory;
 
-	if (p && !op_get_unless_released(op))
+	if (p && !tr_ref_get_unless_zero(op))
 		return false;
-	if (!op_claim_flag(op)) {
+	if (!tr_claim(op)) {
 		if (p)
 			op_put(op);
 		return false;
@@ -146,7 +125,7 @@ bool tw_op_safe_try_complete(struct tw_delayed_op *op)
 		return false;
 	held = op->purgatory != NULL; /* one the purgatory never saw has no
 					 references to keep */
-	if (held && !op_get_unless_released(op))
+	if (held && !tr_ref_get_unless_zero(op))
 		return false; /* completed, and on its way out */
 	done = tw__pg_try_complete_referenced(op);
 	if (held) {

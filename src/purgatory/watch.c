@@ -161,7 +161,7 @@ static int watch(struct tw_purgatory *p, struct tw_delayed_op *op,
 	w->op = op;
 	list_append(&ws->entries, &w->link);
 	ws->count++;
-	op_get(op);
+	tr_ref_get(op);
 	OP_ADD(op->linked, 1);
 	atomic_fetch_add(&p->watched, 1);
 	pthread_mutex_unlock(&sh->mu);
@@ -217,7 +217,7 @@ int tw_purgatory_try_complete_else_watch(struct tw_purgatory *p,
 	}
 	TW_TEST_POINT("watch.open", op);
 	op->purgatory = p;
-	op_get(op); /* this call's reference */
+	tr_ref_first(op); /* this call's reference: the op's first */
 
 	/* Kafka's safeTryCompleteOrElse: check, watch, check again, all
 	 * under the op's lock. A key check that ran between the first check
@@ -241,7 +241,7 @@ int tw_purgatory_try_complete_else_watch(struct tw_purgatory *p,
 	}
 	if (!done && !tw_op_is_completed(op)) {
 		atomic_fetch_add(&p->delayed, 1);
-		op_get(op); /* the timeout's reference */
+		tr_ref_get(op); /* the timeout's reference */
 		rc = tw_service_add_in(p->svc, &op->timer, op->timeout);
 		/* A timeout the clock cannot reach (now + timeout overflows):
 		 * the end of time, not no timeout (the op would then wait for
@@ -287,7 +287,7 @@ int64_t tw_purgatory_check_and_complete(struct tw_purgatory *p,
 				tw_container_of(l, struct tw_watch, link)->op;
 
 			if (oplist_push(&snapshot, op))
-				op_get(op);
+				tr_ref_get(op);
 		}
 		remove_if_empty(sh, ws);
 	}
@@ -333,9 +333,9 @@ void tw__pg_claim_list(struct tw_purgatory *p, struct tw_watchers *ws,
 			tw_container_of(ws->entries.next, struct tw_watch, link);
 		struct tw_delayed_op *op = w->op;
 
-		if (op_claim_flag(op)) {
+		if (tr_claim(op)) {
 			/* Keep a reference: its entry's goes below. */
-			op_get(op);
+			tr_ref_get(op);
 			if (!oplist_push(claimed, op))
 				op_put(op); /* out of memory: claimed, not handed back */
 		}

@@ -1,0 +1,232 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * opstate.h — an op's state: its exactly-once flag (op->completed), its
+ * reference count (op->refs), the beginning of its on_release, and every
+ * change the purgatory makes to them, each one atomic step named as
+ * model/purgatory.pml names it. Nothing outside this file changes either
+ * field (tw_op_init's memset excepted: the op is not shared yet); the
+ * rest of the purgatory makes the transitions below.
+ *
+ * Not one word. The service timer's state is one word that each
+ * transition swaps whole (service/state.h). An op's is two ints of the
+ * public struct, each changed by its own atomic: the flag by a CAS, the
+ * count by adds and subtracts. Merging them into one word would change
+ * the public struct and cost a CAS loop on every reference, so instead
+ * the code and the model both compute, at each change, the same small
+ * abstract word:
+ *   bits 0-1  the count: OP_ZERO, OP_ONE, OP_MANY (two or more)
+ *   bit 2     OP_COMPLETED   the flag is set
+ *   bit 3     OP_RELEASED    on_release has begun
+ * Why these and no more: the rules worth holding the code to are about
+ * zero and one, not about how many. A reference is never taken from
+ * ZERO (no resurrection, issue 28), but by the op's first watch; a put
+ * never starts at ZERO; the last put (ONE -> ZERO) is the only way to
+ * release; release happens once, from ZERO; completed goes 0 -> 1 once,
+ * by a claim that holds a reference (never at ZERO); and nothing happens
+ * to a RELEASED op. The exact count (one per watched key, per snapshot,
+ * per call) is unbounded in C and small in the model; MANY keeps the
+ * table finite and equal on both sides.
+ *
+ * How the code computes the word at a change: the field the atomic
+ * changes is read from what the atomic returned (exact); the other field
+ * is loaded just after (it cannot go back: the flag only rises, and a
+ * claim's caller holds a reference across its load, so the count it
+ * reads is not ZERO unless the protocol is broken). RELEASED is 0 before
+ * every step the code makes: after on_release the op's memory may be
+ * gone, so the code keeps no bit for it; a step on a released op shows
+ * as a step from ZERO, which only ref_first may take.
+ *
+ * The transitions (from -> to; the bits not named are kept):
+ *   ref_first            ZERO -> ONE: try_complete_else_watch's own
+ *                        reference, the op's first (nobody else can see
+ *                        the op before it)
+ *   ref_get              ONE|MANY -> MANY: a holder of a reference takes
+ *                        another (a watch entry, a snapshot, the timeout,
+ *                        a claimed op kept for its hand-back)
+ *   ref_get_unless_zero  ONE|MANY -> MANY: a caller that holds none
+ *                        (force_complete, safe_try_complete from outside);
+ *                        at ZERO it fails, and that is no step
+ *   ref_put              MANY -> MANY|ONE, ONE -> ZERO
+ *   release              ZERO -> ZERO+RELEASED: on_release begins (after
+ *                        the last put, as the model's two steps)
+ *   claim                -COMPLETED -> +COMPLETED: the exactly-once CAS
+ * Every call that changes a field is a step, even one that leaves the
+ * abstract word as it was (MANY -> MANY): the model's table has those
+ * rows too, so nothing is skipped. An op the purgatory never saw
+ * (op->purgatory NULL) has no references and nothing racing it; its claim
+ * is no step of the model's op and is not reported.
+ *
+ * Code and model, one machine: in the test-point build (TW_TEST_HOOKS)
+ * each step reports (which, from, to) to transitions.c, which looks it up
+ * in the table SPIN derived from model/purgatory.pml
+ * (model/purgatory.transitions) and aborts on a step the model never
+ * makes (docs/model.md). In every other build the report is nothing: the
+ * atomics are the ones the purgatory made before, and nothing is loaded.
+ */
+#ifndef TW_PURGATORY_OPSTATE_H
+#define TW_PURGATORY_OPSTATE_H
+
+#include <stdbool.h>
+
+#include "timingwheel/purgatory.h"
+
+/* The op's counters are plain ints in the public struct (C++ cannot see
+ * <stdatomic.h> types); these are their atomic accessors, sequentially
+ * consistent as the atomic_int operations they replace. */
+#define OP_LOAD(field) __atomic_load_n(&(field), __ATOMIC_SEQ_CST)
+#define OP_ADD(field, n) __atomic_fetch_add(&(field), (n), __ATOMIC_SEQ_CST)
+#define OP_SUB(field, n) __atomic_fetch_sub(&(field), (n), __ATOMIC_SEQ_CST)
+
+enum { OP_ZERO, OP_ONE, OP_MANY, OP_COMPLETED = 4, OP_RELEASED = 8 };
+
+/* The transitions, as model/purgatory.pml names them (the table's names). */
+enum tw__pg_op_transition {
+	OPT_ref_first, OPT_ref_get, OPT_ref_get_unless_zero, OPT_ref_put,
+	OPT_release, OPT_claim,
+	OPT_COUNT
+};
+
+#ifdef TW_TEST_HOOKS
+/* transitions.c: abort unless the model makes this step. */
+void tw__pg_op_transition(enum tw__pg_op_transition tr, unsigned from,
+			  unsigned to);
+
+/* The abstract word of a count and a flag (a negative count, a put too
+ * many, is ZERO: the put from ZERO is what the table refuses). */
+static inline unsigned op_word(int refs, int completed, bool released)
+{
+	return (refs <= 0 ? OP_ZERO : refs == 1 ? OP_ONE : OP_MANY) |
+	       (completed ? OP_COMPLETED : 0) | (released ? OP_RELEASED : 0);
+}
+
+static inline void op_refs_step(enum tw__pg_op_transition tr,
+				struct tw_delayed_op *op, int from, int to)
+{
+	int completed = OP_LOAD(op->completed);
+
+	tw__pg_op_transition(tr, op_word(from, completed, false),
+			     op_word(to, completed, false));
+}
+
+static inline void op_claim_step(struct tw_delayed_op *op, int was)
+{
+	int refs;
+
+	if (!op->purgatory)
+		return; /* never watched: not the model's op */
+	refs = OP_LOAD(op->refs);
+	tw__pg_op_transition(OPT_claim, op_word(refs, was, false),
+			     op_word(refs, 1, false));
+}
+
+static inline void op_release_step(struct tw_delayed_op *op)
+{
+	int completed = OP_LOAD(op->completed);
+
+	tw__pg_op_transition(OPT_release, op_word(0, completed, false),
+			     op_word(0, completed, true));
+}
+
+#define OP_REFS_STEP(tr, op, from, to) op_refs_step(OPT_##tr, op, from, to)
+#define OP_CLAIM_STEP(op, was) op_claim_step(op, was)
+#define OP_RELEASE_STEP(op) op_release_step(op)
+#else
+#define OP_REFS_STEP(tr, op, from, to) ((void)0)
+#define OP_CLAIM_STEP(op, was) ((void)0)
+#define OP_RELEASE_STEP(op) ((void)0)
+#endif
+
+/*
+ * TW_TRANSITION_MUTANT (tests/transition_mutants.sh only): a transition
+ * changed on purpose, to show that transitions.c catches it (1-3 are the
+ * service's, service/state.h). 4: the reference of a caller that holds
+ * none is a holder's plain increment (issue 28's first bug, the model's
+ * mutation 18): from ZERO, a step the model does not make; in a run that
+ * never meets ZERO, ref_get_unless_zero is a transition of the model the
+ * code no longer makes. 5: a claim that wins whatever the flag was
+ * (completed set again: 1 -> 1).
+ */
+
+/* ---- the transitions ---- */
+
+/* try_complete_else_watch's own reference: the op's first. */
+static inline void tr_ref_first(struct tw_delayed_op *op)
+{
+	int old = OP_ADD(op->refs, 1);
+
+	OP_REFS_STEP(ref_first, op, old, old + 1);
+	(void)old;
+}
+
+/* A reference taken by a holder of another one: the count is not zero. */
+static inline void tr_ref_get(struct tw_delayed_op *op)
+{
+	int old = OP_ADD(op->refs, 1);
+
+	OP_REFS_STEP(ref_get, op, old, old + 1);
+	(void)old;
+}
+
+/*
+ * A reference taken by a caller that holds none (a force_complete or
+ * safe_try_complete from outside), only unless the count is zero. Zero
+ * means the last reference went and on_release is due or running: the
+ * op is on its way out, and a plain increment would bring the count back
+ * to life, to reach zero again at this caller's put, and run on_release a
+ * second time (issue 28, item 1). Only for an op the purgatory saw: one
+ * it never saw has no references and no on_release to run.
+ */
+static inline bool tr_ref_get_unless_zero(struct tw_delayed_op *op)
+{
+#if defined(TW_TRANSITION_MUTANT) && TW_TRANSITION_MUTANT == 4
+	tr_ref_get(op);
+	return true;
+#else
+	int n = OP_LOAD(op->refs);
+
+	do {
+		if (n == 0)
+			return false;
+	} while (!__atomic_compare_exchange_n(&op->refs, &n, n + 1, false,
+					      __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST));
+	OP_REFS_STEP(ref_get_unless_zero, op, n, n + 1);
+	return true;
+#endif
+}
+
+/* Drop a reference; true if it was the last (the caller releases). */
+static inline bool tr_ref_put(struct tw_delayed_op *op)
+{
+	int old = OP_SUB(op->refs, 1);
+
+	OP_REFS_STEP(ref_put, op, old, old - 1);
+	return old == 1;
+}
+
+/* on_release begins: no field changes (the op may be freed by it), but
+ * it is the model's step, reported before the op is handed to it. */
+static inline void tr_release(struct tw_delayed_op *op)
+{
+	OP_RELEASE_STEP(op);
+	(void)op;
+}
+
+/* The exactly-once flag: of the condition, the timeout, a cancel and
+ * shutdown, exactly one wins the CAS. */
+static inline bool tr_claim(struct tw_delayed_op *op)
+{
+#if defined(TW_TRANSITION_MUTANT) && TW_TRANSITION_MUTANT == 5
+	int was = __atomic_exchange_n(&op->completed, 1, __ATOMIC_SEQ_CST);
+#else
+	int was = 0;
+
+	if (!__atomic_compare_exchange_n(&op->completed, &was, 1, false,
+					 __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
+		return false;
+#endif
+	OP_CLAIM_STEP(op, was);
+	(void)was;
+	return true;
+}
+
+#endif

@@ -1,0 +1,154 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The purgatory's transition check itself (src/purgatory/transitions.c,
+ * test-point build): a step of the model passes, a step the model does
+ * not make aborts the program and names it, and a step that leaves the
+ * abstract word as it was is looked up too. The mutants 4 and 5 of
+ * tests/transition_mutants.sh show the same from inside the purgatory;
+ * this shows it of the checker alone. Last, a watch that fails for want
+ * of memory releases an op that never completed: the model's steps
+ * ONE -> ZERO and release from an uncompleted op, which the race and
+ * stress programs do not make (tests/transitions.sh runs this too).
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include <signal.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "purgatory/opstate.h"
+#include "test_point.h"
+#include "virtual_clock.h"
+
+/* Run one report in a child; its exit signal and what it wrote. */
+static int report_in_child(enum tw__pg_op_transition tr, unsigned from,
+			   unsigned to, char *out, size_t size)
+{
+	int fds[2], status;
+	pid_t pid;
+	ssize_t n, got = 0;
+
+	CHECK_EQ(pipe(fds), 0);
+	pid = fork();
+	CHECK(pid >= 0);
+	if (pid == 0) {
+		dup2(fds[1], STDERR_FILENO);
+		close(fds[0]);
+		tw__pg_op_transition(tr, from, to);
+		_exit(0);
+	}
+	close(fds[1]);
+	while ((n = read(fds[0], out + got, size - 1 - (size_t)got)) > 0)
+		got += n;
+	out[got] = '\0';
+	close(fds[0]);
+	CHECK_EQ(waitpid(pid, &status, 0), pid);
+	return WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+}
+
+static void test_a_step_of_the_model_passes(void)
+{
+	char out[512];
+
+	CHECK_EQ(report_in_child(OPT_claim, OP_MANY, OP_MANY | OP_COMPLETED,
+				 out, sizeof(out)), 0);
+	CHECK_EQ(out[0], '\0');
+	CHECK_EQ(report_in_child(OPT_release, OP_ZERO | OP_COMPLETED,
+				 OP_ZERO | OP_COMPLETED | OP_RELEASED, out,
+				 sizeof(out)), 0);
+}
+
+static void test_a_step_the_model_does_not_make_aborts_and_is_named(void)
+{
+	char out[512];
+
+	/* a reference taken back from zero */
+	CHECK_EQ(report_in_child(OPT_ref_get_unless_zero, OP_ZERO | OP_COMPLETED,
+				 OP_ONE | OP_COMPLETED, out, sizeof(out)),
+		 SIGABRT);
+	CHECK(strstr(out, "op transition ref_get_unless_zero 4 -> 5 "
+			  "(ZERO+completed -> ONE+completed) is not a step") != NULL);
+	/* a claim at a count of zero: its caller held no reference */
+	CHECK_EQ(report_in_child(OPT_claim, OP_ZERO, OP_ZERO | OP_COMPLETED,
+				 out, sizeof(out)), SIGABRT);
+	CHECK(strstr(out, "op transition claim 0 -> 4") != NULL);
+	/* a second release */
+	CHECK_EQ(report_in_child(OPT_release, OP_ZERO | OP_RELEASED,
+				 OP_ZERO | OP_RELEASED, out, sizeof(out)), SIGABRT);
+}
+
+/* Unlike the service's word, no change is still a step: a claim that
+ * finds the op completed and sets it again is refused. */
+static void test_no_change_is_looked_up_too(void)
+{
+	char out[512];
+
+	CHECK_EQ(report_in_child(OPT_ref_put, OP_MANY, OP_MANY, out,
+				 sizeof(out)), 0);
+	CHECK_EQ(report_in_child(OPT_claim, OP_ONE | OP_COMPLETED,
+				 OP_ONE | OP_COMPLETED, out, sizeof(out)), SIGABRT);
+	CHECK(strstr(out, "op transition claim 5 -> 5") != NULL);
+}
+
+struct plain_op {
+	struct tw_delayed_op op;
+	struct tw_watch w[2];
+	atomic_int completes, releases;
+};
+
+static bool never_ready(struct tw_delayed_op *op)
+{
+	(void)op;
+	return false;
+}
+
+static void count_complete(struct tw_delayed_op *op)
+{
+	atomic_fetch_add(&tw_container_of(op, struct plain_op, op)->completes, 1);
+}
+
+static void count_release(struct tw_delayed_op *op)
+{
+	atomic_fetch_add(&tw_container_of(op, struct plain_op, op)->releases, 1);
+}
+
+static const char key0[] = "topic-0", key1[] = "topic-1";
+
+static bool fail_key1(const char *point, const void *obj)
+{
+	return strcmp(point, "watchers.alloc") == 0 && obj == key1;
+}
+
+static void test_a_failed_watch_releases_an_op_never_completed(void)
+{
+	static const struct tw_op_ops ops = { never_ready, count_complete, NULL,
+					      count_release };
+	struct tw_purgatory *p = manual_purgatory_purging(0);
+	struct plain_op o;
+	const void *keys[2] = { key0, key1 };
+	size_t lens[2] = { sizeof(key0), sizeof(key1) };
+
+	memset(&o, 0, sizeof(o));
+	CHECK_EQ(tw_op_init(&o.op, 100, &ops, NULL), TW_OK);
+	tw__test_set_fail(fail_key1);
+	CHECK_EQ(tw_purgatory_try_complete_else_watch(p, &o.op, keys, lens, 2, o.w),
+		 TW_ENOMEM);
+	tw__test_set_fail(NULL);
+	CHECK(!tw_op_is_completed(&o.op));
+	CHECK_EQ(atomic_load(&o.completes), 0);
+	CHECK_EQ(atomic_load(&o.releases), 1);
+	CHECK_EQ(tw_purgatory_watched(p), 0);
+	tw_purgatory_destroy(p);
+	tw_op_destroy(&o.op);
+}
+
+int main(void)
+{
+	RUN(test_a_step_of_the_model_passes);
+	RUN(test_a_step_the_model_does_not_make_aborts_and_is_named);
+	RUN(test_no_change_is_looked_up_too);
+	RUN(test_a_failed_watch_releases_an_op_never_completed);
+	return check_report();
+}
