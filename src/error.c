@@ -16,7 +16,7 @@ const char *tw_strerror(int err)
 	case TW_ENOMEM:
 		return "out of memory";
 	case TW_EBUSY:
-		return "timer is already pending";
+		return "already pending (a timer) or watched (an operation)";
 	case TW_ERANGE:
 		return "clock would go backwards";
 	case TW_EOWNER:

@@ -607,6 +607,11 @@ static void test_purgatory_bad_input(void)
 	tw_op_destroy(NULL);
 	CHECK(!tw_op_is_completed(&bad.base));
 
+	/* P6: the bystander watched a second time (issue 25: accepted, it was
+	 * linked twice): TW_EBUSY, nothing changed. */
+	CHECK_EQ(tw_purgatory_try_complete_else_watch(p, &bystander.base, keys, lens, 1,
+						      bystander.watch), TW_EBUSY);
+
 	/* The bystander is intact: still watched, completes by its key. */
 	CHECK_EQ(tw_purgatory_watched(p), 1);
 	CHECK_EQ(tw_purgatory_delayed(p), 1);

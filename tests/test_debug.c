@@ -167,6 +167,85 @@ static void test_reuse_done_right_is_not_a_mistake(void)
 	CHECK_EQ(out[0], '\0');
 }
 
+/* ---- a purgatory op initialised while the purgatory holds it ---- */
+
+static bool never(struct tw_delayed_op *op)
+{
+	(void)op;
+	return false;
+}
+
+static bool always(struct tw_delayed_op *op)
+{
+	(void)op;
+	return true;
+}
+
+static void on_complete(struct tw_delayed_op *op)
+{
+	(void)op;
+}
+
+static const struct tw_op_ops waits = { .try_complete = never,
+					.on_complete = on_complete };
+static const struct tw_op_ops done_at_once = { .try_complete = always,
+					       .on_complete = on_complete };
+
+static struct tw_purgatory *manual_purgatory(void)
+{
+	struct tw_purgatory_config cfg = { .service = { .manual = true } };
+	struct tw_purgatory *p = NULL;
+
+	cfg.service.clock.now = read_clock;
+	CHECK_EQ(tw_purgatory_create(&p, &cfg), 0);
+	return p;
+}
+
+static void init_a_watched_op(void)
+{
+	struct tw_purgatory *p = manual_purgatory();
+	struct tw_delayed_op op;
+	struct tw_watch w;
+	const void *key = "k";
+	size_t len = 1;
+
+	CHECK_EQ(tw_op_init(&op, TW_S(1), &waits, NULL), 0);
+	CHECK_EQ(tw_purgatory_try_complete_else_watch(p, &op, &key, &len, 1, &w), 0);
+	tw_op_init(&op, TW_S(1), &waits, NULL); /* the mistake */
+}
+
+static void test_init_of_a_watched_op_is_named(void)
+{
+	EXPECT_ABORT_NAMING(init_a_watched_op, "tw_op_init(",
+			    "still held by a purgatory", "on_release");
+}
+
+/* Released (completed at once, no other reference): the op is the
+ * caller's again, and so is one whose purgatory is gone. */
+static void op_reuse_done_right(void)
+{
+	struct tw_purgatory *p = manual_purgatory();
+	struct tw_delayed_op op;
+	struct tw_watch w;
+	const void *key = "k";
+	size_t len = 1;
+
+	CHECK_EQ(tw_op_init(&op, TW_S(1), &done_at_once, NULL), 0);
+	CHECK_EQ(tw_purgatory_try_complete_else_watch(p, &op, &key, &len, 1, &w), 1);
+	CHECK_EQ(tw_op_init(&op, TW_S(1), &waits, NULL), 0);
+	CHECK_EQ(tw_purgatory_try_complete_else_watch(p, &op, &key, &len, 1, &w), 0);
+	tw_purgatory_destroy(p); /* hands it back: released */
+	CHECK_EQ(tw_op_init(&op, TW_S(1), &waits, NULL), 0);
+}
+
+static void test_op_reuse_done_right_is_not_a_mistake(void)
+{
+	CHECK_EQ(in_child(op_reuse_done_right), 0);
+	if (out[0])
+		fprintf(stderr, "%s", out);
+	CHECK_EQ(out[0], '\0');
+}
+
 /* ---- a wheel entered from a second thread ---- */
 
 static struct tw_wheel wheel;
@@ -257,6 +336,8 @@ int main(void)
 {
 	RUN(test_init_of_a_held_timer_is_named);
 	RUN(test_reuse_done_right_is_not_a_mistake);
+	RUN(test_init_of_a_watched_op_is_named);
+	RUN(test_op_reuse_done_right_is_not_a_mistake);
 	RUN(test_a_wheel_entered_by_a_second_thread_is_named);
 	RUN(test_nested_calls_on_the_wheels_thread_are_not_a_mistake);
 	return check_report();

@@ -26,7 +26,8 @@ enum tw_error {
 	TW_OK = 0,        /**< success */
 	TW_EINVAL = -1,   /**< a NULL pointer, a missing callback, a bad parameter */
 	TW_ENOMEM = -2,   /**< allocation failed (the wheel allocates only in init) */
-	TW_EBUSY = -3,    /**< the timer is already pending; use reschedule */
+	TW_EBUSY = -3,    /**< the timer is already pending (use reschedule),
+			       or the operation already watched */
 	TW_ERANGE = -4,   /**< the clock would go backwards */
 	TW_EOWNER = -5,   /**< the timer is pending in a different wheel or service */
 	TW_EREENTER = -6, /**< called from inside a callback where that is not allowed */

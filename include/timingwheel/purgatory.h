@@ -129,7 +129,11 @@ struct tw_delayed_op {
 };
 
 /**
- * Prepare an operation.
+ * Prepare an operation: a new one, or one whose on_release has run (reuse
+ * an op only from its on_release, or after it). Initialising an op the
+ * purgatory still holds corrupts its watch lists; the debug build
+ * (TW_DEBUG) stops at such a call and names it, the release build cannot
+ * tell (before its first init an op's memory may be anything).
  * @param op the operation
  * @param timeout > 0, in clock units of the purgatory's service; one the
  *        clock cannot reach (now + timeout past INT64_MAX) is the end of
@@ -254,6 +258,8 @@ int tw_purgatory_create(struct tw_purgatory **out,
  * @retval 0 it waits
  * @retval TW_EINVAL a NULL pointer, no keys, a key empty or too long, an
  *         op already completed (by a force_complete before its watch)
+ * @retval TW_EBUSY the op was watched already (it is watched once per
+ *         tw_op_init); nothing changed
  * @retval TW_ENOMEM a key's list could not be allocated
  * @retval TW_ESHUTDOWN the purgatory is shut down
  * (on an error nothing was watched)

@@ -158,5 +158,9 @@ void tw_purgatory_destroy(struct tw_purgatory *p)
 	}
 	free(p->shards);
 	pthread_mutex_destroy(&p->shutdown_mu);
+#ifdef TW_DEBUG
+	/* Ops it still held (none after a clean shutdown) are the caller's. */
+	tw__debug_forget(TW_DBG_OP, (uint64_t)(uintptr_t)p);
+#endif
 	free(p);
 }

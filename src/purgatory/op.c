@@ -39,6 +39,17 @@ int tw_op_init(struct tw_delayed_op *op, int64_t timeout,
 	if (!op || timeout <= 0 || !ops || !ops->try_complete ||
 	    !ops->on_complete)
 		return TW_EINVAL;
+#ifdef TW_DEBUG
+	/* Only the debug build can tell: before its first init the op's
+	 * memory may be anything, so its own fields prove nothing. */
+	if (tw__debug_get(TW_DBG_OP, op, NULL))
+		tw__debug_fail("tw_op_init", op,
+			       "this op is still held by a purgatory (watched, or "
+			       "completed and not yet released). Initialising it "
+			       "now would corrupt its watch lists and run its "
+			       "callbacks on the new op. Reuse or free an op only "
+			       "from its on_release, or after it.");
+#endif
 	memset(op, 0, sizeof(*op));
 	tw_service_timer_init(&op->timer, on_timeout);
 	op->timeout = timeout;

@@ -67,7 +67,9 @@
 #define TW_PURGATORY_OPSTATE_H
 
 #include <stdbool.h>
+#include <stdint.h>
 
+#include "../debug.h"
 #include "timingwheel/purgatory.h"
 
 /* The op's counters are plain ints in the public struct (C++ cannot see
@@ -149,13 +151,18 @@ static inline void op_release_step(struct tw_delayed_op *op)
 
 /* ---- the transitions ---- */
 
-/* try_complete_else_watch's own reference: the op's first. */
+/* try_complete_else_watch's own reference: the op's first. From here to
+ * its on_release the purgatory holds the op (the debug build's table,
+ * src/debug.h: an init in between is a mistake it names). */
 static inline void tr_ref_first(struct tw_delayed_op *op)
 {
 	int old = OP_ADD(op->refs, 1);
 
 	OP_REFS_STEP(ref_first, op, old, old + 1);
 	(void)old;
+#ifdef TW_DEBUG
+	tw__debug_set(TW_DBG_OP, op, true, (uint64_t)(uintptr_t)op->purgatory);
+#endif
 }
 
 /* A reference taken by a holder of another one: the count is not zero. */
@@ -208,6 +215,9 @@ static inline bool tr_ref_put(struct tw_delayed_op *op)
 static inline void tr_release(struct tw_delayed_op *op)
 {
 	OP_RELEASE_STEP(op);
+#ifdef TW_DEBUG
+	tw__debug_set(TW_DBG_OP, op, false, 0);
+#endif
 	(void)op;
 }
 

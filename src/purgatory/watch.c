@@ -215,6 +215,13 @@ int tw_purgatory_try_complete_else_watch(struct tw_purgatory *p,
 		leave(stripe);
 		return TW_EINVAL; /* completed before it was ever watched */
 	}
+	/* Watched once already (tw_op_init clears this): a second watch
+	 * would link it twice and take a second first reference. One load,
+	 * so the release build keeps it (issue 25). */
+	if (op->purgatory) {
+		leave(stripe);
+		return TW_EBUSY;
+	}
 	TW_TEST_POINT("watch.open", op);
 	op->purgatory = p;
 	tr_ref_first(op); /* this call's reference: the op's first */
