@@ -91,7 +91,10 @@ struct tw_watch {
  */
 struct tw_op_ops {
 	tw_op_try_complete_fn *try_complete; /**< the condition (required) */
-	tw_op_fn *on_complete;   /**< runs once when it completes (required) */
+	tw_op_fn *on_complete;   /**< runs once when it completes (required).
+				      Not the place to free the op: its
+				      watch entries and its timeout may still
+				      refer to it; free it in on_release */
 	tw_op_fn *on_expiration; /**< after on_complete when it timed out; may
 				      be NULL */
 	tw_op_fn *on_release;    /**< the purgatory let go of it (see the top
