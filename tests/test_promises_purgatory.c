@@ -548,6 +548,64 @@ static void test_a_timeout_past_the_clocks_end_is_armed(void)
 			RUN(test);                                          \
 	} while (0)
 
+/* ---- 8: a completion racing the watch call ---- */
+
+/*
+ * purgatory.h: once try_complete_else_watch returns the op may already be
+ * released, whatever it returned; while the call runs, another thread's
+ * completion never releases it (issue 25: nothing at the call said when
+ * the op could go). The watcher is held after its timeout is armed, just
+ * before its own last put; a key check on another thread completes the
+ * op there. on_complete runs on the checker, on_release does not: only
+ * the call's last put, on the watcher's thread, releases the op.
+ */
+static pthread_t released_on;
+
+static void release_records_thread(struct tw_delayed_op *op)
+{
+	struct gop *o = tw_container_of(op, struct gop, op);
+
+	released_on = pthread_self();
+	atomic_fetch_add(&o->releases, 1);
+}
+
+static pthread_t watcher_id;
+
+static void *watch_thread_recording(void *arg)
+{
+	watcher_id = pthread_self();
+	CHECK_EQ(gop_watch(arg), 0);
+	return NULL;
+}
+
+static void test_a_completion_never_releases_the_op_inside_the_watch_call(void)
+{
+	static const struct tw_op_ops ops = { gop_try, gop_complete, gop_expire,
+					      release_records_thread };
+	struct tw_purgatory *p = manual_purgatory_purging(0);
+	struct gop o;
+	struct sp_thread watcher;
+	int armed;
+
+	gop_init(&o, p, "topic-0", NULL);
+	CHECK_EQ(tw_op_init(&o.op, 100, &ops, NULL), TW_OK);
+	armed = sp_arm("watch.armed", &o.op);
+	sp_spawn(&watcher, watch_thread_recording, &o);
+	CHECK(sp_wait(armed, &watcher.done));
+	atomic_store(&o.ready, 1);
+	CHECK_EQ(check_key(p, o.key), 1); /* completed, here, meanwhile */
+	CHECK_EQ(atomic_load(&o.completes), 1);
+	CHECK_EQ(atomic_load(&o.releases), 0); /* the call still holds it */
+	sp_release(armed);
+	sp_join(&watcher, "the watch");
+	CHECK_EQ(atomic_load(&o.releases), 1);
+	CHECK(pthread_equal(released_on, watcher_id));
+	CHECK_EQ(tw_purgatory_shutdown(p, NULL), 0);
+	tw_purgatory_destroy(p);
+	CHECK_EQ(atomic_load(&o.releases), 1);
+	tw_op_destroy(&o.op);
+}
+
 int main(int argc, char **argv)
 {
 	sp_install();
@@ -559,5 +617,6 @@ int main(int argc, char **argv)
 	RUN_IF(test_completion_before_the_timeouts_push_lets_go_of_it);
 	RUN_IF(test_an_op_never_watched_has_no_on_release);
 	RUN_IF(test_a_timeout_past_the_clocks_end_is_armed);
+	RUN_IF(test_a_completion_never_releases_the_op_inside_the_watch_call);
 	return check_report();
 }

@@ -265,6 +265,9 @@ int tw_purgatory_try_complete_else_watch(struct tw_purgatory *p,
 		}
 	}
 	leave(stripe);
+	/* Until this put, another thread's completion cannot release the op
+	 * (purgatory.h: it may be released once the call returns). */
+	TW_TEST_POINT("watch.armed", op);
 	op_put(op);
 	tw__pg_maybe_purge(p);
 	return done ? 1 : 0;
