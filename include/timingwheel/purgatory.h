@@ -261,8 +261,8 @@ int tw_purgatory_create(struct tw_purgatory **out,
  * @retval 0 it waits
  * @retval TW_EINVAL a NULL pointer, no keys, a key empty or too long, an
  *         op already completed (by a force_complete before its watch)
- * @retval TW_EBUSY the op was watched already (it is watched once per
- *         tw_op_init); nothing changed
+ * @retval TW_EBUSY the op is watched already (an op is watched once per
+ *         tw_op_init, or again after a watch that failed); nothing changed
  * @retval TW_ENOMEM a key's list could not be allocated
  * @retval TW_ESHUTDOWN the purgatory is shut down
  * (on an error nothing was watched)

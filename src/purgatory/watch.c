@@ -204,10 +204,17 @@ int tw_purgatory_try_complete_else_watch(struct tw_purgatory *p,
 	size_t i;
 
 	if (!p || !op || !keys || !lens || !watches || nkeys == 0)
-		return TW_EINVAL;
+		return TW_EINVAL_BECAUSE("tw_purgatory_try_complete_else_watch",
+					 "%s", nkeys == 0 ? "no keys (nkeys 0)"
+					 : "a NULL purgatory, op, keys, lens or "
+					   "watches");
 	for (i = 0; i < nkeys; i++)
 		if (!keys[i] || lens[i] == 0 || lens[i] > TW_KEY_MAX)
-			return TW_EINVAL;
+			return TW_EINVAL_BECAUSE("tw_purgatory_try_complete_else_watch",
+						 "key %zu is %s", i,
+						 !keys[i] ? "NULL"
+						 : lens[i] == 0 ? "empty"
+						 : "longer than TW_KEY_MAX (4096)");
 	stripe = enter(p);
 	if (!stripe)
 		return TW_ESHUTDOWN;
@@ -215,10 +222,11 @@ int tw_purgatory_try_complete_else_watch(struct tw_purgatory *p,
 		leave(stripe);
 		return TW_EINVAL; /* completed before it was ever watched */
 	}
-	/* Watched once already (tw_op_init clears this): a second watch
-	 * would link it twice and take a second first reference. One load,
-	 * so the release build keeps it (issue 25). */
-	if (op->purgatory) {
+	/* Watched already and still held (tw_op_init clears both): a second
+	 * watch would link it twice and take a second first reference. Two
+	 * loads, so the release build keeps it (issue 25). (An op whose
+	 * watch failed holds no reference: it may be watched again.) */
+	if (op->purgatory && OP_LOAD(op->refs) > 0) {
 		leave(stripe);
 		return TW_EBUSY;
 	}
