@@ -62,6 +62,18 @@ void tw__debug_fail(const char *call, const void *obj, const char *fmt, ...)
 	abort();
 }
 
+int tw__debug_einval(const char *call, const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stderr, "timingwheel: %s: TW_EINVAL: ", call);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	return TW_EINVAL;
+}
+
 /* Under table_mu. */
 static void set_locked(enum tw__debug_kind kind, const void *obj, bool tracked,
 		       uint64_t tag)

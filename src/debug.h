@@ -24,6 +24,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "timingwheel/error.h"
+
 #ifdef TW_DEBUG
 
 /* What a tracked object is (one table, several kinds of object). */
@@ -50,10 +52,18 @@ void tw__debug_wheel_leave(const void *wheel);
 #define TW_DEBUG_WHEEL_ENTER(w, call) tw__debug_wheel_enter(w, call)
 #define TW_DEBUG_WHEEL_LEAVE(w) tw__debug_wheel_leave(w)
 
+/* A TW_EINVAL that says which argument and why, on stderr, and is
+ * returned (the call goes on failing as documented; nothing aborts). */
+int tw__debug_einval(const char *call, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+#define TW_EINVAL_BECAUSE(call, ...) tw__debug_einval(call, __VA_ARGS__)
+
 #else
 
 #define TW_DEBUG_WHEEL_ENTER(w, call) ((void)0)
 #define TW_DEBUG_WHEEL_LEAVE(w) ((void)0)
+/* The reason is not even evaluated: the same code as a bare TW_EINVAL. */
+#define TW_EINVAL_BECAUSE(call, ...) TW_EINVAL
 
 #endif
 #endif

@@ -846,10 +846,21 @@ int tw_wheel_init(struct tw_wheel *w, int64_t tick, uint32_t wheel_size,
 	uint64_t span = 1;
 	unsigned shift = 0, factor_bits = 0;
 
-	if (!w || tick < 1 || wheel_size < TW_WHEEL_SIZE_MIN ||
-	    wheel_size > TW_WHEEL_SIZE_MAX ||
-	    (mode != TW_MODE_EXACT && mode != TW_MODE_KAFKA))
-		return TW_EINVAL;
+	if (!w)
+		return TW_EINVAL_BECAUSE("tw_wheel_init", "the wheel is NULL");
+	if (tick < 1)
+		return TW_EINVAL_BECAUSE("tw_wheel_init",
+					 "tick must be at least 1, not %lld",
+					 (long long)tick);
+	if (wheel_size < TW_WHEEL_SIZE_MIN || wheel_size > TW_WHEEL_SIZE_MAX)
+		return TW_EINVAL_BECAUSE("tw_wheel_init",
+					 "wheel_size must be in [%d, %d], not %u",
+					 TW_WHEEL_SIZE_MIN, TW_WHEEL_SIZE_MAX,
+					 wheel_size);
+	if (mode != TW_MODE_EXACT && mode != TW_MODE_KAFKA)
+		return TW_EINVAL_BECAUSE("tw_wheel_init",
+					 "mode must be TW_MODE_EXACT or "
+					 "TW_MODE_KAFKA, not %d", (int)mode);
 
 	/* Levels until one's interval (span * size ticks) no longer fits in
 	 * 64 bits: that one covers every int64 due time (I2). */
@@ -990,10 +1001,21 @@ static inline bool no_callback(const struct tw_wheel *w, const struct tw_timer *
 	return !w->expire && !t->fn;
 }
 
+/* Why a wheel call's arguments are refused (the debug build says so). */
+static inline const char *bad_wheel_call(const struct tw_wheel *w,
+					 const struct tw_timer *t)
+{
+	return !w	    ? "the wheel is NULL"
+	       : !w->buckets ? "the wheel is not initialised (tw_wheel_init)"
+	       : !t	    ? "the timer is NULL"
+			    : "the timer has no callback (tw_timer_init(t, fn) "
+			      "with a non-NULL fn)";
+}
+
 hot_inline int wheel_add(struct tw_wheel *w, struct tw_timer *t, int64_t due)
 {
 	if (!w || !w->buckets || !t || no_callback(w, t))
-		return TW_EINVAL;
+		return TW_EINVAL_BECAUSE("tw_wheel_add", "%s", bad_wheel_call(w, t));
 	if (t->bucket)
 		return TW_EBUSY;
 	t->due = due;
@@ -1058,7 +1080,8 @@ hot_inline int wheel_reschedule(struct tw_wheel *w, struct tw_timer *t, int64_t 
 	int was_pending;
 
 	if (!w || !w->buckets || !t || no_callback(w, t))
-		return TW_EINVAL;
+		return TW_EINVAL_BECAUSE("tw_wheel_reschedule", "%s",
+					 bad_wheel_call(w, t));
 	if (t->bucket && t->bucket->wheel != w)
 		return TW_EOWNER;
 	was_pending = t->bucket != NULL;

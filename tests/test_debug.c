@@ -2,8 +2,9 @@
 /*
  * The debug build (-DTW_DEBUG=ON, make sanitize): each mistake below is
  * made in a child process, which must abort at the call that makes it
- * with a message naming the call and what to do instead; and the same
- * calls made correctly must not be taken for mistakes. (Without the debug
+ * with a message naming the call and what to do instead; the same calls
+ * made correctly must not be taken for mistakes; and a TW_EINVAL says
+ * which argument was refused, and why, without stopping anything. (Without the debug
  * build the first kind crashes later, elsewhere, or hangs: issue 25.)
  */
 #define _POSIX_C_SOURCE 200809L
@@ -332,6 +333,31 @@ static void test_nested_calls_on_the_wheels_thread_are_not_a_mistake(void)
 	CHECK_EQ(out[0], '\0');
 }
 
+/* ---- a TW_EINVAL that says which argument ---- */
+
+static void bad_arguments(void)
+{
+	struct tw_wheel w;
+	struct tw_timer t;
+	struct tw_service *svc;
+	struct tw_service_config cfg = { .inboxes = 5000 };
+
+	CHECK_EQ(tw_wheel_init(&w, 0, 64, 0, TW_MODE_EXACT), TW_EINVAL);
+	CHECK_EQ(tw_service_create(&svc, &cfg), TW_EINVAL);
+	CHECK_EQ(tw_wheel_init(&w, 1, 64, 0, TW_MODE_EXACT), 0);
+	tw_timer_init(&t, NULL);
+	CHECK_EQ(tw_wheel_add(&w, &t, 5), TW_EINVAL);
+	tw_wheel_destroy(&w);
+}
+
+static void test_einval_says_which_argument_and_goes_on(void)
+{
+	CHECK_EQ(in_child(bad_arguments), 0); /* refused, not aborted */
+	CHECK(strstr(out, "tw_wheel_init: TW_EINVAL: tick must be at least 1, not 0"));
+	CHECK(strstr(out, "tw_service_create: TW_EINVAL: cfg.inboxes must be at most 1024"));
+	CHECK(strstr(out, "tw_wheel_add: TW_EINVAL: the timer has no callback"));
+}
+
 int main(void)
 {
 	RUN(test_init_of_a_held_timer_is_named);
@@ -340,5 +366,6 @@ int main(void)
 	RUN(test_op_reuse_done_right_is_not_a_mistake);
 	RUN(test_a_wheel_entered_by_a_second_thread_is_named);
 	RUN(test_nested_calls_on_the_wheels_thread_are_not_a_mistake);
+	RUN(test_einval_says_which_argument_and_goes_on);
 	return check_report();
 }

@@ -38,7 +38,12 @@ int tw_op_init(struct tw_delayed_op *op, int64_t timeout,
 {
 	if (!op || timeout <= 0 || !ops || !ops->try_complete ||
 	    !ops->on_complete)
-		return TW_EINVAL;
+		return TW_EINVAL_BECAUSE("tw_op_init", "%s",
+					 !op ? "the op is NULL"
+					 : timeout <= 0 ? "timeout must be > 0"
+					 : !ops ? "ops is NULL"
+					 : !ops->try_complete ? "ops->try_complete is NULL"
+							      : "ops->on_complete is NULL");
 #ifdef TW_DEBUG
 	/* Only the debug build can tell: before its first init the op's
 	 * memory may be anything, so its own fields prove nothing. */

@@ -200,7 +200,7 @@ int tw_service_create(struct tw_service **out, const struct tw_service_config *c
 	int rc;
 
 	if (!out)
-		return TW_EINVAL;
+		return TW_EINVAL_BECAUSE("tw_service_create", "out is NULL");
 	*out = NULL;
 	svc = calloc(1, sizeof(*svc));
 	if (!svc)
@@ -224,8 +224,15 @@ int tw_service_create(struct tw_service **out, const struct tw_service_config *c
 	    svc->cfg.executors > 4096 ||
 	    svc->cfg.wheel_size < TW_WHEEL_SIZE_MIN ||
 	    svc->cfg.wheel_size > TW_WHEEL_SIZE_MAX) {
+		const struct tw_service_config c = svc->cfg;
+
 		free(svc);
-		return TW_EINVAL;
+		(void)c; /* only the debug build says which field */
+		return TW_EINVAL_BECAUSE("tw_service_create",
+			"%s", c.tick < 1 ? "cfg.tick must be at least 1 (0: 1 ms)"
+			: c.inboxes > MAX_INBOXES ? "cfg.inboxes must be at most 1024"
+			: c.executors > 4096 ? "cfg.executors must be at most 4096"
+			: "cfg.wheel_size must be in [2, 65536] (0: the default)");
 	}
 	svc->ninboxes = svc->cfg.inboxes;
 	svc->nexecutors = svc->cfg.executors;

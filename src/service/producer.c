@@ -183,7 +183,13 @@ static int add_or_reschedule(struct tw_service *svc, struct tw_service_timer *t,
 	int rc;
 
 	if (!svc || !t || !callback_of(t))
-		return TW_EINVAL;
+		return TW_EINVAL_BECAUSE(reschedule ? "tw_service_reschedule"
+						    : "tw_service_add",
+					 "%s", !svc ? "the service is NULL"
+					 : !t ? "the timer is NULL"
+					 : "the timer has no callback "
+					   "(tw_service_timer_init(t, fn) with "
+					   "a non-NULL fn)");
 	old = word_load(t);
 	rc = owner_check(svc, old);
 	if (rc)
