@@ -44,7 +44,9 @@ check() {
 		exit 1
 	fi
 	for name in $(echo "$table" | awk '{ print $1 }' | sort -u); do
-		if ! echo "$made" | grep -q "^$name "; then
+		# (a here-string, not echo | grep -q: with pipefail, grep -q
+		# leaving early kills echo with SIGPIPE and the pipe "fails")
+		if ! grep -q "^$name " <<<"$made"; then
 			missing="$missing $name"
 		fi
 	done
