@@ -33,7 +33,7 @@ unset LD_LIBRARY_PATH
 run() {
 	local out rc=0
 	out=$("$@" 2>&1) || rc=$?
-	echo "$out" | grep -q 'Sanitizer' && { echo "$out"; fail "$1: a sanitizer report"; }
+	grep -q 'Sanitizer' <<<"$out" && { echo "$out"; fail "$1: a sanitizer report"; }
 	[ $rc = 0 ] || { echo "$out"; fail "$1 exited with $rc"; }
 	echo "$out"
 }
