@@ -1001,6 +1001,7 @@ static inline bool no_callback(const struct tw_wheel *w, const struct tw_timer *
 	return !w->expire && !t->fn;
 }
 
+#ifdef TW_DEBUG
 /* Why a wheel call's arguments are refused (the debug build says so). */
 static inline const char *bad_wheel_call(const struct tw_wheel *w,
 					 const struct tw_timer *t)
@@ -1011,6 +1012,7 @@ static inline const char *bad_wheel_call(const struct tw_wheel *w,
 			    : "the timer has no callback (tw_timer_init(t, fn) "
 			      "with a non-NULL fn)";
 }
+#endif
 
 hot_inline int wheel_add(struct tw_wheel *w, struct tw_timer *t, int64_t due)
 {
