@@ -11,17 +11,23 @@
  * time per request, the share completed vs expired, and memory per watched
  * op from the allocator.
  *
- * usage: purgatory_bench [REQUESTS [RATE [TIMEOUT_MS [P50_MS [P75_MS]]]]]
- *        (defaults 200000, 20000/s, 200, 1, 5)
+ * usage: purgatory_bench [--null] [REQUESTS [RATE [TIMEOUT_MS [P50_MS [P75_MS]]]]]
+ *        (defaults 200000, 20000/s, 200, 1, 5): ROUNDS (3) rounds, each the
+ *        purgatory then the same harness with a purgatory that does
+ *        nothing; the medians, and the purgatory's own CPU per request as
+ *        their difference. --null: the do-nothing purgatory alone.
  *        purgatory_bench --find [REQUESTS]   raise the rate by 25 % a step
  *        until arrivals fall behind or requests expire that the latency
- *        distribution would have completed; report the highest rate kept
+ *        distribution would have completed; report the highest rate kept,
+ *        then the rounds above at that rate
  *        purgatory_bench --idle [OPS]   memory per watched op: OPS (default
  *        1e6) ops watching 3 keys each, none completing (issue 16's
  *        figure for Kafka)
- * Kafka's figures from issue 16 are printed beside ours as a reference
- * (measured elsewhere, not re-run). A run whose requests stay open a
- * minute past their timeout is reported with its counts and exits 3.
+ * BENCH_CSV=FILE appends impl,figure,rate,value rows, for a driver of
+ * another purgatory that writes the same rows. A figure of another
+ * implementation from an earlier run is no ratio, so none is quoted here.
+ * A run whose requests stay open a minute past their timeout is reported
+ * with its counts and exits 3.
  */
 #define _GNU_SOURCE
 
@@ -57,11 +63,14 @@ struct request {
 static struct tw_purgatory *purgatory;
 static struct tw_service *completer;
 static atomic_long ended, expired;
-/* The harness alone: the same arrivals, sleeps and completer timers, but
- * no purgatory calls; what it costs is the part of the CPU per request
- * that is not the purgatory's. */
-static bool harness_only;
 static char key_names[KEY_SPACE][16];
+static FILE *csv; /* BENCH_CSV: machine-readable figures, or NULL */
+
+static void put_csv(const char *figure, const char *rate, double value)
+{
+	if (csv)
+		fprintf(csv, "ours,%s,%s,%.3f\n", figure, rate, value);
+}
 
 static int64_t cpu_ns(void)
 {
@@ -144,7 +153,7 @@ enum { CPU_GENERATOR, CPU_EXECUTOR, CPU_REAPER, CPU_COMPLETER, CPU_OTHER, CPU_PA
 
 static const char *const cpu_part_names[CPU_PARTS] = {
 	"generator", "purgatory executor", "purgatory reaper",
-	"completer (its service)", "other"
+	"completer (its service, reaper + executor)", "other"
 };
 
 struct cpu_split {
@@ -153,20 +162,27 @@ struct cpu_split {
 };
 
 /* Each part's ns on the CPU so far (all but "other"); false if a thread's
- * figure cannot be read. */
+ * figure cannot be read. A part whose thread does not exist (the
+ * do-nothing purgatory has none) stays 0. */
 static bool split_sample(const struct cpu_split *split, int64_t *parts)
 {
-	const struct task_set *sets[] = { &split->generator,
-					  &split->purgatory_threads,
-					  &split->completer_threads };
-	/* generator; the purgatory's executor, then its reaper; completer */
-	int64_t *out = parts;
+	const struct {
+		const struct task_set *set;
+		int first; /* its threads' parts, in creation order */
+		bool one;  /* all its threads in that one part */
+	} sets[] = { { &split->generator, CPU_GENERATOR, true },
+		     { &split->purgatory_threads, CPU_EXECUTOR, false },
+		     { &split->completer_threads, CPU_COMPLETER, true } };
 
+	for (int p = 0; p < CPU_OTHER; p++)
+		parts[p] = 0;
 	for (size_t k = 0; k < sizeof(sets) / sizeof(sets[0]); k++) {
-		for (int i = 0; i < sets[k]->n; i++) {
-			*out = task_cpu_ns(sets[k]->tid[i]);
-			if (*out++ < 0)
+		for (int i = 0; i < sets[k].set->n; i++) {
+			int64_t ns = task_cpu_ns(sets[k].set->tid[i]);
+
+			if (ns < 0)
 				return false;
+			parts[sets[k].first + (sets[k].one ? 0 : i)] += ns;
 		}
 	}
 	return true;
@@ -219,6 +235,80 @@ static void on_expiration(struct tw_delayed_op *op)
 static const struct tw_op_ops request_ops = { try_complete, on_complete,
 					      on_expiration, NULL };
 
+/* ---- the purgatory under test, or one that does nothing ----
+ *
+ * The harness (arrivals, sleeps, the completer's timers, building the key
+ * lists) costs CPU too, most of it at these rates. Run once more with a
+ * purgatory that does nothing, the same harness through the same calls
+ * gives its own share, and the purgatory's is the difference; both in one
+ * run, so the machine's mood is the same for both. */
+struct purgatory_impl {
+	const char *name;
+	void (*start)(void);
+	void (*stop)(void);
+	void (*watch)(struct request *r, const void *const *keys,
+		      const size_t *lens);
+	void (*check)(const void *key, size_t len);
+};
+
+static void real_start(void)
+{
+	struct tw_purgatory_config cfg = { 0 };
+
+	cfg.service.executors = 1;
+	if (tw_purgatory_create(&purgatory, &cfg))
+		exit(1);
+}
+
+static void real_stop(void)
+{
+	tw_purgatory_destroy(purgatory);
+	purgatory = NULL;
+}
+
+static void real_watch(struct request *r, const void *const *keys,
+		       const size_t *lens)
+{
+	tw_purgatory_try_complete_else_watch(purgatory, &r->op, keys, lens,
+					     KEYS_PER_REQUEST, r->watches);
+}
+
+static void real_check(const void *key, size_t len)
+{
+	tw_purgatory_check_and_complete(purgatory, key, len);
+}
+
+static const struct purgatory_impl real_purgatory = {
+	"the purgatory", real_start, real_stop, real_watch, real_check
+};
+
+static void null_start(void)
+{
+}
+
+/* The request ends at once, through the harness's own on_complete, as if
+ * its condition had held: no watch lists, no timeout timer. */
+static void null_watch(struct request *r, const void *const *keys,
+		       const size_t *lens)
+{
+	(void)keys;
+	(void)lens;
+	request_ops.on_complete(&r->op);
+}
+
+static void null_check(const void *key, size_t len)
+{
+	(void)key;
+	(void)len;
+}
+
+static const struct purgatory_impl null_purgatory = {
+	"a do-nothing purgatory", null_start, null_start,
+	null_watch, null_check
+};
+
+static const struct purgatory_impl *impl = &real_purgatory;
+
 /* The completer: the request's condition now holds; check its keys. */
 static void on_completable(struct tw_service *svc, struct tw_service_timer *t)
 {
@@ -226,11 +316,8 @@ static void on_completable(struct tw_service *svc, struct tw_service_timer *t)
 
 	(void)svc;
 	atomic_store(&r->completable, true);
-	if (harness_only)
-		return;
 	for (int k = 0; k < KEYS_PER_REQUEST; k++)
-		tw_purgatory_check_and_complete(purgatory, key_names[r->keys[k]],
-						strlen(key_names[r->keys[k]]));
+		impl->check(key_names[r->keys[k]], strlen(key_names[r->keys[k]]));
 }
 
 struct result {
@@ -245,7 +332,6 @@ static struct result run(long n, double rate, int64_t timeout_ms, double p50_ms,
 
 {
 	struct request *reqs = calloc((size_t)n, sizeof(*reqs));
-	struct tw_purgatory_config pcfg = { 0 };
 	struct tw_service_config ccfg = { 0 };
 	double mu = log(p50_ms * 1e6), sigma = (log(p75_ms * 1e6) - mu) / 0.6745;
 	double before, peak = 0, t = 0;
@@ -257,18 +343,24 @@ static struct result run(long n, double rate, int64_t timeout_ms, double p50_ms,
 
 	atomic_store(&ended, 0);
 	atomic_store(&expired, 0);
-	pcfg.service.executors = 1;
 	tasks_list(&tasks_before);
-	tw_purgatory_create(&purgatory, &pcfg);
+	impl->start();
 	tasks_list(&with_purgatory);
+	/* The completer is a reaper and one executor, which run the checks:
+	 * the shape of Kafka's SystemTimer, so that a Kafka driver's harness
+	 * can be the same (with none, one thread would both keep the wheel
+	 * and run every check, and cap the rate --find reaches). */
+	ccfg.executors = 1;
 	tw_service_create(&completer, &ccfg);
 	tasks_list(&with_completer);
 	split.generator.n = 1;
 	split.generator.tid[0] = (long)gettid();
 	split.purgatory_threads = tasks_new(&tasks_before, &with_purgatory);
 	split.completer_threads = tasks_new(&with_purgatory, &with_completer);
-	/* One executor then the reaper, or the split means nothing. */
-	split.ok = split.purgatory_threads.n == 2 && split.completer_threads.n == 1;
+	/* One executor then the reaper (none for the do-nothing purgatory),
+	 * and the completer's two, or the split means nothing. */
+	split.ok = split.purgatory_threads.n == (impl == &real_purgatory ? 2 : 0) &&
+		   split.completer_threads.n == 2;
 	for (long i = 0; i < n; i++) {
 		t += -log(uniform()) / rate * 1e9; /* Poisson arrivals */
 		reqs[i].arrival_ns = (int64_t)t;
@@ -302,12 +394,7 @@ static struct result run(long n, double rate, int64_t timeout_ms, double p50_ms,
 			tw_service_timer_init(&r->completion, on_completable);
 			tw_service_add_in(completer, &r->completion, r->latency_ns);
 		}
-		if (harness_only)
-			atomic_fetch_add(&ended, 1);
-		else
-			tw_purgatory_try_complete_else_watch(purgatory, &r->op, keys,
-							     lens, KEYS_PER_REQUEST,
-							     r->watches);
+		impl->watch(r, keys, lens);
 		if (i % 1024 == 0 && bench_allocated() - before > peak)
 			peak = bench_allocated() - before;
 	}
@@ -323,7 +410,7 @@ static struct result run(long n, double rate, int64_t timeout_ms, double p50_ms,
 				"(expired %ld), pending %ld, watched now %zu\n",
 				n, atomic_load(&ended), atomic_load(&expired),
 				n - atomic_load(&ended),
-				tw_purgatory_watched(purgatory));
+				purgatory ? tw_purgatory_watched(purgatory) : 0);
 			fflush(NULL);
 			_exit(3);
 		}
@@ -361,7 +448,7 @@ static struct result run(long n, double rate, int64_t timeout_ms, double p50_ms,
 		res.internal_bytes_per_op = peak / (rate * lifetime_s + 1);
 	}
 	tw_service_destroy(completer);
-	tw_purgatory_destroy(purgatory);
+	impl->stop();
 	for (long i = 0; i < n; i++)
 		tw_op_destroy(&reqs[i].op);
 	if (!quiet)
@@ -464,15 +551,63 @@ static void idle_memory(long n)
 	own = (after - before) / (double)n;
 	printf("idle: %ld ops waiting on %d of %d keys each: %zu B of the "
 	       "caller's (op %zu + %d watch entries of %zu) + %.1f B the "
-	       "purgatory allocates = %.1f B per watched op; Kafka (reference, "
-	       "issue 16, not re-run): 216 B; Kafka / this run: %.2fx\n", n,
+	       "purgatory allocates = %.1f B per watched op\n", n,
 	       KEYS_PER_REQUEST, KEY_SPACE, caller, sizeof(struct tw_delayed_op),
 	       KEYS_PER_REQUEST, sizeof(struct tw_watch), own,
-	       (double)caller + own, 216.0 / ((double)caller + own));
+	       (double)caller + own);
+	put_csv("idle_bytes", "idle", (double)caller + own);
 	if (tw_purgatory_shutdown(p, NULL) != n)
 		exit(1);
 	tw_purgatory_destroy(p);
 	free(ops);
+}
+
+/* The rounds at one rate: the purgatory, then the same harness with the
+ * do-nothing purgatory, ROUNDS times (default 3) alternating, because the
+ * machine is noisy (the generator's sleeps cost what the scheduler makes
+ * them cost); each figure is the median of its rounds. RATE_KEY names the
+ * rate in the CSV. With only_null, the do-nothing purgatory alone. */
+static void rounds_at(long n, double rate, int64_t timeout, double p50,
+		      double p75, const char *rate_key, bool only_null)
+{
+	struct result r[MAX_ROUNDS], h[MAX_ROUNDS], mr, mh;
+	int rounds = getenv("ROUNDS") ? atoi(getenv("ROUNDS")) : 3;
+
+	if (rounds < 1 || rounds > MAX_ROUNDS)
+		rounds = 3;
+	for (int i = 0; i < rounds; i++) {
+		if (!only_null) {
+			impl = &real_purgatory;
+			printf(" round %d, %s:\n", i + 1, impl->name);
+			r[i] = run(n, rate, timeout, p50, p75, false);
+		}
+		impl = &null_purgatory;
+		printf(" round %d, %s (the harness's share: same arrivals, "
+		       "completer timers and calls):\n", i + 1, impl->name);
+		h[i] = run(n, rate, timeout, p50, p75, false);
+		impl = &real_purgatory;
+	}
+	mh = median_result(h, rounds);
+	put_csv("cpu_null", rate_key, mh.cpu_us);
+	if (only_null) {
+		printf("medians of %d at %.0f/s: CPU %.2f us/request with %s\n",
+		       rounds, rate, mh.cpu_us, null_purgatory.name);
+		return;
+	}
+	mr = median_result(r, rounds);
+	put_csv("cpu", rate_key, mr.cpu_us);
+	put_csv("cpu_net", rate_key, mr.cpu_us - mh.cpu_us);
+	printf("medians of %d at %.0f/s: CPU %.2f us/request (raw, harness "
+	       "included), %.2f with %s, the purgatory's own %.2f (net)\n",
+	       rounds, rate, mr.cpu_us, mh.cpu_us, null_purgatory.name,
+	       mr.cpu_us - mh.cpu_us);
+	if (mr.split_ok)
+		print_split(mr.cpu_part_us);
+	printf("  memory per op: %zu B of the caller's (op + %d watch "
+	       "entries) + %.1f B the purgatory allocates (peak, per op in "
+	       "flight)\n", sizeof(struct tw_delayed_op) +
+	       KEYS_PER_REQUEST * sizeof(struct tw_watch), KEYS_PER_REQUEST,
+	       mr.internal_bytes_per_op);
 }
 
 int main(int argc, char **argv)
@@ -480,7 +615,16 @@ int main(int argc, char **argv)
 	long n = 200000;
 	double rate = 20000, p50 = 1, p75 = 5;
 	int64_t timeout = 200;
+	bool only_null = false;
+	char rate_key[32];
 
+	if (getenv("BENCH_CSV") && *getenv("BENCH_CSV")) {
+		csv = fopen(getenv("BENCH_CSV"), "a");
+		if (!csv) {
+			perror(getenv("BENCH_CSV"));
+			return 1;
+		}
+	}
 	for (int i = 0; i < KEY_SPACE; i++)
 		snprintf(key_names[i], sizeof(key_names[i]), "topic-%d", i);
 	printf("purgatory: %d keys, %d keys per request, log-normal latency, "
@@ -508,9 +652,18 @@ int main(int argc, char **argv)
 				break;
 			best = rate;
 		}
-		printf("highest sustained: %.0f requests/s (Kafka, reference from "
-		       "issue 16, not re-run: 119209/s)\n", best);
+		printf("highest sustained: %.0f requests/s\n", best);
+		put_csv("best_rate", "best", best);
+		if (best > 0) {
+			printf("at the highest sustained rate:\n");
+			rounds_at(n, best, timeout, p50, p75, "best", false);
+		}
 		return 0;
+	}
+	if (argc > 1 && !strcmp(argv[1], "--null")) {
+		only_null = true;
+		argv++;
+		argc--;
 	}
 	if (argc > 1)
 		n = atol(argv[1]);
@@ -524,48 +677,9 @@ int main(int argc, char **argv)
 		p75 = atof(argv[5]);
 	printf("%ld requests, timeout %lld ms, latency p50 %.1f ms p75 %.1f ms:\n", n,
 	       (long long)timeout, p50, p75);
-	{
-		/* The machine is noisy (the generator's sleeps cost what the
-		 * scheduler makes them cost), so the run and the harness alone
-		 * alternate, ROUNDS times (default 3), and the medians count. */
-		struct result r[MAX_ROUNDS], h[MAX_ROUNDS], mr, mh;
-		int rounds = getenv("ROUNDS") ? atoi(getenv("ROUNDS")) : 3;
-		/* Issue 16's figures for Kafka's DelayedOperationPurgatory
-		 * (trunk, JDK 17, this 2-core VM, filed 2026-11-23): measured
-		 * elsewhere, not re-run here. */
-		double kafka_cpu = rate == 20000 ? 16.9 : rate == 48828 ? 10.5 : 0;
-
-		if (rounds < 1 || rounds > MAX_ROUNDS)
-			rounds = 3;
-		for (int i = 0; i < rounds; i++) {
-			printf(" round %d, the purgatory:\n", i + 1);
-			r[i] = run(n, rate, timeout, p50, p75, false);
-			harness_only = true;
-			printf(" round %d, the harness alone (same arrivals and "
-			       "completer timers, no purgatory calls):\n", i + 1);
-			h[i] = run(n, rate, timeout, p50, p75, false);
-			harness_only = false;
-		}
-		mr = median_result(r, rounds);
-		mh = median_result(h, rounds);
-		printf("medians of %d: CPU %.2f us/request, the harness alone %.2f, "
-		       "the purgatory's own part %.2f\n", rounds, mr.cpu_us,
-		       mh.cpu_us, mr.cpu_us - mh.cpu_us);
-		if (mr.split_ok)
-			print_split(mr.cpu_part_us);
-		if (kafka_cpu > 0)
-			printf("  Kafka (reference, issue 16, not re-run): CPU %.1f "
-			       "us/request at %.0f/s, its own harness included; "
-			       "Kafka / this run: %.2fx\n",
-			       kafka_cpu, rate, kafka_cpu / mr.cpu_us);
-		else
-			printf("  Kafka (reference, issue 16, not re-run): CPU 16.9 "
-			       "us/request at 20000/s, 10.5 at 48828/s\n");
-		printf("  memory per op: %zu B of the caller's (op + %d watch "
-		       "entries) + %.1f B the purgatory allocates (peak, per op in "
-		       "flight)\n", sizeof(struct tw_delayed_op) +
-		       KEYS_PER_REQUEST * sizeof(struct tw_watch), KEYS_PER_REQUEST,
-		       mr.internal_bytes_per_op);
-	}
+	snprintf(rate_key, sizeof(rate_key), "%.0f", rate);
+	rounds_at(n, rate, timeout, p50, p75, rate_key, only_null);
+	if (csv)
+		fclose(csv);
 	return 0;
 }
