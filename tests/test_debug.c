@@ -10,39 +10,28 @@
 #define _POSIX_C_SOURCE 200809L
 
 #include <pthread.h>
-#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
-#include "check.h"
+#include "child.h"
 
 static char out[4096];
+
+struct step {
+	void (*fn)(void);
+};
+
+static void call(void *arg)
+{
+	((struct step *)arg)->fn();
+}
 
 /* Run fn in a child with its stderr captured in out; its exit signal. */
 static int in_child(void (*fn)(void))
 {
-	int fds[2], status;
-	pid_t pid;
-	ssize_t n, got = 0;
+	struct step step = { fn };
 
-	CHECK_EQ(pipe(fds), 0);
-	pid = fork();
-	CHECK(pid >= 0);
-	if (pid == 0) {
-		dup2(fds[1], STDERR_FILENO);
-		close(fds[0]);
-		fn();
-		_exit(0);
-	}
-	close(fds[1]);
-	while ((n = read(fds[0], out + got, sizeof(out) - 1 - (size_t)got)) > 0)
-		got += n;
-	out[got] = '\0';
-	close(fds[0]);
-	CHECK_EQ(waitpid(pid, &status, 0), pid);
-	return WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+	return run_in_child(call, &step, out, sizeof(out));
 }
 
 #define EXPECT_ABORT_NAMING(fn, ...)                                          \

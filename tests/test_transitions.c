@@ -8,38 +8,31 @@
  */
 #define _POSIX_C_SOURCE 200809L
 
-#include <signal.h>
 #include <string.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
-#include "check.h"
+#include "child.h"
 #include "service/state.h"
 
-/* Run one report in a child; its exit signal and what it wrote. */
-static int report_in_child(enum tw__svc_transition tr, uint32_t from,
-			   uint32_t to, char *out, size_t size)
-{
-	int fds[2], status;
-	pid_t pid;
-	ssize_t n, got = 0;
+/* One report, made in a child (a refused step aborts it). */
+struct report {
+	enum tw__svc_transition tr;
+	uint32_t from, to;
+};
 
-	CHECK_EQ(pipe(fds), 0);
-	pid = fork();
-	CHECK(pid >= 0);
-	if (pid == 0) {
-		dup2(fds[1], STDERR_FILENO);
-		close(fds[0]);
-		tw__svc_transition(tr, from, to);
-		_exit(0);
-	}
-	close(fds[1]);
-	while ((n = read(fds[0], out + got, size - 1 - (size_t)got)) > 0)
-		got += n;
-	out[got] = '\0';
-	close(fds[0]);
-	CHECK_EQ(waitpid(pid, &status, 0), pid);
-	return WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+static void report(void *arg)
+{
+	const struct report *r = arg;
+
+	tw__svc_transition(r->tr, r->from, r->to);
+}
+
+/* Its exit signal, and what it wrote in out. */
+static int report_in_child(enum tw__svc_transition tr, uint32_t from, uint32_t to,
+			   char *out, size_t size)
+{
+	struct report r = { tr, from, to };
+
+	return run_in_child(report, &r, out, size);
 }
 
 static void test_a_step_of_the_model_passes(void)
