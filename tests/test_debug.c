@@ -34,6 +34,15 @@ static int in_child(void (*fn)(void))
 	return run_in_child(call, &step, out, sizeof(out));
 }
 
+/* fn, made right, ends normally and says nothing (what it said, shown). */
+#define EXPECT_CLEAN(fn)                                                      \
+	do {                                                                  \
+		CHECK_EQ(in_child(fn), 0);                                    \
+		if (out[0])                                                   \
+			fprintf(stderr, "%s", out);                           \
+		CHECK_EQ(out[0], '\0');                                       \
+	} while (0)
+
 #define EXPECT_ABORT_NAMING(fn, ...)                                          \
 	do {                                                                  \
 		const char *const needles_[] = { __VA_ARGS__ };               \
@@ -151,10 +160,7 @@ static void reuse_done_right(void)
 static void test_reuse_done_right_is_not_a_mistake(void)
 {
 	clock_now = 0;
-	CHECK_EQ(in_child(reuse_done_right), 0);
-	if (out[0])
-		fprintf(stderr, "%s", out);
-	CHECK_EQ(out[0], '\0');
+	EXPECT_CLEAN(reuse_done_right);
 }
 
 /* ---- a purgatory op initialised while the purgatory holds it ---- */
@@ -191,16 +197,24 @@ static struct tw_purgatory *manual_purgatory(void)
 	return p;
 }
 
+/* Initialise op with ops and watch it on key "k"; what the watch returned. */
+static int init_and_watch(struct tw_purgatory *p, struct tw_delayed_op *op,
+			  const struct tw_op_ops *ops, struct tw_watch *w)
+{
+	const void *key = "k";
+	size_t len = 1;
+
+	CHECK_EQ(tw_op_init(op, TW_S(1), ops, NULL), 0);
+	return tw_purgatory_try_complete_else_watch(p, op, &key, &len, 1, w);
+}
+
 static void init_a_watched_op(void)
 {
 	struct tw_purgatory *p = manual_purgatory();
 	struct tw_delayed_op op;
 	struct tw_watch w;
-	const void *key = "k";
-	size_t len = 1;
 
-	CHECK_EQ(tw_op_init(&op, TW_S(1), &waits, NULL), 0);
-	CHECK_EQ(tw_purgatory_try_complete_else_watch(p, &op, &key, &len, 1, &w), 0);
+	CHECK_EQ(init_and_watch(p, &op, &waits, &w), 0);
 	tw_op_init(&op, TW_S(1), &waits, NULL); /* the mistake */
 }
 
@@ -217,23 +231,16 @@ static void op_reuse_done_right(void)
 	struct tw_purgatory *p = manual_purgatory();
 	struct tw_delayed_op op;
 	struct tw_watch w;
-	const void *key = "k";
-	size_t len = 1;
 
-	CHECK_EQ(tw_op_init(&op, TW_S(1), &done_at_once, NULL), 0);
-	CHECK_EQ(tw_purgatory_try_complete_else_watch(p, &op, &key, &len, 1, &w), 1);
-	CHECK_EQ(tw_op_init(&op, TW_S(1), &waits, NULL), 0);
-	CHECK_EQ(tw_purgatory_try_complete_else_watch(p, &op, &key, &len, 1, &w), 0);
+	CHECK_EQ(init_and_watch(p, &op, &done_at_once, &w), 1);
+	CHECK_EQ(init_and_watch(p, &op, &waits, &w), 0); /* released: reusable */
 	tw_purgatory_destroy(p); /* hands it back: released */
 	CHECK_EQ(tw_op_init(&op, TW_S(1), &waits, NULL), 0);
 }
 
 static void test_op_reuse_done_right_is_not_a_mistake(void)
 {
-	CHECK_EQ(in_child(op_reuse_done_right), 0);
-	if (out[0])
-		fprintf(stderr, "%s", out);
-	CHECK_EQ(out[0], '\0');
+	EXPECT_CLEAN(op_reuse_done_right);
 }
 
 /* ---- a wheel entered from a second thread ---- */
@@ -318,8 +325,7 @@ static void test_a_wheel_entered_by_a_second_thread_is_named(void)
 
 static void test_nested_calls_on_the_wheels_thread_are_not_a_mistake(void)
 {
-	CHECK_EQ(in_child(wheel_handed_over_and_nested), 0);
-	CHECK_EQ(out[0], '\0');
+	EXPECT_CLEAN(wheel_handed_over_and_nested);
 }
 
 /* ---- a TW_EINVAL that says which argument ---- */
