@@ -41,6 +41,13 @@ run() {
 	[ "${errors:-1}" = 0 ]
 }
 
+# Every distinct STEP line the passing -DRECORD runs of MODEL printed,
+# ordered by transition, word before, word after.
+recorded_steps() {
+	grep -h '^STEP ' "$work"/"$1".*.0/pan.out | sort -u |
+		sort -k2,2 -k3,3n -k4,4n
+}
+
 # The table of every change of a timer's state word the service model
 # makes (STEP lines of the -DRECORD runs: what the scenarios reach, and
 # scenario 13's step relation from every word), one row per (transition,
@@ -58,8 +65,7 @@ transition_table() {
 # on any transition of its own that is not a row here
 # (src/service/transitions.c).
 HEAD
-	grep -h '^STEP ' "$work"/service.*.0/pan.out | sort -u |
-		sort -k2,2 -k3,3n -k4,4n |
+	recorded_steps service |
 		awk 'function dec(w,  s) {
 			split("IDLE ADDING PENDING EXPIRED RUNNING", st, " ")
 			s = st[w % 8 + 1]
@@ -92,8 +98,7 @@ purgatory_table() {
 # library aborts on any step of its own that is not a row here
 # (src/purgatory/transitions.c).
 HEAD
-	grep -h '^STEP ' "$work"/purgatory.*.0/pan.out | sort -u |
-		sort -k2,2 -k3,3n -k4,4n |
+	recorded_steps purgatory |
 		awk 'function dec(w,  s) {
 			split("ZERO ONE MANY", n, " ")
 			s = n[w % 4 + 1]
