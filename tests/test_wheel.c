@@ -778,6 +778,63 @@ static void test_fires_in_tick_order_across_buckets_and_levels(void)
 	tw_wheel_destroy(&w);
 }
 
+/* tw_wheel_advance_unordered: a jump over 3 h fires every due timer once,
+ * never early and nothing that is not due -- including a timer a stays-put
+ * reschedule left, with a later due time, in a bucket the jump passes
+ * whole, and a timer a callback cancels before its bucket reaches it. The
+ * wheel is checked after each jump; kafka mode keeps the tick order. */
+static void test_unordered_advance_runs_each_due_timer_once(void)
+{
+	enum { N = 3000 };
+	static struct rec r[N];
+	const int64_t span = 3LL * 3600 * 1000, half = span / 2;
+	uint64_t x = 12345;
+
+	for (int mode = 0; mode < 2; mode++) {
+		struct tw_wheel w;
+		int64_t due_by_half = 0;
+
+		tw_wheel_init(&w, 1, 64, 0, mode ? TW_MODE_KAFKA : TW_MODE_EXACT);
+		for (int i = 0; i < N; i++) {
+			x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+			rec_init(&r[i], i);
+			tw_wheel_add(&w, &r[i].timer, 1 + (int64_t)((x >> 11) % (uint64_t)span));
+		}
+		/* Timer 0 stays in its early bucket with a due time after the
+		 * first jump (exact mode files it again when the bucket goes). */
+		tw_wheel_reschedule(&w, &r[0].timer, 10);
+		tw_wheel_reschedule(&w, &r[0].timer, half + 5);
+		/* Timer 1 fires first in its bucket and cancels timer 2. */
+		tw_wheel_reschedule(&w, &r[1].timer, 1000);
+		tw_wheel_reschedule(&w, &r[2].timer, 1000);
+		r[1].action = act_cancel_other;
+		r[1].other = &r[2];
+		for (int i = 0; i < N; i++)
+			due_by_half += i != 2 && tw_timer_due(&r[i].timer) <= half;
+		reset_log();
+		CHECK_EQ(tw_wheel_advance_unordered(&w, half), due_by_half);
+		CHECK_WHEEL(&w);
+		for (int i = 0; i < N; i++) {
+			int64_t due = tw_timer_due(&r[i].timer);
+
+			CHECK_EQ(r[i].fires, i != 2 && due <= half);
+			if (r[i].fires)
+				CHECK(r[i].fired_at >= due); /* never early */
+		}
+		CHECK(tw_timer_pending(&r[0].timer));
+		CHECK_EQ(tw_wheel_advance_unordered(&w, span + 1), N - 1 - due_by_half);
+		CHECK_WHEEL(&w);
+		for (int i = 0; i < N; i++)
+			CHECK_EQ(r[i].fires, i != 2);
+		CHECK_EQ(tw_wheel_count(&w), 0);
+		if (mode) /* kafka mode: the ordered advance */
+			for (int i = 1; i < nlog; i++)
+				CHECK(tw_timer_due(&r[log_ids[i - 1]].timer) <=
+				      tw_timer_due(&r[log_ids[i]].timer));
+		tw_wheel_destroy(&w);
+	}
+}
+
 /* The drop hook: a cascade asks it of every timer it takes out. */
 static int asked[200];
 static bool drop_odd_ids(struct tw_wheel *w, struct tw_timer *t)
@@ -989,6 +1046,7 @@ int main(void)
 	RUN(test_callback_cancels_frees_and_reenters);
 	RUN(test_equal_due_times_fire_in_add_order);
 	RUN(test_fires_in_tick_order_across_buckets_and_levels);
+	RUN(test_unordered_advance_runs_each_due_timer_once);
 	RUN(test_drain_and_destroy_hand_back_pending);
 	RUN(test_due_times_at_int64_edges);
 	RUN(test_negative_times_are_described);
