@@ -929,7 +929,7 @@ static int64_t advance_whole_buckets(struct tw_wheel *w, int64_t limit)
  * DRAIN_CHUNK timers moved, none for a bucket that small. (A loop that
  * only woke to fire slept through a 500,000-timer bucket's whole drain and
  * moved it in one 20-40 ms advance: the service's lateness, issue 14.) */
-static bool next_key_exact(const struct tw_wheel *w, int64_t *key)
+static bool next_key_exact_scan(const struct tw_wheel *w, int64_t *key)
 {
 	bool found = false;
 
@@ -968,6 +968,23 @@ static bool next_key_exact(const struct tw_wheel *w, int64_t *key)
 		}
 	}
 	return found;
+}
+
+/* An event loop asks before every advance, so the common answer is kept
+ * to one bit scan: with nothing draining, every bucket above level 1 pops
+ * at upper_pop or later (I4) and holds no key below its pop time, so a
+ * level 1 bucket at or before upper_pop is the answer; the scan of every
+ * level is left for the rest. */
+static bool next_key_exact(const struct tw_wheel *w, int64_t *key)
+{
+	const struct tw_bucket *b;
+
+	if (!w->ndraining && (b = level_next(w, w->levels)) != NULL &&
+	    b->min_key <= w->upper_pop) {
+		*key = b->min_key;
+		return true;
+	}
+	return next_key_exact_scan(w, key);
 }
 
 /* ---- public API ---- */
