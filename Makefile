@@ -12,7 +12,7 @@ JOBS     ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
 
 .PHONY: coverage fuzz docs all build demo test sanitize tsan soak model clang valgrind install deps deps-all clean abi-baseline deb install-tsan install-asan \
-	bench-service bench-purgatory bench bench-quick bench-big bench-deps
+	bench-service bench-purgatory bench bench-quick bench-big bench-deps bench-instr
 
 all: build
 
@@ -117,10 +117,15 @@ valgrind: build
 	@if [ -x $(BUILD)/io_uring_idle ]; then $(VALGRIND) $(BUILD)/io_uring_idle 30 >/dev/null; fi
 	@echo "valgrind: clean"
 
-# The wheel against libuv, libev, libevent and a binary heap (issue 6):
-# a table on stdout, build/bench/results.csv and build/bench/results.png
-# (gnuplot). bench: N = 1e3 .. 1e7; bench-quick: N = 1e3, 1e6 (under two
-# minutes); bench-big: the wheel alone with 1e8 pending timers.
+# The wheel against libuv, libev, libevent and a binary heap (issue 6),
+# and ratas and wahern/timeout from the checkouts TW_BENCH_RATAS and
+# TW_BENCH_WAHERN name (issue 14), in seven cells and the wheel's unordered jump (issue 24's method:
+# bench/wheel_bench.c): a table on stdout, build/bench/results.csv and
+# build/bench/results.png (gnuplot). bench: N = 1e3 .. 1e7; bench-quick:
+# N = 1e3, 1e6; bench-big: the wheel alone with 1e8 pending timers;
+# bench-instr: instructions per operation of each library in each cell
+# under valgrind's callgrind at N = BENCH_INSTR_N (bench/instr.sh), a
+# table and build/bench/instr.csv.
 bench-deps:
 	@if ! pkg-config --exists libuv libevent 2>/dev/null || [ ! -f /usr/include/ev.h ] || \
 	    ! command -v gnuplot >/dev/null; then \
@@ -146,6 +151,12 @@ bench-quick: bench-deps
 bench-big: bench-deps
 	$(WHEEL_BENCH)
 	$(BUILD)/bench/wheel_bench --big $(BUILD)/bench/big.csv
+
+BENCH_INSTR_N ?= 100000
+bench-instr: bench-deps
+	@bash tools/deps.sh valgrind
+	$(WHEEL_BENCH)
+	bash bench/instr.sh $(BUILD)/bench/wheel_bench $(BENCH_INSTR_N) $(BUILD)/bench/instr.csv
 
 # The timer service against a binary heap under one mutex (issue 4): a
 # table on stdout and build/bench/service.csv.

@@ -2,7 +2,8 @@
 //
 // wheel_bench's driver for ratas (github.com/jsnell/ratas), built only when
 // TW_BENCH_RATAS names a checkout of it: its header-only timer-wheel.h is
-// included from there. Nothing of it is in this repository.
+// included from there and inlined into the loops here, built with -O3
+// -DNDEBUG (bench/CMakeLists.txt). Nothing of it is in this repository.
 #include <limits>
 #include <new>
 
@@ -53,13 +54,14 @@ void cancel(const size_t *order, size_t n)
 		events[order[i]].cancel();
 }
 
-void churn(const size_t *pick, const int64_t *due, size_t n)
+// schedule() on a scheduled event moves it.
+void churn(const size_t *pick, const int64_t *due, size_t c)
 {
-	for (size_t i = 0; i < n; i++)
-		at(&events[pick[i]], due[i]);
+	for (size_t j = 0; j < c; j++)
+		at(&events[pick[j]], due[j]);
 }
 
-void advance_to(int64_t now)
+inline void advance(int64_t now)
 {
 	Tick target = static_cast<Tick>(now);
 
@@ -67,15 +69,41 @@ void advance_to(int64_t now)
 		wheel->advance(target - wheel->now());
 }
 
-bool next(int64_t *when)
+void expire_step(long *advances, long *idle)
 {
 	const Tick none = std::numeric_limits<Tick>::max();
-	Tick delta = wheel->ticks_to_next_event(none);
+	long a = 0, z = 0;
 
-	if (delta == none)
-		return false;
-	*when = static_cast<int64_t>(wheel->now() + (delta ? delta : 1));
-	return true;
+	for (;;) {
+		Tick delta = wheel->ticks_to_next_event(none);
+		long before = nfired;
+
+		if (delta == none)
+			break;
+		wheel->advance(delta ? delta : 1);
+		a++;
+		z += nfired == before;
+	}
+	*advances = a;
+	*idle = z;
+}
+
+void expire_jump(int64_t now)
+{
+	advance(now);
+}
+
+void idle_reset(const size_t *pick, size_t n, size_t every, int64_t delay)
+{
+	size_t k = every;
+
+	for (size_t i = 0; i < n; i++) {
+		wheel->schedule(&events[pick[i]], static_cast<Tick>(delay));
+		if (--k == 0) {
+			k = every;
+			wheel->advance(1);
+		}
+	}
 }
 
 long fired()
@@ -94,5 +122,6 @@ void teardown()
 } // namespace
 
 extern "C" const struct peer_ops peer_ratas = {
-	"ratas", setup, insert, cancel, churn, advance_to, next, fired, teardown
+	"ratas", setup, insert, cancel, churn, expire_step, NULL, expire_jump,
+	idle_reset, advance, fired, teardown, nullptr
 };

@@ -10,32 +10,114 @@
  * a pool of N entries touched per operation, which no timer structure can
  * beat by much.
  *
- * Workloads, each on two sets of due times at a 1 ms tick: "uniform" over
- * 1 ms .. 3 h, and "idle" (skewed: 30 s + up to 1 s, reset to 30 s from a
- * clock creeping forward, like a server's idle timeouts):
- *   insert  N timers;            cancel  them all in random order;
- *   churn   N times: cancel a random pending timer and re-add it with a new
- *           due time (an idle timeout reset on every packet);
- *   expire  fire all N in one jump of the clock;
- *   expire-step  fire all N as an event loop does: ask when the next timer
- *           is due, move the clock there, advance; the advances that fired
- *           nothing are counted (each is a wake-up for nothing).
- * The wheel, the heap and the peer wheels run on a virtual clock (advance
- * to 3 h in one call). libuv, libev and libevent have none: for expire
- * their timers are all made due at once (timeout 0; libev: distinct due
- * times in the past) and one non-blocking loop iteration fires them, and
- * they sit out expire-step. After the table, a stall test: 1e6 timers due
- * over 2 s, the clock advanced every 1 ms, the worst single advance (the
- * wheel also in kafka mode, Kafka's structure).
+ * The method (issue 24, the one an independent harness used): per N one
+ * set of N timers, preallocated in one array and initialised untimed; a
+ * 1 ms tick, a virtual clock from 0. Seven cells (and an eighth for the
+ * wheel alone), each timed alone:
+ *   insert       timer i at due[i], in array order, dues uniform over
+ *                1 ms .. 3 h; ns per insert
+ *   cancel       all N in a random order (a permutation); ns per cancel
+ *   churn        (all N inserted again, untimed) C = 1,000,000 reschedules,
+ *                whatever N is, of random timers (pick[j] uniform in
+ *                [0, N)) to new uniform dues over 1 ms .. 3 h, each
+ *                library's reschedule as its users call it: ours
+ *                tw_wheel_reschedule, ratas schedule() on a scheduled
+ *                event, wahern timeouts_add on a pending timeout, libuv
+ *                uv_timer_start, libev ev_timer_stop + set + start,
+ *                libevent evtimer_add, the heap remove + add; ns per
+ *                reschedule
+ *   expire-step  the churned state fired as an event loop does: loop
+ *                { next expiry; advance to it } until empty; ns per fired
+ *                timer (N), and the advances that fired nothing (each a
+ *                wake-up for nothing)
+ *   expire-jump  (a fresh set: teardown, setup, the same N uniform dues,
+ *                untimed) one advance to 3 h + 1; ns per fired timer
+ *   idle-reset   (a fresh set with N timers due 30 s + U[0, 1 s), untimed)
+ *                N resets of random timers (pick) to now + 30 s, the clock
+ *                moved forward 1 ms (an advance, which fires nothing)
+ *                every N/1000 resets (every reset below N = 1000): a
+ *                server's idle timeouts; ns per reset, advances included
+ *   idle-expire  that idle state fired stepped, as expire-step
+ *   jump-unordered  (the wheel alone) expire-jump with
+ *                tw_wheel_advance_unordered, which promises no order among
+ *                the timers it fires; the summary sets it against the
+ *                peers' expire-jump (wahern's does not order either)
+ * Every run of expire-step, expire-jump and idle-expire must fire exactly
+ * N timers (an error is printed otherwise). libuv, libev and libevent have
+ * no virtual clock: they sit out expire-step and idle-expire; for
+ * expire-jump their timers are made due at once, untimed (timeout 0;
+ * libev: distinct due times in the past) and one non-blocking loop
+ * iteration fires them; for idle-reset they reset relative to their own
+ * loop time, which cannot move (libuv uv_timer_start, libev ev_timer_again,
+ * its idle-timeout idiom, libevent evtimer_add). Each library's driver runs
+ * each cell's loop itself, calling the library directly (peer.h). Runs
+ * alternate: run 1 of every library, then run 2 of every library, ..., so
+ * the machine's noise is spread over all of them. After the table, a
+ * stall test: 1e6 timers due over 2 s, the clock advanced every 1 ms, the
+ * worst single advance (the wheel also in kafka mode, Kafka's structure).
  *
- * usage: [TW_BENCH_WHEEL_SIZE=n] wheel_bench [--quick|--issue|--big] [CSV]
+ * How each is built (bench/CMakeLists.txt): our library with the project's
+ * flags (RelWithDebInfo: -O2 -g -DNDEBUG), this driver and the heap -O2;
+ * libuv, libev, libevent the distribution's builds; ratas (its header
+ * inlined into peer_ratas.cc) and wahern/timeout (timeout.c an object of
+ * its own, twice: default and lean, the lean one's functions renamed by
+ * wahern_lean_names.h) -O3 -DNDEBUG.
+ *
+ * Why the old wheel_bench flattered the wheel (issue 24). An external
+ * harness had ratas inserting 1.39x faster than the wheel at N = 1e6; the
+ * old wheel_bench's committed run (docs/bench-results.csv) had ratas 8.9 ns
+ * and the wheel 10.0 (0.88x). Each suspect measured alone, at N = 1e6,
+ * insert / cancel in ns, each the median of 3 runs, on the project's
+ * 2-core machine (2026-11-25, the wheel around c12f1c7):
+ *   ratas's build, four builds side by side in one binary: -O2 with its
+ *     assert()s 2.6 / 13.5, -O2 -DNDEBUG 2.6 / 13.4, -O3 with assert()s
+ *     2.5 / 13.5, -O3 -DNDEBUG 2.7 / 13.5: no effect. (Nor were its
+ *     assert()s in the old build: the project's default build type,
+ *     RelWithDebInfo, puts -DNDEBUG on every target, peers included.)
+ *   wahern/timeout inlined into its driver (the old build) against
+ *     timeout.c as an object of its own: 3.6 / 14.5 against 3.7 / 18.2
+ *     (lean, old and new binaries: 2.9-3.1 / 10.7-11.2 against
+ *     3.0-3.1 / 14.6-15.5). Built as its Makefile builds it, wahern's
+ *     cancel is 25 % slower: the inlining flattered wahern, not the wheel.
+ *   The old method against the new (the old and the new wheel_bench.c,
+ *     the same -O3 -DNDEBUG peers, two runs each): the wheel 4.2-4.8 /
+ *     22.7-24.2 against 3.8-3.9 / 21.1-21.9, ratas 2.7 / 13.3-13.8
+ *     against 2.5 / 13.4-13.9; ratas / wheel on insert 0.56-0.64 against
+ *     0.64-0.66: within the noise.
+ *   The old wheel_bench as it was built (peers -O2 -DNDEBUG, wahern
+ *     inlined) with the library of the commit the 0.88x was measured at
+ *     (56640ae): the wheel 4.9, ratas 2.6, 0.53x; with today's library
+ *     4.0 and 2.7, 0.68x.
+ * So neither the flags nor the method make the 0.88x: today every build
+ * and both methods say ratas inserts 1.5-1.9x faster than the wheel. That
+ * run's 1e6 inserts were 2-3.5x today's for every library (the wheel 10.0
+ * against 4.9, ratas 8.9 against 2.6, wahern-lean 9.9 against 2.5-3.1)
+ * while its floor was today's (6.8 ns): the machine was busy during those
+ * cells, and the old harness ran all three runs of one library back to
+ * back, so a busy stretch over one library's runs and not another's moved
+ * their ratio, and the median of 3 could not undo it. (A random-access
+ * memory hog on the other core moved nothing here: the wheel 3.9 / 24.8,
+ * ratas 2.6 / 13.9; what slowed that run cannot be known now, most likely
+ * work on the bench's own core.) Hence: runs alternate between libraries,
+ * and `make bench-instr` counts instructions, which noise cannot move
+ * (N = 1e5: the wheel 92 per insert, ratas 52, wahern 61).
+ *
+ * usage: [TW_BENCH_WHEEL_SIZE=n] wheel_bench [--quick|--issue|--big|--n N]
+ *                                             [--instr] [CSV]
  *   N = 1e3 .. 1e7; --quick: 1e3 and 1e6; --issue: 1e5, 1e6, 1e7 (issue
- *   14's table); --big: the wheel alone at 1e8,
- *   one run (do 1e8 pending timers fit, and what do they cost).
+ *   14's table); --n N: that N alone; --big: the wheel alone at 1e8, one
+ *   run (do 1e8 pending timers fit, and what do they cost).
+ *   --instr: under valgrind --tool=callgrind --collect-atstart=no (run by
+ *   bench/instr.sh, `make bench-instr`): each library's cells once at
+ *   one N (--n, default 1e5; churn's C stays 1e6), collection on for
+ *   exactly each cell's timed loop and a dump named "library/cell" after
+ *   it, and a line "instr LIBRARY CELL OPS" for instr.sh to divide by; no
+ *   timings.
  * Each figure is the median of 3 runs, with the spread and its multiple of
- * the floor; memory per timer is from the allocator (mallinfo2), all
- * internal structures included. At the end, for each N and workload, the
- * fastest peer's time divided by the wheel's.
+ * the floor; memory per timer is from the allocator (mallinfo2) after
+ * insert, all internal structures and the timers' array included. At the
+ * end, for each N and cell, the fastest peer's time divided by the
+ * wheel's.
  */
 #define _GNU_SOURCE
 
@@ -49,6 +131,13 @@
 #include <time.h>
 #include <uv.h>
 
+#if defined(__has_include)
+#if __has_include(<valgrind/callgrind.h>)
+#include <valgrind/callgrind.h>
+#define TW_BENCH_CALLGRIND 1
+#endif
+#endif
+
 #include "bench_util.h"
 #include "peer.h"
 #include "timingwheel/timingwheel.h"
@@ -56,35 +145,38 @@
 #define RUNS 3
 #define MAX_SIZES 8
 #define MAX_IMPLS 10
-#define NWORK 10
+#define NCELL 8
+#define CHURN 1000000 /* reschedules in churn, whatever N is */
+#define IDLE_MS 30000 /* idle timeouts: 30 s ... */
+#define IDLE_SPREAD_MS 1000 /* ... + up to 1 s when first set */
+#define INSTR_N 100000
 #define STALL_N 1000000
 #define STALL_SPAN_MS 2000
 #define SPAN_MS (3 * 3600 * 1000LL)
 
+enum cell { INSERT, CANCEL, CHURN_CELL, EXPIRE_STEP, EXPIRE_JUMP, IDLE_RESET,
+	    IDLE_EXPIRE, JUMP_UNORDERED };
+static const char *const cell_names[NCELL] = {
+	"insert", "cancel", "churn", "expire-step", "expire-jump", "idle-reset",
+	"idle-expire", "jump-unordered"
+};
+
 static FILE *csv;
 static size_t N;
-static int64_t *due;      /* ms, 1 .. SPAN_MS */
-static int64_t *due2;     /* churn's new due times */
-static int64_t *idle;     /* idle timeouts: 30 s + up to 1 s */
-static int64_t *idle2;    /* reset: 30 s from a clock creeping 1 s */
-static int64_t *cur_due;  /* what insert uses */
-static int64_t *cur_due2; /* what churn uses */
-static size_t *order;     /* a random permutation */
-static size_t *pick;      /* churn's random picks */
+static size_t C = CHURN;   /* reschedules in churn */
+static int64_t *due;       /* N, ms, 1 .. SPAN_MS */
+static int64_t *due2;      /* C, churn's new due times */
+static int64_t *idle_due;  /* N, 30 s + up to 1 s */
+static size_t *order;      /* N, a random permutation */
+static size_t *pick;       /* max(C, N), uniform in [0, N) */
 static double floor_ns;
-static long fired;
 static int nruns = RUNS;
+static int instr;          /* --instr: under callgrind */
 
-/* Medians of this run, for the summary: [size][impl][workload]; 0 where
- * an implementation cannot run a workload (no virtual clock to step). */
-static const char *const work_names[NWORK] = {
-	"insert", "cancel", "churn", "expire", "expire-step",
-	"insert-idle", "cancel-idle", "churn-idle", "expire-idle",
-	"expire-step-idle"
-};
-static double result[MAX_SIZES][MAX_IMPLS][NWORK];
+/* Medians of this run, for the summary: [size][impl][cell]; 0 where an
+ * implementation cannot run a cell (no virtual clock to step). */
+static double result[MAX_SIZES][MAX_IMPLS][NCELL];
 static size_t size_index;
-static long step_calls, step_idle_calls; /* stepped expiry's advances */
 
 static uint64_t rng = 0x9e3779b97f4a7c15ULL;
 
@@ -96,34 +188,18 @@ static uint64_t rnd(void)
 	return rng;
 }
 
-/* ---- an implementation under test: setup, the four workloads, teardown ---- */
-
-struct impl {
-	const char *name;
-	void (*setup)(void);
-	void (*insert)(void);
-	void (*cancel)(void);
-	void (*churn)(void);
-	void (*expire)(void);
-	void (*teardown)(void);
-	/* A virtual clock, for stepped expiry and the stall test (NULL: the
-	 * library reads the real clock itself). */
-	bool (*next)(int64_t *when);
-	void (*advance_to)(int64_t now);
-	const struct peer_ops *ops; /* a peer driven through peer.h */
-};
-
 /* ---- timingwheel ---- */
 
 static struct tw_wheel wheel;
 static struct tw_timer *tws;
+static long tw_fired;
 static enum tw_mode tw_bench_mode = TW_MODE_EXACT;
 
 static void tw_fn(struct tw_wheel *w, struct tw_timer *t)
 {
 	(void)w;
 	(void)t;
-	fired++;
+	tw_fired++;
 }
 
 /* Buckets per level: the default configuration's, 64 in exact mode (the
@@ -139,45 +215,79 @@ static uint32_t wheel_size(void)
 							       : (uint32_t)fallback;
 }
 
-static void tw_setup(void)
+static void tw_setup(size_t n)
 {
-	tw_wheel_init(&wheel, 1, wheel_size(), 0, tw_bench_mode);
-	tws = malloc(N * sizeof(*tws));
-	for (size_t i = 0; i < N; i++)
+	if (tw_wheel_init(&wheel, 1, wheel_size(), 0, tw_bench_mode) != 0) {
+		fprintf(stderr, "wheel_bench: tw_wheel_init failed\n");
+		exit(1);
+	}
+	tws = malloc(n * sizeof(*tws));
+	for (size_t i = 0; i < n; i++)
 		tw_timer_init(&tws[i], tw_fn);
+	tw_fired = 0;
 }
 
-static void tw_insert(void)
+static void tw_insert(const int64_t *d, size_t n)
 {
-	for (size_t i = 0; i < N; i++)
-		tw_wheel_add(&wheel, &tws[i], cur_due[i]);
+	for (size_t i = 0; i < n; i++)
+		tw_wheel_add(&wheel, &tws[i], d[i]);
 }
 
-static void tw_cancel(void)
+static void tw_cancel(const size_t *o, size_t n)
 {
-	for (size_t i = 0; i < N; i++)
-		tw_wheel_cancel(&wheel, &tws[order[i]]);
+	for (size_t i = 0; i < n; i++)
+		tw_wheel_cancel(&wheel, &tws[o[i]]);
 }
 
-static void tw_churn(void)
+static void tw_churn(const size_t *p, const int64_t *d, size_t c)
 {
-	for (size_t i = 0; i < N; i++)
-		tw_wheel_reschedule(&wheel, &tws[pick[i]], cur_due2[i]);
+	for (size_t j = 0; j < c; j++)
+		tw_wheel_reschedule(&wheel, &tws[p[j]], d[j]);
 }
 
-static void tw_expire(void)
+static void tw_expire_step(long *advances, long *idle)
 {
-	tw_wheel_advance(&wheel, SPAN_MS + 1);
-}
+	int64_t when;
+	long a = 0, z = 0;
 
-static bool tw_next(int64_t *when)
-{
-	return tw_wheel_next_expiry(&wheel, when);
+	while (tw_wheel_next_expiry(&wheel, &when)) {
+		long before = tw_fired;
+
+		tw_wheel_advance(&wheel, when);
+		a++;
+		z += tw_fired == before;
+	}
+	*advances = a;
+	*idle = z;
 }
 
 static void tw_advance_to(int64_t now)
 {
 	tw_wheel_advance(&wheel, now);
+}
+
+static void tw_advance_unordered(int64_t now)
+{
+	tw_wheel_advance_unordered(&wheel, now);
+}
+
+static void tw_idle_reset(const size_t *p, size_t n, size_t every, int64_t delay)
+{
+	int64_t now = tw_wheel_now(&wheel);
+	size_t k = every;
+
+	for (size_t i = 0; i < n; i++) {
+		tw_wheel_reschedule(&wheel, &tws[p[i]], now + delay);
+		if (--k == 0) {
+			k = every;
+			tw_wheel_advance(&wheel, ++now);
+		}
+	}
+}
+
+static long tw_fired_count(void)
+{
+	return tw_fired;
 }
 
 static void tw_teardown(void)
@@ -186,15 +296,23 @@ static void tw_teardown(void)
 	free(tws);
 }
 
+static const struct peer_ops drv_tw = {
+	"timingwheel", tw_setup, tw_insert, tw_cancel, tw_churn, tw_expire_step,
+	NULL, tw_advance_to, tw_idle_reset, tw_advance_to, tw_fired_count,
+	tw_teardown, tw_advance_unordered
+};
+
 /* ---- a binary min-heap with an index per timer ---- */
 
 struct ht {
 	int64_t due;
-	size_t index;
+	size_t index; /* SIZE_MAX: not pending */
 };
 static struct ht *hts;
 static struct ht **heap;
 static size_t heap_len;
+static int64_t heap_now;
+static long heap_fired;
 
 static void hset(size_t i, struct ht *t)
 {
@@ -254,52 +372,88 @@ static void hadd(struct ht *t, int64_t d)
 	hup(t->index);
 }
 
-static void heap_setup(void)
+/* The timers and the heap's array (capacity n) allocated and touched
+ * here, untimed, like the wheel's buckets at init. */
+static void heap_setup(size_t n)
 {
-	hts = malloc(N * sizeof(*hts));
-	heap = malloc(N * sizeof(*heap));
-	heap_len = 0;
-}
-
-static void heap_insert(void)
-{
-	for (size_t i = 0; i < N; i++)
-		hadd(&hts[i], cur_due[i]);
-}
-
-static void heap_cancel(void)
-{
-	for (size_t i = 0; i < N; i++)
-		hremove(&hts[order[i]]);
-}
-
-static void heap_churn(void)
-{
-	for (size_t i = 0; i < N; i++) {
-		hremove(&hts[pick[i]]);
-		hadd(&hts[pick[i]], cur_due2[i]);
+	hts = malloc(n * sizeof(*hts));
+	heap = malloc(n * sizeof(*heap));
+	for (size_t i = 0; i < n; i++) {
+		hts[i].due = 0;
+		hts[i].index = SIZE_MAX;
+		heap[i] = NULL;
 	}
+	heap_len = 0;
+	heap_now = 0;
+	heap_fired = 0;
+}
+
+static void heap_insert(const int64_t *d, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		hadd(&hts[i], d[i]);
+}
+
+static void heap_cancel(const size_t *o, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		hremove(&hts[o[i]]);
+}
+
+static inline void heap_reschedule(struct ht *t, int64_t d)
+{
+	if (t->index != SIZE_MAX)
+		hremove(t);
+	hadd(t, d);
+}
+
+static void heap_churn(const size_t *p, const int64_t *d, size_t c)
+{
+	for (size_t j = 0; j < c; j++)
+		heap_reschedule(&hts[p[j]], d[j]);
 }
 
 static void heap_advance_to(int64_t now)
 {
+	heap_now = now;
 	while (heap_len && heap[0]->due <= now) {
 		hremove(heap[0]);
-		fired++;
+		heap_fired++;
 	}
 }
 
-static bool heap_next(int64_t *when)
+static void heap_expire_step(long *advances, long *idle)
 {
-	if (!heap_len)
-		return false;
-	*when = heap[0]->due;
-	return true;
+	long a = 0, z = 0;
+
+	while (heap_len) {
+		long before = heap_fired;
+
+		heap_advance_to(heap[0]->due);
+		a++;
+		z += heap_fired == before;
+	}
+	*advances = a;
+	*idle = z;
 }
 
-static void heap_expire(void)
+static void heap_idle_reset(const size_t *p, size_t n, size_t every,
+			    int64_t delay)
 {
-	heap_advance_to(SPAN_MS + 1);
+	size_t k = every;
+
+	for (size_t i = 0; i < n; i++) {
+		heap_reschedule(&hts[p[i]], heap_now + delay);
+		if (--k == 0) {
+			k = every;
+			heap_advance_to(heap_now + 1);
+		}
+	}
+}
+
+static long heap_fired_count(void)
+{
+	return heap_fired;
 }
 
 static void heap_teardown(void)
@@ -308,48 +462,75 @@ static void heap_teardown(void)
 	free(heap);
 }
 
+static const struct peer_ops drv_heap = {
+	"binaryheap", heap_setup, heap_insert, heap_cancel, heap_churn,
+	heap_expire_step, NULL, heap_advance_to, heap_idle_reset,
+	heap_advance_to, heap_fired_count, heap_teardown, NULL
+};
+
 /* ---- libuv ---- */
 
 static uv_loop_t uvloop;
 static uv_timer_t *uvs;
+static size_t uv_n;
+static long uv_fired;
 
 static void luv_fn(uv_timer_t *t)
 {
 	(void)t;
-	fired++;
+	uv_fired++;
 }
 
-static void luv_setup(void)
+static void luv_setup(size_t n)
 {
 	uv_loop_init(&uvloop);
-	uvs = malloc(N * sizeof(*uvs));
-	for (size_t i = 0; i < N; i++)
+	uvs = malloc(n * sizeof(*uvs));
+	for (size_t i = 0; i < n; i++)
 		uv_timer_init(&uvloop, &uvs[i]);
+	uv_n = n;
+	uv_fired = 0;
 }
 
-static void luv_insert(void)
+static void luv_insert(const int64_t *d, size_t n)
 {
-	for (size_t i = 0; i < N; i++)
-		uv_timer_start(&uvs[i], luv_fn, (uint64_t)cur_due[i], 0);
+	for (size_t i = 0; i < n; i++)
+		uv_timer_start(&uvs[i], luv_fn, (uint64_t)d[i], 0);
 }
 
-static void luv_cancel(void)
+static void luv_cancel(const size_t *o, size_t n)
 {
-	for (size_t i = 0; i < N; i++)
-		uv_timer_stop(&uvs[order[i]]);
+	for (size_t i = 0; i < n; i++)
+		uv_timer_stop(&uvs[o[i]]);
 }
 
-static void luv_churn(void)
+static void luv_churn(const size_t *p, const int64_t *d, size_t c)
 {
-	for (size_t i = 0; i < N; i++)
-		uv_timer_start(&uvs[pick[i]], luv_fn, (uint64_t)cur_due2[i], 0);
+	for (size_t j = 0; j < c; j++)
+		uv_timer_start(&uvs[p[j]], luv_fn, (uint64_t)d[j], 0);
 }
 
-static void luv_expire(void)
+static void luv_make_due(void)
 {
-	for (size_t i = 0; i < N; i++)
+	for (size_t i = 0; i < uv_n; i++)
 		uv_timer_start(&uvs[i], luv_fn, 0, 0);
+}
+
+static void luv_expire_jump(int64_t now)
+{
+	(void)now;
 	uv_run(&uvloop, UV_RUN_NOWAIT);
+}
+
+static void luv_idle_reset(const size_t *p, size_t n, size_t every, int64_t delay)
+{
+	(void)every; /* the loop's clock does not move */
+	for (size_t i = 0; i < n; i++)
+		uv_timer_start(&uvs[p[i]], luv_fn, (uint64_t)delay, 0);
+}
+
+static long luv_fired_count(void)
+{
+	return uv_fired;
 }
 
 static void luv_close_cb(uv_handle_t *h)
@@ -359,87 +540,126 @@ static void luv_close_cb(uv_handle_t *h)
 
 static void luv_teardown(void)
 {
-	for (size_t i = 0; i < N; i++)
+	for (size_t i = 0; i < uv_n; i++)
 		uv_close((uv_handle_t *)&uvs[i], luv_close_cb);
 	uv_run(&uvloop, UV_RUN_DEFAULT);
 	uv_loop_close(&uvloop);
 	free(uvs);
 }
 
+static const struct peer_ops drv_libuv = {
+	"libuv", luv_setup, luv_insert, luv_cancel, luv_churn, NULL,
+	luv_make_due, luv_expire_jump, luv_idle_reset, NULL, luv_fired_count,
+	luv_teardown, NULL
+};
+
 /* ---- libev ---- */
 
 static struct ev_loop *evloop;
 static ev_timer *evs;
+static size_t ev_n;
+static long ev_fired;
 
 static void ev_fn(struct ev_loop *l, ev_timer *w, int revents)
 {
 	(void)l;
 	(void)w;
 	(void)revents;
-	fired++;
+	ev_fired++;
 }
 
-static void libev_setup(void)
+static void libev_setup(size_t n)
 {
 	evloop = ev_loop_new(EVFLAG_AUTO);
-	evs = malloc(N * sizeof(*evs));
-	for (size_t i = 0; i < N; i++)
+	evs = malloc(n * sizeof(*evs));
+	for (size_t i = 0; i < n; i++)
 		ev_timer_init(&evs[i], ev_fn, 0., 0.);
+	ev_n = n;
+	ev_fired = 0;
 }
 
-static void libev_insert(void)
+static void libev_insert(const int64_t *d, size_t n)
 {
-	for (size_t i = 0; i < N; i++) {
-		ev_timer_set(&evs[i], (double)cur_due[i] / 1e3, 0.);
+	for (size_t i = 0; i < n; i++) {
+		ev_timer_set(&evs[i], (double)d[i] / 1e3, 0.);
 		ev_timer_start(evloop, &evs[i]);
 	}
 }
 
-static void libev_cancel(void)
+static void libev_cancel(const size_t *o, size_t n)
 {
-	for (size_t i = 0; i < N; i++)
-		ev_timer_stop(evloop, &evs[order[i]]);
+	for (size_t i = 0; i < n; i++)
+		ev_timer_stop(evloop, &evs[o[i]]);
 }
 
-static void libev_churn(void)
+static void libev_churn(const size_t *p, const int64_t *d, size_t c)
 {
-	for (size_t i = 0; i < N; i++) {
-		ev_timer_stop(evloop, &evs[pick[i]]);
-		ev_timer_set(&evs[pick[i]], (double)cur_due2[i] / 1e3, 0.);
-		ev_timer_start(evloop, &evs[pick[i]]);
+	for (size_t j = 0; j < c; j++) {
+		ev_timer_stop(evloop, &evs[p[j]]);
+		ev_timer_set(&evs[p[j]], (double)d[j] / 1e3, 0.);
+		ev_timer_start(evloop, &evs[p[j]]);
 	}
 }
 
-static void libev_expire(void)
+/* Distinct due times, all in the past: one iteration fires them. */
+static void libev_make_due(void)
 {
-	/* Distinct due times, all in the past: one iteration fires them. */
-	for (size_t i = 0; i < N; i++) {
+	for (size_t i = 0; i < ev_n; i++) {
 		ev_timer_stop(evloop, &evs[i]);
 		ev_timer_set(&evs[i], -(double)due[i] / 1e3, 0.);
 		ev_timer_start(evloop, &evs[i]);
 	}
+}
+
+static void libev_expire_jump(int64_t now)
+{
+	(void)now;
 	ev_run(evloop, EVRUN_NOWAIT);
+}
+
+/* libev's idle-timeout idiom: repeat = the timeout, ev_timer_again. */
+static void libev_idle_reset(const size_t *p, size_t n, size_t every,
+			     int64_t delay)
+{
+	(void)every; /* the loop's clock does not move */
+	for (size_t i = 0; i < n; i++) {
+		evs[p[i]].repeat = (double)delay / 1e3;
+		ev_timer_again(evloop, &evs[p[i]]);
+	}
+}
+
+static long libev_fired_count(void)
+{
+	return ev_fired;
 }
 
 static void libev_teardown(void)
 {
-	for (size_t i = 0; i < N; i++)
+	for (size_t i = 0; i < ev_n; i++)
 		ev_timer_stop(evloop, &evs[i]);
 	ev_loop_destroy(evloop);
 	free(evs);
 }
 
+static const struct peer_ops drv_libev = {
+	"libev", libev_setup, libev_insert, libev_cancel, libev_churn, NULL,
+	libev_make_due, libev_expire_jump, libev_idle_reset, NULL,
+	libev_fired_count, libev_teardown, NULL
+};
+
 /* ---- libevent ---- */
 
 static struct event_base *evbase;
 static struct event **les;
+static size_t le_n;
+static long le_fired;
 
 static void le_fn(evutil_socket_t fd, short what, void *arg)
 {
 	(void)fd;
 	(void)what;
 	(void)arg;
-	fired++;
+	le_fired++;
 }
 
 static struct timeval tv_of(int64_t ms)
@@ -449,58 +669,84 @@ static struct timeval tv_of(int64_t ms)
 	return tv;
 }
 
-static void le_setup(void)
+static void le_setup(size_t n)
 {
 	struct event_config *cfg = event_config_new();
 
 	/* One event per timer, no other dynamic allocation. */
 	evbase = event_base_new_with_config(cfg);
 	event_config_free(cfg);
-	les = malloc(N * sizeof(*les));
-	for (size_t i = 0; i < N; i++)
+	les = malloc(n * sizeof(*les));
+	for (size_t i = 0; i < n; i++)
 		les[i] = evtimer_new(evbase, le_fn, NULL);
+	le_n = n;
+	le_fired = 0;
 }
 
-static void le_insert(void)
+static void le_insert(const int64_t *d, size_t n)
 {
-	for (size_t i = 0; i < N; i++) {
-		struct timeval tv = tv_of(cur_due[i]);
+	for (size_t i = 0; i < n; i++) {
+		struct timeval tv = tv_of(d[i]);
 
 		evtimer_add(les[i], &tv);
 	}
 }
 
-static void le_cancel(void)
+static void le_cancel(const size_t *o, size_t n)
 {
-	for (size_t i = 0; i < N; i++)
-		evtimer_del(les[order[i]]);
+	for (size_t i = 0; i < n; i++)
+		evtimer_del(les[o[i]]);
 }
 
-static void le_churn(void)
+static void le_churn(const size_t *p, const int64_t *d, size_t c)
 {
-	for (size_t i = 0; i < N; i++) {
-		struct timeval tv = tv_of(cur_due2[i]);
+	for (size_t j = 0; j < c; j++) {
+		struct timeval tv = tv_of(d[j]);
 
-		evtimer_add(les[pick[i]], &tv); /* re-adding reschedules */
+		evtimer_add(les[p[j]], &tv); /* re-adding reschedules */
 	}
 }
 
-static void le_expire(void)
+static void le_make_due(void)
 {
 	struct timeval zero = { 0, 0 };
 
-	for (size_t i = 0; i < N; i++)
+	for (size_t i = 0; i < le_n; i++)
 		evtimer_add(les[i], &zero);
+}
+
+static void le_expire_jump(int64_t now)
+{
+	(void)now;
 	event_base_loop(evbase, EVLOOP_NONBLOCK);
+}
+
+static void le_idle_reset(const size_t *p, size_t n, size_t every, int64_t delay)
+{
+	struct timeval tv = tv_of(delay);
+
+	(void)every; /* the loop's clock does not move */
+	for (size_t i = 0; i < n; i++)
+		evtimer_add(les[p[i]], &tv);
+}
+
+static long le_fired_count(void)
+{
+	return le_fired;
 }
 
 static void le_teardown(void)
 {
-	for (size_t i = 0; i < N; i++)
+	for (size_t i = 0; i < le_n; i++)
 		event_free(les[i]);
 	event_base_free(evbase);
 	free(les);
 }
+
+static const struct peer_ops drv_libevent = {
+	"libevent", le_setup, le_insert, le_cancel, le_churn, NULL, le_make_due,
+	le_expire_jump, le_idle_reset, NULL, le_fired_count, le_teardown, NULL
+};
 
 /* ---- the floor: one random cache line per operation ---- */
 
@@ -527,59 +773,135 @@ static void floor_teardown(void)
 
 /* ---- the harness ---- */
 
-/* ---- peers from the user's checkouts, through peer.h ---- */
+/* The built-ins, then the peers this executable was built with. */
+static const struct peer_ops *impls[MAX_IMPLS];
 
-static const struct peer_ops *cur_ops;
+/* Every run of every cell, [impl][cell][run], and what goes with them. */
+static double times[MAX_IMPLS][NCELL][RUNS];
+static double bytes_per_timer[MAX_IMPLS];
+static long steps[MAX_IMPLS][2][2]; /* [expire-step, idle-expire][advances,
+				       of which fired nothing]: the same in
+				       every run */
 
-#if defined(TW_BENCH_WITH_WAHERN) || defined(TW_BENCH_WITH_RATAS)
-static void peer_setup(void)
+static int64_t phase_t0;
+
+/* Around exactly each cell's timed loop: the clock, and under --instr
+ * callgrind's collection switched on for it alone and dumped after it. */
+static void phase_begin(void)
 {
-	cur_ops->setup(N);
-}
-
-static void peer_insert(void)
-{
-	cur_ops->insert(cur_due, N);
-}
-
-static void peer_cancel(void)
-{
-	cur_ops->cancel(order, N);
-}
-
-static void peer_churn(void)
-{
-	cur_ops->churn(pick, cur_due2, N);
-}
-
-static void peer_expire(void)
-{
-	cur_ops->advance_to(SPAN_MS + 1);
-}
-
-static bool peer_next(int64_t *when)
-{
-	return cur_ops->next(when);
-}
-
-static void peer_advance_to(int64_t now)
-{
-	cur_ops->advance_to(now);
-}
-
-static void peer_teardown(void)
-{
-	cur_ops->teardown();
-}
-
-#define PEER_IMPL(ops)                                                      \
-	{ (ops).name, peer_setup, peer_insert, peer_cancel, peer_churn,     \
-	  peer_expire, peer_teardown, peer_next, peer_advance_to, &(ops) }
+	phase_t0 = bench_now_ns();
+#ifdef TW_BENCH_CALLGRIND
+	if (instr)
+		CALLGRIND_TOGGLE_COLLECT;
 #endif
+}
 
-static long fired_so_far(const struct impl *im)
+static double phase_end(const struct peer_ops *im, enum cell c, size_t ops)
 {
-	return im->ops ? im->ops->fired() : fired;
+	int64_t t1;
+
+#ifdef TW_BENCH_CALLGRIND
+	if (instr) {
+		char what[64];
+
+		CALLGRIND_TOGGLE_COLLECT;
+		snprintf(what, sizeof(what), "%s/%s", im->name, cell_names[c]);
+		CALLGRIND_DUMP_STATS_AT(what);
+		printf("instr %s %s %zu\n", im->name, cell_names[c], ops);
+	}
+#else
+	(void)im;
+	(void)c;
+#endif
+	t1 = bench_now_ns();
+	return (double)(t1 - phase_t0) / (double)(ops ? ops : 1);
+}
+
+static void check_fired(const struct peer_ops *im, enum cell c, long got,
+			long want)
+{
+	if (got != want)
+		fprintf(stderr, "%s: %s fired %ld of %ld\n", im->name,
+			cell_names[c], got, want);
+}
+
+/* The cells of one run of one implementation. */
+static void run_cells(size_t k, int r)
+{
+	const struct peer_ops *im = impls[k];
+	double before = bench_allocated();
+	size_t every = N >= 1000 ? N / 1000 : 1;
+	long f0, adv, z;
+
+	/* 1-4 on one set: insert, cancel, insert again, churn, stepped. */
+	im->setup(N);
+	phase_begin();
+	im->insert(due, N);
+	times[k][INSERT][r] = phase_end(im, INSERT, N);
+	if (r == 0)
+		bytes_per_timer[k] = (bench_allocated() - before) / (double)N;
+	phase_begin();
+	im->cancel(order, N);
+	times[k][CANCEL][r] = phase_end(im, CANCEL, N);
+	im->insert(due, N);
+	phase_begin();
+	im->churn(pick, due2, C);
+	times[k][CHURN_CELL][r] = phase_end(im, CHURN_CELL, C);
+	if (im->expire_step) {
+		f0 = im->fired();
+		phase_begin();
+		im->expire_step(&adv, &z);
+		times[k][EXPIRE_STEP][r] = phase_end(im, EXPIRE_STEP, N);
+		check_fired(im, EXPIRE_STEP, im->fired() - f0, (long)N);
+		steps[k][0][0] = adv;
+		steps[k][0][1] = z;
+	}
+	im->teardown();
+
+	/* 5: the same dues, fresh, fired by one advance. */
+	im->setup(N);
+	im->insert(due, N);
+	if (im->make_due)
+		im->make_due();
+	f0 = im->fired();
+	phase_begin();
+	im->expire_jump(SPAN_MS + 1);
+	times[k][EXPIRE_JUMP][r] = phase_end(im, EXPIRE_JUMP, N);
+	check_fired(im, EXPIRE_JUMP, im->fired() - f0, (long)N);
+	im->teardown();
+
+	/* 5 again with no order promised among the timers fired (ours:
+	 * tw_wheel_advance_unordered; the summary sets it against the
+	 * peers' expire-jump, none of which orders more). */
+	if (im->expire_jump_unordered) {
+		im->setup(N);
+		im->insert(due, N);
+		f0 = im->fired();
+		phase_begin();
+		im->expire_jump_unordered(SPAN_MS + 1);
+		times[k][JUMP_UNORDERED][r] = phase_end(im, JUMP_UNORDERED, N);
+		check_fired(im, JUMP_UNORDERED, im->fired() - f0, (long)N);
+		im->teardown();
+	}
+
+	/* 6-7: idle timeouts reset, then fired stepped. */
+	im->setup(N);
+	im->insert(idle_due, N);
+	f0 = im->fired();
+	phase_begin();
+	im->idle_reset(pick, N, every, IDLE_MS);
+	times[k][IDLE_RESET][r] = phase_end(im, IDLE_RESET, N);
+	check_fired(im, IDLE_RESET, im->fired() - f0, 0);
+	if (im->expire_step) {
+		f0 = im->fired();
+		phase_begin();
+		im->expire_step(&adv, &z);
+		times[k][IDLE_EXPIRE][r] = phase_end(im, IDLE_EXPIRE, N);
+		check_fired(im, IDLE_EXPIRE, im->fired() - f0, (long)N);
+		steps[k][1][0] = adv;
+		steps[k][1][1] = z;
+	}
+	im->teardown();
 }
 
 static double report(const char *lib, const char *work, double *runs, double bytes)
@@ -588,7 +910,7 @@ static double report(const char *lib, const char *work, double *runs, double byt
 
 	qsort(runs, (size_t)nruns, sizeof(*runs), bench_cmp_double);
 	median = runs[nruns / 2];
-	printf("  %-11s %-16s %9.1f ns/op  (%.1f .. %.1f)  %5.1fx floor", lib, work,
+	printf("  %-11s %-12s %9.1f ns/op  (%.1f .. %.1f)  %5.1fx floor", lib, work,
 	       median, runs[0], runs[nruns - 1], median / floor_ns);
 	if (bytes > 0)
 		printf("  %6.1f B/timer", bytes);
@@ -598,107 +920,29 @@ static double report(const char *lib, const char *work, double *runs, double byt
 	return median;
 }
 
-static double timed(void (*fn)(void))
+static void report_steps(const long s[2])
 {
-	int64_t t0 = bench_now_ns();
-
-	fn();
-	return (double)(bench_now_ns() - t0) / (double)N;
+	printf("  %-11s %-12s %9ld advances, %ld (%.1f %%) fired nothing\n", "",
+	       "", s[0], s[1], s[0] ? 100.0 * (double)s[1] / (double)s[0] : 0);
 }
 
-static const struct impl *cur_impl;
-
-/* An event loop on a virtual clock: ask when the next timer is due, move
- * the clock there, advance; count the advances that fired nothing (each
- * one a wake-up for nothing in a real loop). */
-static void step_expire(void)
+static void report_impl(size_t k)
 {
-	int64_t when;
+	const struct peer_ops *im = impls[k];
 
-	while (cur_impl->next(&when)) {
-		long before = fired_so_far(cur_impl);
+	for (int c = 0; c < NCELL; c++) {
+		bool stepped = c == EXPIRE_STEP || c == IDLE_EXPIRE;
 
-		cur_impl->advance_to(when);
-		step_calls++;
-		if (fired_so_far(cur_impl) == before)
-			step_idle_calls++;
-	}
-}
-
-/* The five workloads on one set of due times into t[workload][run r];
- * returns the bytes per timer after insert. */
-static double run_set(const struct impl *im, int64_t *set, int64_t *set2,
-		      double t[5][RUNS], long idle_calls[2][RUNS], int r)
-{
-	double before = bench_allocated(), bytes;
-
-	cur_due = set;
-	cur_due2 = set2;
-	fired = 0;
-	im->setup();
-	t[0][r] = timed(im->insert);
-	bytes = (bench_allocated() - before) / (double)N;
-	t[1][r] = timed(im->cancel);
-	im->insert();
-	t[2][r] = timed(im->churn);
-	t[3][r] = timed(im->expire);
-	if (fired_so_far(im) != (long)N)
-		fprintf(stderr, "%s: expire fired %ld of %zu\n", im->name,
-			fired_so_far(im), N);
-	im->teardown();
-	t[4][r] = 0;
-	if (!im->next)
-		return bytes;
-	fired = 0;
-	im->setup();
-	im->insert();
-	step_calls = step_idle_calls = 0;
-	t[4][r] = timed(step_expire);
-	idle_calls[0][r] = step_calls;
-	idle_calls[1][r] = step_idle_calls;
-	if (fired_so_far(im) != (long)N)
-		fprintf(stderr, "%s: stepped expiry fired %ld of %zu\n", im->name,
-			fired_so_far(im), N);
-	im->teardown();
-	return bytes;
-}
-
-static void report_steps(long calls[2][RUNS])
-{
-	printf("  %-11s %-16s %9ld advances, %ld (%.1f %%) fired nothing\n", "",
-	       "", calls[0][0], calls[1][0],
-	       calls[0][0] ? 100.0 * (double)calls[1][0] / (double)calls[0][0] : 0);
-}
-
-static void measure(const struct impl *im, size_t impl_index)
-{
-	double uni[5][RUNS], idl[5][RUNS], bytes = 0;
-	long uni_calls[2][RUNS], idl_calls[2][RUNS];
-
-	cur_impl = im;
-	cur_ops = im->ops;
-	for (int r = 0; r < nruns; r++) {
-		double b = run_set(im, due, due2, uni, uni_calls, r);
-
-		if (r == 0)
-			bytes = b;
-		run_set(im, idle, idle2, idl, idl_calls, r);
-	}
-	for (int w = 0; w < 5; w++) {
-		if (w == 4 && !im->next)
+		if ((stepped && !im->expire_step) ||
+		    (c == JUMP_UNORDERED && !im->expire_jump_unordered)) {
+			result[size_index][k][c] = 0;
 			continue;
-		result[size_index][impl_index][w] =
-			report(im->name, work_names[w], uni[w], w == 0 ? bytes : 0);
-		if (w == 4)
-			report_steps(uni_calls);
-	}
-	for (int w = 0; w < 5; w++) {
-		if (w == 4 && !im->next)
-			continue;
-		result[size_index][impl_index][5 + w] =
-			report(im->name, work_names[5 + w], idl[w], 0);
-		if (w == 4)
-			report_steps(idl_calls);
+		}
+		result[size_index][k][c] = report(im->name, cell_names[c],
+						  times[k][c],
+						  c == INSERT ? bytes_per_timer[k] : 0);
+		if (stepped)
+			report_steps(steps[k][c == IDLE_EXPIRE]);
 	}
 }
 
@@ -706,23 +950,16 @@ static void measure(const struct impl *im, size_t impl_index)
  * 1e6 timers come due over 2 s (500 per tick): a cascade that moves a
  * level's bucket at once shows up here as a stall. Median of the runs'
  * maxima. */
-static void stall(const struct impl *im)
+static void stall(const struct peer_ops *im, const char *name)
 {
 	int64_t *set = malloc(STALL_N * sizeof(*set));
-	size_t saved_n = N;
 	double worst[RUNS];
-	long ticks = 0;
 
 	for (size_t i = 0; i < STALL_N; i++)
 		set[i] = 1 + (int64_t)(rnd() % STALL_SPAN_MS);
-	N = STALL_N;
-	cur_impl = im;
-	cur_ops = im->ops;
 	for (int r = 0; r < nruns; r++) {
-		fired = 0;
-		cur_due = set;
-		im->setup();
-		im->insert();
+		im->setup(STALL_N);
+		im->insert(set, STALL_N);
 		worst[r] = 0;
 		for (int64_t ms = 1; ms <= STALL_SPAN_MS + 1; ms++) {
 			int64_t t0 = bench_now_ns();
@@ -732,40 +969,39 @@ static void stall(const struct impl *im)
 			dt = (double)(bench_now_ns() - t0);
 			if (dt > worst[r])
 				worst[r] = dt;
-			ticks++;
 		}
-		if (fired_so_far(im) != (long)N)
-			fprintf(stderr, "%s: stall test fired %ld of %zu\n", im->name,
-				fired_so_far(im), N);
+		if (im->fired() != STALL_N)
+			fprintf(stderr, "%s: stall test fired %ld of %d\n", name,
+				im->fired(), STALL_N);
 		im->teardown();
 	}
 	qsort(worst, (size_t)nruns, sizeof(*worst), bench_cmp_double);
-	printf("  %-16s worst advance %7.3f ms  (%.3f .. %.3f)\n", im->name,
+	printf("  %-17s worst advance %7.3f ms  (%.3f .. %.3f)\n", name,
 	       worst[nruns / 2] / 1e6, worst[0] / 1e6, worst[nruns - 1] / 1e6);
 	if (csv)
-		fprintf(csv, "%s,stall,%d,%.2f,0\n", im->name, STALL_N,
+		fprintf(csv, "%s,stall,%d,%.2f,0\n", name, STALL_N,
 			worst[nruns / 2]);
-	N = saved_n;
 	free(set);
-	(void)ticks;
 }
 
 static void prepare(size_t n)
 {
+	size_t npick = C > n ? C : n;
+
 	N = n;
 	due = realloc(due, n * sizeof(*due));
-	due2 = realloc(due2, n * sizeof(*due2));
+	idle_due = realloc(idle_due, n * sizeof(*idle_due));
 	order = realloc(order, n * sizeof(*order));
-	pick = realloc(pick, n * sizeof(*pick));
-	idle = realloc(idle, n * sizeof(*idle));
-	idle2 = realloc(idle2, n * sizeof(*idle2));
+	due2 = realloc(due2, C * sizeof(*due2));
+	pick = realloc(pick, npick * sizeof(*pick));
+	if (!due || !idle_due || !order || !due2 || !pick) {
+		fprintf(stderr, "wheel_bench: out of memory for N = %zu\n", n);
+		exit(1);
+	}
 	for (size_t i = 0; i < n; i++) {
 		due[i] = 1 + (int64_t)(rnd() % SPAN_MS);
-		due2[i] = 1 + (int64_t)(rnd() % SPAN_MS);
-		idle[i] = 30000 + (int64_t)(rnd() % 1000);
-		idle2[i] = 31000 + (int64_t)((uint64_t)i * 1000 / n);
+		idle_due[i] = IDLE_MS + (int64_t)(rnd() % IDLE_SPREAD_MS);
 		order[i] = i;
-		pick[i] = rnd() % n;
 	}
 	for (size_t i = n - 1; i > 0; i--) { /* Fisher-Yates */
 		size_t j = rnd() % (i + 1), t = order[i];
@@ -773,69 +1009,86 @@ static void prepare(size_t n)
 		order[i] = order[j];
 		order[j] = t;
 	}
+	for (size_t j = 0; j < C; j++)
+		due2[j] = 1 + (int64_t)(rnd() % SPAN_MS);
+	for (size_t j = 0; j < npick; j++)
+		pick[j] = rnd() % n;
 }
-
-static const struct impl builtin_impls[] = {
-	{ "timingwheel", tw_setup, tw_insert, tw_cancel, tw_churn, tw_expire,
-	  tw_teardown, tw_next, tw_advance_to, NULL },
-	{ "binaryheap", heap_setup, heap_insert, heap_cancel, heap_churn, heap_expire,
-	  heap_teardown, heap_next, heap_advance_to, NULL },
-	{ "libev", libev_setup, libev_insert, libev_cancel, libev_churn, libev_expire,
-	  libev_teardown, NULL, NULL, NULL },
-	{ "libuv", luv_setup, luv_insert, luv_cancel, luv_churn, luv_expire,
-	  luv_teardown, NULL, NULL, NULL },
-	{ "libevent", le_setup, le_insert, le_cancel, le_churn, le_expire,
-	  le_teardown, NULL, NULL, NULL },
-};
-
-/* The built-ins, then the peers this executable was built with. */
-static struct impl impls[MAX_IMPLS];
 
 static size_t collect_impls(void)
 {
-	size_t n = sizeof(builtin_impls) / sizeof(builtin_impls[0]);
+	size_t n = 0;
 
-	memcpy(impls, builtin_impls, sizeof(builtin_impls));
+	impls[n++] = &drv_tw;
+	impls[n++] = &drv_heap;
+	impls[n++] = &drv_libev;
+	impls[n++] = &drv_libuv;
+	impls[n++] = &drv_libevent;
 #ifdef TW_BENCH_WITH_WAHERN
-	impls[n++] = (struct impl)PEER_IMPL(peer_wahern);
-	impls[n++] = (struct impl)PEER_IMPL(peer_wahern_lean);
+	impls[n++] = &peer_wahern;
+	impls[n++] = &peer_wahern_lean;
 #else
 	printf("(wahern/timeout not built: set TW_BENCH_WAHERN to a checkout)\n");
 #endif
 #ifdef TW_BENCH_WITH_RATAS
-	impls[n++] = (struct impl)PEER_IMPL(peer_ratas);
+	impls[n++] = &peer_ratas;
 #else
 	printf("(ratas not built: set TW_BENCH_RATAS to a checkout)\n");
 #endif
 	return n;
 }
 
-/* For each N and workload: the fastest peer's time over the wheel's. */
+/* For each N and cell: the fastest peer's time over the wheel's. */
 static void summary(const size_t *ns, size_t count, size_t nimpls)
 {
 	printf("\nfastest peer / the wheel (> 1: the wheel is faster), per N\n");
-	printf("  %-16s", "workload");
+	printf("  %-14s", "cell");
 	for (size_t k = 0; k < count; k++)
 		printf(" %18zu", ns[k]);
 	putchar('\n');
-	for (int w = 0; w < NWORK; w++) {
-		printf("  %-16s", work_names[w]);
+	for (int w = 0; w < NCELL; w++) {
+		printf("  %-14s", cell_names[w]);
 		for (size_t k = 0; k < count; k++) {
 			size_t best = 0;
+			/* The peers have one one-jump expiry each. */
+			int pw = w == JUMP_UNORDERED ? EXPIRE_JUMP : w;
 
 			for (size_t i = 1; i < nimpls; i++)
-				if (result[k][i][w] > 0 &&
-				    (!best || result[k][i][w] < result[k][best][w]))
+				if (result[k][i][pw] > 0 &&
+				    (!best || result[k][i][pw] < result[k][best][pw]))
 					best = i;
 			if (!best || result[k][0][w] <= 0)
 				printf("  %5s  %-10s", "-", "");
 			else
 				printf("  %5.2fx %-10s",
-				       result[k][best][w] / result[k][0][w],
-				       impls[best].name);
+				       result[k][best][pw] / result[k][0][w],
+				       impls[best]->name);
 		}
 		putchar('\n');
 	}
+}
+
+static void measure_floor(void)
+{
+	double f[RUNS];
+
+	for (int r = 0; r < nruns; r++) {
+		floor_setup();
+		floor_touch(); /* warm */
+		{
+			int64_t t0 = bench_now_ns();
+
+			floor_touch();
+			f[r] = (double)(bench_now_ns() - t0) / (double)N;
+		}
+		floor_teardown();
+	}
+	qsort(f, (size_t)nruns, sizeof(*f), bench_cmp_double);
+	floor_ns = f[nruns / 2];
+	printf("N = %zu: floor (one random cache line per op) %.1f ns; churn: "
+	       "%zu reschedules\n", N, floor_ns, C);
+	if (csv)
+		fprintf(csv, "floor,touch,%zu,%.2f,64.0\n", N, floor_ns);
 }
 
 int main(int argc, char **argv)
@@ -844,8 +1097,10 @@ int main(int argc, char **argv)
 	static const size_t quick[] = { 1000, 1000000 };
 	static const size_t issue[] = { 100000, 1000000, 10000000 };
 	static const size_t big[] = { 100000000 };
+	static size_t one[1];
 	const size_t *ns = full;
 	size_t count = 5, nimpls = collect_impls();
+	int given_n = 0;
 	cpu_set_t cpus;
 
 	for (int i = 1; i < argc; i++) {
@@ -855,42 +1110,69 @@ int main(int argc, char **argv)
 		} else if (!strcmp(argv[i], "--issue")) {
 			ns = issue;
 			count = 3;
+		} else if (!strcmp(argv[i], "--n") && i + 1 < argc) {
+			one[0] = (size_t)strtoull(argv[++i], NULL, 10);
+			ns = one;
+			count = 1;
+			given_n = 1;
 		} else if (!strcmp(argv[i], "--big")) {
 			ns = big;
 			count = 1;
 			nimpls = 1;
 			nruns = 1;
+		} else if (!strcmp(argv[i], "--instr")) {
+			instr = 1;
 		} else {
 			csv = fopen(argv[i], "w");
 		}
 	}
+	if (instr) {
+#ifndef TW_BENCH_CALLGRIND
+		fprintf(stderr, "wheel_bench: built without <valgrind/callgrind.h>, "
+				"so no --instr (install valgrind, rebuild)\n");
+		return 2;
+#else
+		if (!RUNNING_ON_VALGRIND)
+			printf("(--instr outside callgrind: nothing is counted; "
+			       "bench/instr.sh runs it under valgrind)\n");
+#endif
+		if (!given_n) {
+			one[0] = INSTR_N;
+			ns = one;
+		}
+		count = 1;
+		nruns = 1;
+	}
+	for (size_t k = 0; k < count; k++)
+		if (ns[k] < 2) {
+			fprintf(stderr, "wheel_bench: N must be at least 2\n");
+			return 2;
+		}
 	CPU_ZERO(&cpus);
 	CPU_SET(0, &cpus);
 	if (sched_setaffinity(0, sizeof(cpus), &cpus) != 0)
 		printf("(could not pin to CPU 0)\n");
+	if (instr) {
+		/* One run of each library's cells. */
+		prepare(ns[0]);
+		for (size_t i = 0; i < nimpls; i++)
+			run_cells(i, 0);
+		return 0;
+	}
 	if (csv)
 		fprintf(csv, "library,workload,n,ns_per_op,bytes_per_timer\n");
-	printf("timers side by side, pinned to CPU 0, median of %d runs (spread); "
-	       "uniform: due over 1 ms .. 3 h; idle: 30 s idle timeouts\n", nruns);
+	printf("timers side by side, pinned to CPU 0, median of %d runs (spread), "
+	       "runs alternating between libraries; 1 ms tick\n", nruns);
 	for (size_t k = 0; k < count; k++) {
-		double f[RUNS];
-
 		size_index = k;
 		prepare(ns[k]);
-		for (int r = 0; r < nruns; r++) {
-			floor_setup();
-			floor_touch(); /* warm */
-			f[r] = timed(floor_touch);
-			floor_teardown();
-		}
-		qsort(f, (size_t)nruns, sizeof(*f), bench_cmp_double);
-		floor_ns = f[nruns / 2];
-		printf("N = %zu: floor (one random cache line per op) %.1f ns\n", N,
-		       floor_ns);
-		if (csv)
-			fprintf(csv, "floor,touch,%zu,%.2f,64.0\n", N, floor_ns);
+		measure_floor();
+		fflush(stdout);
+		for (int r = 0; r < nruns; r++)
+			for (size_t i = 0; i < nimpls; i++)
+				run_cells(i, r);
 		for (size_t i = 0; i < nimpls; i++)
-			measure(&impls[i], i);
+			report_impl(i);
 		fflush(stdout);
 	}
 	if (nimpls > 1) {
@@ -898,11 +1180,10 @@ int main(int argc, char **argv)
 		printf("\nstall: %d timers due over %d ms, the clock advanced every "
 		       "1 ms\n", STALL_N, STALL_SPAN_MS);
 		for (size_t i = 0; i < nimpls; i++)
-			if (impls[i].advance_to)
-				stall(&impls[i]);
+			if (impls[i]->advance_to)
+				stall(impls[i], impls[i]->name);
 		tw_bench_mode = TW_MODE_KAFKA;
-		impls[0].name = "timingwheel-kafka";
-		stall(&impls[0]);
+		stall(&drv_tw, "timingwheel-kafka");
 	}
 	if (csv)
 		fclose(csv);

@@ -290,11 +290,6 @@ static inline int64_t shift_floor(int64_t key, unsigned shift)
 	return key >> shift;
 }
 
-static inline void mark_occupied(struct tw_wheel *w, struct tw_bucket *b)
-{
-	w->levels[b->level - 1].occupied |= (uint64_t)1 << b->slot;
-}
-
 static inline void mark_empty(struct tw_wheel *w, struct tw_bucket *b)
 {
 	w->levels[b->level - 1].occupied &= ~((uint64_t)1 << b->slot);
@@ -534,15 +529,16 @@ hot_inline void insert_exact(struct tw_wheel *w, struct tw_timer *t, int64_t key
 	struct tw_level *lv;
 	struct tw_bucket *b;
 	int64_t number;
-	unsigned i = 0;
+	unsigned i;
 
 	/* With 64 buckets a level holds distances below 2^(5L + 6) at most,
 	 * so the count of distance's bits names the level: no loop over the
 	 * levels below, whose branch a random due time would mispredict. */
 	if (__builtin_expect(w->size != 64, 0))
 		goto slow;
-	if (distance >= 64)
-		i = ((unsigned)(64 - __builtin_clzll(distance)) - 2) / 5;
+	/* (bits - 2) / 5 levels up; "| 2" makes a distance below 64 give
+	 * level 1 without a branch. */
+	i = (unsigned)(62 - __builtin_clzll(distance | 2)) / 5;
 	if (__builtin_expect(i >= w->nlevels, 0))
 		goto slow;
 	lv = &w->levels[i];
