@@ -240,6 +240,14 @@ int64_t tw__ticks_to_time(const struct tw_wheel *w, int64_t key)
 #define hot_inline static inline
 #endif
 
+/* What the hot paths rarely need, out of their way: a call there keeps
+ * them from holding values in scratch registers across it. */
+#if defined(__GNUC__)
+#define cold_path __attribute__((noinline, cold))
+#else
+#define cold_path
+#endif
+
 /* The tick a timer is filed under: its bucket start in kafka mode (floor),
  * the first boundary at or after its due time in exact mode (ceil). */
 hot_inline int64_t timer_key(const struct tw_wheel *w, int64_t due)
@@ -461,12 +469,6 @@ static void insert(struct tw_wheel *w, struct tw_timer *t, int64_t key)
  * instructions with no call in it, so the compiler keeps it in scratch
  * registers and saves none; a bucket that fills, a level still to be
  * created, the top level and an observer are handled out of line. */
-#if defined(__GNUC__)
-#define cold_path __attribute__((noinline, cold))
-#else
-#define cold_path
-#endif
-
 static cold_path void bucket_fill(struct tw_wheel *w, struct tw_level *lv,
 			struct tw_bucket *b, int64_t number, int64_t key)
 {
@@ -567,23 +569,33 @@ slow:
  * ran again in the same advance (issue 13, bug 11). Kafka itself runs an
  * add that is already due at once, on an executor thread, so its callers
  * cannot rely on either order; ours can rely on "the next advance". */
+static cold_path void place_ready(struct tw_wheel *w, struct tw_timer *t)
+{
+	bucket_append(tw__ready_list(w, w->ready_cur), t);
+	notify(w, TW_EV_READY, TW_LEVEL_READY, 0, w->now, t);
+}
+
 hot_inline void place_new(struct tw_wheel *w, struct tw_timer *t)
 {
-	int64_t key = timer_key(w, t->due);
-	bool due_now = w->mode == TW_MODE_KAFKA
-			       ? key <= w->levels[0].clock ||
-					 (w->advancing && key <= tw__due_limit(w, w->now))
-			       : t->due <= w->now;
+	int64_t key;
 
 	w->count++;
-	if (due_now) {
-		bucket_append(tw__ready_list(w, w->ready_cur), t);
-		notify(w, TW_EV_READY, TW_LEVEL_READY, 0, w->now, t);
-	} else if (w->mode == TW_MODE_EXACT) {
-		insert_exact(w, t, key);
-	} else {
-		insert(w, t, key);
+	/* The mode is tested once: exact mode's add is the one to keep
+	 * short. */
+	if (w->mode == TW_MODE_EXACT) {
+		if (t->due <= w->now)
+			place_ready(w, t);
+		else
+			insert_exact(w, t, w->tick == 1 ? t->due
+						       : tw__ceil_div(t->due, w->tick));
+		return;
 	}
+	key = timer_key(w, t->due);
+	if (key <= w->levels[0].clock ||
+	    (w->advancing && key <= tw__due_limit(w, w->now)))
+		place_ready(w, t);
+	else
+		insert(w, t, key);
 }
 
 hot_inline void unlink_pending(struct tw_wheel *w, struct tw_timer *t)
