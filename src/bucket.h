@@ -48,6 +48,9 @@ struct tw_level {
 				     queued (non-empty and not draining) */
 	bool unbounded;           /* span * size does not fit: top level */
 	uint8_t shift;            /* exact mode: span == 1 << shift */
+	bool windowed;            /* a windowed timer was ever filed here
+				     (next_expiry then looks one bucket
+				     further: see wheel.c) */
 	uint64_t lead;            /* ticks a bucket pops before its expiration */
 	uint64_t too_far;         /* (size + 1) * span, saturated: a distance
 				     from level 1's clock this large cannot

@@ -302,11 +302,37 @@ static int check_bucket(const struct tw_wheel *w, uint32_t li, uint32_t slot,
 		if (!number_of_slot(w, lv, number, b->expiration, slot))
 			BROKEN("L%u#%u: expiration is not its slot's", li + 1, slot);
 	}
+	bool exact_seen = false;
+
 	for (const struct tw_link *l = b->head.next; l != &b->head; l = l->next) {
 		const struct tw_timer *t = list_timer((struct tw_link *)l);
 		int64_t key = tw__timer_key(w, t->due);
 		int64_t number;
 
+		/* A windowed timer (tw_wheel_add_range), above level 1 only:
+		 * its key is before its bucket's, at or before the bucket's
+		 * pop, when it fires; the windowed ones come first, and a
+		 * drain has none left. */
+		if (w->mode == TW_MODE_EXACT && li > 0 && key < b->expiration) {
+			int64_t pop = lv->lead ? tw__mul_sat(tw__span_div(b->expiration,
+									  lv->span) - 1,
+							    lv->lead)
+					       : b->expiration;
+
+			if (b->draining || exact_seen)
+				BROKEN("windowed timer due %lld %s in L%u#%u",
+				       (long long)t->due,
+				       b->draining ? "left in a drain" : "after an exact one",
+				       li + 1, slot);
+			if (key > pop)
+				BROKEN("windowed timer due %lld after L%u#%u's pop",
+				       (long long)t->due, li + 1, slot);
+			if (b->min_key > pop)
+				BROKEN("L%u#%u: min_key after its windowed timers' pop",
+				       li + 1, slot);
+			continue;
+		}
+		exact_seen = true;
 		if (key <= w->levels[0].clock)
 			BROKEN("timer due %lld overdue in L%u#%u", (long long)t->due,
 			       li + 1, slot);

@@ -731,6 +731,21 @@ static struct tw_bucket *level_next(const struct tw_wheel *w,
 				: (unsigned)__builtin_ctzll(occupied)];
 }
 
+/* The level's queued bucket after b, in time order (slots wrap from the
+ * clock on), or NULL. */
+static const struct tw_bucket *level_next_after(const struct tw_level *lv,
+						const struct tw_bucket *b)
+{
+	uint64_t rest = lv->occupied & ~((uint64_t)1 << b->slot), ahead;
+	unsigned from = b->slot + 1;
+
+	if (!rest)
+		return NULL;
+	ahead = from < 64 ? rest >> from : 0;
+	return &lv->slots[ahead ? from + (unsigned)__builtin_ctzll(ahead)
+				: (unsigned)__builtin_ctzll(rest)];
+}
+
 /* The next event above level 1: a bucket that pops (starts draining) or
  * a drain that must end (its deadline has come). A tie goes to the drain:
  * a drain's timers must be down before anything at its deadline pops.
@@ -774,6 +789,30 @@ static void pop_bucket(struct tw_wheel *w, struct tw_bucket *b)
 	advance_clocks(w, b->pop_at);
 }
 
+/* A popped bucket's windowed timers (windows, below) are its first ones,
+ * each with a key at or before the pop: they fire now, whatever becomes
+ * of the rest -- a bucket that drains moves its timers over a whole
+ * level tick, which a window may not allow. What is left are exact
+ * timers, none due before the bucket's expiration: min_key says so, so
+ * that next_expiry does not name a tick the drain has passed. */
+static int64_t fire_windowed(struct tw_wheel *w, struct tw_bucket *b)
+{
+	int64_t fired = 0;
+
+	while (!list_empty(&b->head)) {
+		struct tw_timer *t = list_timer(b->head.next);
+
+		if (timer_key(w, t->due) >= b->expiration)
+			break;
+		bucket_take(b, t);
+		fire(w, t);
+		fired++;
+	}
+	if (b->min_key < b->expiration)
+		b->min_key = b->expiration;
+	return fired;
+}
+
 /* The most timers a popped bucket moves down at once rather than in
  * shares: about a microsecond of work, well under one tick. */
 #define SMALL_BUCKET 32
@@ -799,6 +838,10 @@ static int64_t advance_exact(struct tw_wheel *w, int64_t limit)
 				continue;
 			}
 			pop_bucket(w, up);
+			/* Only a bucket with a windowed timer has a min_key
+			 * before its expiration. */
+			if (up->min_key < up->expiration)
+				fired += fire_windowed(w, up);
 			/* A bucket small enough to move in one step is moved
 			 * now: draining only pays for itself when moving
 			 * everything at once would be a stall. */
@@ -950,9 +993,17 @@ static bool next_key_exact_scan(const struct tw_wheel *w, int64_t *key)
 		/* On level 1 min_key is the bucket's own tick (a stays-put
 		 * reschedule only moves later). */
 		if (b) {
+			const struct tw_bucket *b2;
+
 			k = b->min_key;
 			if (b->count > DRAIN_CHUNK && b->pop_at < k)
 				k = b->pop_at;
+			/* The bucket after it pops at this one's expiration,
+			 * and its windowed timers fire then: possibly before
+			 * this one's first timer (no later bucket's can). */
+			if (lv->windowed && (b2 = level_next_after(lv, b)) != NULL &&
+			    b2->min_key < k)
+				k = b2->min_key;
 			if (!found || k < *key)
 				*key = k;
 			found = true;
@@ -1193,6 +1244,176 @@ static inline const char *bad_wheel_call(const struct tw_wheel *w,
 }
 #endif
 
+/* ---- windows (issue 26) ----
+ *
+ * A timer that may fire anywhere in [earliest, latest] is filed once, in
+ * the coarsest bucket that pops inside its window, and fires when that
+ * bucket pops: it is never moved down a level. A bucket above level 1
+ * pops one level tick before its expiration (early cascades), at a
+ * multiple of its level's span, so the coarsest level whose span has a
+ * multiple in [ek, lk] (the window's ticks) is the one, and the bucket is
+ * the one popping at the last such multiple: windows that overlap there
+ * share it, and an event loop wakes once for all of them. Its key is
+ * earliest's, which is before its bucket's expiration: that is what marks
+ * it windowed. Windowed timers go first in their bucket (a drain, which
+ * moves the rest over a whole level tick, fires them at the pop, before
+ * it starts: fire_windowed) and lower the bucket's min_key to the pop, so
+ * that next_expiry wakes for them. A window that no such bucket fits
+ * (shorter than the spans of the levels that reach it) is filed at
+ * earliest as an exact timer: it fires at ceil(earliest), inside the
+ * window. Kafka mode has no windows (Kafka has none to reproduce). */
+
+/* The bucket a window [ek, lk] (ticks, clock0 < ek <= lk) is filed in,
+ * or NULL. */
+static struct tw_bucket *window_bucket(struct tw_wheel *w, int64_t ek, int64_t lk)
+{
+	uint64_t distance = (uint64_t)lk - (uint64_t)w->levels[0].clock;
+	uint32_t top = 0;
+
+	/* The levels that can reach lk, created as an add would. */
+	for (;;) {
+		struct tw_level *lv = top < w->nlevels ? &w->levels[top] : add_level(w);
+
+		if (lv->unbounded || distance < lv->too_far)
+			break;
+		top++;
+	}
+	for (uint32_t i = top; i > 0; i--) {
+		struct tw_level *lv = &w->levels[i];
+		int64_t pop, number;
+		struct tw_bucket *b;
+
+		if (lv->unbounded || !lv->lead)
+			continue;
+		/* The last pop at or before lk: a multiple of the span. */
+		pop = (int64_t)((uint64_t)shift_floor(lk, lv->shift) << lv->shift);
+		if (pop < ek)
+			continue;
+		number = shift_floor(pop, lv->shift) + 1;
+		/* pop > clock0 >= clock * span: number > clock + 1. */
+		if ((uint64_t)number - (uint64_t)lv->clock >= w->size)
+			continue;
+		b = &lv->slots[(uint64_t)number & (w->size - 1)];
+		if (b->draining)
+			continue;
+		if (b->count == 0)
+			bucket_fill(w, lv, b, number, pop);
+		return b;
+	}
+	return NULL;
+}
+
+/* Its bucket pops at tick pop: first in it, and min_key no later. */
+static void file_windowed(struct tw_wheel *w, struct tw_timer *t, struct tw_bucket *b)
+{
+	int64_t pop = b->level == 1 ? b->expiration : b->pop_at;
+
+	list_append(b->head.next, &t->link); /* before the first */
+	w->levels[b->level - 1].windowed = true;
+	b->count++;
+	t->bucket = b;
+	if (pop < b->min_key)
+		b->min_key = pop;
+	if (w->observer)
+		notify_placed(w, t);
+}
+
+/* A window that is not one time: in a bucket popping inside it, or at
+ * earliest. t->due is earliest (never before it). */
+static void place_window(struct tw_wheel *w, struct tw_timer *t, int64_t latest)
+{
+	int64_t ek = tw__ceil_div(t->due, w->tick), lk = tw__ceil_div(latest, w->tick);
+	struct tw_bucket *b;
+
+	if (t->due <= w->now || lk <= w->levels[0].clock + 1 ||
+	    (b = window_bucket(w, ek, lk)) == NULL) {
+		place_new(w, t);
+		return;
+	}
+	w->count++;
+	file_windowed(w, t, b);
+}
+
+static const char *bad_window(const struct tw_wheel *w, const struct tw_timer *t,
+			      int64_t earliest, int64_t latest)
+{
+	(void)t;
+	if (latest < earliest)
+		return "latest is before earliest";
+	if (w->mode != TW_MODE_EXACT)
+		return "kafka mode has no windows (TW_MODE_EXACT has)";
+	return NULL;
+}
+
+hot_inline int wheel_add_range(struct tw_wheel *w, struct tw_timer *t,
+			       int64_t earliest, int64_t latest)
+{
+	const char *why;
+
+	if (!w || !w->buckets || !t || no_callback(w, t))
+		return TW_EINVAL_BECAUSE("tw_wheel_add_range", "%s",
+					 bad_wheel_call(w, t));
+	why = bad_window(w, t, earliest, latest);
+	if (why)
+		return TW_EINVAL_BECAUSE("tw_wheel_add_range", "%s", why);
+	if (t->bucket)
+		return TW_EBUSY;
+	t->due = earliest;
+	if (earliest == latest)
+		place_new(w, t);
+	else
+		place_window(w, t, latest);
+	return TW_OK;
+}
+
+/* The bucket a pending timer is in still fires inside the new window:
+ * nothing moves (a connection's idle window pushed on every packet). */
+static bool window_stays_put(const struct tw_wheel *w, const struct tw_timer *t,
+			     int64_t earliest, int64_t latest)
+{
+	const struct tw_bucket *b = t->bucket;
+	int64_t pop, ek;
+
+	if (b->level == TW_LEVEL_READY || b->draining || earliest <= w->now)
+		return false;
+	pop = b->level == 1 ? b->expiration : b->pop_at;
+	ek = tw__ceil_div(earliest, w->tick);
+	/* Windowed stays windowed (first in its bucket), exact stays
+	 * exact: a timer does not change sides in its list. */
+	if ((tw__timer_key(w, t->due) < b->expiration) != (ek < b->expiration))
+		return false;
+	return ek <= pop && pop <= tw__ceil_div(latest, w->tick);
+}
+
+hot_inline int wheel_reschedule_range(struct tw_wheel *w, struct tw_timer *t,
+				      int64_t earliest, int64_t latest)
+{
+	const char *why;
+	int was_pending;
+
+	if (!w || !w->buckets || !t || no_callback(w, t))
+		return TW_EINVAL_BECAUSE("tw_wheel_reschedule_range", "%s",
+					 bad_wheel_call(w, t));
+	why = bad_window(w, t, earliest, latest);
+	if (why)
+		return TW_EINVAL_BECAUSE("tw_wheel_reschedule_range", "%s", why);
+	if (t->bucket && t->bucket->wheel != w)
+		return TW_EOWNER;
+	was_pending = t->bucket != NULL;
+	if (was_pending && window_stays_put(w, t, earliest, latest)) {
+		t->due = earliest;
+		return 1;
+	}
+	if (was_pending)
+		unlink_pending(w, t);
+	t->due = earliest;
+	if (earliest == latest)
+		place_new(w, t);
+	else
+		place_window(w, t, latest);
+	return was_pending;
+}
+
 hot_inline int wheel_add(struct tw_wheel *w, struct tw_timer *t, int64_t due)
 {
 	if (!w || !w->buckets || !t || no_callback(w, t))
@@ -1249,7 +1470,12 @@ hot_inline bool stays_put(const struct tw_wheel *w, const struct tw_timer *t,
 	    b->draining || due <= w->now)
 		return false;
 	key = timer_key(w, due);
-	if (key < b->expiration)
+	/* A windowed timer (its key before its bucket's: it fires when the
+	 * bucket pops) sits among the bucket's first timers; made exact, it
+	 * moves, so that those stay together (windows, below). Only a
+	 * bucket whose min_key is before its expiration can hold one. */
+	if (key < b->expiration ||
+	    (b->min_key < b->expiration && timer_key(w, t->due) < b->expiration))
 		return false;
 	if (key < b->min_key)
 		b->min_key = key;
@@ -1368,6 +1594,8 @@ WHEEL_CALL(int, add, (struct tw_wheel *w, struct tw_timer *t, int64_t due), (w, 
 WHEEL_CALL(int, add_in, (struct tw_wheel *w, struct tw_timer *t, int64_t delay), (w, t, delay))
 WHEEL_CALL(int, cancel, (struct tw_wheel *w, struct tw_timer *t), (w, t))
 WHEEL_CALL(int, reschedule, (struct tw_wheel *w, struct tw_timer *t, int64_t due), (w, t, due))
+WHEEL_CALL(int, add_range, (struct tw_wheel *w, struct tw_timer *t, int64_t earliest, int64_t latest), (w, t, earliest, latest))
+WHEEL_CALL(int, reschedule_range, (struct tw_wheel *w, struct tw_timer *t, int64_t earliest, int64_t latest), (w, t, earliest, latest))
 WHEEL_CALL(int64_t, advance, (struct tw_wheel *w, int64_t now), (w, now))
 WHEEL_CALL(int64_t, advance_unordered, (struct tw_wheel *w, int64_t now), (w, now))
 WHEEL_CALL(int64_t, drain, (struct tw_wheel *w, tw_timer_fn *hand_back), (w, hand_back))

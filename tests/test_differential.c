@@ -13,7 +13,11 @@
  * next advance. Within one advance the ready ones come first, in the order
  * they were added, then the rest in non-decreasing k -- except in
  * tw_wheel_advance_unordered(), half of the advances, where only the
- * ready ones must come first.
+ * ready ones must come first. In exact mode some adds and reschedules
+ * are windows (tw_wheel_add_range): such a timer fires in no advance
+ * whose limit is below ceil(earliest / tick), and in the first one whose
+ * limit reaches ceil(latest / tick) at the latest; it is left out of the
+ * order (it fires when its bucket pops, anywhere in its window).
  *
  * usage: test_differential [OPS_PER_MODE [SEED]]  (default 600000, 1)
  */
@@ -32,6 +36,8 @@ struct mtimer {
 	bool ready_now;    /* ready when the current advance started */
 	uint64_t ready_seq;
 	int64_t key;
+	int64_t latest_key; /* windowed: fired by then; exact: == key */
+	bool windowed;
 	int action;        /* what its callback does: 0 none, 1..3 below */
 };
 
@@ -116,6 +122,27 @@ static int64_t random_due(void)
 	}
 }
 
+/* A window's width: none, a few ticks, a share of a level, or huge. */
+static int64_t random_width(void)
+{
+	int64_t tick = wheel.tick;
+
+	switch (rnd_range(6)) {
+	case 0:
+		return 0;
+	case 1:
+		return rnd_range(3 * tick + 1);
+	case 2:
+		return rnd_range(tick * 100 + 1);
+	case 3:
+		return rnd_range(tick * 5000 + 1);
+	case 4:
+		return (int64_t)(rnd() >> (1 + rnd_range(62)));
+	default:
+		return rnd_range(tick * 40000 + 1);
+	}
+}
+
 /* Model + wheel together: every change goes through these. */
 static void model_add(struct mtimer *m, int64_t due, bool reschedule)
 {
@@ -133,6 +160,8 @@ static void model_add(struct mtimer *m, int64_t due, bool reschedule)
 	}
 	m->pending = true;
 	m->key = key_of(due);
+	m->latest_key = m->key;
+	m->windowed = false;
 	m->ready_now = false;
 	CHECK_EQ(tw_timer_where(&wheel, &m->timer, &level, NULL), TW_OK);
 	m->ready = level == TW_LEVEL_READY;
@@ -140,6 +169,35 @@ static void model_add(struct mtimer *m, int64_t due, bool reschedule)
 		CHECK_EQ(m->ready, due <= tw_wheel_now(&wheel));
 	else if (m->ready)
 		CHECK(m->key <= limit_of(tw_wheel_now(&wheel)));
+	m->ready_seq = seq++;
+}
+
+/* A window [due, due + width]; width 0 is a plain add. */
+static void model_add_range(struct mtimer *m, int64_t due, int64_t width,
+			    bool reschedule)
+{
+	int64_t latest = sat_add(due, width);
+	unsigned level;
+	int rc;
+
+	if (reschedule) {
+		rc = tw_wheel_reschedule_range(&wheel, &m->timer, due, latest);
+		CHECK_EQ(rc, m->pending ? 1 : 0);
+	} else {
+		rc = tw_wheel_add_range(&wheel, &m->timer, due, latest);
+		CHECK_EQ(rc, m->pending ? TW_EBUSY : TW_OK);
+		if (m->pending)
+			return;
+	}
+	CHECK_EQ(tw_timer_due(&m->timer), due);
+	m->pending = true;
+	m->key = key_of(due);
+	m->latest_key = key_of(latest);
+	m->windowed = latest != due;
+	m->ready_now = false;
+	CHECK_EQ(tw_timer_where(&wheel, &m->timer, &level, NULL), TW_OK);
+	m->ready = level == TW_LEVEL_READY;
+	CHECK_EQ(m->ready, due <= tw_wheel_now(&wheel));
 	m->ready_seq = seq++;
 }
 
@@ -166,10 +224,12 @@ static void on_fire(struct tw_wheel *w, struct tw_timer *t)
 		last_ready_seq = m->ready_seq;
 	} else {
 		CHECK(!m->ready);
-		CHECK(m->key <= cur_limit);
-		CHECK(unordered || m->key >= last_key);
+		CHECK(m->key <= cur_limit); /* never before earliest */
 		seen_non_ready = true;
-		last_key = m->key;
+		if (!m->windowed) {
+			CHECK(unordered || m->key >= last_key);
+			last_key = m->key;
+		}
 	}
 	if (wheel.mode == TW_MODE_EXACT)
 		CHECK(tw_timer_due(t) <= tw_wheel_now(w)); /* never early */
@@ -193,15 +253,17 @@ static void on_fire(struct tw_wheel *w, struct tw_timer *t)
 
 static void model_advance(int64_t now)
 {
-	int64_t rc, expected_min = 0;
+	int64_t rc, expected_min = 0, expected_max = 0;
 
 	cur_limit = limit_of(now);
 	for (int i = 0; i < NTIMERS; i++) {
 		struct mtimer *m = &timers[i];
 
 		m->ready_now = m->pending && m->ready;
-		if (m->pending && (m->ready || m->key <= cur_limit))
+		if (m->pending && (m->ready || m->latest_key <= cur_limit))
 			expected_min++;
+		if (m->pending && (m->ready || m->key <= cur_limit))
+			expected_max++;
 	}
 	in_advance = true;
 	seen_non_ready = false;
@@ -220,11 +282,13 @@ static void model_advance(int64_t now)
 
 		if (m->pending && m->ready_now)
 			CHECK(!"a ready timer survived an advance");
-		if (m->pending && !m->ready && m->key <= cur_limit)
+		if (m->pending && !m->ready && m->latest_key <= cur_limit)
 			CHECK(!"a due timer survived an advance");
 	}
-	if (!timers[0].action) /* callbacks off: the count is exact */
-		CHECK(fired_in_advance == expected_min);
+	if (!timers[0].action) { /* callbacks off: the count is known */
+		CHECK(fired_in_advance >= expected_min);
+		CHECK(fired_in_advance <= expected_max);
+	}
 }
 
 static int64_t model_count(void)
@@ -274,14 +338,21 @@ static void run_scenario(enum tw_mode mode, long ops, bool callbacks)
 		case 0:
 		case 1:
 		case 2:
-			model_add(m, random_due(), false);
+			if (mode == TW_MODE_EXACT && rnd_range(4) == 0)
+				model_add_range(m, random_due(), random_width(), false);
+			else
+				model_add(m, random_due(), false);
 			break;
 		case 3:
 		case 4:
 			model_cancel(m);
 			break;
 		case 5:
-			model_add(m, random_due(), true);
+			if (mode == TW_MODE_EXACT && rnd_range(2))
+				model_add_range(m, random_due(), random_width(),
+						rnd_range(2));
+			else
+				model_add(m, random_due(), true);
 			break;
 		case 6:
 			model_advance(now);
@@ -292,6 +363,12 @@ static void run_scenario(enum tw_mode mode, long ops, bool callbacks)
 		case 8:
 			if (tw_wheel_next_expiry(&wheel, &when)) {
 				CHECK(when >= now);
+				/* An event loop that sleeps until then misses
+				 * no timer's last tick (exact mode: kafka's
+				 * clock lags, by design). */
+				for (int i = 0; i < NTIMERS && mode == TW_MODE_EXACT; i++)
+					if (timers[i].pending && !timers[i].ready)
+						CHECK(limit_of(when) <= timers[i].latest_key);
 				model_advance(when);
 			}
 			break;

@@ -293,6 +293,47 @@ int tw_wheel_reschedule(struct tw_wheel *wheel, struct tw_timer *timer,
 			int64_t due);
 
 /**
+ * Add a timer that may fire anywhere in [earliest, latest]: never before
+ * earliest, never after latest (under one tick after it, as every exact
+ * timer). It is filed once, in the coarsest bucket that fires inside the
+ * window, and is never moved down a level before it fires; timers whose
+ * windows overlap there share that bucket, so an event loop wakes once for
+ * all of them (a connection's 30 s idle timeout with a 1 % window: see
+ * docs/performance.md). A window narrower than the levels that reach it
+ * is filed at earliest, as tw_wheel_add(). earliest == latest is
+ * tw_wheel_add(wheel, timer, earliest). tw_timer_due() says earliest.
+ * Exact mode only.
+ * @param wheel an initialised wheel in TW_MODE_EXACT
+ * @param timer an initialised timer that is not pending
+ * @param earliest the first time it may fire
+ * @param latest the last time it may fire, >= earliest
+ * @retval TW_OK added
+ * @retval TW_EBUSY already pending (nothing changes)
+ * @retval TW_EINVAL NULL wheel or timer, no callback, latest < earliest,
+ *         or a kafka-mode wheel (nothing changes)
+ * @threadsafety The wheel's thread; callbacks may call it.
+ */
+int tw_wheel_add_range(struct tw_wheel *wheel, struct tw_timer *timer,
+		       int64_t earliest, int64_t latest);
+
+/**
+ * tw_wheel_reschedule() to a window: a timer whose bucket still fires
+ * inside the new window is not moved at all (only its earliest changes);
+ * otherwise as tw_wheel_add_range().
+ * @param wheel an initialised wheel in TW_MODE_EXACT
+ * @param timer an initialised timer, pending or not
+ * @param earliest the first time it may fire
+ * @param latest the last time it may fire, >= earliest
+ * @retval 1 it was pending (and now has the new window)
+ * @retval 0 it was not pending (it is pending now)
+ * @retval TW_EINVAL as tw_wheel_add_range() (nothing changes)
+ * @retval TW_EOWNER it is pending in another wheel (nothing changes)
+ * @threadsafety The wheel's thread; callbacks may call it.
+ */
+int tw_wheel_reschedule_range(struct tw_wheel *wheel, struct tw_timer *timer,
+			      int64_t earliest, int64_t latest);
+
+/**
  * Move the clock to now and run every timer that is due by then, in order of
  * the tick they fire at, buckets in order of expiration (ties: the order the
  * buckets were queued). Empty stretches of time cost nothing: the clock
