@@ -52,6 +52,10 @@ struct peer_ops {
 	/* expire_jump with no order promised (ours: advance_unordered);
 	 * NULL for a library with one kind of advance */
 	void (*expire_jump_unordered)(int64_t now);
+	/* idle_reset with a window: timer pick[i] to fire anywhere in
+	 * [now + delay, now + delay + width]; NULL: the library has none */
+	void (*idle_reset_window)(const size_t *pick, size_t n, size_t every,
+				  int64_t delay, int64_t width);
 };
 
 extern const struct peer_ops peer_wahern;      /* default configuration */

@@ -106,6 +106,21 @@ void idle_reset(const size_t *pick, size_t n, size_t every, int64_t delay)
 	}
 }
 
+void idle_reset_window(const size_t *pick, size_t n, size_t every,
+		       int64_t delay, int64_t width)
+{
+	size_t k = every;
+
+	for (size_t i = 0; i < n; i++) {
+		wheel->schedule_in_range(&events[pick[i]], static_cast<Tick>(delay),
+					 static_cast<Tick>(delay + width));
+		if (--k == 0) {
+			k = every;
+			wheel->advance(1);
+		}
+	}
+}
+
 long fired()
 {
 	return nfired;
@@ -123,5 +138,5 @@ void teardown()
 
 extern "C" const struct peer_ops peer_ratas = {
 	"ratas", setup, insert, cancel, churn, expire_step, NULL, expire_jump,
-	idle_reset, advance, fired, teardown, nullptr
+	idle_reset, advance, fired, teardown, nullptr, idle_reset_window
 };

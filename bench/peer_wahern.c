@@ -124,5 +124,5 @@ static void teardown(void)
 
 const struct peer_ops PEER = {
 	PEER_NAME, setup, insert, cancel, churn, expire_step, NULL, expire_jump,
-	idle_reset, advance_to, fired, teardown, NULL
+	idle_reset, advance_to, fired, teardown, NULL, NULL
 };

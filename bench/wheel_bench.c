@@ -38,6 +38,12 @@
  *                every N/1000 resets (every reset below N = 1000): a
  *                server's idle timeouts; ns per reset, advances included
  *   idle-expire  that idle state fired stepped, as expire-step
+ *   idle-reset-win, idle-expire-win  idle-reset and idle-expire with
+ *                windows [now + 30 s, now + 30 s + p %] (TW_BENCH_WINDOW_PCT,
+ *                default 1): tw_wheel_reschedule_range, ratas's
+ *                schedule_in_range; the summary sets the wheel's against
+ *                ratas's and every other peer's exact idle timeouts
+ *                (issue 26)
  *   jump-unordered  (the wheel alone) expire-jump with
  *                tw_wheel_advance_unordered, which promises no order among
  *                the timers it fires; the summary sets it against the
@@ -102,7 +108,8 @@
  * and `make bench-instr` counts instructions, which noise cannot move
  * (N = 1e5: the wheel 92 per insert, ratas 52, wahern 61).
  *
- * usage: [TW_BENCH_WHEEL_SIZE=n] wheel_bench [--quick|--issue|--big|--n N]
+ * usage: [TW_BENCH_WHEEL_SIZE=n] [TW_BENCH_WINDOW_PCT=p]
+ *        wheel_bench [--quick|--issue|--big|--n N]
  *                                             [--instr] [CSV]
  *   N = 1e3 .. 1e7; --quick: 1e3 and 1e6; --issue: 1e5, 1e6, 1e7 (issue
  *   14's table); --n N: that N alone; --big: the wheel alone at 1e8, one
@@ -145,7 +152,7 @@
 #define RUNS 3
 #define MAX_SIZES 8
 #define MAX_IMPLS 10
-#define NCELL 8
+#define NCELL 10
 #define CHURN 1000000 /* reschedules in churn, whatever N is */
 #define IDLE_MS 30000 /* idle timeouts: 30 s ... */
 #define IDLE_SPREAD_MS 1000 /* ... + up to 1 s when first set */
@@ -155,10 +162,10 @@
 #define SPAN_MS (3 * 3600 * 1000LL)
 
 enum cell { INSERT, CANCEL, CHURN_CELL, EXPIRE_STEP, EXPIRE_JUMP, IDLE_RESET,
-	    IDLE_EXPIRE, JUMP_UNORDERED };
+	    IDLE_EXPIRE, JUMP_UNORDERED, IDLE_RESET_WIN, IDLE_EXPIRE_WIN };
 static const char *const cell_names[NCELL] = {
 	"insert", "cancel", "churn", "expire-step", "expire-jump", "idle-reset",
-	"idle-expire", "jump-unordered"
+	"idle-expire", "jump-unordered", "idle-reset-win", "idle-expire-win"
 };
 
 static FILE *csv;
@@ -172,6 +179,8 @@ static size_t *pick;       /* max(C, N), uniform in [0, N) */
 static double floor_ns;
 static int nruns = RUNS;
 static int instr;          /* --instr: under callgrind */
+static int64_t window_ms;  /* idle windows' width: TW_BENCH_WINDOW_PCT % of
+			      the idle timeout (default 1) */
 
 /* Medians of this run, for the summary: [size][impl][cell]; 0 where an
  * implementation cannot run a cell (no virtual clock to step). */
@@ -285,6 +294,22 @@ static void tw_idle_reset(const size_t *p, size_t n, size_t every, int64_t delay
 	}
 }
 
+static void tw_idle_reset_window(const size_t *p, size_t n, size_t every,
+				 int64_t delay, int64_t width)
+{
+	int64_t now = tw_wheel_now(&wheel);
+	size_t k = every;
+
+	for (size_t i = 0; i < n; i++) {
+		tw_wheel_reschedule_range(&wheel, &tws[p[i]], now + delay,
+					  now + delay + width);
+		if (--k == 0) {
+			k = every;
+			tw_wheel_advance(&wheel, ++now);
+		}
+	}
+}
+
 static long tw_fired_count(void)
 {
 	return tw_fired;
@@ -299,7 +324,7 @@ static void tw_teardown(void)
 static const struct peer_ops drv_tw = {
 	"timingwheel", tw_setup, tw_insert, tw_cancel, tw_churn, tw_expire_step,
 	NULL, tw_advance_to, tw_idle_reset, tw_advance_to, tw_fired_count,
-	tw_teardown, tw_advance_unordered
+	tw_teardown, tw_advance_unordered, tw_idle_reset_window
 };
 
 /* ---- a binary min-heap with an index per timer ---- */
@@ -465,7 +490,7 @@ static void heap_teardown(void)
 static const struct peer_ops drv_heap = {
 	"binaryheap", heap_setup, heap_insert, heap_cancel, heap_churn,
 	heap_expire_step, NULL, heap_advance_to, heap_idle_reset,
-	heap_advance_to, heap_fired_count, heap_teardown, NULL
+	heap_advance_to, heap_fired_count, heap_teardown, NULL, NULL
 };
 
 /* ---- libuv ---- */
@@ -550,7 +575,7 @@ static void luv_teardown(void)
 static const struct peer_ops drv_libuv = {
 	"libuv", luv_setup, luv_insert, luv_cancel, luv_churn, NULL,
 	luv_make_due, luv_expire_jump, luv_idle_reset, NULL, luv_fired_count,
-	luv_teardown, NULL
+	luv_teardown, NULL, NULL
 };
 
 /* ---- libev ---- */
@@ -644,7 +669,7 @@ static void libev_teardown(void)
 static const struct peer_ops drv_libev = {
 	"libev", libev_setup, libev_insert, libev_cancel, libev_churn, NULL,
 	libev_make_due, libev_expire_jump, libev_idle_reset, NULL,
-	libev_fired_count, libev_teardown, NULL
+	libev_fired_count, libev_teardown, NULL, NULL
 };
 
 /* ---- libevent ---- */
@@ -745,7 +770,7 @@ static void le_teardown(void)
 
 static const struct peer_ops drv_libevent = {
 	"libevent", le_setup, le_insert, le_cancel, le_churn, NULL, le_make_due,
-	le_expire_jump, le_idle_reset, NULL, le_fired_count, le_teardown, NULL
+	le_expire_jump, le_idle_reset, NULL, le_fired_count, le_teardown, NULL, NULL
 };
 
 /* ---- the floor: one random cache line per operation ---- */
@@ -779,7 +804,8 @@ static const struct peer_ops *impls[MAX_IMPLS];
 /* Every run of every cell, [impl][cell][run], and what goes with them. */
 static double times[MAX_IMPLS][NCELL][RUNS];
 static double bytes_per_timer[MAX_IMPLS];
-static long steps[MAX_IMPLS][2][2]; /* [expire-step, idle-expire][advances,
+static long steps[MAX_IMPLS][3][2]; /* [expire-step, idle-expire,
+				       idle-expire-win][advances,
 				       of which fired nothing]: the same in
 				       every run */
 
@@ -884,6 +910,26 @@ static void run_cells(size_t k, int r)
 		im->teardown();
 	}
 
+	/* 6-7 again with windows (tw_wheel_reschedule_range, ratas's
+	 * schedule_in_range): [30 s, 30 s + window_ms]. */
+	if (im->idle_reset_window) {
+		im->setup(N);
+		im->insert(idle_due, N);
+		f0 = im->fired();
+		phase_begin();
+		im->idle_reset_window(pick, N, every, IDLE_MS, window_ms);
+		times[k][IDLE_RESET_WIN][r] = phase_end(im, IDLE_RESET_WIN, N);
+		check_fired(im, IDLE_RESET_WIN, im->fired() - f0, 0);
+		f0 = im->fired();
+		phase_begin();
+		im->expire_step(&adv, &z);
+		times[k][IDLE_EXPIRE_WIN][r] = phase_end(im, IDLE_EXPIRE_WIN, N);
+		check_fired(im, IDLE_EXPIRE_WIN, im->fired() - f0, (long)N);
+		steps[k][2][0] = adv;
+		steps[k][2][1] = z;
+		im->teardown();
+	}
+
 	/* 6-7: idle timeouts reset, then fired stepped. */
 	im->setup(N);
 	im->insert(idle_due, N);
@@ -931,10 +977,13 @@ static void report_impl(size_t k)
 	const struct peer_ops *im = impls[k];
 
 	for (int c = 0; c < NCELL; c++) {
-		bool stepped = c == EXPIRE_STEP || c == IDLE_EXPIRE;
+		bool stepped = c == EXPIRE_STEP || c == IDLE_EXPIRE ||
+			       c == IDLE_EXPIRE_WIN;
+		bool windowed = c == IDLE_RESET_WIN || c == IDLE_EXPIRE_WIN;
 
 		if ((stepped && !im->expire_step) ||
-		    (c == JUMP_UNORDERED && !im->expire_jump_unordered)) {
+		    (c == JUMP_UNORDERED && !im->expire_jump_unordered) ||
+		    (windowed && !im->idle_reset_window)) {
 			result[size_index][k][c] = 0;
 			continue;
 		}
@@ -942,7 +991,9 @@ static void report_impl(size_t k)
 						  times[k][c],
 						  c == INSERT ? bytes_per_timer[k] : 0);
 		if (stepped)
-			report_steps(steps[k][c == IDLE_EXPIRE]);
+			report_steps(steps[k][c == IDLE_EXPIRE_WIN ? 2
+						: c == IDLE_EXPIRE   ? 1
+								     : 0]);
 	}
 }
 
@@ -1038,6 +1089,19 @@ static size_t collect_impls(void)
 	return n;
 }
 
+/* A peer's figure to set against the wheel's in cell w: the peers have
+ * one one-jump expiry each (none orders less than the wheel's unordered
+ * one), and a peer without windows is set against with its exact idle
+ * timeouts. */
+static double peer_value(size_t k, size_t i, int w)
+{
+	if (w == JUMP_UNORDERED)
+		return result[k][i][EXPIRE_JUMP];
+	if ((w == IDLE_RESET_WIN || w == IDLE_EXPIRE_WIN) && result[k][i][w] <= 0)
+		return result[k][i][w == IDLE_RESET_WIN ? IDLE_RESET : IDLE_EXPIRE];
+	return result[k][i][w];
+}
+
 /* For each N and cell: the fastest peer's time over the wheel's. */
 static void summary(const size_t *ns, size_t count, size_t nimpls)
 {
@@ -1050,22 +1114,60 @@ static void summary(const size_t *ns, size_t count, size_t nimpls)
 		printf("  %-14s", cell_names[w]);
 		for (size_t k = 0; k < count; k++) {
 			size_t best = 0;
-			/* The peers have one one-jump expiry each. */
-			int pw = w == JUMP_UNORDERED ? EXPIRE_JUMP : w;
 
 			for (size_t i = 1; i < nimpls; i++)
-				if (result[k][i][pw] > 0 &&
-				    (!best || result[k][i][pw] < result[k][best][pw]))
+				if (peer_value(k, i, w) > 0 &&
+				    (!best || peer_value(k, i, w) < peer_value(k, best, w)))
 					best = i;
 			if (!best || result[k][0][w] <= 0)
 				printf("  %5s  %-10s", "-", "");
 			else
 				printf("  %5.2fx %-10s",
-				       result[k][best][pw] / result[k][0][w],
+				       peer_value(k, best, w) / result[k][0][w],
 				       impls[best]->name);
 		}
 		putchar('\n');
 	}
+}
+
+/* How often the wheel moves a timer down a level per timer it fires, in
+ * the idle cells (untimed: an observer counts the moves): what a window
+ * saves. */
+static long moves;
+static void count_move(void *arg, const struct tw_wheel *w,
+		       const struct tw_event *ev)
+{
+	(void)arg;
+	(void)w;
+	moves += ev->kind == TW_EV_PLACED;
+}
+
+static void report_moves(void)
+{
+	static const struct tw_observer counter = { count_move, NULL };
+	size_t every = N >= 1000 ? N / 1000 : 1;
+	double per[2];
+	long adv, z;
+
+	for (int win = 0; win < 2; win++) {
+		tw_setup(N);
+		tw_insert(idle_due, N);
+		if (win)
+			tw_idle_reset_window(pick, N, every, IDLE_MS, window_ms);
+		else
+			tw_idle_reset(pick, N, every, IDLE_MS);
+		moves = 0;
+		tw_wheel_set_observer(&wheel, &counter);
+		tw_expire_step(&adv, &z);
+		per[win] = (double)moves / (double)N;
+		tw_teardown();
+	}
+	printf("  %-11s idle expiry moves a timer down %.2f times per timer it "
+	       "fires; with windows of %lld ms, %.2f\n", "timingwheel", per[0],
+	       (long long)window_ms, per[1]);
+	if (csv)
+		fprintf(csv, "timingwheel,idle-moves,%zu,%.3f,0\ntimingwheel,"
+			"idle-moves-win,%zu,%.3f,0\n", N, per[0], N, per[1]);
 }
 
 static void measure_floor(void)
@@ -1102,6 +1204,9 @@ int main(int argc, char **argv)
 	size_t count = 5, nimpls = collect_impls();
 	int given_n = 0;
 	cpu_set_t cpus;
+	const char *pct = getenv("TW_BENCH_WINDOW_PCT");
+
+	window_ms = IDLE_MS * (pct ? strtol(pct, NULL, 10) : 1) / 100;
 
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--quick")) {
@@ -1173,6 +1278,7 @@ int main(int argc, char **argv)
 				run_cells(i, r);
 		for (size_t i = 0; i < nimpls; i++)
 			report_impl(i);
+		report_moves();
 		fflush(stdout);
 	}
 	if (nimpls > 1) {

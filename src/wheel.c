@@ -1244,176 +1244,6 @@ static inline const char *bad_wheel_call(const struct tw_wheel *w,
 }
 #endif
 
-/* ---- windows (issue 26) ----
- *
- * A timer that may fire anywhere in [earliest, latest] is filed once, in
- * the coarsest bucket that pops inside its window, and fires when that
- * bucket pops: it is never moved down a level. A bucket above level 1
- * pops one level tick before its expiration (early cascades), at a
- * multiple of its level's span, so the coarsest level whose span has a
- * multiple in [ek, lk] (the window's ticks) is the one, and the bucket is
- * the one popping at the last such multiple: windows that overlap there
- * share it, and an event loop wakes once for all of them. Its key is
- * earliest's, which is before its bucket's expiration: that is what marks
- * it windowed. Windowed timers go first in their bucket (a drain, which
- * moves the rest over a whole level tick, fires them at the pop, before
- * it starts: fire_windowed) and lower the bucket's min_key to the pop, so
- * that next_expiry wakes for them. A window that no such bucket fits
- * (shorter than the spans of the levels that reach it) is filed at
- * earliest as an exact timer: it fires at ceil(earliest), inside the
- * window. Kafka mode has no windows (Kafka has none to reproduce). */
-
-/* The bucket a window [ek, lk] (ticks, clock0 < ek <= lk) is filed in,
- * or NULL. */
-static struct tw_bucket *window_bucket(struct tw_wheel *w, int64_t ek, int64_t lk)
-{
-	uint64_t distance = (uint64_t)lk - (uint64_t)w->levels[0].clock;
-	uint32_t top = 0;
-
-	/* The levels that can reach lk, created as an add would. */
-	for (;;) {
-		struct tw_level *lv = top < w->nlevels ? &w->levels[top] : add_level(w);
-
-		if (lv->unbounded || distance < lv->too_far)
-			break;
-		top++;
-	}
-	for (uint32_t i = top; i > 0; i--) {
-		struct tw_level *lv = &w->levels[i];
-		int64_t pop, number;
-		struct tw_bucket *b;
-
-		if (lv->unbounded || !lv->lead)
-			continue;
-		/* The last pop at or before lk: a multiple of the span. */
-		pop = (int64_t)((uint64_t)shift_floor(lk, lv->shift) << lv->shift);
-		if (pop < ek)
-			continue;
-		number = shift_floor(pop, lv->shift) + 1;
-		/* pop > clock0 >= clock * span: number > clock + 1. */
-		if ((uint64_t)number - (uint64_t)lv->clock >= w->size)
-			continue;
-		b = &lv->slots[(uint64_t)number & (w->size - 1)];
-		if (b->draining)
-			continue;
-		if (b->count == 0)
-			bucket_fill(w, lv, b, number, pop);
-		return b;
-	}
-	return NULL;
-}
-
-/* Its bucket pops at tick pop: first in it, and min_key no later. */
-static void file_windowed(struct tw_wheel *w, struct tw_timer *t, struct tw_bucket *b)
-{
-	int64_t pop = b->level == 1 ? b->expiration : b->pop_at;
-
-	list_append(b->head.next, &t->link); /* before the first */
-	w->levels[b->level - 1].windowed = true;
-	b->count++;
-	t->bucket = b;
-	if (pop < b->min_key)
-		b->min_key = pop;
-	if (w->observer)
-		notify_placed(w, t);
-}
-
-/* A window that is not one time: in a bucket popping inside it, or at
- * earliest. t->due is earliest (never before it). */
-static void place_window(struct tw_wheel *w, struct tw_timer *t, int64_t latest)
-{
-	int64_t ek = tw__ceil_div(t->due, w->tick), lk = tw__ceil_div(latest, w->tick);
-	struct tw_bucket *b;
-
-	if (t->due <= w->now || lk <= w->levels[0].clock + 1 ||
-	    (b = window_bucket(w, ek, lk)) == NULL) {
-		place_new(w, t);
-		return;
-	}
-	w->count++;
-	file_windowed(w, t, b);
-}
-
-static const char *bad_window(const struct tw_wheel *w, const struct tw_timer *t,
-			      int64_t earliest, int64_t latest)
-{
-	(void)t;
-	if (latest < earliest)
-		return "latest is before earliest";
-	if (w->mode != TW_MODE_EXACT)
-		return "kafka mode has no windows (TW_MODE_EXACT has)";
-	return NULL;
-}
-
-hot_inline int wheel_add_range(struct tw_wheel *w, struct tw_timer *t,
-			       int64_t earliest, int64_t latest)
-{
-	const char *why;
-
-	if (!w || !w->buckets || !t || no_callback(w, t))
-		return TW_EINVAL_BECAUSE("tw_wheel_add_range", "%s",
-					 bad_wheel_call(w, t));
-	why = bad_window(w, t, earliest, latest);
-	if (why)
-		return TW_EINVAL_BECAUSE("tw_wheel_add_range", "%s", why);
-	if (t->bucket)
-		return TW_EBUSY;
-	t->due = earliest;
-	if (earliest == latest)
-		place_new(w, t);
-	else
-		place_window(w, t, latest);
-	return TW_OK;
-}
-
-/* The bucket a pending timer is in still fires inside the new window:
- * nothing moves (a connection's idle window pushed on every packet). */
-static bool window_stays_put(const struct tw_wheel *w, const struct tw_timer *t,
-			     int64_t earliest, int64_t latest)
-{
-	const struct tw_bucket *b = t->bucket;
-	int64_t pop, ek;
-
-	if (b->level == TW_LEVEL_READY || b->draining || earliest <= w->now)
-		return false;
-	pop = b->level == 1 ? b->expiration : b->pop_at;
-	ek = tw__ceil_div(earliest, w->tick);
-	/* Windowed stays windowed (first in its bucket), exact stays
-	 * exact: a timer does not change sides in its list. */
-	if ((tw__timer_key(w, t->due) < b->expiration) != (ek < b->expiration))
-		return false;
-	return ek <= pop && pop <= tw__ceil_div(latest, w->tick);
-}
-
-hot_inline int wheel_reschedule_range(struct tw_wheel *w, struct tw_timer *t,
-				      int64_t earliest, int64_t latest)
-{
-	const char *why;
-	int was_pending;
-
-	if (!w || !w->buckets || !t || no_callback(w, t))
-		return TW_EINVAL_BECAUSE("tw_wheel_reschedule_range", "%s",
-					 bad_wheel_call(w, t));
-	why = bad_window(w, t, earliest, latest);
-	if (why)
-		return TW_EINVAL_BECAUSE("tw_wheel_reschedule_range", "%s", why);
-	if (t->bucket && t->bucket->wheel != w)
-		return TW_EOWNER;
-	was_pending = t->bucket != NULL;
-	if (was_pending && window_stays_put(w, t, earliest, latest)) {
-		t->due = earliest;
-		return 1;
-	}
-	if (was_pending)
-		unlink_pending(w, t);
-	t->due = earliest;
-	if (earliest == latest)
-		place_new(w, t);
-	else
-		place_window(w, t, latest);
-	return was_pending;
-}
-
 hot_inline int wheel_add(struct tw_wheel *w, struct tw_timer *t, int64_t due)
 {
 	if (!w || !w->buckets || !t || no_callback(w, t))
@@ -1499,6 +1329,212 @@ hot_inline int wheel_reschedule(struct tw_wheel *w, struct tw_timer *t, int64_t 
 	if (was_pending)
 		unlink_pending(w, t);
 	t->due = due;
+	place_new(w, t);
+	return was_pending;
+}
+
+/* ---- windows (issue 26) ----
+ *
+ * A timer that may fire anywhere in [earliest, latest] is filed once, in
+ * the coarsest bucket that pops inside its window, and fires when that
+ * bucket pops: it is never moved down a level. A bucket above level 1
+ * pops one level tick before its expiration (early cascades), at a
+ * multiple of its level's span, so the coarsest level whose span has a
+ * multiple in [ek, lk] (the window's ticks) is the one, and the bucket is
+ * the one popping at the last such multiple: windows that overlap there
+ * share it, and an event loop wakes once for all of them. Its key is
+ * earliest's, which is before its bucket's expiration: that is what marks
+ * it windowed. Windowed timers go first in their bucket (a drain, which
+ * moves the rest over a whole level tick, fires them at the pop, before
+ * it starts: fire_windowed) and lower the bucket's min_key to the pop, so
+ * that next_expiry wakes for them. A window that no such bucket fits
+ * (shorter than the spans of the levels that reach it) is filed at
+ * earliest as an exact timer: it fires at ceil(earliest), inside the
+ * window. Kafka mode has no windows (Kafka has none to reproduce). */
+
+/* The bucket a window [ek, lk] (ticks, clock0 < ek <= lk) is filed in
+ * (its number in *number_out; it may be empty), or NULL. */
+static struct tw_bucket *window_bucket(struct tw_wheel *w, int64_t ek, int64_t lk,
+				       int64_t *number_out)
+{
+	uint64_t distance = (uint64_t)lk - (uint64_t)w->levels[0].clock;
+	uint32_t top = 0;
+
+	/* The levels that can reach lk, created as an add would. */
+	for (;;) {
+		struct tw_level *lv = top < w->nlevels ? &w->levels[top] : add_level(w);
+
+		if (lv->unbounded || distance < lv->too_far)
+			break;
+		top++;
+	}
+	for (uint32_t i = top; i > 0; i--) {
+		struct tw_level *lv = &w->levels[i];
+		int64_t pop, number;
+		struct tw_bucket *b;
+
+		if (lv->unbounded || !lv->lead)
+			continue;
+		/* The last pop at or before lk: a multiple of the span. */
+		pop = (int64_t)((uint64_t)shift_floor(lk, lv->shift) << lv->shift);
+		if (pop < ek)
+			continue;
+		number = shift_floor(pop, lv->shift) + 1;
+		/* pop > clock0 >= clock * span: number > clock + 1. */
+		if ((uint64_t)number - (uint64_t)lv->clock >= w->size)
+			continue;
+		b = &lv->slots[(uint64_t)number & (w->size - 1)];
+		if (b->draining)
+			continue;
+		*number_out = number;
+		return b;
+	}
+	return NULL;
+}
+
+/* The bucket for [earliest, latest], if that is not due yet and some
+ * bucket fits. */
+static struct tw_bucket *window_bucket_for(struct tw_wheel *w, int64_t earliest,
+					   int64_t latest, int64_t *number)
+{
+	int64_t lk = timer_key(w, latest);
+
+	if (earliest <= w->now || lk <= w->levels[0].clock + 1)
+		return NULL;
+	return window_bucket(w, timer_key(w, earliest), lk, number);
+}
+
+/* Into bucket b (number `number`, above level 1), which pops at tick
+ * pop: first in it, and min_key no later. */
+static void file_windowed(struct tw_wheel *w, struct tw_timer *t, struct tw_bucket *b,
+			  int64_t number)
+{
+	struct tw_level *lv = &w->levels[b->level - 1];
+	int64_t pop;
+
+	if (b->count == 0)
+		bucket_fill(w, lv, b, number, (int64_t)((uint64_t)(number - 1) << lv->shift));
+	pop = b->pop_at;
+	list_append(b->head.next, &t->link); /* before the first */
+	lv->windowed = true;
+	w->count++;
+	b->count++;
+	t->bucket = b;
+	if (pop < b->min_key)
+		b->min_key = pop;
+	if (w->observer)
+		notify_placed(w, t);
+}
+
+/* A window that is not one time: in a bucket popping inside it, or at
+ * earliest. t->due is earliest (never before it). */
+static void place_window(struct tw_wheel *w, struct tw_timer *t, int64_t latest)
+{
+	int64_t number = 0;
+	struct tw_bucket *b = window_bucket_for(w, t->due, latest, &number);
+
+	if (b)
+		file_windowed(w, t, b, number);
+	else
+		place_new(w, t);
+}
+
+static const char *bad_window(const struct tw_wheel *w, const struct tw_timer *t,
+			      int64_t earliest, int64_t latest)
+{
+	(void)t;
+	if (latest < earliest)
+		return "latest is before earliest";
+	if (w->mode != TW_MODE_EXACT)
+		return "kafka mode has no windows (TW_MODE_EXACT has)";
+	return NULL;
+}
+
+hot_inline int wheel_add_range(struct tw_wheel *w, struct tw_timer *t,
+			       int64_t earliest, int64_t latest)
+{
+	const char *why;
+
+	if (!w || !w->buckets || !t || no_callback(w, t))
+		return TW_EINVAL_BECAUSE("tw_wheel_add_range", "%s",
+					 bad_wheel_call(w, t));
+	why = bad_window(w, t, earliest, latest);
+	if (why)
+		return TW_EINVAL_BECAUSE("tw_wheel_add_range", "%s", why);
+	if (t->bucket)
+		return TW_EBUSY;
+	t->due = earliest;
+	if (earliest == latest)
+		place_new(w, t);
+	else
+		place_window(w, t, latest);
+	return TW_OK;
+}
+
+/* The bucket a pending timer is in still fires inside the new window:
+ * nothing moves (a connection's idle window pushed on every packet). */
+static bool window_stays_put(const struct tw_wheel *w, const struct tw_timer *t,
+			     int64_t earliest, int64_t latest)
+{
+	const struct tw_bucket *b = t->bucket;
+	int64_t pop, ek;
+
+	if (b->level == TW_LEVEL_READY || b->draining || earliest <= w->now)
+		return false;
+	pop = b->level == 1 ? b->expiration : b->pop_at;
+	ek = timer_key(w, earliest);
+	/* Windowed stays windowed (first in its bucket), exact stays
+	 * exact: a timer does not change sides in its list. */
+	if ((timer_key(w, t->due) < b->expiration) != (ek < b->expiration))
+		return false;
+	return ek <= pop && pop <= timer_key(w, latest);
+}
+
+hot_inline int wheel_reschedule_range(struct tw_wheel *w, struct tw_timer *t,
+				      int64_t earliest, int64_t latest)
+{
+	const char *why;
+	int was_pending;
+
+	if (!w || !w->buckets || !t || no_callback(w, t))
+		return TW_EINVAL_BECAUSE("tw_wheel_reschedule_range", "%s",
+					 bad_wheel_call(w, t));
+	why = bad_window(w, t, earliest, latest);
+	if (why)
+		return TW_EINVAL_BECAUSE("tw_wheel_reschedule_range", "%s", why);
+	if (t->bucket && t->bucket->wheel != w)
+		return TW_EOWNER;
+	was_pending = t->bucket != NULL;
+	/* A windowed timer whose bucket still pops inside the new window
+	 * stays. */
+	if (was_pending && window_stays_put(w, t, earliest, latest)) {
+		t->due = earliest;
+		return 1;
+	}
+	if (earliest != latest) {
+		int64_t number = 0;
+		struct tw_bucket *b = window_bucket_for(w, earliest, latest, &number);
+
+		/* A window no bucket fits: an exact timer pushed later stays
+		 * as under a plain reschedule (re-filed at its bucket's
+		 * expiration by earliest, inside the window). One that fits
+		 * moves there once, and its later pushes stay put. */
+		if (!b && was_pending && stays_put(w, t, earliest)) {
+			t->due = earliest;
+			return 1;
+		}
+		if (was_pending)
+			unlink_pending(w, t);
+		t->due = earliest;
+		if (b)
+			file_windowed(w, t, b, number);
+		else
+			place_new(w, t);
+		return was_pending;
+	}
+	if (was_pending)
+		unlink_pending(w, t);
+	t->due = earliest;
 	place_new(w, t);
 	return was_pending;
 }
