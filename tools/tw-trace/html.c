@@ -35,11 +35,13 @@ static void json_str(FILE *f, const char *s)
 
 static void json_tasks(FILE *f, const struct tw_bucket_info *b)
 {
+	char when[48];
+
 	fputc('[', f);
 	for (const struct tw_timer *t = b->first; t; t = tw_bucket_next(t)) {
 		fputs(t == b->first ? "[" : ",[", f);
 		json_str(f, trace_task_name(t));
-		fprintf(f, ",\"%" PRId64 "\"]", tw_timer_due(t));
+		fprintf(f, ",\"%s\"]", trace_task_when(t, when, sizeof(when)));
 	}
 	fputc(']', f);
 }

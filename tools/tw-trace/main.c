@@ -11,6 +11,8 @@
  *     wheel tick=1000 size=3 start=1675752020558 mode=kafka  # mode: exact
  *     add NAME DELAY          due = now + DELAY   (add NAME @T: due = T)
  *     reschedule NAME DELAY   (or @T) move a task, pending or not
+ *     add NAME A..B           a window (exact mode): fire anywhere from
+ *                             A to B, each a DELAY or @T (also reschedule)
  *     cancel NAME
  *     advance T               absolute time (advance +D: now + D)
  *     run                     advance bucket by bucket until nothing is pending
@@ -112,6 +114,8 @@ static const char help_text[] =
 "                          kafka reproduces Kafka, early firing included\n"
 "  add NAME DELAY          a task due at now + DELAY (add NAME @T: due at T)\n"
 "  reschedule NAME DELAY   move a task (or @T), pending or not\n"
+"  add NAME A..B           a window (exact mode): fires anywhere from A to B,\n"
+"                          each a DELAY or @T; reschedule NAME A..B too\n"
 "  cancel NAME             stop a task\n"
 "  advance T               move the clock to T (advance +D: to now + D)\n"
 "  run                     advance bucket by bucket until nothing is pending\n"

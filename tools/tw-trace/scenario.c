@@ -42,6 +42,17 @@ const char *trace_task_name(const struct tw_timer *t)
 	return tw_container_of(t, struct task, timer)->name;
 }
 
+const char *trace_task_when(const struct tw_timer *t, char *buf, size_t len)
+{
+	const struct task *task = tw_container_of(t, struct task, timer);
+
+	if (task->windowed)
+		snprintf(buf, len, "%" PRId64 "..%" PRId64, tw_timer_due(t), task->latest);
+	else
+		snprintf(buf, len, "%" PRId64, tw_timer_due(t));
+	return buf;
+}
+
 static struct task *find_task(struct trace *tr, const char *name)
 {
 	for (size_t i = 0; i < tr->ntasks; i++)
@@ -133,8 +144,11 @@ static void on_fire(struct tw_wheel *w, struct tw_timer *t)
 	struct trace *tr = tw_container_of(w, struct trace, wheel);
 	int64_t now = tw_wheel_now(w);
 
-	fprintf(tr->out, "%sfire %s at %" PRId64 " due %" PRId64 "%s\n",
-	       tr->text ? "  " : "", trace_task_name(t), now, tw_timer_due(t),
+	char when[48];
+
+	fprintf(tr->out, "%sfire %s at %" PRId64 " due %s%s\n",
+	       tr->text ? "  " : "", trace_task_name(t), now,
+	       trace_task_when(t, when, sizeof(when)),
 	       tr->text && now < tw_timer_due(t) ? "  (early)" : "");
 }
 
@@ -206,24 +220,51 @@ static void cmd_wheel(struct trace *tr, char **argv, int argc)
 		tw_wheel_set_observer(&tr->wheel, &tr->observer);
 }
 
+/* "DUE" or a window "DUE..DUE" (each a delay or @TIME): *latest is the
+ * second, or the first when there is none. */
+static int64_t parse_window(struct trace *tr, char *s, int64_t *latest)
+{
+	char *dots = strstr(s, "..");
+	int64_t earliest;
+
+	if (!dots) {
+		*latest = parse_due(tr, s);
+		return *latest;
+	}
+	*dots = '\0';
+	earliest = parse_due(tr, s);
+	*latest = parse_due(tr, dots + 2);
+	if (*latest < earliest)
+		trace_die(tr, "window %s..%s ends before it starts", s, dots + 2);
+	return earliest;
+}
+
 static void cmd_add(struct trace *tr, char **argv, int argc, bool reschedule)
 {
 	struct task *t;
+	int64_t due, latest;
+	bool windowed;
 	int rc;
 
 	if (argc != 3)
-		trace_die(tr, "usage: %s NAME DELAY|@TIME", argv[0]);
+		trace_die(tr, "usage: %s NAME DELAY|@TIME[..DELAY|@TIME]", argv[0]);
 	t = find_task(tr, argv[1]);
 	if (!t && reschedule)
 		trace_die(tr, "unknown task '%s'", argv[1]);
+	windowed = strstr(argv[2], "..") != NULL;
+	due = parse_window(tr, argv[2], &latest);
+	if (windowed && tr->wheel.mode != TW_MODE_EXACT)
+		trace_die(tr, "a window needs an exact-mode wheel (mode=exact)");
 	if (!t) {
 		t = new_task(tr, argv[1]);
 		tw_timer_init(&t->timer, on_fire);
 	}
 	if (reschedule) {
 		tr->placed = false;
-		rc = tw_wheel_reschedule(&tr->wheel, &t->timer,
-					 parse_due(tr, argv[2]));
+		t->windowed = windowed; /* what the narration of the move says */
+		t->latest = latest;
+		rc = windowed ? tw_wheel_reschedule_range(&tr->wheel, &t->timer, due, latest)
+			      : tw_wheel_reschedule(&tr->wheel, &t->timer, due);
 		if (rc < 0)
 			trace_die(tr, "reschedule: %s", tw_strerror(rc));
 		fprintf(tr->out, "%sreschedule %s %s\n", tr->text ? "  " : "", t->name,
@@ -232,9 +273,12 @@ static void cmd_add(struct trace *tr, char **argv, int argc, bool reschedule)
 			trace_explain_stay(tr, t);
 		return;
 	}
-	rc = tw_wheel_add(&tr->wheel, &t->timer, parse_due(tr, argv[2]));
-	if (rc == TW_EBUSY)
+	if (tw_timer_pending(&t->timer))
 		trace_die(tr, "task '%s' is already pending (use reschedule)", argv[1]);
+	t->windowed = windowed;
+	t->latest = latest;
+	rc = windowed ? tw_wheel_add_range(&tr->wheel, &t->timer, due, latest)
+		      : tw_wheel_add(&tr->wheel, &t->timer, due);
 	if (rc)
 		trace_die(tr, "add: %s", tw_strerror(rc));
 }

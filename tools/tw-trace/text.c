@@ -13,8 +13,11 @@
 
 static void print_bucket_tasks(FILE *out, const struct tw_bucket_info *b)
 {
+	char when[48];
+
 	for (const struct tw_timer *t = b->first; t; t = tw_bucket_next(t))
-		fprintf(out, " %s(%" PRId64 ")", trace_task_name(t), tw_timer_due(t));
+		fprintf(out, " %s(%s)", trace_task_name(t),
+			trace_task_when(t, when, sizeof(when)));
 }
 
 static bool early_cascades(const struct tw_queue_entry *q, size_t n)
@@ -143,6 +146,13 @@ void trace_explain_stay(struct trace *tr, struct task *t)
 	    level == TW_LEVEL_READY ||
 	    tw_wheel_bucket_info(&tr->wheel, level, slot, &b) != TW_OK)
 		return;
+	if (t->windowed && tw_timer_due(&t->timer) <= b.expiration - tr->wheel.tick) {
+		fprintf(tr->out, "  %s (window %" PRId64 "..%" PRId64 ") stays in level %u "
+			"bucket %u: it pops at %" PRId64 ", still inside the window\n",
+			t->name, tw_timer_due(&t->timer), t->latest, level, slot,
+			b.pops_at);
+		return;
+	}
 	fprintf(tr->out, "  %s (due %" PRId64 ") stays in level %u bucket %u [%" PRId64
 		", %" PRId64 "): exact mode moves a later reset lazily; the bucket "
 		"expires before the new due time, and re-files the task then\n",
@@ -155,6 +165,7 @@ void trace_on_event(void *arg, const struct tw_wheel *w,
 {
 	struct trace *tr = arg;
 	struct tw_level_info li;
+	char when_ready[48];
 
 	(void)w;
 	if (!tr->text)
@@ -165,16 +176,35 @@ void trace_on_event(void *arg, const struct tw_wheel *w,
 		fprintf(tr->out, "  + level %u created: tick %" PRId64 ", currentTime %" PRId64 "\n",
 		       ev->level, li.tick, ev->time);
 		break;
-	case TW_EV_PLACED:
+	case TW_EV_PLACED: {
+		const struct task *task = tw_container_of(ev->timer, struct task, timer);
+		struct tw_bucket_info b;
+		char when[48];
+
 		tr->placed = true;
-		fprintf(tr->out, "  %s (due %" PRId64 ") -> level %u bucket %u, expiration %" PRId64 "\n",
-		       trace_task_name(ev->timer), tw_timer_due(ev->timer), ev->level,
-		       ev->slot, ev->time);
+		trace_task_when(ev->timer, when, sizeof(when));
+		if (!task->windowed) {
+			fprintf(tr->out, "  %s (due %s) -> level %u bucket %u, expiration %" PRId64 "\n",
+			       task->name, when, ev->level, ev->slot, ev->time);
+			break;
+		}
+		/* In a bucket whose range starts after earliest: it fires when
+		 * the bucket pops, and is never moved down. */
+		tw_wheel_bucket_info(&tr->wheel, ev->level, ev->slot, &b);
+		if (tw_timer_due(ev->timer) <= ev->time - tr->wheel.tick)
+			fprintf(tr->out, "  %s (window %s) -> level %u bucket %u, pops at %" PRId64
+				": fires then, never moved\n",
+				task->name, when, ev->level, ev->slot, b.pops_at);
+		else
+			fprintf(tr->out, "  %s (window %s, no bucket pops inside it) -> level %u "
+				"bucket %u, expiration %" PRId64 ", as at its earliest\n",
+				task->name, when, ev->level, ev->slot, ev->time);
 		break;
+	}
 	case TW_EV_READY:
 		tr->placed = true;
-		fprintf(tr->out, "  %s (due %" PRId64 ") is due: ready\n", trace_task_name(ev->timer),
-		       tw_timer_due(ev->timer));
+		fprintf(tr->out, "  %s (due %s) is due: ready\n", trace_task_name(ev->timer),
+		       trace_task_when(ev->timer, when_ready, sizeof(when_ready)));
 		break;
 	case TW_EV_POPPED: {
 		struct tw_bucket_info b;

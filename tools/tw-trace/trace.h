@@ -20,6 +20,8 @@
 struct task {
 	char name[NAME_MAX_LEN + 1];
 	struct tw_timer timer;
+	bool windowed;          /* added with a window: due (earliest) .. latest */
+	int64_t latest;
 };
 
 struct trace {
@@ -54,6 +56,8 @@ struct trace {
 /* scenario.c */
 void trace_die(struct trace *tr, const char *fmt, ...) PRINTF_LIKE(2, 3);
 const char *trace_task_name(const struct tw_timer *t);
+/* A task's time as the renderers write it: "D", or "E..L" for a window. */
+const char *trace_task_when(const struct tw_timer *t, char *buf, size_t len);
 void trace_replay(struct trace *tr, FILE *f);
 void trace_free(struct trace *tr);
 #ifdef TW_TRACE_FUZZ
