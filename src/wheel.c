@@ -1360,13 +1360,24 @@ static struct tw_bucket *window_bucket(struct tw_wheel *w, int64_t ek, int64_t l
 	uint64_t distance = (uint64_t)lk - (uint64_t)w->levels[0].clock;
 	uint32_t top = 0;
 
-	/* The levels that can reach lk, created as an add would. */
-	for (;;) {
-		struct tw_level *lv = top < w->nlevels ? &w->levels[top] : add_level(w);
+	/* The levels that can reach lk, created as an add would: at 64
+	 * buckets the first is named by distance's bits (insert_exact),
+	 * and the one above it is tried too. */
+	if (w->size == 64) {
+		top = (unsigned)(62 - __builtin_clzll(distance | 2)) / 5;
+		while (top >= w->nlevels)
+			add_level(w);
+		if (top + 1 < w->nlevels)
+			top++;
+	} else {
+		for (;;) {
+			struct tw_level *lv = top < w->nlevels ? &w->levels[top]
+							       : add_level(w);
 
-		if (lv->unbounded || distance < lv->too_far)
-			break;
-		top++;
+			if (lv->unbounded || distance < lv->too_far)
+				break;
+			top++;
+		}
 	}
 	for (uint32_t i = top; i > 0; i--) {
 		struct tw_level *lv = &w->levels[i];
@@ -1474,20 +1485,19 @@ hot_inline int wheel_add_range(struct tw_wheel *w, struct tw_timer *t,
 /* The bucket a pending timer is in still fires inside the new window:
  * nothing moves (a connection's idle window pushed on every packet). */
 static bool window_stays_put(const struct tw_wheel *w, const struct tw_timer *t,
-			     int64_t earliest, int64_t latest)
+			     int64_t ek, int64_t lk)
 {
 	const struct tw_bucket *b = t->bucket;
-	int64_t pop, ek;
+	int64_t pop;
 
-	if (b->level == TW_LEVEL_READY || b->draining || earliest <= w->now)
+	if (b->level == TW_LEVEL_READY || b->draining)
 		return false;
 	pop = b->level == 1 ? b->expiration : b->pop_at;
-	ek = timer_key(w, earliest);
 	/* Windowed stays windowed (first in its bucket), exact stays
 	 * exact: a timer does not change sides in its list. */
 	if ((timer_key(w, t->due) < b->expiration) != (ek < b->expiration))
 		return false;
-	return ek <= pop && pop <= timer_key(w, latest);
+	return ek <= pop && pop <= lk;
 }
 
 hot_inline int wheel_reschedule_range(struct tw_wheel *w, struct tw_timer *t,
@@ -1505,15 +1515,19 @@ hot_inline int wheel_reschedule_range(struct tw_wheel *w, struct tw_timer *t,
 	if (t->bucket && t->bucket->wheel != w)
 		return TW_EOWNER;
 	was_pending = t->bucket != NULL;
-	/* A windowed timer whose bucket still pops inside the new window
-	 * stays. */
-	if (was_pending && window_stays_put(w, t, earliest, latest)) {
-		t->due = earliest;
-		return 1;
-	}
-	if (earliest != latest) {
+	if (earliest != latest && earliest > w->now) {
+		int64_t ek = timer_key(w, earliest), lk = timer_key(w, latest);
 		int64_t number = 0;
-		struct tw_bucket *b = window_bucket_for(w, earliest, latest, &number);
+		struct tw_bucket *b;
+
+		/* A windowed timer whose bucket still pops inside the new
+		 * window stays. */
+		if (was_pending && window_stays_put(w, t, ek, lk)) {
+			t->due = earliest;
+			return 1;
+		}
+		b = lk > w->levels[0].clock + 1 ? window_bucket(w, ek, lk, &number)
+						: NULL;
 
 		/* A window no bucket fits: an exact timer pushed later stays
 		 * as under a plain reschedule (re-filed at its bucket's
