@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
 # Draw build/bench/results.csv as ns/op against N (log-log), one panel per
-# cell (wheel_bench's eight: the uniform set's five, then the idle
-# timeouts' two, then the wheel's unordered jump), one line per library (the peers wheel_bench was built
-# with) and the cache-line floor dashed.
+# cell of wheel_bench (the uniform set's five, the idle timeouts' two, the
+# wheel's unordered jump, and the idle cells with windows), one line per
+# library (the peers wheel_bench was built with) and the cache-line floor
+# dashed.
 #   plot.sh RESULTS.csv OUT.png
 set -euo pipefail
 csv=$1 out=$2
@@ -11,7 +12,7 @@ command -v gnuplot >/dev/null || { echo "plot.sh: gnuplot not installed (make be
 data=$(mktemp -d)
 trap 'rm -rf "$data"' EXIT
 libs="timingwheel binaryheap libev libuv libevent wahern wahern-lean ratas"
-works="insert cancel churn expire-step expire-jump idle-reset idle-expire jump-unordered"
+works="insert cancel churn expire-step expire-jump idle-reset idle-expire jump-unordered idle-reset-win idle-expire-win"
 for lib in $libs; do
   for w in $works; do
     awk -F, -v l="$lib" -v w="$w" '$1 == l && $2 == w { print $3, $4 }' "$csv" >"$data/$lib.$w"
@@ -19,11 +20,11 @@ for lib in $libs; do
 done
 awk -F, '$1 == "floor" { print $3, $4 }' "$csv" >"$data/floor"
 {
-  echo "set terminal pngcairo size 1600,800 font 'sans,9'"
+  echo "set terminal pngcairo size 2000,800 font 'sans,9'"
   echo "set output '$out'"
   echo "set logscale xy; set grid; set key top left"
   echo "set format x '10^{%L}'; set xlabel 'N pending'; set ylabel 'ns per operation'"
-  echo "set multiplot layout 2,4 title 'timingwheel and its peers (build/bench/results.csv)'"
+  echo "set multiplot layout 2,5 title 'timingwheel and its peers (build/bench/results.csv)'"
   for w in $works; do
     echo "set title '$w'"
     plot="plot '$data/floor' using 1:2 with lines dashtype 2 lc rgb 'gray' title 'floor'"
