@@ -851,12 +851,43 @@ static void check_fired(const struct peer_ops *im, enum cell c, long got,
 			cell_names[c], got, want);
 }
 
+/* The idle cells of one run: resets (exact or windowed), then stepped
+ * expiry of what they left. */
+static void run_idle(size_t k, int r, bool windowed)
+{
+	const struct peer_ops *im = impls[k];
+	enum cell reset = windowed ? IDLE_RESET_WIN : IDLE_RESET;
+	enum cell expire = windowed ? IDLE_EXPIRE_WIN : IDLE_EXPIRE;
+	size_t every = N >= 1000 ? N / 1000 : 1;
+	long f0, adv, z;
+
+	im->setup(N);
+	im->insert(idle_due, N);
+	f0 = im->fired();
+	phase_begin();
+	if (windowed)
+		im->idle_reset_window(pick, N, every, IDLE_MS, window_ms);
+	else
+		im->idle_reset(pick, N, every, IDLE_MS);
+	times[k][reset][r] = phase_end(im, reset, N);
+	check_fired(im, reset, im->fired() - f0, 0);
+	if (im->expire_step) {
+		f0 = im->fired();
+		phase_begin();
+		im->expire_step(&adv, &z);
+		times[k][expire][r] = phase_end(im, expire, N);
+		check_fired(im, expire, im->fired() - f0, (long)N);
+		steps[k][windowed ? 2 : 1][0] = adv;
+		steps[k][windowed ? 2 : 1][1] = z;
+	}
+	im->teardown();
+}
+
 /* The cells of one run of one implementation. */
 static void run_cells(size_t k, int r)
 {
 	const struct peer_ops *im = impls[k];
 	double before = bench_allocated();
-	size_t every = N >= 1000 ? N / 1000 : 1;
 	long f0, adv, z;
 
 	/* 1-4 on one set: insert, cancel, insert again, churn, stepped. */
@@ -910,44 +941,12 @@ static void run_cells(size_t k, int r)
 		im->teardown();
 	}
 
-	/* 6-7 again with windows (tw_wheel_reschedule_range, ratas's
-	 * schedule_in_range): [30 s, 30 s + window_ms]. */
-	if (im->idle_reset_window) {
-		im->setup(N);
-		im->insert(idle_due, N);
-		f0 = im->fired();
-		phase_begin();
-		im->idle_reset_window(pick, N, every, IDLE_MS, window_ms);
-		times[k][IDLE_RESET_WIN][r] = phase_end(im, IDLE_RESET_WIN, N);
-		check_fired(im, IDLE_RESET_WIN, im->fired() - f0, 0);
-		f0 = im->fired();
-		phase_begin();
-		im->expire_step(&adv, &z);
-		times[k][IDLE_EXPIRE_WIN][r] = phase_end(im, IDLE_EXPIRE_WIN, N);
-		check_fired(im, IDLE_EXPIRE_WIN, im->fired() - f0, (long)N);
-		steps[k][2][0] = adv;
-		steps[k][2][1] = z;
-		im->teardown();
-	}
-
-	/* 6-7: idle timeouts reset, then fired stepped. */
-	im->setup(N);
-	im->insert(idle_due, N);
-	f0 = im->fired();
-	phase_begin();
-	im->idle_reset(pick, N, every, IDLE_MS);
-	times[k][IDLE_RESET][r] = phase_end(im, IDLE_RESET, N);
-	check_fired(im, IDLE_RESET, im->fired() - f0, 0);
-	if (im->expire_step) {
-		f0 = im->fired();
-		phase_begin();
-		im->expire_step(&adv, &z);
-		times[k][IDLE_EXPIRE][r] = phase_end(im, IDLE_EXPIRE, N);
-		check_fired(im, IDLE_EXPIRE, im->fired() - f0, (long)N);
-		steps[k][1][0] = adv;
-		steps[k][1][1] = z;
-	}
-	im->teardown();
+	/* 6-7: idle timeouts reset, then fired stepped; then again with
+	 * windows (tw_wheel_reschedule_range, ratas's schedule_in_range):
+	 * [30 s, 30 s + window_ms]. */
+	run_idle(k, r, false);
+	if (im->idle_reset_window)
+		run_idle(k, r, true);
 }
 
 static double report(const char *lib, const char *work, double *runs, double bytes)
@@ -956,7 +955,7 @@ static double report(const char *lib, const char *work, double *runs, double byt
 
 	qsort(runs, (size_t)nruns, sizeof(*runs), bench_cmp_double);
 	median = runs[nruns / 2];
-	printf("  %-11s %-12s %9.1f ns/op  (%.1f .. %.1f)  %5.1fx floor", lib, work,
+	printf("  %-11s %-15s %9.1f ns/op  (%.1f .. %.1f)  %5.1fx floor", lib, work,
 	       median, runs[0], runs[nruns - 1], median / floor_ns);
 	if (bytes > 0)
 		printf("  %6.1f B/timer", bytes);
@@ -968,7 +967,7 @@ static double report(const char *lib, const char *work, double *runs, double byt
 
 static void report_steps(const long s[2])
 {
-	printf("  %-11s %-12s %9ld advances, %ld (%.1f %%) fired nothing\n", "",
+	printf("  %-11s %-15s %9ld advances, %ld (%.1f %%) fired nothing\n", "",
 	       "", s[0], s[1], s[0] ? 100.0 * (double)s[1] / (double)s[0] : 0);
 }
 

@@ -1450,28 +1450,29 @@ static void place_window(struct tw_wheel *w, struct tw_timer *t, int64_t latest)
 		place_new(w, t);
 }
 
-static const char *bad_window(const struct tw_wheel *w, const struct tw_timer *t,
-			      int64_t earliest, int64_t latest)
+/* TW_EINVAL (and, in the debug build, why) for a window call's bad
+ * arguments; TW_OK for good ones. */
+static int check_window_call(const char *call, const struct tw_wheel *w,
+			     const struct tw_timer *t, int64_t earliest, int64_t latest)
 {
-	(void)t;
+	(void)call; /* named by the debug build */
+	if (!w || !w->buckets || !t || no_callback(w, t))
+		return TW_EINVAL_BECAUSE(call, "%s", bad_wheel_call(w, t));
 	if (latest < earliest)
-		return "latest is before earliest";
+		return TW_EINVAL_BECAUSE(call, "latest is before earliest");
 	if (w->mode != TW_MODE_EXACT)
-		return "kafka mode has no windows (TW_MODE_EXACT has)";
-	return NULL;
+		return TW_EINVAL_BECAUSE(call, "kafka mode has no windows "
+					       "(TW_MODE_EXACT has)");
+	return TW_OK;
 }
 
 hot_inline int wheel_add_range(struct tw_wheel *w, struct tw_timer *t,
 			       int64_t earliest, int64_t latest)
 {
-	const char *why;
+	int rc = check_window_call("tw_wheel_add_range", w, t, earliest, latest);
 
-	if (!w || !w->buckets || !t || no_callback(w, t))
-		return TW_EINVAL_BECAUSE("tw_wheel_add_range", "%s",
-					 bad_wheel_call(w, t));
-	why = bad_window(w, t, earliest, latest);
-	if (why)
-		return TW_EINVAL_BECAUSE("tw_wheel_add_range", "%s", why);
+	if (rc)
+		return rc;
 	if (t->bucket)
 		return TW_EBUSY;
 	t->due = earliest;
@@ -1503,15 +1504,11 @@ static bool window_stays_put(const struct tw_wheel *w, const struct tw_timer *t,
 hot_inline int wheel_reschedule_range(struct tw_wheel *w, struct tw_timer *t,
 				      int64_t earliest, int64_t latest)
 {
-	const char *why;
-	int was_pending;
+	int was_pending, rc;
 
-	if (!w || !w->buckets || !t || no_callback(w, t))
-		return TW_EINVAL_BECAUSE("tw_wheel_reschedule_range", "%s",
-					 bad_wheel_call(w, t));
-	why = bad_window(w, t, earliest, latest);
-	if (why)
-		return TW_EINVAL_BECAUSE("tw_wheel_reschedule_range", "%s", why);
+	rc = check_window_call("tw_wheel_reschedule_range", w, t, earliest, latest);
+	if (rc)
+		return rc;
 	if (t->bucket && t->bucket->wheel != w)
 		return TW_EOWNER;
 	was_pending = t->bucket != NULL;
