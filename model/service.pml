@@ -62,7 +62,10 @@
  * (a callback of another service is an outsider), 16 shutdown claiming
  * its timers when it collects them (IDLE with F_ENTRY: a cancel_sync from
  * hand_back waited for itself), 20 stop_pending returning after one drain
- * (a timer the add pushes after it, freed, still in an inbox).
+ * (a timer the add pushes after it, freed, still in an inbox); issue 26:
+ * 21 apply loading the due time before its CAS takes F_INBOX down (a
+ * reschedule to a window in between pushes nothing, and the torn pair,
+ * old due time and new window, fires early: scenario 14).
  * model/check.sh checks that SPIN finds each.
  */
 
@@ -99,7 +102,7 @@
 #if SCEN == 1
 #define NEXEC 0
 #define REAPER 1
-#elif SCEN == 2 || SCEN == 8 || SCEN == 9 || SCEN == 10 || SCEN == 11
+#elif SCEN == 2 || SCEN == 8 || SCEN == 9 || SCEN == 10 || SCEN == 11 || SCEN == 14
 #define NEXEC 0
 #define REAPER 0
 #elif SCEN == 3 || SCEN == 4 || SCEN == 6 || SCEN == 12 || SCEN == 13
@@ -118,7 +121,7 @@
  * reaper or whose polls need not expire anything; scenarios 3-5 script
  * polls that must expire their timers (their processes then wait for the
  * callbacks), so there a deferral would only leave the script waiting. */
-#if SCEN == 3 || SCEN == 4 || SCEN == 5 || SCEN == 9
+#if SCEN == 3 || SCEN == 4 || SCEN == 5 || SCEN == 9 || SCEN == 14
 #define DEFER 0
 #else
 #define DEFER 1
@@ -163,6 +166,10 @@ typedef timer_t {
 	bool in_wheel;
 	byte due;        /* where the wheel has it */
 	byte next_due;   /* what the last add asked for */
+#if SCEN == 14
+	byte next_slack; /* its window: next_due + 0 .. next_slack */
+	byte read_due;   /* apply's first load, before its second */
+#endif
 	bool freed;      /* its owner may have freed it */
 	byte cb;         /* callback action */
 	byte adds, ran, stopped, handed;
@@ -269,6 +276,12 @@ inline push(t) {
  * F_TOMB if the word is still what was read (else look again); a PENDING
  * one is placed after that CAS, at the due time read then. */
 inline apply(t) {
+#if SCEN == 14 && MUT == 21
+	/* the due time loaded before F_INBOX goes down: a reschedule
+	 * between this load and the CAS finds F_INBOX set and pushes
+	 * nothing, and the CAS (same state, same flags) succeeds */
+	tm[t].read_due = tm[t].next_due;
+#endif
 	do
 	:: atomic {
 		TOUCH(t);
@@ -303,10 +316,34 @@ inline apply(t) {
 	   }
 #endif
 	od;
+#if SCEN == 14
+	/* Windows: the due time and the window are two loads, after the
+	 * CAS; a reschedule between them tears the pair, and has pushed the
+	 * timer again (it found F_INBOX down), so the scan passes over the
+	 * torn placement. The wheel files it anywhere in its window. */
+	if
+	:: old == PENDING ->
+#if MUT == 21
+		/* loaded before the CAS above: see its other half there */
+		skip;
+#else
+		tm[t].read_due = tm[t].next_due;
+#endif
+		atomic {
+			TOUCH(t); tm[t].in_wheel = 1;
+			if
+			:: tm[t].due = tm[t].read_due
+			:: tm[t].due = tm[t].read_due + tm[t].next_slack
+			fi
+		}
+	:: else -> skip
+	fi
+#else
 	if
 	:: old == PENDING -> atomic { TOUCH(t); tm[t].in_wheel = 1; tm[t].due = tm[t].next_due }
 	:: else -> skip
 	fi
+#endif
 }
 
 /* Wheel owner of service sid (its wheel_mu held): one exchange takes every
@@ -367,8 +404,11 @@ inline enter() {
 
 inline leave() { producers_in-- }
 
-/* add (resched 0) or reschedule (resched 1) of t at d; rc gets the result */
-inline add_or_reschedule(t, d, resched) {
+/* add (resched 0) or reschedule (resched 1) of t at d, with a window of
+ * sl more (add_range, reschedule_range; scenario 14 only); rc gets the
+ * result */
+#define add_or_reschedule(t, d, resched) add_or_reschedule_range(t, d, 0, resched)
+inline add_or_reschedule_range(t, d, sl, resched) {
 	enter();
 	if
 	:: !entered -> rc = R_ESHUTDOWN
@@ -395,6 +435,9 @@ inline add_or_reschedule(t, d, resched) {
 			:: else -> skip
 			fi;
 			tm[t].next_due = d;
+#if SCEN == 14
+			tm[t].next_slack = sl;
+#endif
 			atomic { BEGIN_STEP(t); old = tm[t].inbox; tm[t].st = PENDING; tm[t].inbox = 1; tm[t].adds++; STEP(t, publish) };
 			if
 			:: !old -> push(t)
@@ -1201,6 +1244,18 @@ proctype other()
 }
 #endif
 
+#if SCEN == 14
+bool rescheduled, stopped_first;
+
+proctype windower()
+{
+	LOCALS;
+	add_or_reschedule_range(0, 3, 1, 1);
+	stopped_first = rc == R_STOPPED;
+	rescheduled = 1
+}
+#endif
+
 #if SCEN == 11
 bool added, stop_done;
 
@@ -1511,6 +1566,26 @@ init
 	:: true -> shutdown()
 	:: true -> take_entry(0)  /* as a cancel_sync whose timer was re-added */
 	fi
+#elif SCEN == 14
+	/* windows (tw_service_reschedule_range): timer 0, due at 1, is
+	 * rescheduled to the window [3, 4] while polls drain, place and fire
+	 * what is due with the clock at 2, then at 4: it runs at 1 and in
+	 * [3, 4], or, stopped by the reschedule, in [3, 4] only. Apply's two loads
+	 * (due time, window) may straddle the reschedule: the never-early
+	 * assertion of the scan holds all the same. */
+	add_or_reschedule(0, 1, 0);
+	run windower();
+	now = 2;
+	poll(0);
+	poll(0);
+	rescheduled;
+	poll(0);
+	/* it ran at 1 only if the reschedule came after that run */
+	assert(tm[0].ran == 1 - stopped_first);
+	now = 4;
+	poll(0);
+	assert(tm[0].ran == 2 - stopped_first);
+	shutdown();
 #elif SCEN == 11
 	/* stop_pending racing the add it stops: the add's push comes after
 	 * the CAS that made the timer PENDING; then polls drain and fire */

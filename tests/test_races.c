@@ -486,6 +486,48 @@ static void test_cancel_sync_sees_a_timer_apply_is_unlinking(void)
 }
 
 /*
+ * apply reads a timer's due time and its window in two loads; a reschedule
+ * that lands between them leaves it a torn pair: the old due time with the
+ * new window, [1100, 1600] here where the timer now wants [3000, 3500].
+ * The wheel may file it there, and the same poll's advance (to 1700)
+ * reaches that bucket -- but the reschedule found F_INBOX down and pushed
+ * the timer again, so the wheel passes over it until the next drain
+ * places it right. Loaded before apply takes F_INBOX down (the order
+ * apply must not have), the reschedule pushes nothing, the torn window
+ * stays, and the timer runs at 1700, 1300 units early.
+ */
+static void test_a_window_torn_by_a_reschedule_never_fires(void)
+{
+	struct tw_service *svc = service(true, 0);
+	struct job j;
+	struct poller poller = { svc, 0 };
+	struct sp_thread p;
+	int between;
+
+	job_init(&j);
+	CHECK_EQ(tw_service_add(svc, &j.t, 1100), TW_OK);
+	atomic_store(&virtual_now, 1700);
+	between = sp_arm("apply.due_read", &j.t);
+	sp_spawn(&p, poll_thread, &poller);
+	CHECK(sp_wait(between, &p.done));
+	CHECK_EQ(tw_service_reschedule_range(svc, &j.t, 3000, 3500), TW_SVC_STOPPED);
+	sp_release(between);
+	sp_join(&p, "poll");
+	CHECK_EQ(poller.result, 0);
+	CHECK_EQ(atomic_load(&j.runs), 0);
+	for (int64_t now = 1700; now < 3000; now++) {
+		atomic_store(&virtual_now, now);
+		CHECK(tw_service_poll(svc) >= 0);
+	}
+	CHECK_EQ(atomic_load(&j.runs), 0);
+	atomic_store(&virtual_now, 3510);
+	CHECK(tw_service_poll(svc) >= 0);
+	CHECK_EQ(atomic_load(&j.runs), 1);
+	CHECK_EQ(tw_service_shutdown(svc, NULL, NULL), 0);
+	tw_service_destroy(svc);
+}
+
+/*
  * A plain cancel only flips the state word: the timer stays in its bucket
  * (a tombstone) until the wheel meets it. Count leaves it out,
  * cancel_sync unlinks it before it lets the owner free it, and a re-add
@@ -940,6 +982,7 @@ int main(void)
 	RUN(test_reinit_after_plain_cancel_runs_once);
 	RUN(test_shutdown_waits_for_an_add_inside);
 	RUN(test_cancel_sync_sees_a_timer_apply_is_unlinking);
+	RUN(test_a_window_torn_by_a_reschedule_never_fires);
 	RUN(test_a_tombstone_is_uncounted_and_unlinked_by_cancel_sync);
 	RUN(test_a_timer_joins_one_service_only);
 	RUN(test_no_poll_once_shutdown_began);

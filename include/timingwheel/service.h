@@ -95,9 +95,11 @@ enum tw_cancel_result {
  *  - 40: the wheel's timer (links, bucket, due time in the wheel), whose fn
  *    holds this timer's callback (the service fires all of its timers
  *    through one function);
- *  -  4 (+4 padding): the state word: state and flags (one CAS each), and
- *    the id of the owning service, claimed by the first add's CAS, so
- *    that a timer is never in two services' wheels;
+ *  -  4: the state word: state and flags (one CAS each), and the id of
+ *    the owning service, claimed by the first add's CAS, so that a timer
+ *    is never in two services' wheels;
+ *  -  4: the window asked for, in ticks (tw_service_add_range()): in what
+ *    was padding, so windows cost a timer no memory;
  *  -  8: the inbox link: add and reschedule reach the wheel through
  *    lock-free inboxes while the timer may still be linked in the wheel;
  *  -  8: the due time asked for, written by the producer while the wheel's
@@ -113,6 +115,8 @@ struct tw_service_timer {
 				       src/service/state.h), next to the
 				       wheel's due time: a cascade reads
 				       both */
+	uint32_t next_slack;      /**< latest - earliest asked for, in
+				       ticks (atomic, beside next_due) */
 	struct tw_service_timer *inbox_next; /**< next in a producer's inbox */
 	int64_t next_due;         /**< the due time asked for (atomic) */
 };
@@ -308,6 +312,46 @@ int tw_service_add_in(struct tw_service *svc, struct tw_service_timer *t,
  */
 int tw_service_reschedule(struct tw_service *svc, struct tw_service_timer *t,
 			  int64_t due);
+
+/**
+ * Add with a window: the timer runs no earlier than earliest and no later
+ * than latest (plus the reaper's own lateness, as every timer). The
+ * service's wheel files it once, in the coarsest bucket that fires inside
+ * the window (tw_wheel_add_range()), so it is never moved before it fires,
+ * and timers whose windows overlap there fire in one wake-up of the
+ * reaper. The window is kept in whole ticks: latest - earliest rounds
+ * down to a multiple of the tick (and to at most 2^32 - 1 ticks), so it
+ * only ever narrows. earliest == latest is tw_service_add(svc, t,
+ * earliest). A periodic timer keeps its window at each re-arm: every run
+ * in [due, due + the window].
+ * @param svc the service
+ * @param t an initialised timer
+ * @param earliest the first time it may run, absolute, in clock units
+ * @param latest the last time it may run, >= earliest
+ * @return as tw_service_add()
+ * @retval TW_EINVAL also: latest < earliest, or a window (latest >
+ *         earliest) on a service in TW_MODE_KAFKA, which files timers
+ *         as Kafka does (nothing changed)
+ * @threadsafety Any thread, callbacks included.
+ */
+int tw_service_add_range(struct tw_service *svc, struct tw_service_timer *t,
+			 int64_t earliest, int64_t latest);
+
+/**
+ * tw_service_reschedule() to a window: as tw_service_add_range() for a
+ * timer pending or not. A timer whose bucket in the wheel still fires
+ * inside the new window is not moved (a connection's idle timeout pushed
+ * on every read costs the reaper no move while its bucket still fits).
+ * @param svc the service
+ * @param t an initialised timer
+ * @param earliest the first time it may run
+ * @param latest the last time it may run, >= earliest
+ * @return as tw_service_reschedule(); TW_EINVAL as tw_service_add_range()
+ * @threadsafety Any thread, callbacks included.
+ */
+int tw_service_reschedule_range(struct tw_service *svc,
+				struct tw_service_timer *t, int64_t earliest,
+				int64_t latest);
 
 /**
  * Stop a timer. Lock-free: one compare-and-swap decides, and the timer

@@ -299,6 +299,19 @@ static inline int64_t clock_now(const struct tw_service *svc)
  * why); the wheel never reads it (wheel.expire). */
 typedef void tw__generic_fn(void);
 
+/* The end of a window of slack ticks from due (saturating): what the
+ * wheel is asked for, and what a kick compares with the reaper's sleep. */
+static inline int64_t tw__svc_window_end(const struct tw_service *svc,
+					 int64_t due, uint32_t slack)
+{
+	int64_t width;
+
+	if (__builtin_mul_overflow((int64_t)slack, svc->cfg.tick, &width) ||
+	    due > INT64_MAX - width)
+		return INT64_MAX;
+	return due + width;
+}
+
 static inline tw_service_fn *callback_of(const struct tw_service_timer *t)
 {
 	return (tw_service_fn *)(tw__generic_fn *)__atomic_load_n(

@@ -78,9 +78,22 @@ static void apply(struct tw_service *svc, struct tw_service_timer *t)
 	if (word_has(old, F_TOMB))
 		svc->tombs_cleared++;
 	TW_TEST_POINT("apply.cleared", t);
-	if (s == ST_PENDING)
-		tw_wheel_reschedule(&svc->wheel, &t->wheel_timer,
-				    __atomic_load_n(&t->next_due, __ATOMIC_RELAXED));
+	if (s == ST_PENDING) {
+		/* Two loads, and a reschedule may land between them: then it
+		 * found F_INBOX down and pushed the timer again, and until
+		 * that entry is applied the wheel's on_expire passes over it
+		 * (F_INBOX set), so a torn (due, slack) is never fired. */
+		int64_t due = __atomic_load_n(&t->next_due, __ATOMIC_RELAXED);
+		uint32_t slack;
+
+		TW_TEST_POINT("apply.due_read", t);
+		slack = __atomic_load_n(&t->next_slack, __ATOMIC_RELAXED);
+		if (!slack)
+			tw_wheel_reschedule(&svc->wheel, &t->wheel_timer, due);
+		else
+			tw_wheel_reschedule_range(&svc->wheel, &t->wheel_timer, due,
+						  tw__svc_window_end(svc, due, slack));
+	}
 }
 
 void tw__svc_drain_inboxes(struct tw_service *svc)

@@ -158,24 +158,30 @@ static int stop_result(const struct tw_service *svc,
 	}
 }
 
-/* ADDING -> PENDING at due, pushed if this publish set F_INBOX; kicks a
- * reaper that sleeps past due. */
+/* ADDING -> PENDING at due with a window of slack ticks, pushed if this
+ * publish set F_INBOX; kicks a reaper that would sleep past the window's
+ * end (one that wakes inside it fires the timer then: no kick, and no
+ * extra wake-up). */
 static void publish(struct tw_service *svc, struct inbox *ib,
-		    struct tw_service_timer *t, int64_t due)
+		    struct tw_service_timer *t, int64_t due, uint32_t slack)
 {
 	uint32_t old;
 
+	/* Both before the CAS that publishes: apply reads them only after
+	 * it took F_INBOX down, and an entry whose pair it read torn is
+	 * pushed again by the publish that tore it (owner.c, apply). */
 	__atomic_store_n(&t->next_due, due, __ATOMIC_RELAXED);
+	__atomic_store_n(&t->next_slack, slack, __ATOMIC_RELAXED);
 	old = tr_publish(t);
 	TW_TEST_POINT("add.published", t);
 	if (!word_has(old, F_INBOX))
 		push(ib, t);
-	if (due < atomic_load(&svc->deadline))
+	if (tw__svc_window_end(svc, due, slack) < atomic_load(&svc->deadline))
 		kick(svc);
 }
 
 static int add_or_reschedule(struct tw_service *svc, struct tw_service_timer *t,
-			     int64_t due, bool reschedule)
+			     int64_t due, uint32_t slack, bool reschedule)
 {
 	struct inbox *ib;
 	uint32_t old;
@@ -219,14 +225,14 @@ static int add_or_reschedule(struct tw_service *svc, struct tw_service_timer *t,
 	rc = reschedule ? stop_result(svc, t, s) : TW_OK;
 	if (rc == TW_SVC_STOPPED)
 		atomic_fetch_add_explicit(&ib->stopped, 1, memory_order_relaxed);
-	publish(svc, ib, t, due);
+	publish(svc, ib, t, due, slack);
 	leave_added(svc, ib);
 	return rc;
 }
 
 int tw_service_add(struct tw_service *svc, struct tw_service_timer *t, int64_t due)
 {
-	return add_or_reschedule(svc, t, due, false);
+	return add_or_reschedule(svc, t, due, 0, false);
 }
 
 int tw_service_add_in(struct tw_service *svc, struct tw_service_timer *t,
@@ -241,13 +247,74 @@ int tw_service_add_in(struct tw_service *svc, struct tw_service_timer *t,
 		return TW_EOVERFLOW;
 	if (delay < 0)
 		delay = 0;
-	return add_or_reschedule(svc, t, now + delay, false);
+	return add_or_reschedule(svc, t, now + delay, 0, false);
 }
 
 int tw_service_reschedule(struct tw_service *svc, struct tw_service_timer *t,
 			  int64_t due)
 {
-	return add_or_reschedule(svc, t, due, true);
+	return add_or_reschedule(svc, t, due, 0, true);
+}
+
+/* A window's width in whole ticks, rounded down (it may only narrow) and
+ * capped at what the timer's 32 bits hold; or TW_EINVAL. */
+static int window_slack(const struct tw_service *svc, const char *call,
+			int64_t earliest, int64_t latest, uint32_t *slack)
+{
+	uint64_t ticks;
+
+	(void)call; /* TW_EINVAL_BECAUSE drops its arguments in release */
+	if (!svc)
+		return TW_EINVAL_BECAUSE(call, "%s", "the service is NULL");
+	if (latest < earliest)
+		return TW_EINVAL_BECAUSE(call, "the window ends (%lld) before it "
+					 "starts (%lld)", (long long)latest,
+					 (long long)earliest);
+	if (latest > earliest && svc->cfg.mode == TW_MODE_KAFKA)
+		return TW_EINVAL_BECAUSE(call, "%s", "a kafka-mode service files "
+					 "timers as Kafka does, which has no "
+					 "windows: use TW_MODE_EXACT");
+	/* The difference of two int64_t with latest >= earliest fits a
+	 * uint64_t; in int64_t it could overflow. */
+	ticks = ((uint64_t)latest - (uint64_t)earliest) / (uint64_t)svc->cfg.tick;
+	*slack = ticks > UINT32_MAX ? UINT32_MAX : (uint32_t)ticks;
+	return TW_OK;
+}
+
+int tw_service_add_range(struct tw_service *svc, struct tw_service_timer *t,
+			 int64_t earliest, int64_t latest)
+{
+	uint32_t slack;
+	int rc = window_slack(svc, "tw_service_add_range", earliest, latest, &slack);
+
+	return rc ? rc : add_or_reschedule(svc, t, earliest, slack, false);
+}
+
+int tw__service_add_in_range(struct tw_service *svc, struct tw_service_timer *t,
+			     int64_t delay, int64_t tolerance)
+{
+	int64_t now, earliest;
+
+	if (!svc || tolerance < 0)
+		return TW_EINVAL;
+	now = clock_now(svc);
+	if (delay > 0 && now > INT64_MAX - delay)
+		return TW_EOVERFLOW;
+	earliest = now + (delay > 0 ? delay : 0);
+	return tw_service_add_range(svc, t, earliest,
+				    earliest > INT64_MAX - tolerance ? INT64_MAX
+								     : earliest + tolerance);
+}
+
+int tw_service_reschedule_range(struct tw_service *svc,
+				struct tw_service_timer *t, int64_t earliest,
+				int64_t latest)
+{
+	uint32_t slack;
+	int rc = window_slack(svc, "tw_service_reschedule_range", earliest,
+			      latest, &slack);
+
+	return rc ? rc : add_or_reschedule(svc, t, earliest, slack, true);
 }
 
 /* An executor, after a periodic timer's callback returned: RUNNING ->
@@ -270,7 +337,9 @@ void tw__svc_rearm(struct tw_service *svc, struct tw_service_timer *t,
 			break;
 		}
 	}
-	publish(svc, my_inbox(svc), t, due);
+	/* Its window stays: only an add or a reschedule writes one. */
+	publish(svc, my_inbox(svc), t, due,
+		__atomic_load_n(&t->next_slack, __ATOMIC_RELAXED));
 	COUNT(svc, added); /* an executor's: no producer's inbox count */
 }
 
