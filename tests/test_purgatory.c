@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include "check.h"
+#include "virtual_clock.h"
 
 #define MS 1000000LL /* the service clock is in nanoseconds */
 
@@ -615,8 +616,95 @@ static void test_default_configuration(void)
 	tw_op_destroy(&m.op);
 }
 
+/* Poll a manual purgatory at each clock unit from `from` to `to`; the
+ * time each op first expired at goes in at[] (-1: not yet); returns how
+ * many polls expired something. */
+static int poll_and_note(struct tw_purgatory *p, struct mock *m, int n,
+			 int64_t *at, int64_t from, int64_t to)
+{
+	int polls = 0;
+
+	for (int64_t now = from; now <= to; now++) {
+		atomic_store(&virtual_now, now);
+		polls += tw_purgatory_poll(p) > 0;
+		for (int i = 0; i < n; i++)
+			if (at[i] < 0 && atomic_load(&m[i].expirations))
+				at[i] = now;
+	}
+	return polls;
+}
+
+/* Timeouts with a tolerance (tw_op_set_tolerance): 30 ops watched at 1000
+ * with timeouts of 100 + i units and a tolerance to 1700 expire together,
+ * each no earlier than its timeout and no later than its tolerance allows
+ * (plus under a tick); exact, the same ops take four polls. */
+static void test_timeouts_with_a_tolerance_expire_together(void)
+{
+	for (int tolerant = 0; tolerant < 2; tolerant++) {
+		struct tw_purgatory *p = manual_purgatory_purging(0);
+		static struct mock m[30];
+		int64_t at[30];
+		char key[8];
+
+		for (int i = 0; i < 30; i++) {
+			mock_init(&m[i], 100 + i);
+			if (tolerant)
+				CHECK_EQ(tw_op_set_tolerance(&m[i].op, 600 - i), TW_OK);
+			snprintf(key, sizeof(key), "k%d", i);
+			CHECK_EQ(watch_on(p, &m[i], 1, key, NULL, NULL), 0);
+			at[i] = -1;
+		}
+		if (tolerant)
+			CHECK_EQ(tw_op_set_tolerance(&m[0].op, 5), TW_EBUSY);
+		CHECK_EQ(poll_and_note(p, m, 30, at, 1000, 1800), tolerant ? 1 : 4);
+		for (int i = 0; i < 30; i++) {
+			CHECK_EQ(atomic_load(&m[i].expirations), 1);
+			CHECK(at[i] >= 1100 + i);
+			CHECK(at[i] < (tolerant ? 1700 : 1100 + i) + 10);
+		}
+		tw_purgatory_destroy(p);
+		for (int i = 0; i < 30; i++)
+			CHECK_EQ(atomic_load(&m[i].releases), 1);
+	}
+}
+
+/* A tolerance: bad values change nothing; a kafka-mode purgatory refuses
+ * to watch an op that has one (its timeout could not be armed) and
+ * watches it once the tolerance is back to 0. */
+static void test_bad_tolerances(void)
+{
+	struct tw_purgatory_config cfg = { 0 };
+	struct tw_purgatory *p = NULL;
+	struct mock m;
+
+	mock_init(&m, 100);
+	CHECK_EQ(tw_op_set_tolerance(NULL, 10), TW_EINVAL);
+	CHECK_EQ(tw_op_set_tolerance(&m.op, -1), TW_EINVAL);
+	CHECK_EQ(tw_op_set_tolerance(&m.op, 50), TW_OK);
+	cfg.service.tick = 10;
+	cfg.service.wheel_size = 8;
+	cfg.service.manual = true;
+	cfg.service.mode = TW_MODE_KAFKA;
+	cfg.service.clock.now = virtual_clock;
+	atomic_store(&virtual_now, 1000);
+	CHECK_EQ(tw_purgatory_create(&p, &cfg), TW_OK);
+	CHECK_EQ(watch_on(p, &m, 1, "k", NULL, NULL), TW_EINVAL);
+	CHECK_EQ(tw_purgatory_watched(p), 0);
+	CHECK_EQ(tw_purgatory_delayed(p), 0);
+	CHECK_EQ(tw_op_set_tolerance(&m.op, 0), TW_OK);
+	CHECK_EQ(watch_on(p, &m, 1, "k", NULL, NULL), 0);
+	CHECK_EQ(tw_purgatory_delayed(p), 1);
+	atomic_store(&virtual_now, 1100);
+	CHECK_EQ(tw_purgatory_poll(p), 1);
+	CHECK_EQ(atomic_load(&m.expirations), 1);
+	tw_purgatory_destroy(p);
+	CHECK_EQ(atomic_load(&m.releases), 1);
+}
+
 int main(void)
 {
+	RUN(test_timeouts_with_a_tolerance_expire_together);
+	RUN(test_bad_tolerances);
 	RUN(test_request_satisfaction);
 	RUN(test_request_expiry);
 	RUN(test_request_purge);

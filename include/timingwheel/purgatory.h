@@ -153,6 +153,25 @@ int tw_op_init(struct tw_delayed_op *op, int64_t timeout,
 	       const struct tw_op_ops *ops, pthread_mutex_t *lock);
 
 /**
+ * Let the op's timeout fire anywhere from timeout to timeout + tolerance
+ * after its watch, never earlier (a service window: tw_service_add_range()).
+ * Timeouts whose windows overlap are filed once, in one coarse bucket, and
+ * expire in one wake-up of the reaper instead of cascading down the wheel
+ * one by one: a broker holding many requests with long timeouts that
+ * mostly complete first asks for less work. Call it after tw_op_init()
+ * (which sets 0: exact) and before the watch.
+ * @param op the operation
+ * @param tolerance clock units the timeout may come late, >= 0
+ * @retval 0 success
+ * @retval TW_EINVAL NULL op or tolerance < 0 (nothing changed). A
+ *         tolerance > 0 on a purgatory whose service is in TW_MODE_KAFKA
+ *         makes the watch return TW_EINVAL (Kafka has no windows)
+ * @retval TW_EBUSY the op is watched (its timeout may be armed)
+ * @threadsafety The op's owner, before it is watched.
+ */
+int tw_op_set_tolerance(struct tw_delayed_op *op, int64_t tolerance);
+
+/**
  * End the op's life as far as the library is concerned (after on_release,
  * or if it was never watched); on_release itself may call it. Its own
  * lock is a plain word today, so there is nothing to release; call it
@@ -260,7 +279,8 @@ int tw_purgatory_create(struct tw_purgatory **out,
  *         touched after 1)
  * @retval 0 it waits
  * @retval TW_EINVAL a NULL pointer, no keys, a key empty or too long, an
- *         op already completed (by a force_complete before its watch)
+ *         op already completed (by a force_complete before its watch), a
+ *         tolerance (tw_op_set_tolerance()) on a kafka-mode purgatory
  * @retval TW_EBUSY the op is watched already (an op is watched once per
  *         tw_op_init, or again after a watch that failed); nothing changed
  * @retval TW_ENOMEM a key's list could not be allocated

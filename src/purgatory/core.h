@@ -145,7 +145,27 @@ struct tw_purgatory {
 	atomic_bool closing;
 	pthread_mutex_t shutdown_mu;
 	bool shut_down;
+	bool kafka_mode;  /* its service files timers as Kafka does: no windows */
 };
+
+/*
+ * An op's tolerance (tw_op_set_tolerance) waits in its timer's next_due
+ * until the first watch arms the timeout, whose add writes next_due with
+ * the due time: the timer is idle until then, and no service reads it.
+ * The op has no byte to spare for a field of its own (112 bytes, 184 per
+ * watched op with three keys: issue 29's bound), and the service timer
+ * keeps its window in ticks, which are not known before the watch names
+ * the purgatory.
+ */
+static inline void op_tolerance_store(struct tw_delayed_op *op, int64_t tolerance)
+{
+	op->timer.next_due = tolerance;
+}
+
+static inline int64_t op_tolerance(const struct tw_delayed_op *op)
+{
+	return op->timer.next_due;
+}
 
 /* Ops collected under a shard lock and dealt with after it. Per call, with
  * room for 32 inline, so the common case allocates nothing. */

@@ -25,6 +25,7 @@ int tw_purgatory_create(struct tw_purgatory **out,
 	memset(p, 0, sizeof(*p));
 	if (cfg)
 		scfg = cfg->service;
+	p->kafka_mode = scfg.mode == TW_MODE_KAFKA;
 	p->nshards = cfg && cfg->shards ? cfg->shards : 512;
 	p->purge_interval = cfg && cfg->purge_interval ? cfg->purge_interval : 1000;
 	if (p->nshards > 65536) {

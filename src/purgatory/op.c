@@ -63,6 +63,20 @@ int tw_op_init(struct tw_delayed_op *op, int64_t timeout,
 	return TW_OK;
 }
 
+int tw_op_set_tolerance(struct tw_delayed_op *op, int64_t tolerance)
+{
+	if (!op || tolerance < 0)
+		return TW_EINVAL_BECAUSE("tw_op_set_tolerance", "%s",
+					 !op ? "the op is NULL"
+					     : "the tolerance must be >= 0");
+	/* Watched: its timeout may be armed, and next_due is its due time.
+	 * (An op whose watch failed has no reference: it may be changed.) */
+	if (op->purgatory && __atomic_load_n(&op->refs, __ATOMIC_ACQUIRE) > 0)
+		return TW_EBUSY;
+	op_tolerance_store(op, tolerance);
+	return TW_OK;
+}
+
 void tw_op_destroy(struct tw_delayed_op *op)
 {
 	(void)op; /* the own lock is a word: nothing to release */

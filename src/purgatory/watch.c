@@ -230,6 +230,16 @@ int tw_purgatory_try_complete_else_watch(struct tw_purgatory *p,
 		leave(stripe);
 		return TW_EBUSY;
 	}
+	/* Not armed, so its tolerance is still there; refused before
+	 * anything changes, for the timeout could not be armed. */
+	if (p->kafka_mode && op_tolerance(op) > 0) {
+		leave(stripe);
+		return TW_EINVAL_BECAUSE("tw_purgatory_try_complete_else_watch",
+					 "%s", "the op has a tolerance "
+					 "(tw_op_set_tolerance) and this purgatory's "
+					 "service is in TW_MODE_KAFKA, which has no "
+					 "windows");
+	}
 	TW_TEST_POINT("watch.open", op);
 	op->purgatory = p;
 	tr_ref_first(op); /* this call's reference: the op's first */
@@ -256,8 +266,12 @@ int tw_purgatory_try_complete_else_watch(struct tw_purgatory *p,
 	}
 	if (!done && !tw_op_is_completed(op)) {
 		atomic_fetch_add(&p->delayed, 1);
+		int64_t tolerance = op_tolerance(op);
+
 		tr_ref_get(op); /* the timeout's reference */
-		rc = tw_service_add_in(p->svc, &op->timer, op->timeout);
+		rc = tolerance ? tw__service_add_in_range(p->svc, &op->timer,
+							  op->timeout, tolerance)
+			       : tw_service_add_in(p->svc, &op->timer, op->timeout);
 		/* A timeout the clock cannot reach (now + timeout overflows):
 		 * the end of time, not no timeout (the op would then wait for
 		 * its condition alone, and delayed() would not count it). */
