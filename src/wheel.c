@@ -575,6 +575,12 @@ static cold_path void place_ready(struct tw_wheel *w, struct tw_timer *t)
 	notify(w, TW_EV_READY, TW_LEVEL_READY, 0, w->now, t);
 }
 
+/* timer_key() where the mode is known to be exact (the window calls). */
+hot_inline int64_t exact_key(const struct tw_wheel *w, int64_t due)
+{
+	return w->tick == 1 ? due : tw__ceil_div(due, w->tick);
+}
+
 hot_inline void place_new(struct tw_wheel *w, struct tw_timer *t)
 {
 	int64_t key;
@@ -586,8 +592,7 @@ hot_inline void place_new(struct tw_wheel *w, struct tw_timer *t)
 		if (t->due <= w->now)
 			place_ready(w, t);
 		else
-			insert_exact(w, t, w->tick == 1 ? t->due
-						       : tw__ceil_div(t->due, w->tick));
+			insert_exact(w, t, exact_key(w, t->due));
 		return;
 	}
 	key = timer_key(w, t->due);
@@ -1333,6 +1338,18 @@ hot_inline int wheel_reschedule(struct tw_wheel *w, struct tw_timer *t, int64_t 
 	return was_pending;
 }
 
+/* place_new() for the window calls, which run in exact mode only: one
+ * copy, out of line (not one more inlined copy of the add per call site,
+ * with a kafka half that could never run there). */
+static void place_new_exact(struct tw_wheel *w, struct tw_timer *t)
+{
+	w->count++;
+	if (t->due <= w->now)
+		place_ready(w, t);
+	else
+		insert_exact(w, t, exact_key(w, t->due));
+}
+
 /* ---- windows (issue 26) ----
  *
  * A timer that may fire anywhere in [earliest, latest] is filed once, in
@@ -1408,11 +1425,11 @@ static struct tw_bucket *window_bucket(struct tw_wheel *w, int64_t ek, int64_t l
 static struct tw_bucket *window_bucket_for(struct tw_wheel *w, int64_t earliest,
 					   int64_t latest, int64_t *number)
 {
-	int64_t lk = timer_key(w, latest);
+	int64_t lk = exact_key(w, latest);
 
 	if (earliest <= w->now || lk <= w->levels[0].clock + 1)
 		return NULL;
-	return window_bucket(w, timer_key(w, earliest), lk, number);
+	return window_bucket(w, exact_key(w, earliest), lk, number);
 }
 
 /* Into bucket b (number `number`, above level 1), which pops at tick
@@ -1447,7 +1464,7 @@ static void place_window(struct tw_wheel *w, struct tw_timer *t, int64_t latest)
 	if (b)
 		file_windowed(w, t, b, number);
 	else
-		place_new(w, t);
+		place_new_exact(w, t);
 }
 
 /* TW_EINVAL (and, in the debug build, why) for a window call's bad
@@ -1477,7 +1494,7 @@ hot_inline int wheel_add_range(struct tw_wheel *w, struct tw_timer *t,
 		return TW_EBUSY;
 	t->due = earliest;
 	if (earliest == latest)
-		place_new(w, t);
+		place_new_exact(w, t);
 	else
 		place_window(w, t, latest);
 	return TW_OK;
@@ -1496,7 +1513,7 @@ static bool window_stays_put(const struct tw_wheel *w, const struct tw_timer *t,
 	pop = b->level == 1 ? b->expiration : b->pop_at;
 	/* Windowed stays windowed (first in its bucket), exact stays
 	 * exact: a timer does not change sides in its list. */
-	if ((timer_key(w, t->due) < b->expiration) != (ek < b->expiration))
+	if ((exact_key(w, t->due) < b->expiration) != (ek < b->expiration))
 		return false;
 	return ek <= pop && pop <= lk;
 }
@@ -1513,7 +1530,7 @@ hot_inline int wheel_reschedule_range(struct tw_wheel *w, struct tw_timer *t,
 		return TW_EOWNER;
 	was_pending = t->bucket != NULL;
 	if (earliest != latest && earliest > w->now) {
-		int64_t ek = timer_key(w, earliest), lk = timer_key(w, latest);
+		int64_t ek = exact_key(w, earliest), lk = exact_key(w, latest);
 		int64_t number = 0;
 		struct tw_bucket *b;
 
@@ -1540,13 +1557,13 @@ hot_inline int wheel_reschedule_range(struct tw_wheel *w, struct tw_timer *t,
 		if (b)
 			file_windowed(w, t, b, number);
 		else
-			place_new(w, t);
+			place_new_exact(w, t);
 		return was_pending;
 	}
 	if (was_pending)
 		unlink_pending(w, t);
 	t->due = earliest;
-	place_new(w, t);
+	place_new_exact(w, t);
 	return was_pending;
 }
 

@@ -92,6 +92,11 @@ static void test_null_pointers_wheel(void)
 	CHECK_EQ(tw_wheel_reschedule(NULL, &t, 5), TW_EINVAL);
 	CHECK_EQ(tw_wheel_reschedule(&w, NULL, 5), TW_EINVAL);
 	CHECK_EQ(tw_wheel_advance(NULL, 5), TW_EINVAL);
+	CHECK_EQ(tw_wheel_advance_unordered(NULL, 5), TW_EINVAL);
+	CHECK_EQ(tw_wheel_add_range(NULL, &t, 5, 9), TW_EINVAL);
+	CHECK_EQ(tw_wheel_add_range(&w, NULL, 5, 9), TW_EINVAL);
+	CHECK_EQ(tw_wheel_reschedule_range(NULL, &t, 5, 9), TW_EINVAL);
+	CHECK_EQ(tw_wheel_reschedule_range(&w, NULL, 5, 9), TW_EINVAL);
 	CHECK(!tw_wheel_next_expiry(NULL, &when));
 	CHECK(!tw_wheel_next_expiry(&w, NULL));
 	CHECK_EQ(when, 77);
@@ -137,6 +142,33 @@ static void test_uninitialised_wheel(void)
 	CHECK(!tw_wheel_next_expiry(&zero, &when));
 	CHECK_EQ(when, 5);
 	CHECK_EQ(tw_wheel_check(&zero, NULL, 0), TW_ECORRUPT);
+}
+
+/* Every way into the wheel refuses an uninitialised one and a timer with
+ * no callback, the window calls and the unordered advance included. */
+static void test_uninitialised_wheel_refused_by_every_call(void)
+{
+	struct tw_wheel zero, w;
+	struct tw_timer t, no_fn;
+
+	memset(&zero, 0, sizeof(zero));
+	tw_timer_init(&t, never_runs);
+	tw_timer_init(&no_fn, NULL);
+	CHECK_EQ(tw_wheel_add(&zero, &t, 5), TW_EINVAL);
+	CHECK_EQ(tw_wheel_add_in(&zero, &t, 5), TW_EINVAL);
+	CHECK_EQ(tw_wheel_reschedule(&zero, &t, 5), TW_EINVAL);
+	CHECK_EQ(tw_wheel_add_range(&zero, &t, 5, 9), TW_EINVAL);
+	CHECK_EQ(tw_wheel_reschedule_range(&zero, &t, 5, 9), TW_EINVAL);
+	CHECK_EQ(tw_wheel_advance(&zero, 5), TW_EINVAL);
+	CHECK_EQ(tw_wheel_advance_unordered(&zero, 5), TW_EINVAL);
+	CHECK(!tw_timer_pending(&t));
+	CHECK_EQ(tw_wheel_init(&w, 1, 64, 100, TW_MODE_EXACT), 0);
+	CHECK_EQ(tw_wheel_add_in(&w, &no_fn, 5), TW_EINVAL);
+	CHECK_EQ(tw_wheel_add_range(&w, &no_fn, 200, 300), TW_EINVAL);
+	CHECK_EQ(tw_wheel_reschedule_range(&w, &no_fn, 200, 300), TW_EINVAL);
+	CHECK_EQ(tw_wheel_advance_unordered(&w, 99), TW_ERANGE);
+	CHECK_EQ(tw_wheel_count(&w), 0);
+	tw_wheel_destroy(&w);
 }
 
 /* A snapshot into less room than the queue has copies what fits, in pop
@@ -286,11 +318,12 @@ static void test_clock_backwards_wheel(void)
 
 /* B7: calls a callback may not make, and a callback that frees itself. */
 static struct tw_wheel *cb_wheel;
-static int64_t cb_results[3];
+static int64_t cb_results[3], cb_unordered;
 
 static void reenters(struct tw_wheel *w, struct tw_timer *t)
 {
 	cb_results[0] = tw_wheel_advance(w, tw_wheel_now(w) + 1);
+	cb_unordered = tw_wheel_advance_unordered(w, tw_wheel_now(w) + 1);
 	cb_results[1] = tw_wheel_destroy(w);
 	cb_results[2] = tw_wheel_drain(w, NULL);
 	free(t); /* its last act: the wheel never touches it again */
@@ -309,6 +342,7 @@ static void test_callback_reentry_and_self_free(void)
 	CHECK_EQ(tw_wheel_add(&w, t, 2), 0);
 	CHECK_EQ(tw_wheel_advance(&w, 2), 1);
 	CHECK_EQ(cb_results[0], TW_EREENTER);
+	CHECK_EQ(cb_unordered, TW_EREENTER);
 	CHECK_EQ(cb_results[1], TW_EREENTER);
 	CHECK_EQ(cb_results[2], TW_EREENTER);
 	bystanders_intact(&w, 0);
@@ -695,6 +729,7 @@ int main(void)
 	RUN(test_duration_helpers);
 	RUN(test_null_pointers_wheel);
 	RUN(test_uninitialised_wheel);
+	RUN(test_uninitialised_wheel_refused_by_every_call);
 	RUN(test_snapshot_into_small_room);
 	RUN(test_bad_wheel_parameters);
 	RUN(test_timer_added_twice);

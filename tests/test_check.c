@@ -432,8 +432,37 @@ static void test_bucket_state_damage(void)
 	teardown(&f);
 }
 
+/* The saturating arithmetic the wheel and the checker compute spans and
+ * times with: exact where the result fits, clamped to the int64 range
+ * where it does not, a span past INT64_MAX included (the top levels). */
+static void test_saturating_arithmetic(void)
+{
+	struct tw_wheel w = { .tick = 1000 };
+	const uint64_t half = (uint64_t)1 << 63; /* INT64_MAX + 1 */
+
+	CHECK_EQ(tw__mul_sat(0, 5), 0);
+	CHECK_EQ(tw__mul_sat(7, 0), 0);
+	CHECK_EQ(tw__mul_sat(-3, 4), -12);
+	CHECK_EQ(tw__mul_sat(3, (uint64_t)INT64_MAX), INT64_MAX);
+	CHECK_EQ(tw__mul_sat(1, half), INT64_MAX);
+	CHECK_EQ(tw__mul_sat(-1, half), INT64_MIN);   /* exactly -2^63 */
+	CHECK_EQ(tw__mul_sat(-2, half), INT64_MIN);
+	CHECK_EQ(tw__mul_sat(-4, 3000000000000000000ULL), INT64_MIN);
+	CHECK_EQ(tw__mul_sat(-2, (uint64_t)1 << 62), INT64_MIN); /* fits */
+	CHECK_EQ(tw__span_div(-5, half), -1);
+	CHECK_EQ(tw__span_div(5, half), 0);
+	CHECK_EQ(tw__span_div(-5, 2), -3);
+	CHECK_EQ(tw__ceil_div(-5, 2), -2);
+	CHECK_EQ(tw__ceil_div(5, 2), 3);
+	CHECK_EQ(tw__floor_div(-5, 2), -3);
+	CHECK_EQ(tw__ticks_to_time(&w, INT64_MAX / 999), INT64_MAX);
+	CHECK_EQ(tw__ticks_to_time(&w, INT64_MIN / 999), INT64_MIN);
+	CHECK_EQ(tw__ticks_to_time(&w, -7), -7000);
+}
+
 int main(void)
 {
+	RUN(test_saturating_arithmetic);
 	RUN(test_wheel_level_damage);
 	RUN(test_queue_damage);
 	RUN(test_occupancy_damage);
