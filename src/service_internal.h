@@ -30,8 +30,8 @@
 int tw__service_stop_pending(struct tw_service *svc, struct tw_service_timer *t);
 
 /* tw_service_add_range() at [now + delay, now + delay + tolerance] (the
- * end saturating): the purgatory's timeout with a tolerance. TW_EOVERFLOW
- * as tw_service_add_in(). */
+ * end saturating): the purgatory's timeout with a tolerance (delay > 0,
+ * tolerance >= 0). TW_EOVERFLOW as tw_service_add_in(). */
 int tw__service_add_in_range(struct tw_service *svc, struct tw_service_timer *t,
 			     int64_t delay, int64_t tolerance);
 

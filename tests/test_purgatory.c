@@ -701,10 +701,35 @@ static void test_bad_tolerances(void)
 	CHECK_EQ(atomic_load(&m.releases), 1);
 }
 
+/* The ends of time: a timeout the clock cannot reach is the end of time
+ * with a tolerance too (no window past INT64_MAX), and a tolerance that
+ * reaches past it ends there. Both wait; neither expires early. */
+static void test_tolerances_at_the_ends_of_time(void)
+{
+	struct tw_purgatory *p = manual_purgatory_purging(0);
+	struct mock far, wide;
+
+	mock_init(&far, INT64_MAX);
+	mock_init(&wide, 100);
+	CHECK_EQ(tw_op_set_tolerance(&far.op, 10), TW_OK);
+	CHECK_EQ(tw_op_set_tolerance(&wide.op, INT64_MAX), TW_OK);
+	CHECK_EQ(watch_on(p, &far, 1, "a", NULL, NULL), 0);
+	CHECK_EQ(watch_on(p, &wide, 1, "b", NULL, NULL), 0);
+	CHECK_EQ(tw_purgatory_delayed(p), 2);
+	atomic_store(&virtual_now, 1099);
+	CHECK_EQ(tw_purgatory_poll(p), 0);
+	CHECK_EQ(atomic_load(&wide.expirations), 0);
+	tw_purgatory_destroy(p); /* hands both back */
+	CHECK_EQ(atomic_load(&far.releases), 1);
+	CHECK_EQ(atomic_load(&wide.releases), 1);
+	CHECK_EQ(atomic_load(&far.expirations), 0);
+}
+
 int main(void)
 {
 	RUN(test_timeouts_with_a_tolerance_expire_together);
 	RUN(test_bad_tolerances);
+	RUN(test_tolerances_at_the_ends_of_time);
 	RUN(test_request_satisfaction);
 	RUN(test_request_expiry);
 	RUN(test_request_purge);

@@ -736,6 +736,40 @@ static void test_bad_windows(void)
 	tw_service_destroy(kafka);
 }
 
+/* Windows at the ends of the clock: the widest window there is (2^64 - 1
+ * units) on a service whose tick times it overflows, and a periodic
+ * timer re-armed at INT64_MAX whose window would end past it; both are
+ * taken, neither runs early. */
+static void test_windows_at_the_ends_of_time(void)
+{
+	struct tw_service_config cfg = { .tick = (int64_t)1 << 40, .manual = true };
+	struct tw_service *svc = NULL;
+	struct job a, p;
+
+	cfg.clock.now = virtual_clock;
+	set_clock(1000);
+	CHECK_EQ(tw_service_create(&svc, &cfg), TW_OK);
+	job_init(&a, 1, 0);
+	CHECK_EQ(tw_service_add_range(svc, &a.t, INT64_MIN, INT64_MAX), TW_OK);
+	CHECK_EQ(tw_service_poll(svc), 1); /* due long ago */
+	tw_service_destroy(svc);
+
+	svc = manual_service(0);
+	job_init(&p, 2, INT64_MAX - 1000);
+	CHECK_EQ(tw_service_add_range(svc, &p.t, 1100, 1400), TW_OK);
+	for (int64_t now = 1000; now <= 1500; now++) {
+		set_clock(now);
+		tw_service_poll(svc);
+	}
+	CHECK_EQ(atomic_load(&p.runs), 1);
+	CHECK(p.ran_at >= 1100 && p.ran_at < 1410);
+	CHECK(tw_service_timer_pending(&p.t)); /* re-armed at INT64_MAX */
+	set_clock(1000000);
+	CHECK_EQ(tw_service_poll(svc), 0);
+	CHECK_EQ(tw_service_cancel(svc, &p.t), TW_SVC_STOPPED);
+	tw_service_destroy(svc);
+}
+
 /* ---- threaded ---- */
 
 static int64_t mono_ms(void)
@@ -1201,6 +1235,7 @@ int main(void)
 	RUN(test_overlapping_windows_fire_together);
 	RUN(test_periodic_keeps_its_window);
 	RUN(test_bad_windows);
+	RUN(test_windows_at_the_ends_of_time);
 	RUN(test_reaper_wakes_once_for_overlapping_windows);
 	RUN(test_reaper_alone_drives_expiry);
 	RUN(test_reaper_sleeps_and_is_woken_by_earlier_add);

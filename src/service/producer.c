@@ -293,14 +293,13 @@ int tw_service_add_range(struct tw_service *svc, struct tw_service_timer *t,
 int tw__service_add_in_range(struct tw_service *svc, struct tw_service_timer *t,
 			     int64_t delay, int64_t tolerance)
 {
-	int64_t now, earliest;
+	/* The purgatory's op has a timeout > 0 and a tolerance >= 0
+	 * (tw_op_init, tw_op_set_tolerance checked them). */
+	int64_t now = clock_now(svc), earliest;
 
-	if (!svc || tolerance < 0)
-		return TW_EINVAL;
-	now = clock_now(svc);
-	if (delay > 0 && now > INT64_MAX - delay)
+	if (now > INT64_MAX - delay)
 		return TW_EOVERFLOW;
-	earliest = now + (delay > 0 ? delay : 0);
+	earliest = now + delay;
 	return tw_service_add_range(svc, t, earliest,
 				    earliest > INT64_MAX - tolerance ? INT64_MAX
 								     : earliest + tolerance);
