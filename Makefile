@@ -163,6 +163,7 @@ bench-instr: bench-deps
 bench-service: build
 	@mkdir -p $(BUILD)/bench
 	$(BUILD)/bench/service_bench $${BENCH_N:-1000000} $(BUILD)/bench/service.csv
+	$(BUILD)/bench/service_bench --connections $${BENCH_N:-1000000} 20 0 1 15
 
 # The purgatory at a Poisson request rate (issue 5), then the highest rate
 # this machine sustains.
@@ -171,6 +172,8 @@ bench-purgatory: build
 	$(BUILD)/bench/purgatory_bench 300000 48828
 	$(BUILD)/bench/purgatory_bench --find
 	$(BUILD)/bench/purgatory_bench --idle 1000000
+	$(BUILD)/bench/purgatory_bench --tolerance 1 200000 20000
+	$(BUILD)/bench/purgatory_bench --tolerance 1 300000 48828
 
 # Line and branch coverage of src/ by the whole test suite (gcov + lcov),
 # with an HTML report; fails below COVERAGE_LINES % of lines or

@@ -16,11 +16,15 @@
  *      an idle service's wake-ups (1e5 timers over an hour);
  *   6. a summary: ratios against the heap measured in this run (a figure
  *      of another implementation from an earlier run is no ratio, so
- *      none is quoted here).
+ *      none is quoted here);
+ *   7. with --connections: a server's idle timeouts, exact against windows
+ *      (issue 26): the reaper's wake-ups and the CPU they cost.
  * Every phase runs under a watchdog: one that overstays its limit is
  * reported with its counts (pushed, ran, pending) and the run exits 3.
  *
  * usage: service_bench [N [CSV]]   (default N = 1000000)
+ *        service_bench --connections [N [SECONDS [PCT...]]]
+ *            (1e6 connections, 20 s measured, windows of 0, 1 and 15 %)
  * Prints a table; with CSV, also writes one row per measurement:
  * impl,workload,threads,n,ns_per_op
  *
@@ -742,6 +746,156 @@ static void idle_wakeups(void)
 	free(seen);
 }
 
+/* ---- idle connections: windows against exact timeouts (issue 26) ----
+ *
+ * A server holding `conns` connections, each with a 30 s idle timeout. Nine
+ * in ten are active: a driver thread resets a random one of them to now +
+ * 30 s at the rate that touches each every 5 s on average. One in ten is
+ * idle: nothing resets it, its timeout fires, and the callback opens a new
+ * idle connection in its place (an add at now + 30 s), so timeouts keep
+ * firing at about conns / 10 / 30 s. At the start the idle ones are due
+ * uniformly over the next 30 s and the active ones from 25 to 30 s, as if
+ * each had last been reset at a random moment of its last 30 or 5 s. With a window of pct % every add and reset asks for [due, due +
+ * pct % of 30 s] (tw_service_add_range, tw_service_reschedule_range).
+ * Measured over `seconds` after a 2 s warm-up: the reaper's wake-ups per
+ * second, timeouts fired per second, and CPU per second of the service's
+ * own threads (the process's CPU less the driver thread's) and of the
+ * driver (its resets). */
+
+struct conn {
+	struct tw_service_timer t;
+	int64_t window; /* clock units a timeout may come late */
+};
+
+static atomic_uint_fast64_t conns_fired;
+
+static void conn_timed_out(struct tw_service *svc, struct tw_service_timer *t)
+{
+	struct conn *c = tw_container_of(t, struct conn, t);
+	int64_t due = tw_service_now(svc) + TW_S(30);
+
+	atomic_fetch_add_explicit(&conns_fired, 1, memory_order_relaxed);
+	tw_service_add_range(svc, t, due, due + c->window);
+}
+
+struct conn_driver {
+	struct tw_service *svc;
+	struct conn *c;
+	size_t n;
+	double seconds;
+	int64_t window;
+	uint64_t resets;
+	int64_t cpu_ns;      /* the driver's CPU inside the measured window */
+	int64_t t0, t1;      /* the measured window, wall clock */
+	struct tw_service_stats a, b;
+	int64_t proc0, proc1;
+};
+
+static int64_t cpu_ns(clockid_t which)
+{
+	struct timespec ts;
+
+	clock_gettime(which, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static void *conn_drive(void *arg)
+{
+	struct conn_driver *d = arg;
+	size_t active = d->n - d->n / 10;
+	double rate = (double)active / 5.0; /* resets per second */
+	int64_t start = bench_now_ns(), warm = start + 2000000000LL;
+	int64_t end = warm + (int64_t)(d->seconds * 1e9), cpu0 = 0;
+	uint64_t done = 0, seed = 11, measured_from = 0;
+	bool measuring = false;
+
+	for (;;) {
+		int64_t now = bench_now_ns();
+		uint64_t target = (uint64_t)((double)(now - start) * rate / 1e9);
+		struct timespec ms = { 0, 1000000 };
+
+		if (!measuring && now >= warm) {
+			measuring = true;
+			measured_from = done;
+			cpu0 = cpu_ns(CLOCK_THREAD_CPUTIME_ID);
+			d->proc0 = cpu_ns(CLOCK_PROCESS_CPUTIME_ID);
+			d->t0 = now;
+			tw_service_stats(d->svc, &d->a);
+		}
+		if (now >= end)
+			break;
+		for (; done < target; done++) {
+			/* an active one: every index not a multiple of 10 */
+			size_t i = (size_t)(rnd(&seed) % d->n);
+			int64_t due;
+
+			if (i % 10 == 0)
+				i++;
+			if (i >= d->n)
+				i = 1;
+			due = tw_service_now(d->svc) + TW_S(30);
+			tw_service_reschedule_range(d->svc, &d->c[i].t, due,
+						    due + d->window);
+		}
+		nanosleep(&ms, NULL);
+	}
+	d->cpu_ns = cpu_ns(CLOCK_THREAD_CPUTIME_ID) - cpu0;
+	d->proc1 = cpu_ns(CLOCK_PROCESS_CPUTIME_ID);
+	d->t1 = bench_now_ns();
+	tw_service_stats(d->svc, &d->b);
+	d->resets = done - measured_from;
+	return NULL;
+}
+
+static void connections(size_t n, double seconds, double pct)
+{
+	struct tw_service_config cfg = { 0 };
+	struct conn *c = calloc(n, sizeof(*c));
+	struct conn_driver d = { 0 };
+	struct tw_service *svc;
+	pthread_t driver;
+	int64_t start, window = (int64_t)(pct / 100.0 * 30e9);
+	uint64_t seed = 5;
+	double wall;
+
+	cfg.executors = 1;
+	if (!c || tw_service_create(&svc, &cfg) != TW_OK) {
+		fprintf(stderr, "connections: out of memory\n");
+		exit(1);
+	}
+	atomic_store(&conns_fired, 0);
+	start = tw_service_now(svc);
+	for (size_t i = 0; i < n; i++) {
+		/* idle: due anywhere in the next 30 s; active: reset in the
+		 * last 5 s, as the driver keeps them */
+		int64_t due = start + (i % 10 == 0
+			? (int64_t)(rnd(&seed) % 30000000000ULL)
+			: TW_S(25) + (int64_t)(rnd(&seed) % 5000000000ULL));
+
+		c[i].window = window;
+		tw_service_timer_init(&c[i].t, conn_timed_out);
+		tw_service_add_range(svc, &c[i].t, due, due + window);
+	}
+	d = (struct conn_driver){ .svc = svc, .c = c, .n = n, .seconds = seconds,
+				  .window = window };
+	watch("connections", (int)seconds + 60, svc, NULL, n);
+	pthread_create(&driver, NULL, conn_drive, &d);
+	pthread_join(driver, NULL);
+	unwatch();
+	wall = (double)(d.t1 - d.t0) / 1e9;
+	printf("  window %5.1f %% (%6.0f ms)  %8.1f wake-ups/s  %7.0f fired/s  "
+	       "%7.0f resets/s  service CPU %5.1f %%  driver CPU %5.1f %%  "
+	       "(%.1f s)\n", pct, (double)window / 1e6,
+	       (double)(d.b.wakeups - d.a.wakeups) / wall,
+	       (double)(d.b.ran - d.a.ran) / wall, (double)d.resets / wall,
+	       100.0 * (double)(d.proc1 - d.proc0 - d.cpu_ns) / 1e9 / wall,
+	       100.0 * (double)d.cpu_ns / 1e9 / wall, wall);
+	fflush(stdout);
+	tw_service_shutdown(svc, NULL, NULL);
+	tw_service_destroy(svc);
+	free(c);
+}
+
 /* ---- the summary: ratios measured in this run ---- */
 
 static void summary_row(const char *label, const char *svc_name,
@@ -798,6 +952,27 @@ int main(int argc, char **argv)
 {
 	pthread_t dog;
 
+	if (argc > 1 && !strcmp(argv[1], "--connections")) {
+		/* service_bench --connections [N [SECONDS [PCT...]]]: exact
+		 * and each window, alternating, BENCH_RUNS rounds */
+		size_t n = argc > 2 ? strtoull(argv[2], NULL, 10) : 1000000;
+		double secs = argc > 3 ? atof(argv[3]) : 20;
+		double pcts[8] = { 0, 1, 15 };
+		int npcts = 3, rounds = (int)env_or("BENCH_RUNS", 1);
+
+		if (argc > 4)
+			for (npcts = 0; npcts < 8 && 4 + npcts < argc; npcts++)
+				pcts[npcts] = atof(argv[4 + npcts]);
+		pthread_create(&dog, NULL, watchdog, NULL);
+		pthread_detach(dog);
+		printf("idle connections: %zu, 30 s timeouts, 9 in 10 reset every "
+		       "5 s on average, 1 in 10 idle (times out, reopens); %ld "
+		       "cores\n", n, sysconf(_SC_NPROCESSORS_ONLN));
+		for (int r = 0; r < rounds; r++)
+			for (int k = 0; k < npcts; k++)
+				connections(n, secs, pcts[k]);
+		return 0;
+	}
 	if (argc > 1)
 		N = strtoull(argv[1], NULL, 10);
 	if (argc > 2)
