@@ -668,6 +668,44 @@ static void test_timeouts_with_a_tolerance_expire_together(void)
 	}
 }
 
+/* One jump over the windows: polled once at 1400, an op whose window
+ * [1000 + timeout, + tolerance] ended before has expired, one whose window
+ * starts after has not; the rest expire by the next jump, each once. */
+static void test_tolerances_in_one_jump(void)
+{
+	struct tw_purgatory *p = manual_purgatory_purging(0);
+	static struct mock m[40];
+	int64_t e[40], l[40];
+	char key[8];
+	int expired = 0;
+
+	for (int i = 0; i < 40; i++) {
+		e[i] = 1000 + 50 + 17 * i;         /* 1050 .. 1713 */
+		l[i] = e[i] + (i % 4) * 150;       /* windows of 0 .. 450 */
+		mock_init(&m[i], e[i] - 1000);
+		CHECK_EQ(tw_op_set_tolerance(&m[i].op, l[i] - e[i]), TW_OK);
+		snprintf(key, sizeof(key), "j%d", i);
+		CHECK_EQ(watch_on(p, &m[i], 1, key, NULL, NULL), 0);
+	}
+	atomic_store(&virtual_now, 1400);
+	CHECK(tw_purgatory_poll(p) > 0);
+	for (int i = 0; i < 40; i++) {
+		int n = atomic_load(&m[i].expirations);
+
+		if (l[i] < 1400)
+			CHECK_EQ(n, 1);
+		if (e[i] > 1400)
+			CHECK_EQ(n, 0);
+		expired += n;
+	}
+	CHECK(expired > 0 && expired < 40);
+	atomic_store(&virtual_now, 5000);
+	tw_purgatory_poll(p);
+	for (int i = 0; i < 40; i++)
+		CHECK_EQ(atomic_load(&m[i].expirations), 1);
+	tw_purgatory_destroy(p);
+}
+
 /* A tolerance: bad values change nothing; a kafka-mode purgatory refuses
  * to watch an op that has one (its timeout could not be armed) and
  * watches it once the tolerance is back to 0. */
@@ -728,6 +766,7 @@ static void test_tolerances_at_the_ends_of_time(void)
 int main(void)
 {
 	RUN(test_timeouts_with_a_tolerance_expire_together);
+	RUN(test_tolerances_in_one_jump);
 	RUN(test_bad_tolerances);
 	RUN(test_tolerances_at_the_ends_of_time);
 	RUN(test_request_satisfaction);
