@@ -181,17 +181,17 @@ static void publish(struct tw_service *svc, struct inbox *ib,
 }
 
 static int add_or_reschedule(struct tw_service *svc, struct tw_service_timer *t,
-			     int64_t due, uint32_t slack, bool reschedule)
+			     int64_t due, uint32_t slack, bool reschedule,
+			     const char *call)
 {
 	struct inbox *ib;
 	uint32_t old;
 	unsigned s;
 	int rc;
 
+	(void)call; /* TW_EINVAL_BECAUSE drops its arguments in release */
 	if (!svc || !t || !callback_of(t))
-		return TW_EINVAL_BECAUSE(reschedule ? "tw_service_reschedule"
-						    : "tw_service_add",
-					 "%s", !svc ? "the service is NULL"
+		return TW_EINVAL_BECAUSE(call, "%s", !svc ? "the service is NULL"
 					 : !t ? "the timer is NULL"
 					 : "the timer has no callback "
 					   "(tw_service_timer_init(t, fn) with "
@@ -232,7 +232,7 @@ static int add_or_reschedule(struct tw_service *svc, struct tw_service_timer *t,
 
 int tw_service_add(struct tw_service *svc, struct tw_service_timer *t, int64_t due)
 {
-	return add_or_reschedule(svc, t, due, 0, false);
+	return add_or_reschedule(svc, t, due, 0, false, "tw_service_add");
 }
 
 int tw_service_add_in(struct tw_service *svc, struct tw_service_timer *t,
@@ -247,13 +247,14 @@ int tw_service_add_in(struct tw_service *svc, struct tw_service_timer *t,
 		return TW_EOVERFLOW;
 	if (delay < 0)
 		delay = 0;
-	return add_or_reschedule(svc, t, now + delay, 0, false);
+	return add_or_reschedule(svc, t, now + delay, 0, false,
+				 "tw_service_add_in");
 }
 
 int tw_service_reschedule(struct tw_service *svc, struct tw_service_timer *t,
 			  int64_t due)
 {
-	return add_or_reschedule(svc, t, due, 0, true);
+	return add_or_reschedule(svc, t, due, 0, true, "tw_service_reschedule");
 }
 
 /* A window's width in whole ticks, rounded down (it may only narrow) and
@@ -287,7 +288,8 @@ int tw_service_add_range(struct tw_service *svc, struct tw_service_timer *t,
 	uint32_t slack;
 	int rc = window_slack(svc, "tw_service_add_range", earliest, latest, &slack);
 
-	return rc ? rc : add_or_reschedule(svc, t, earliest, slack, false);
+	return rc ? rc : add_or_reschedule(svc, t, earliest, slack, false,
+					  "tw_service_add_range");
 }
 
 int tw__service_add_in_range(struct tw_service *svc, struct tw_service_timer *t,
@@ -313,7 +315,8 @@ int tw_service_reschedule_range(struct tw_service *svc,
 	int rc = window_slack(svc, "tw_service_reschedule_range", earliest,
 			      latest, &slack);
 
-	return rc ? rc : add_or_reschedule(svc, t, earliest, slack, true);
+	return rc ? rc : add_or_reschedule(svc, t, earliest, slack, true,
+					  "tw_service_reschedule_range");
 }
 
 /* An executor, after a periodic timer's callback returned: RUNNING ->
