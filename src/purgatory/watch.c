@@ -265,9 +265,9 @@ int tw_purgatory_try_complete_else_watch(struct tw_purgatory *p,
 		return rc;
 	}
 	if (!done && !tw_op_is_completed(op)) {
-		atomic_fetch_add(&p->delayed, 1);
 		int64_t tolerance = op_tolerance(op);
 
+		atomic_fetch_add(&p->delayed, 1);
 		tr_ref_get(op); /* the timeout's reference */
 		rc = tolerance ? tw__service_add_in_range(p->svc, &op->timer,
 							  op->timeout, tolerance)
