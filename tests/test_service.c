@@ -539,19 +539,17 @@ static int64_t win_random(int64_t bound)
 	return (int64_t)((win_rng * 0x2545F4914F6CDD1DULL) % (uint64_t)bound);
 }
 
-/* NWIN jobs with random windows [e, l] from base (a fifth of them exact,
- * the rest up to 4000 units wide: up to five level-1 buckets of the
- * manual service's wheel, 80 units each). */
+/* NWIN fresh jobs added with random windows [e, l] from 1001 (a fifth of
+ * them exact, the rest up to 4000 units wide: up to five level-1 buckets
+ * of the manual service's wheel, 80 units each). */
 static void add_windows(struct tw_service *svc, struct job *j, int64_t *e,
-			int64_t *l, int64_t base, bool reschedule)
+			int64_t *l)
 {
 	for (int i = 0; i < NWIN; i++) {
-		e[i] = base + win_random(6000);
+		job_init(&j[i], i, 0);
+		e[i] = 1001 + win_random(6000);
 		l[i] = e[i] + (i % 5 ? win_random(4000) : 0);
-		if (reschedule)
-			CHECK(tw_service_reschedule_range(svc, &j[i].t, e[i], l[i]) >= 0);
-		else
-			CHECK_EQ(tw_service_add_range(svc, &j[i].t, e[i], l[i]), TW_OK);
+		CHECK_EQ(tw_service_add_range(svc, &j[i].t, e[i], l[i]), TW_OK);
 	}
 }
 
@@ -565,9 +563,7 @@ static void test_windows_run_inside_them_stepped(void)
 	int64_t e[NWIN], l[NWIN];
 	int resched = 0;
 
-	for (int i = 0; i < NWIN; i++)
-		job_init(&j[i], i, 0);
-	add_windows(svc, j, e, l, 1001, false);
+	add_windows(svc, j, e, l);
 	for (int64_t now = 1000; now <= 16000; now++) {
 		set_clock(now);
 		CHECK(tw_service_poll(svc) >= 0);
@@ -608,9 +604,7 @@ static void test_windows_in_one_jump(void)
 	int64_t e[NWIN], l[NWIN];
 	int ran = 0;
 
-	for (int i = 0; i < NWIN; i++)
-		job_init(&j[i], i, 0);
-	add_windows(svc, j, e, l, 1001, false);
+	add_windows(svc, j, e, l);
 	set_clock(5000);
 	CHECK(tw_service_poll(svc) >= 0);
 	for (int i = 0; i < NWIN; i++) {
