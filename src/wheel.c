@@ -1501,21 +1501,37 @@ hot_inline int wheel_add_range(struct tw_wheel *w, struct tw_timer *t,
 }
 
 /* The bucket a pending timer is in still fires inside the new window:
- * nothing moves (a connection's idle window pushed on every packet). */
-static bool window_stays_put(const struct tw_wheel *w, const struct tw_timer *t,
-			     int64_t ek, int64_t lk)
+ * nothing moves (a connection's idle window pushed on every packet). A
+ * timer does not change sides in its list: a windowed one (first in its
+ * bucket, fires at the pop) stays if the pop is inside the window and
+ * the new earliest still marks it windowed, and takes earliest as its
+ * due time; an exact one (fires at its own key's tick) stays if that
+ * tick is inside the window, and keeps its due time, or takes earliest if
+ * that is later in the same tick (issue 26's second review: both were
+ * moved). */
+static bool window_stays_put(const struct tw_wheel *w, struct tw_timer *t,
+			     int64_t earliest, int64_t ek, int64_t lk)
 {
 	const struct tw_bucket *b = t->bucket;
-	int64_t pop;
+	int64_t key, pop;
 
 	if (b->level == TW_LEVEL_READY || b->draining)
 		return false;
+	key = exact_key(w, t->due);
+	if (key >= b->expiration) {
+		if (ek > key || key > lk)
+			return false;
+		/* Never before earliest: an earlier due time in the same
+		 * tick (ek == key) becomes earliest, and the key is kept. */
+		if (t->due < earliest)
+			t->due = earliest;
+		return true;
+	}
 	pop = b->level == 1 ? b->expiration : b->pop_at;
-	/* Windowed stays windowed (first in its bucket), exact stays
-	 * exact: a timer does not change sides in its list. */
-	if ((exact_key(w, t->due) < b->expiration) != (ek < b->expiration))
+	if (ek >= b->expiration || pop < ek || pop > lk)
 		return false;
-	return ek <= pop && pop <= lk;
+	t->due = earliest;
+	return true;
 }
 
 hot_inline int wheel_reschedule_range(struct tw_wheel *w, struct tw_timer *t,
@@ -1529,36 +1545,38 @@ hot_inline int wheel_reschedule_range(struct tw_wheel *w, struct tw_timer *t,
 	if (t->bucket && t->bucket->wheel != w)
 		return TW_EOWNER;
 	was_pending = t->bucket != NULL;
-	if (earliest != latest && earliest > w->now) {
+	if (earliest != latest) {
 		int64_t ek = exact_key(w, earliest), lk = exact_key(w, latest);
 		int64_t number = 0;
 		struct tw_bucket *b;
 
-		/* A windowed timer whose bucket still pops inside the new
-		 * window stays. */
-		if (was_pending && window_stays_put(w, t, ek, lk)) {
-			t->due = earliest;
+		/* Its bucket still fires inside the new window: it stays,
+		 * even when earliest has passed (then it fires at that pop
+		 * as it would have). */
+		if (was_pending && window_stays_put(w, t, earliest, ek, lk))
 			return 1;
-		}
-		b = lk > w->levels[0].clock + 1 ? window_bucket(w, ek, lk, &number)
-						: NULL;
-
-		/* A window no bucket fits: an exact timer pushed later stays
-		 * as under a plain reschedule (re-filed at its bucket's
-		 * expiration by earliest, inside the window). One that fits
-		 * moves there once, and its later pushes stay put. */
-		if (!b && was_pending && stays_put(w, t, earliest)) {
+		if (earliest > w->now) {
+			b = lk > w->levels[0].clock + 1
+				    ? window_bucket(w, ek, lk, &number)
+				    : NULL;
+			/* A window no bucket fits: an exact timer pushed
+			 * later stays as under a plain reschedule (re-filed
+			 * at its bucket's expiration by earliest, inside the
+			 * window). One that fits moves there once, and its
+			 * later pushes stay put. */
+			if (!b && was_pending && stays_put(w, t, earliest)) {
+				t->due = earliest;
+				return 1;
+			}
+			if (was_pending)
+				unlink_pending(w, t);
 			t->due = earliest;
-			return 1;
+			if (b)
+				file_windowed(w, t, b, number);
+			else
+				place_new_exact(w, t);
+			return was_pending;
 		}
-		if (was_pending)
-			unlink_pending(w, t);
-		t->due = earliest;
-		if (b)
-			file_windowed(w, t, b, number);
-		else
-			place_new_exact(w, t);
-		return was_pending;
 	}
 	if (was_pending)
 		unlink_pending(w, t);

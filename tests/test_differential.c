@@ -176,7 +176,8 @@ static void model_add(struct mtimer *m, int64_t due, bool reschedule)
 static void model_add_range(struct mtimer *m, int64_t due, int64_t width,
 			    bool reschedule)
 {
-	int64_t latest = sat_add(due, width);
+	int64_t latest = sat_add(due, width), kept;
+	bool was_pending = m->pending;
 	unsigned level;
 	int rc;
 
@@ -189,15 +190,30 @@ static void model_add_range(struct mtimer *m, int64_t due, int64_t width,
 		if (m->pending)
 			return;
 	}
-	CHECK_EQ(tw_timer_due(&m->timer), due);
+	kept = tw_timer_due(&m->timer);
 	m->pending = true;
-	m->key = key_of(due);
-	m->latest_key = key_of(latest);
-	m->windowed = latest != due;
 	m->ready_now = false;
 	CHECK_EQ(tw_timer_where(&wheel, &m->timer, &level, NULL), TW_OK);
 	m->ready = level == TW_LEVEL_READY;
-	CHECK_EQ(m->ready, due <= tw_wheel_now(&wheel));
+	if (kept != due) {
+		/* An exact timer whose tick is inside the new window stays,
+		 * with its own due time: it fires there, as an exact one. */
+		CHECK(reschedule && was_pending && !m->ready);
+		CHECK(kept > due && key_of(kept) <= key_of(latest));
+		m->key = key_of(kept);
+		m->latest_key = m->key;
+		m->windowed = false;
+	} else {
+		m->key = key_of(due);
+		m->latest_key = key_of(latest);
+		m->windowed = latest != due;
+		/* Due already: ready, unless it stayed where it was, in a
+		 * bucket that fires inside the new window. */
+		if (m->ready)
+			CHECK(due <= tw_wheel_now(&wheel));
+		else if (due <= tw_wheel_now(&wheel))
+			CHECK(reschedule && was_pending);
+	}
 	m->ready_seq = seq++;
 }
 

@@ -658,6 +658,43 @@ static void test_overlapping_windows_fire_together(void)
 	}
 }
 
+/* Issue 26's second review: a reschedule to a window that still holds
+ * the time the timer's bucket fires at leaves it there -- an exact timer
+ * (1100, pushed to [1050, 1700]: it ran at 1600) and a windowed one whose
+ * window's start has passed (pushed at 1200 to [1150, 1700]: it ran at
+ * 1200, not at its bucket's pop). */
+static void test_reschedule_to_a_window_that_holds_the_bucket_stays(void)
+{
+	for (int windowed = 0; windowed < 2; windowed++) {
+		struct tw_service *svc = manual_service(0);
+		struct job a;
+
+		job_init(&a, 1, 0);
+		if (windowed)
+			CHECK_EQ(tw_service_add_range(svc, &a.t, 1100, 1700), TW_OK);
+		else
+			CHECK_EQ(tw_service_add(svc, &a.t, 1100), TW_OK);
+		CHECK_EQ(tw_service_poll(svc), 0); /* placed */
+		if (windowed) {
+			set_clock(1200);
+			CHECK_EQ(tw_service_poll(svc), 0); /* its bucket pops later */
+		}
+		CHECK_EQ(tw_service_reschedule_range(svc, &a.t, windowed ? 1150 : 1050,
+						     1700),
+			 TW_SVC_STOPPED);
+		for (int64_t now = tw_service_now(svc); now <= 1800; now++) {
+			set_clock(now);
+			CHECK(tw_service_poll(svc) >= 0);
+		}
+		CHECK_EQ(atomic_load(&a.runs), 1);
+		if (windowed)
+			CHECK(a.ran_at > 1200 && a.ran_at <= 1700); /* at the pop */
+		else
+			CHECK_EQ(a.ran_at, 1100);
+		tw_service_destroy(svc);
+	}
+}
+
 /* A periodic timer keeps its window: every run k in [1100 + 1000 k,
  * 1400 + 1000 k + a tick), due times without drift. */
 static void test_periodic_keeps_its_window(void)
@@ -1228,6 +1265,7 @@ int main(void)
 	RUN(test_windows_in_one_jump);
 	RUN(test_overlapping_windows_fire_together);
 	RUN(test_periodic_keeps_its_window);
+	RUN(test_reschedule_to_a_window_that_holds_the_bucket_stays);
 	RUN(test_bad_windows);
 	RUN(test_windows_at_the_ends_of_time);
 	RUN(test_reaper_wakes_once_for_overlapping_windows);

@@ -968,6 +968,54 @@ static void test_window_reschedule_inside_stays_put(void)
 	tw_wheel_destroy(&w);
 }
 
+/* Issue 26's second review: two timers whose bucket still fired inside
+ * the new window were moved. An exact one (due 10, fires at 10) pushed to
+ * [5, 100] stays and keeps its due time; a windowed one whose window's
+ * start has passed but whose bucket pops inside the new window stays and
+ * fires at that pop. */
+static void test_window_reschedule_stays_for_exact_and_passed_earliest(void)
+{
+	struct tw_wheel w;
+	struct rec a, b;
+	unsigned level, slot, level2, slot2;
+	int64_t pop;
+
+	tw_wheel_init(&w, 1, 64, 0, TW_MODE_EXACT);
+	tw_wheel_set_observer(&w, &placed_counter);
+	memset(placed_of, 0, sizeof(placed_of));
+	rec_init(&a, 1);
+	rec_init(&b, 2);
+	CHECK_EQ(tw_wheel_add(&w, &a.timer, 10), TW_OK);
+	CHECK_EQ(tw_timer_where(&w, &a.timer, &level, &slot), TW_OK);
+	CHECK_EQ(tw_wheel_reschedule_range(&w, &a.timer, 5, 100), 1);
+	CHECK_EQ(tw_timer_where(&w, &a.timer, &level2, &slot2), TW_OK);
+	CHECK(level2 == level && slot2 == slot);
+	CHECK_EQ(placed_of[1], 1);
+	CHECK_EQ(tw_timer_due(&a.timer), 10);
+	CHECK_WHEEL(&w);
+
+	CHECK_EQ(tw_wheel_add_range(&w, &b.timer, 30000, 33000), TW_OK);
+	CHECK_EQ(tw_timer_where(&w, &b.timer, &level, &slot), TW_OK);
+	CHECK(level > 1);
+	CHECK_EQ(tw_wheel_advance(&w, 9), 0);
+	CHECK_EQ(tw_wheel_advance(&w, 10), 1); /* a, where it was */
+	CHECK_EQ(a.fired_at, 10);
+	CHECK_EQ(tw_wheel_advance(&w, 30500), 0);
+	CHECK_EQ(b.fires, 0); /* its bucket pops later, inside its window */
+	CHECK_EQ(tw_wheel_reschedule_range(&w, &b.timer, 30200, 33000), 1);
+	CHECK_EQ(tw_timer_where(&w, &b.timer, &level2, &slot2), TW_OK);
+	CHECK(level2 == level && slot2 == slot);
+	CHECK_EQ(placed_of[2], 1);
+	CHECK_WHEEL(&w);
+	CHECK(tw_wheel_next_expiry(&w, &pop));
+	for (int64_t now = 30501; now <= 33000 && !b.fires; now++)
+		CHECK(tw_wheel_advance(&w, now) >= 0);
+	CHECK_EQ(b.fires, 1);
+	CHECK_EQ(b.fired_at, pop);
+	CHECK(b.fired_at >= 30200 && b.fired_at <= 33000);
+	tw_wheel_destroy(&w);
+}
+
 /* A windowed timer in a bucket big enough to drain fires at the pop, not
  * when the drain reaches it a level tick later (after its latest). */
 static void test_window_in_a_draining_bucket_fires_at_the_pop(void)
@@ -1255,6 +1303,7 @@ int main(void)
 	RUN(test_unordered_advance_runs_each_due_timer_once);
 	RUN(test_window_fires_inside_its_edges);
 	RUN(test_window_reschedule_inside_stays_put);
+	RUN(test_window_reschedule_stays_for_exact_and_passed_earliest);
 	RUN(test_window_in_a_draining_bucket_fires_at_the_pop);
 	RUN(test_window_bad_input_and_the_one_time_window);
 	RUN(test_drain_and_destroy_hand_back_pending);

@@ -300,9 +300,11 @@ int tw_wheel_reschedule(struct tw_wheel *wheel, struct tw_timer *timer,
  * windows overlap there share that bucket, so an event loop wakes once for
  * all of them (a connection's 30 s idle timeout with a 1 % window: see
  * docs/performance.md). A window narrower than the levels that reach it
- * is filed at earliest, as tw_wheel_add(). earliest == latest is
- * tw_wheel_add(wheel, timer, earliest). tw_timer_due() says earliest.
- * Exact mode only.
+ * is filed at earliest, as tw_wheel_add(), and moves down the levels as
+ * any timer. In exact mode earliest == latest is tw_wheel_add(wheel,
+ * timer, earliest). tw_timer_due() says earliest. Exact mode only: a
+ * kafka-mode wheel refuses every window call, earliest == latest
+ * included (the service, above it, takes that one as a plain add).
  * @param wheel an initialised wheel in TW_MODE_EXACT
  * @param timer an initialised timer that is not pending
  * @param earliest the first time it may fire
@@ -318,8 +320,11 @@ int tw_wheel_add_range(struct tw_wheel *wheel, struct tw_timer *timer,
 
 /**
  * tw_wheel_reschedule() to a window: a timer whose bucket still fires
- * inside the new window is not moved at all (only its earliest changes);
- * otherwise as tw_wheel_add_range().
+ * inside the new window is not moved at all (a windowed one takes the new
+ * earliest as its due time; an exact one keeps its own if that is later,
+ * firing at its tick inside the window), even when earliest has passed;
+ * otherwise as
+ * tw_wheel_add_range().
  * @param wheel an initialised wheel in TW_MODE_EXACT
  * @param timer an initialised timer, pending or not
  * @param earliest the first time it may fire

@@ -153,6 +153,14 @@ void trace_explain_stay(struct trace *tr, struct task *t)
 			b.pops_at);
 		return;
 	}
+	if (t->windowed && tw_timer_due(&t->timer) <= b.end) {
+		/* An exact timer whose own tick the new window holds. */
+		fprintf(tr->out, "  %s (due %" PRId64 ") stays in level %u bucket %u [%"
+			PRId64 ", %" PRId64 "]: it fires at its own tick, inside the "
+			"window ..%" PRId64 "\n", t->name, tw_timer_due(&t->timer),
+			level, slot, b.expiration, b.end, t->latest);
+		return;
+	}
 	fprintf(tr->out, "  %s (due %" PRId64 ") stays in level %u bucket %u [%" PRId64
 		", %" PRId64 "): exact mode moves a later reset lazily; the bucket "
 		"expires before the new due time, and re-files the task then\n",
