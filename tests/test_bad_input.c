@@ -168,6 +168,19 @@ static void test_uninitialised_wheel_refused_by_every_call(void)
 	CHECK_EQ(tw_wheel_reschedule_range(&w, &no_fn, 200, 300), TW_EINVAL);
 	CHECK_EQ(tw_wheel_advance_unordered(&w, 99), TW_ERANGE);
 	CHECK_EQ(tw_wheel_count(&w), 0);
+	CHECK_EQ(tw_wheel_drain(&zero, NULL), TW_EINVAL);
+	CHECK_EQ(tw_wheel_destroy(&zero), 0); /* destroyed or never made: nothing to do */
+	{
+		struct tw_queue_entry q[4];
+
+		/* an empty queue: nothing to copy into the room given */
+		CHECK_EQ(tw_wheel_queue_snapshot(&w, q, 4), 0);
+	}
+	/* A drain with no hand-back function unlinks and counts. */
+	CHECK_EQ(tw_wheel_add(&w, &t, 500), TW_OK);
+	CHECK_EQ(tw_wheel_drain(&w, NULL), 1);
+	CHECK(!tw_timer_pending(&t));
+	CHECK_EQ(tw_wheel_count(&w), 0);
 	tw_wheel_destroy(&w);
 }
 
