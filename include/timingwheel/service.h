@@ -116,7 +116,8 @@ struct tw_service_timer {
 				       wheel's due time: a cascade reads
 				       both */
 	uint32_t next_slack;      /**< latest - earliest asked for, in
-				       ticks (atomic, beside next_due) */
+				       ticks (atomic; written with next_due,
+				       read after it) */
 	struct tw_service_timer *inbox_next; /**< next in a producer's inbox */
 	int64_t next_due;         /**< the due time asked for (atomic) */
 };
@@ -317,9 +318,12 @@ int tw_service_reschedule(struct tw_service *svc, struct tw_service_timer *t,
  * Add with a window: the timer runs no earlier than earliest and no later
  * than latest (plus the reaper's own lateness, as every timer). The
  * service's wheel files it once, in the coarsest bucket that fires inside
- * the window (tw_wheel_add_range()), so it is never moved before it fires,
- * and timers whose windows overlap there fire in one wake-up of the
- * reaper. The window is kept in whole ticks: latest - earliest rounds
+ * the window (tw_wheel_add_range()), where it is never moved before it
+ * fires, and timers whose windows overlap there fire in one wake-up of
+ * the reaper. A window narrower than the buckets of the level that
+ * reaches it (at a 1 ms tick and 64 buckets: 32 ms up to 2 s away, 1.024
+ * s up to 64 s) is filed at earliest and moves down the levels as any
+ * timer. The window is kept in whole ticks: latest - earliest rounds
  * down to a multiple of the tick (and to at most 2^32 - 1 ticks), so it
  * only ever narrows. earliest == latest is tw_service_add(svc, t,
  * earliest). A periodic timer keeps its window at each re-arm: every run
@@ -340,8 +344,9 @@ int tw_service_add_range(struct tw_service *svc, struct tw_service_timer *t,
 /**
  * tw_service_reschedule() to a window: as tw_service_add_range() for a
  * timer pending or not. A timer whose bucket in the wheel still fires
- * inside the new window is not moved (a connection's idle timeout pushed
- * on every read costs the reaper no move while its bucket still fits).
+ * inside the new window is not moved (tw_wheel_reschedule_range(): a
+ * connection's idle timeout pushed on every read costs the reaper no move
+ * while its bucket still fits).
  * @param svc the service
  * @param t an initialised timer
  * @param earliest the first time it may run
