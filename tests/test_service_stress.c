@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Stress: several threads add, cancel and reschedule a shared pool of
- * timers (any thread may touch any timer) while the reaper and executors
+ * timers (any thread may touch any timer; half the reschedules and half
+ * the owned adds with a window) while the reaper and executors
  * expire them on the real clock; callbacks re-add timers too. At the end,
  * after shutdown, every add is accounted for exactly once:
  *
@@ -85,7 +86,13 @@ static void owned_round(uint64_t *seed)
 	memset(o, 0, sizeof(*o));
 	tw_service_timer_init(&o->t, on_owned);
 	o->due = tw_service_now(svc) + (int64_t)(test_rand(seed) % 50000);
-	CHECK_EQ(tw_service_add(svc, &o->t, o->due), TW_OK);
+	/* Half with a window of up to 1 ms (issue 26): never before due. */
+	if (test_rand(seed) % 2)
+		CHECK_EQ(tw_service_add_range(svc, &o->t, o->due,
+					      o->due + (int64_t)(test_rand(seed) % 1000000)),
+			 TW_OK);
+	else
+		CHECK_EQ(tw_service_add(svc, &o->t, o->due), TW_OK);
 	atomic_fetch_add(&owned_adds, 1);
 	switch (test_rand(seed) % 4) {
 	case 0:
@@ -151,8 +158,18 @@ static void *producer(void *arg)
 			account(it, rc);
 			break;
 		default:
-			rc = tw_service_reschedule(svc, &it->t,
-						   tw_service_now(svc) + delay);
+			/* Half of the reschedules to a window of up to 2 ms:
+			 * apply's two loads raced by the next reschedule. */
+			if (test_rand(&seed) % 2) {
+				int64_t at = tw_service_now(svc) + delay;
+
+				rc = tw_service_reschedule_range(
+					svc, &it->t, at,
+					at + (int64_t)(test_rand(&seed) % 2000000));
+			} else {
+				rc = tw_service_reschedule(svc, &it->t,
+							   tw_service_now(svc) + delay);
+			}
 			CHECK(rc >= 0);
 			account(it, rc);
 			atomic_fetch_add(&it->adds, 1);
