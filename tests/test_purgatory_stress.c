@@ -112,6 +112,11 @@ static void *producer(void *arg)
 		}
 		tw_op_init(&o->op, 1000000 * (1 + (int64_t)(test_rand(&seed) % 4)),
 			   &sop_ops, NULL);
+		/* A third with a tolerance of up to 2 ms (issue 26). */
+		if (test_rand(&seed) % 3 == 0)
+			CHECK_EQ(tw_op_set_tolerance(&o->op, (int64_t)(test_rand(&seed) %
+								      2000000)),
+				 TW_OK);
 		o->watch_result = tw_purgatory_try_complete_else_watch(
 			pg, &o->op, keys, lens, (size_t)o->nkeys, o->w);
 	}
