@@ -193,7 +193,8 @@ struct tw_service_stats {
  * @param[out] out the new service (NULL on failure)
  * @param cfg the configuration, or NULL for the defaults
  * @retval 0 success
- * @retval TW_EINVAL NULL out, tick < 0, bad wheel_size, inboxes > 1024
+ * @retval TW_EINVAL NULL out, tick < 0, bad wheel_size, inboxes > 1024,
+ *         executors > 4096
  * @retval TW_ENOMEM allocation failed
  * @retval TW_EAGAIN a thread could not start (nothing is left running)
  * @threadsafety Any thread.
@@ -441,7 +442,10 @@ void tw_service_kick(struct tw_service *svc);
 int64_t tw_service_now(const struct tw_service *svc);
 
 /**
- * Pending timers (cancelled ones still in the wheel are not counted).
+ * Timers waiting in the wheel for their due time (cancelled ones still
+ * in the wheel are not counted). A timer that has expired and waits for
+ * an executor is not in the wheel any more: tw_service_timer_pending()
+ * says true for it, and this count leaves it out.
  * @param svc the service
  * @return timers pending (0 for NULL); with other threads adding and
  *         cancelling, a snapshot
