@@ -75,6 +75,7 @@ bool released;           /* on_release has begun: the op may be freed */
 byte completes, expires, handed, releases;
 
 bool op_mu, sh_mu;
+byte shutdown_holder = 255; /* the process holding shutdown_mu; 255: none */
 bool in_list;            /* its watch entry is in the key's list */
 
 byte timer = T_NONE;
@@ -167,6 +168,10 @@ inline on_release() {
 	atomic {
 		!op_mu ->
 		assert(releases == 0);   /* at most once */
+		/* never under the purgatory's shutdown lock: a second
+		 * shutdown, called by a thread that holds a lock on_release
+		 * takes, waits for it (issue 26's second review: a hang) */
+		assert(shutdown_holder != _pid);
 		assert(!in_list && timer != T_ARMED && timer != T_EXPIRED &&
 		       timer != T_CANCELLED);
 		BEGIN_STEP;
@@ -552,7 +557,9 @@ gone:
 }
 
 /* cancel_for_key and shutdown: claim what is on the list, hand it back */
-inline claim_list_and_hand_back() {
+/* defer: shutdown's, which drops the references it collects only after
+ * it lets go of shutdown_mu (held counts them) */
+inline claim_list_and_hand_back(defer) {
 	lock(sh_mu);
 	if
 	:: in_list ->
@@ -582,19 +589,25 @@ inline claim_list_and_hand_back() {
 		:: else -> skip
 		fi;
 		atomic { assert(!released); handed++ };
-		op_put();
+		if
+		:: defer -> held++
+		:: else -> op_put()
+		fi;
 		claimed = 0
 	:: else -> skip
 	fi;
-	put_all()
+	if
+	:: defer -> held = held + puts; puts = 0
+	:: else -> put_all()
+	fi
 }
 
 proctype canceller()
 {
 	bool claimed, last;
-	byte r, puts;
+	byte r, puts, held;
 
-	claim_list_and_hand_back()
+	claim_list_and_hand_back(0)
 }
 
 bool shut_done;
@@ -602,13 +615,19 @@ bool shut_done;
 proctype shutdown()
 {
 	bool claimed, last;
-	byte r, puts;
+	byte r, puts, held;
 
+	atomic { shutdown_holder == 255 -> shutdown_holder = _pid };
 	closing = 1;
 #if MUT != 4
 	(in_flight == 0);
 #endif
-	claim_list_and_hand_back();
+#if MUT == 22
+	/* the old order: the references dropped under shutdown_mu */
+	claim_list_and_hand_back(0);
+#else
+	claim_list_and_hand_back(1);
+#endif
 	/* the service's shutdown: a running timeout finishes; an armed one
 	 * (its op's completer is between its claim and its cancel) comes back
 	 * to timeout_handed_back, which drops the timeout's reference */
@@ -629,12 +648,22 @@ proctype shutdown()
 		:: claimed -> atomic { assert(!released); handed++ }
 		:: else -> skip
 		fi;
+#if MUT == 22
 		op_put()
+#else
+		held++
+#endif
 #endif
 	:: else -> skip
 	fi;
 	/* the reaper stops after its batch: what expired has run */
 	(timer != T_RUNNING && timer != T_EXPIRED && timer != T_CANCELLED);
+	shutdown_holder = 255;
+	/* the references collected, dropped with no lock held */
+	do
+	:: held > 0 -> held--; op_put()
+	:: else -> break
+	od;
 	shut_done = 1
 }
 

@@ -341,8 +341,10 @@ static void test_allocation_failures(void)
 		static const struct tw_op_ops never_ops = { never_ready, op_done,
 							     NULL, NULL };
 
-		CHECK_EQ(tw_op_init(&a.base, 1000000000, &never_ops, NULL), 0);
 		for (long k = 0; k < 2; k++) {
+			/* a failed watch let go of the op: a new init each
+			 * time (one watch per tw_op_init) */
+			CHECK_EQ(tw_op_init(&a.base, 1000000000, &never_ops, NULL), 0);
 			arm(k);
 			rc = tw_purgatory_try_complete_else_watch(p, &a.base, keys, lens, 2,
 								  a.watch);
@@ -352,7 +354,11 @@ static void test_allocation_failures(void)
 			CHECK_EQ(tw_purgatory_watched(p), 0);
 			CHECK_EQ(tw_purgatory_delayed(p), 0);
 		}
-		/* Memory is back: the same op watches both keys. */
+		/* Memory is back: the same op, made again, watches both
+		 * keys; without a new init it is refused. */
+		CHECK_EQ(tw_purgatory_try_complete_else_watch(p, &a.base, keys, lens, 2, a.watch),
+			 TW_EBUSY);
+		CHECK_EQ(tw_op_init(&a.base, 1000000000, &never_ops, NULL), 0);
 		CHECK_EQ(tw_purgatory_try_complete_else_watch(p, &a.base, keys, lens, 2, a.watch), 0);
 		CHECK_EQ(tw_purgatory_watched(p), 2);
 		CHECK_EQ(tw_purgatory_cancel_for_key(p, "first", 5, NULL), 1);

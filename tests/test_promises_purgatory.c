@@ -606,6 +606,81 @@ static void test_a_completion_never_releases_the_op_inside_the_watch_call(void)
 	tw_op_destroy(&o.op);
 }
 
+/* ---- 9: on_release outside the purgatory's shutdown lock ---- */
+
+/*
+ * purgatory.h: on_release "runs with no lock the purgatory took held: not
+ * the purgatory's own". Shutdown ran the on_release of the ops it handed
+ * back while it held its shutdown lock (the second review of the
+ * headers): thread A, holding its lock L around its own call to
+ * tw_purgatory_shutdown, waited for that lock, and B's on_release, which
+ * takes L, waited for A -- a hang. Now a second shutdown waits for the
+ * first one's work, not for its on_releases. (A bounded wait stands for
+ * the hang: a failure, not a stuck test.)
+ */
+static pthread_mutex_t release_lock = PTHREAD_MUTEX_INITIALIZER;
+static atomic_int release_started, a_holds_lock, release_got_lock;
+
+static bool never_done(struct tw_delayed_op *op)
+{
+	(void)op;
+	return false;
+}
+
+static void nothing(struct tw_delayed_op *op)
+{
+	(void)op;
+}
+
+static void release_takes_the_lock(struct tw_delayed_op *op)
+{
+	struct timespec until;
+
+	(void)op;
+	atomic_store(&release_started, 1);
+	WAIT_FOR(atomic_load(&a_holds_lock), "thread A to take its lock");
+	nanosleep(&(struct timespec){ 0, 100000000 }, NULL); /* A is inside its
+								 shutdown call by now */
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += 3;
+	if (pthread_mutex_timedlock(&release_lock, &until) == 0) {
+		atomic_store(&release_got_lock, 1);
+		pthread_mutex_unlock(&release_lock);
+	}
+}
+
+static void *shutdown_holding_the_lock(void *arg)
+{
+	WAIT_FOR(atomic_load(&release_started), "on_release to start");
+	pthread_mutex_lock(&release_lock);
+	atomic_store(&a_holds_lock, 1);
+	CHECK_EQ(tw_purgatory_shutdown(arg, NULL), 0);
+	pthread_mutex_unlock(&release_lock);
+	return NULL;
+}
+
+static void test_on_release_runs_outside_the_shutdown_lock(void)
+{
+	static const struct tw_op_ops ops = { never_done, nothing, NULL,
+					      release_takes_the_lock };
+	struct tw_purgatory *p = manual_purgatory_purging(0);
+	static struct {
+		struct tw_delayed_op op;
+		struct tw_watch w;
+	} o;
+	const void *keys[1] = { "k" };
+	size_t lens[1] = { 1 };
+	pthread_t a;
+
+	CHECK_EQ(tw_op_init(&o.op, 100000, &ops, NULL), TW_OK);
+	CHECK_EQ(tw_purgatory_try_complete_else_watch(p, &o.op, keys, lens, 1, &o.w), 0);
+	pthread_create(&a, NULL, shutdown_holding_the_lock, p);
+	CHECK_EQ(tw_purgatory_shutdown(p, NULL), 1); /* hands the op back */
+	pthread_join(a, NULL);
+	CHECK_EQ(atomic_load(&release_got_lock), 1);
+	tw_purgatory_destroy(p);
+}
+
 int main(int argc, char **argv)
 {
 	sp_install();
@@ -618,5 +693,6 @@ int main(int argc, char **argv)
 	RUN_IF(test_an_op_never_watched_has_no_on_release);
 	RUN_IF(test_a_timeout_past_the_clocks_end_is_armed);
 	RUN_IF(test_a_completion_never_releases_the_op_inside_the_watch_call);
+	RUN_IF(test_on_release_runs_outside_the_shutdown_lock);
 	return check_report();
 }

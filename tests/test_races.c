@@ -821,6 +821,69 @@ static void *watch_thread(void *arg)
 	return NULL;
 }
 
+/*
+ * The second review of the headers: a watch that failed had run the op's
+ * on_release (the purgatory let go of it), yet the header let the op be
+ * watched again, and that watch's end ran on_release a second time. A
+ * second watch of an op, racing or after one that failed, or after one
+ * whose op a key check completed, now gets TW_EBUSY: one watch per
+ * tw_op_init. The racing pair is forced: the first watch is parked
+ * right after it claimed the op.
+ */
+static void test_one_watch_per_init(void)
+{
+	struct tw_purgatory *p = manual_purgatory();
+	struct pop o, r, c;
+	struct tw_watch ws[2];
+	const void *keys[2] = { key, key1 };
+	size_t lens[2] = { sizeof(key), sizeof(key1) };
+
+	/* after a failed watch: refused, and on_release ran once */
+	pop_init(&o);
+	tw__test_set_fail(fail_key1);
+	CHECK_EQ(tw_purgatory_try_complete_else_watch(p, &o.op, keys, lens, 2, ws),
+		 TW_ENOMEM);
+	tw__test_set_fail(NULL);
+	CHECK_EQ(atomic_load(&o.releases), 1);
+	CHECK_EQ(tw_purgatory_try_complete_else_watch(p, &o.op, keys, lens, 2, ws),
+		 TW_EBUSY);
+	CHECK_EQ(tw_purgatory_watched(p), 0);
+
+	/* completed by a key check while still on another key's list */
+	pop_init(&c);
+	CHECK_EQ(tw_purgatory_try_complete_else_watch(p, &c.op, keys, lens, 2, ws), 0);
+	atomic_store(&c.ready, 1);
+	CHECK_EQ(tw_purgatory_check_and_complete(p, key, sizeof(key)), 1);
+	CHECK_EQ(tw_purgatory_try_complete_else_watch(p, &c.op, keys, lens, 2, ws),
+		 TW_EBUSY);
+
+	/* a second watch while the first is inside its call */
+	pop_init(&r);
+	{
+		struct sp_thread first;
+		struct tw_watch w2;
+		int parked = sp_arm("watch.open", &r.op);
+		struct watcher wa = { p, &r, 0 };
+
+		sp_spawn(&first, watch_thread, &wa);
+		CHECK(sp_wait(parked, &first.done));
+		CHECK_EQ(tw_purgatory_try_complete_else_watch(p, &r.op, keys, lens, 1,
+							      &w2),
+			 TW_EBUSY);
+		sp_release(parked);
+		sp_join(&first, "the first watch");
+		CHECK_EQ(wa.result, 0);
+	}
+	CHECK_EQ(tw_purgatory_shutdown(p, pop_hand_back), 1); /* r */
+	tw_purgatory_destroy(p);
+	CHECK_EQ(atomic_load(&o.releases), 1);
+	CHECK_EQ(atomic_load(&c.releases), 1);
+	CHECK_EQ(atomic_load(&r.releases), 1);
+	tw_op_destroy(&o.op);
+	tw_op_destroy(&c.op);
+	tw_op_destroy(&r.op);
+}
+
 struct pshut {
 	struct tw_purgatory *p;
 	int64_t result;
@@ -988,6 +1051,7 @@ int main(void)
 	RUN(test_no_poll_once_shutdown_began);
 	RUN(test_purgatory_check_between_check_and_watch_is_not_lost);
 	RUN(test_a_failed_watch_takes_back_only_entries_still_linked);
+	RUN(test_one_watch_per_init);
 	RUN(test_purgatory_shutdown_waits_for_a_watch_in_flight);
 	RUN(test_force_complete_holds_the_op_across_its_claim);
 	RUN(test_purgatory_shutdown_drops_the_reference_of_a_claimed_ops_timeout);

@@ -166,7 +166,8 @@ int tw_op_init(struct tw_delayed_op *op, int64_t timeout,
  * @retval TW_EINVAL NULL op or tolerance < 0 (nothing changed). A
  *         tolerance > 0 on a purgatory whose service is in TW_MODE_KAFKA
  *         makes the watch return TW_EINVAL (Kafka has no windows)
- * @retval TW_EBUSY the op is watched (its timeout may be armed)
+ * @retval TW_EBUSY the op was watched since its tw_op_init (its timeout
+ *         may be armed)
  * @threadsafety The op's owner, before it is watched.
  */
 int tw_op_set_tolerance(struct tw_delayed_op *op, int64_t tolerance);
@@ -281,11 +282,16 @@ int tw_purgatory_create(struct tw_purgatory **out,
  * @retval TW_EINVAL a NULL pointer, no keys, a key empty or too long, an
  *         op already completed (by a force_complete before its watch), a
  *         tolerance (tw_op_set_tolerance()) on a kafka-mode purgatory
- * @retval TW_EBUSY the op is watched already (an op is watched once per
- *         tw_op_init, or again after a watch that failed); nothing changed
- * @retval TW_ENOMEM a key's list could not be allocated
+ * @retval TW_EBUSY the op was watched since its tw_op_init: an op is
+ *         watched once per tw_op_init (a second watch, racing the first or
+ *         after it, even after one that failed, gets this); nothing changed
+ * @retval TW_ENOMEM a key's list could not be allocated: the purgatory
+ *         had taken the op in, and lets go of it before the call returns
+ *         (its on_release has run, as for every op it saw; a key check
+ *         may even have completed it meanwhile). Watch it again only
+ *         after a new tw_op_init, from on_release or after it
  * @retval TW_ESHUTDOWN the purgatory is shut down
- * (on an error nothing was watched)
+ * (on an error the op is on no list and its timeout is not armed)
  * @threadsafety Any thread.
  */
 int tw_purgatory_try_complete_else_watch(struct tw_purgatory *p,

@@ -85,6 +85,7 @@ struct timeout_hand_back {
 	struct tw_purgatory *p;
 	tw_op_fn *hand_back;
 	int64_t n;
+	struct oplist puts; /* the timeouts' references, dropped after */
 };
 
 /* The service's shutdown found an op's timeout armed: it will never run.
@@ -101,13 +102,35 @@ static void timeout_handed_back(struct tw_service_timer *t, void *arg)
 		if (ctx->hand_back)
 			ctx->hand_back(op);
 	}
-	op_put(op); /* the timeout's reference */
+	/* The timeout's reference, dropped once no lock is held: the
+	 * service's shutdown runs this under its own, and the last put runs
+	 * on_release (the second review of the headers: an on_release that
+	 * took a lock another thread held around its own shutdown call hung
+	 * both). With no memory to remember it, dropped here. */
+	if (!oplist_push(&ctx->puts, op))
+		op_put(op);
+}
+
+/* shutdown's claim of every list: the entries' references go to
+ * *deferred, not to the walker's list, which drops them under
+ * shutdown_mu. */
+struct deferred_claim {
+	struct oplist claimed, deferred;
+};
+
+static void claim_list_deferred(struct tw_purgatory *p, struct tw_watchers *ws,
+				struct oplist *puts, void *arg)
+{
+	struct deferred_claim *dc = arg;
+
+	(void)puts;
+	tw__pg_claim_list(p, ws, &dc->deferred, &dc->claimed);
 }
 
 int64_t tw_purgatory_shutdown(struct tw_purgatory *p, tw_op_fn *hand_back)
 {
 	struct timeout_hand_back ctx;
-	struct oplist claimed;
+	struct deferred_claim dc;
 	int64_t n;
 
 	if (!p)
@@ -124,9 +147,11 @@ int64_t tw_purgatory_shutdown(struct tw_purgatory *p, tw_op_fn *hand_back)
 			TW_TEST_POINT("purgatory.shutdown.wait", p);
 			sched_yield();
 		}
-	oplist_init(&claimed);
-	tw__pg_walk_lists(p, true, tw__pg_claim_list, &claimed);
-	n = tw__pg_hand_back_claimed(p, &claimed, hand_back);
+	oplist_init(&dc.claimed);
+	oplist_init(&dc.deferred);
+	tw__pg_walk_lists(p, true, claim_list_deferred, &dc);
+	n = tw__pg_hand_back_claimed(p, &dc.claimed, hand_back);
+	oplist_init(&ctx.puts);
 	/* Wait for any timeout callback still running. A timeout still armed
 	 * here belongs to an op a completer has claimed but whose timeout it
 	 * has not cancelled yet; the service hands it back, and its
@@ -139,6 +164,13 @@ int64_t tw_purgatory_shutdown(struct tw_purgatory *p, tw_op_fn *hand_back)
 	n += ctx.n;
 	p->shut_down = true;
 	pthread_mutex_unlock(&p->shutdown_mu);
+	/* on_release runs with no lock of the purgatory's held
+	 * (purgatory.h): the references go only now. A second shutdown
+	 * waits on shutdown_mu for the work above, not for these: its
+	 * caller may hold a lock an on_release takes. */
+	put_all(&dc.claimed);
+	put_all(&dc.deferred);
+	put_all(&ctx.puts);
 	return n;
 }
 

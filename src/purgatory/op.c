@@ -69,9 +69,9 @@ int tw_op_set_tolerance(struct tw_delayed_op *op, int64_t tolerance)
 		return TW_EINVAL_BECAUSE("tw_op_set_tolerance", "%s",
 					 !op ? "the op is NULL"
 					     : "the tolerance must be >= 0");
-	/* Watched: its timeout may be armed, and next_due is its due time.
-	 * (An op whose watch failed has no reference: it may be changed.) */
-	if (op->purgatory && __atomic_load_n(&op->refs, __ATOMIC_ACQUIRE) > 0)
+	/* Watched (or its watch failed, which released it): its timeout
+	 * may be armed, and next_due is its due time. */
+	if (op_purgatory(op))
 		return TW_EBUSY;
 	op_tolerance_store(op, tolerance);
 	return TW_OK;
@@ -104,7 +104,7 @@ static bool claim(struct tw_delayed_op *op, bool run_callback)
 	 * review: a claim's own put ran on_release of an op the purgatory
 	 * never saw, under the caller's lock, and a later watch ran it
 	 * again). */
-	struct tw_purgatory *p = op->purgatory;
+	struct tw_purgatory *p = op_purgatory(op);
 
 	if (p && !tr_ref_get_unless_zero(op))
 		return false;
@@ -153,13 +153,13 @@ bool tw_op_safe_try_complete(struct tw_delayed_op *op)
 
 	if (!op || !op->ops)
 		return false;
-	held = op->purgatory != NULL; /* one the purgatory never saw has no
+	held = op_purgatory(op) != NULL; /* one the purgatory never saw has no
 					 references to keep */
 	if (held && !tr_ref_get_unless_zero(op))
 		return false; /* completed, and on its way out */
 	done = tw__pg_try_complete_referenced(op);
 	if (held) {
-		struct tw_purgatory *p = op->purgatory;
+		struct tw_purgatory *p = op_purgatory(op);
 
 		op_put(op);
 		/* After the unlock, and not through the op: the put may
@@ -173,7 +173,7 @@ static void on_timeout(struct tw_service *svc, struct tw_service_timer *t)
 {
 	struct tw_delayed_op *op = tw_container_of(t, struct tw_delayed_op, timer);
 
-	struct tw_purgatory *p = op->purgatory;
+	struct tw_purgatory *p = op_purgatory(op);
 
 	(void)svc;
 	atomic_fetch_sub(&p->delayed, 1);

@@ -220,15 +220,9 @@ int tw_purgatory_try_complete_else_watch(struct tw_purgatory *p,
 		return TW_ESHUTDOWN;
 	if (tw_op_is_completed(op)) {
 		leave(stripe);
-		return TW_EINVAL; /* completed before it was ever watched */
-	}
-	/* Watched already and still held (tw_op_init clears both): a second
-	 * watch would link it twice and take a second first reference. Two
-	 * loads, so the release build keeps it (issue 25). (An op whose
-	 * watch failed holds no reference: it may be watched again.) */
-	if (op->purgatory && OP_LOAD(op->refs) > 0) {
-		leave(stripe);
-		return TW_EBUSY;
+		/* Completed while watched (a key check), or before it was
+		 * ever watched (a force_complete). */
+		return op_purgatory(op) ? TW_EBUSY : TW_EINVAL;
 	}
 	/* Not armed, so its tolerance is still there; refused before
 	 * anything changes, for the timeout could not be armed. */
@@ -240,8 +234,20 @@ int tw_purgatory_try_complete_else_watch(struct tw_purgatory *p,
 					 "service is in TW_MODE_KAFKA, which has no "
 					 "windows");
 	}
+	/* One watch per tw_op_init, claimed in one step: of two racing
+	 * watches one gets TW_EBUSY (with a load and a separate store both
+	 * succeeded, the second review of the headers found), and so does a
+	 * watch after one that failed, whose on_release has run. */
+	{
+		struct tw_purgatory *none = NULL;
+
+		if (!__atomic_compare_exchange_n(&op->purgatory, &none, p, false,
+						 __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+			leave(stripe);
+			return TW_EBUSY;
+		}
+	}
 	TW_TEST_POINT("watch.open", op);
-	op->purgatory = p;
 	tr_ref_first(op); /* this call's reference: the op's first */
 
 	/* Kafka's safeTryCompleteOrElse: check, watch, check again, all
@@ -375,7 +381,9 @@ void tw__pg_claim_list(struct tw_purgatory *p, struct tw_watchers *ws,
 	}
 }
 
-/* Cancel the timeouts of claimed ops and hand them back. */
+/* Cancel the timeouts of claimed ops and hand them back. Their
+ * references stay in *claimed: the caller drops them (put_all) once it
+ * holds no lock of the purgatory's, for that may run on_release. */
 int64_t tw__pg_hand_back_claimed(struct tw_purgatory *p, struct oplist *claimed,
 				 tw_op_fn *hand_back)
 {
@@ -389,7 +397,6 @@ int64_t tw__pg_hand_back_claimed(struct tw_purgatory *p, struct oplist *claimed,
 		if (hand_back)
 			hand_back(op);
 	}
-	put_all(claimed);
 	return n;
 }
 
@@ -415,6 +422,7 @@ int64_t tw_purgatory_cancel_for_key(struct tw_purgatory *p, const void *key,
 	}
 	pthread_mutex_unlock(&sh->mu);
 	n = tw__pg_hand_back_claimed(p, &claimed, hand_back);
+	put_all(&claimed);
 	put_all(&puts);
 	return n;
 }
