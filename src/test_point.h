@@ -34,6 +34,9 @@ typedef bool tw__test_fail_fn(const char *point, const void *obj);
 void tw__test_set_fail(tw__test_fail_fn *fn);
 bool tw__test_fail(const char *point, const void *obj);
 #define TW_TEST_FAIL(point, obj) tw__test_fail(point, obj)
+#include <stdint.h>
+/* The next service's owner id: the one after id (src/service/lifecycle.c). */
+void tw__test_service_next_id(uint32_t id);
 #else
 #define TW_TEST_POINT(point, obj) ((void)0)
 #define TW_TEST_FAIL(point, obj) false

@@ -528,6 +528,36 @@ static void test_a_window_torn_by_a_reschedule_never_fires(void)
 }
 
 /*
+ * Owner ids wrap after 2^25 - 1 services; a new service must never get the
+ * id of one still alive, or each passes the other's owner checks (the
+ * second review of the headers: after 2^25 services made and destroyed
+ * beside a live one, a cancel on the new one stopped the old one's timer
+ * and neither's accounting balanced). The hook stands for the wrap: the
+ * next id to hand out is the live service's.
+ */
+static void test_a_wrapped_owner_id_skips_live_services(void)
+{
+	struct tw_service *a = service(true, 0), *b;
+	struct job j, k;
+	uint32_t id_a;
+
+	job_init(&j);
+	job_init(&k);
+	CHECK_EQ(tw_service_add(a, &j.t, 5000), TW_OK);
+	id_a = j.t.state >> 7; /* the owner's id: bits 7-31 (src/service/state.h) */
+	tw__test_service_next_id(id_a - 1);
+	b = service(true, 0);
+	CHECK_EQ(tw_service_cancel(b, &j.t), TW_EOWNER);
+	CHECK_EQ(tw_service_add(b, &k.t, 5000), TW_OK);
+	CHECK(k.t.state >> 7 != id_a);
+	CHECK_EQ(tw_service_cancel(a, &k.t), TW_EOWNER);
+	CHECK_EQ(tw_service_shutdown(b, NULL, NULL), 1);
+	CHECK_EQ(tw_service_shutdown(a, NULL, NULL), 1);
+	tw_service_destroy(b);
+	tw_service_destroy(a);
+}
+
+/*
  * A plain cancel only flips the state word: the timer stays in its bucket
  * (a tombstone) until the wheel meets it. Count leaves it out,
  * cancel_sync unlinks it before it lets the owner free it, and a re-add
@@ -1048,6 +1078,7 @@ int main(void)
 	RUN(test_a_window_torn_by_a_reschedule_never_fires);
 	RUN(test_a_tombstone_is_uncounted_and_unlinked_by_cancel_sync);
 	RUN(test_a_timer_joins_one_service_only);
+	RUN(test_a_wrapped_owner_id_skips_live_services);
 	RUN(test_no_poll_once_shutdown_began);
 	RUN(test_purgatory_check_between_check_and_watch_is_not_lost);
 	RUN(test_a_failed_watch_takes_back_only_entries_still_linked);

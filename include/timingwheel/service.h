@@ -196,7 +196,9 @@ struct tw_service_stats {
  * @retval TW_EINVAL NULL out, tick < 0, bad wheel_size, inboxes > 1024,
  *         executors > 4096
  * @retval TW_ENOMEM allocation failed
- * @retval TW_EAGAIN a thread could not start (nothing is left running)
+ * @retval TW_EAGAIN a thread could not start (nothing is left running),
+ *         or 2^25 - 1 services are alive at once (each needs an owner id
+ *         no other live one holds), or no memory to record its id
  * @threadsafety Any thread.
  */
 int tw_service_create(struct tw_service **out, const struct tw_service_config *cfg);

@@ -20,7 +20,84 @@
 
 #include "core.h"
 
-static atomic_uint services_created; /* the source of owner ids */
+/*
+ * Owner ids: 2^25 - 1 of them, in the state word's top bits. Handed out in
+ * turn, and after they wrap, never one a live service holds: two live
+ * services with one id would pass each other's owner checks, so a cancel
+ * on the wrong service stopped a timer (the second review of the headers,
+ * after 2^25 services made and destroyed beside a live one). The live ids
+ * are few (one per service): a list under a mutex, taken only by create
+ * and destroy.
+ */
+static pthread_mutex_t ids_mu = PTHREAD_MUTEX_INITIALIZER;
+static uint32_t ids_next;           /* 0 .. OWNER_IDS - 1: the next to try */
+static uint32_t *ids_live;
+static size_t ids_nlive, ids_cap;
+
+#ifdef TW_TEST_HOOKS
+/* Tests: make the next id the one after `id` (a wrap, without 2^25
+ * creates). */
+void tw__test_service_next_id(uint32_t id)
+{
+	pthread_mutex_lock(&ids_mu);
+	ids_next = id % OWNER_IDS;
+	pthread_mutex_unlock(&ids_mu);
+}
+#endif
+
+static bool id_live(uint32_t id)
+{
+	for (size_t i = 0; i < ids_nlive; i++)
+		if (ids_live[i] == id)
+			return true;
+	return false;
+}
+
+/* An id no live service holds, or 0 (every one is held, or no memory). */
+static uint32_t id_take(void)
+{
+	uint32_t id = 0;
+
+	pthread_mutex_lock(&ids_mu);
+	if (ids_nlive == ids_cap) {
+		size_t cap = ids_cap ? 2 * ids_cap : 16;
+		uint32_t *grown = realloc(ids_live, cap * sizeof(*grown));
+
+		if (!grown)
+			goto out;
+		ids_live = grown;
+		ids_cap = cap;
+	}
+	for (uint32_t tries = 0; tries < OWNER_IDS; tries++) {
+		uint32_t candidate = ids_next + 1;
+
+		ids_next = (ids_next + 1) % OWNER_IDS;
+		if (!id_live(candidate)) {
+			id = candidate;
+			ids_live[ids_nlive++] = id;
+			break;
+		}
+	}
+out:
+	pthread_mutex_unlock(&ids_mu);
+	return id;
+}
+
+static void id_give_back(uint32_t id)
+{
+	pthread_mutex_lock(&ids_mu);
+	for (size_t i = 0; i < ids_nlive; i++)
+		if (ids_live[i] == id) {
+			ids_live[i] = ids_live[--ids_nlive];
+			break;
+		}
+	if (ids_nlive == 0) { /* nothing left behind at exit */
+		free(ids_live);
+		ids_live = NULL;
+		ids_cap = 0;
+	}
+	pthread_mutex_unlock(&ids_mu);
+}
 
 #if defined(__LP64__)
 /* service.h says what each of these bytes is for; keep it true. */
@@ -152,6 +229,7 @@ static void free_service(struct tw_service *svc)
 #endif
 	if (svc->wheel.buckets)
 		tw_wheel_destroy(&svc->wheel);
+	id_give_back(svc->owner_bits >> OWNER_SHIFT);
 	free(svc->inboxes);
 	free(svc->executors);
 	free(svc->ring);
@@ -207,8 +285,6 @@ int tw_service_create(struct tw_service **out, const struct tw_service_config *c
 		return TW_ENOMEM;
 	if (cfg)
 		svc->cfg = *cfg;
-	svc->owner_bits = (atomic_fetch_add(&services_created, 1) % OWNER_IDS + 1)
-			  << OWNER_SHIFT;
 	if (!svc->cfg.tick)
 		svc->cfg.tick = 1000000;
 	/* Kafka's 20 in kafka mode; exact mode's fastest, 64 (wheel.h). */
@@ -236,6 +312,15 @@ int tw_service_create(struct tw_service **out, const struct tw_service_config *c
 	}
 	svc->ninboxes = svc->cfg.inboxes;
 	svc->nexecutors = svc->cfg.executors;
+	{
+		uint32_t id = id_take();
+
+		if (!id) {
+			free(svc);
+			return TW_EAGAIN; /* 2^25 - 1 live services, or no memory */
+		}
+		svc->owner_bits = id << OWNER_SHIFT;
+	}
 
 	pthread_mutex_init(&svc->shutdown_mu, NULL);
 	pthread_mutex_init(&svc->wheel_mu, NULL);
