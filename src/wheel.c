@@ -303,10 +303,7 @@ static inline void mark_empty(struct tw_wheel *w, struct tw_bucket *b)
 	w->levels[b->level - 1].occupied &= ~((uint64_t)1 << b->slot);
 }
 
-#if defined(__GNUC__)
-__attribute__((noinline, cold))
-#endif
-static void notify_observer(const struct tw_wheel *w, enum tw_event_kind kind,
+static cold_path void notify_observer(const struct tw_wheel *w, enum tw_event_kind kind,
 			    unsigned level, unsigned slot, int64_t time,
 			    const struct tw_timer *t)
 {
@@ -807,7 +804,7 @@ static int64_t fire_windowed(struct tw_wheel *w, struct tw_bucket *b)
 	while (!list_empty(&b->head)) {
 		struct tw_timer *t = list_timer(b->head.next);
 
-		if (timer_key(w, t->due) >= b->expiration)
+		if (exact_key(w, t->due) >= b->expiration)
 			break;
 		bucket_take(b, t);
 		fire(w, t);
@@ -925,7 +922,7 @@ static int64_t empty_bucket(struct tw_wheel *w, struct tw_bucket *b, int64_t lim
 
 	while (!list_empty(&b->head)) {
 		struct tw_timer *t = list_timer(b->head.next);
-		int64_t key = timer_key(w, t->due);
+		int64_t key = exact_key(w, t->due); /* exact mode only */
 
 		prefetch(t->link.next);
 		bucket_take(b, t);
@@ -1420,16 +1417,14 @@ static struct tw_bucket *window_bucket(struct tw_wheel *w, int64_t ek, int64_t l
 	return NULL;
 }
 
-/* The bucket for [earliest, latest], if that is not due yet and some
- * bucket fits. */
+/* The bucket for a window from earliest (ticks ek to lk), if that is not
+ * due yet and some bucket fits. */
 static struct tw_bucket *window_bucket_for(struct tw_wheel *w, int64_t earliest,
-					   int64_t latest, int64_t *number)
+					   int64_t ek, int64_t lk, int64_t *number)
 {
-	int64_t lk = exact_key(w, latest);
-
 	if (earliest <= w->now || lk <= w->levels[0].clock + 1)
 		return NULL;
-	return window_bucket(w, exact_key(w, earliest), lk, number);
+	return window_bucket(w, ek, lk, number);
 }
 
 /* Into bucket b (number `number`, above level 1), which pops at tick
@@ -1459,7 +1454,8 @@ static void file_windowed(struct tw_wheel *w, struct tw_timer *t, struct tw_buck
 static void place_window(struct tw_wheel *w, struct tw_timer *t, int64_t latest)
 {
 	int64_t number = 0;
-	struct tw_bucket *b = window_bucket_for(w, t->due, latest, &number);
+	struct tw_bucket *b = window_bucket_for(w, t->due, exact_key(w, t->due),
+						exact_key(w, latest), &number);
 
 	if (b)
 		file_windowed(w, t, b, number);
@@ -1537,6 +1533,8 @@ static bool window_stays_put(const struct tw_wheel *w, struct tw_timer *t,
 hot_inline int wheel_reschedule_range(struct tw_wheel *w, struct tw_timer *t,
 				      int64_t earliest, int64_t latest)
 {
+	struct tw_bucket *b = NULL;
+	int64_t number = 0;
 	int was_pending, rc;
 
 	rc = check_window_call("tw_wheel_reschedule_range", w, t, earliest, latest);
@@ -1547,41 +1545,29 @@ hot_inline int wheel_reschedule_range(struct tw_wheel *w, struct tw_timer *t,
 	was_pending = t->bucket != NULL;
 	if (earliest != latest) {
 		int64_t ek = exact_key(w, earliest), lk = exact_key(w, latest);
-		int64_t number = 0;
-		struct tw_bucket *b;
 
 		/* Its bucket still fires inside the new window: it stays,
 		 * even when earliest has passed (then it fires at that pop
 		 * as it would have). */
 		if (was_pending && window_stays_put(w, t, earliest, ek, lk))
 			return 1;
-		if (earliest > w->now) {
-			b = lk > w->levels[0].clock + 1
-				    ? window_bucket(w, ek, lk, &number)
-				    : NULL;
-			/* A window no bucket fits: an exact timer pushed
-			 * later stays as under a plain reschedule (re-filed
-			 * at its bucket's expiration by earliest, inside the
-			 * window). One that fits moves there once, and its
-			 * later pushes stay put. */
-			if (!b && was_pending && stays_put(w, t, earliest)) {
-				t->due = earliest;
-				return 1;
-			}
-			if (was_pending)
-				unlink_pending(w, t);
+		b = window_bucket_for(w, earliest, ek, lk, &number);
+		/* A window no bucket fits: an exact timer pushed later stays
+		 * as under a plain reschedule (re-filed at its bucket's
+		 * expiration by earliest, inside the window). One that fits
+		 * moves there once, and its later pushes stay put. */
+		if (!b && was_pending && stays_put(w, t, earliest)) {
 			t->due = earliest;
-			if (b)
-				file_windowed(w, t, b, number);
-			else
-				place_new_exact(w, t);
-			return was_pending;
+			return 1;
 		}
 	}
 	if (was_pending)
 		unlink_pending(w, t);
 	t->due = earliest;
-	place_new_exact(w, t);
+	if (b)
+		file_windowed(w, t, b, number);
+	else
+		place_new_exact(w, t);
 	return was_pending;
 }
 
