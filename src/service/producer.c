@@ -235,20 +235,28 @@ int tw_service_add(struct tw_service *svc, struct tw_service_timer *t, int64_t d
 	return add_or_reschedule(svc, t, due, 0, false, "tw_service_add");
 }
 
+/* now + delay (a negative delay: now), or TW_EOVERFLOW past INT64_MAX. */
+static int due_in(struct tw_service *svc, int64_t delay, int64_t *due)
+{
+	int64_t now = clock_now(svc);
+
+	if (delay > 0 && now > INT64_MAX - delay)
+		return TW_EOVERFLOW;
+	*due = delay > 0 ? now + delay : now;
+	return TW_OK;
+}
+
 int tw_service_add_in(struct tw_service *svc, struct tw_service_timer *t,
 		      int64_t delay)
 {
-	int64_t now;
+	int64_t due;
+	int rc;
 
 	if (!svc)
 		return TW_EINVAL;
-	now = clock_now(svc);
-	if (delay > 0 && now > INT64_MAX - delay)
-		return TW_EOVERFLOW;
-	if (delay < 0)
-		delay = 0;
-	return add_or_reschedule(svc, t, now + delay, 0, false,
-				 "tw_service_add_in");
+	rc = due_in(svc, delay, &due);
+	return rc ? rc : add_or_reschedule(svc, t, due, 0, false,
+					   "tw_service_add_in");
 }
 
 int tw_service_reschedule(struct tw_service *svc, struct tw_service_timer *t,
@@ -295,13 +303,13 @@ int tw_service_add_range(struct tw_service *svc, struct tw_service_timer *t,
 int tw__service_add_in_range(struct tw_service *svc, struct tw_service_timer *t,
 			     int64_t delay, int64_t tolerance)
 {
-	/* The purgatory's op has a timeout > 0 and a tolerance >= 0
-	 * (tw_op_init, tw_op_set_tolerance checked them). */
-	int64_t now = clock_now(svc), earliest;
+	/* The purgatory's op has a tolerance >= 0 (tw_op_set_tolerance
+	 * checked it). */
+	int64_t earliest;
+	int rc = due_in(svc, delay, &earliest);
 
-	if (now > INT64_MAX - delay)
-		return TW_EOVERFLOW;
-	earliest = now + delay;
+	if (rc)
+		return rc;
 	return tw_service_add_range(svc, t, earliest,
 				    earliest > INT64_MAX - tolerance ? INT64_MAX
 								     : earliest + tolerance);
