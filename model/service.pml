@@ -734,7 +734,7 @@ sync_done:
 
 /* tw__service_stop_pending (the purgatory's completion): PENDING with no
  * entry -> IDLE and a tombstone in one step, then under wheel_mu drain
- * until no inbox holds the timer (an add between its CAS and its push),
+ * while an inbox holds the timer (an add between its CAS and its push),
  * unlink it and clear the tombstone. It never waits for a callback. On
  * R_STOPPED its caller may free the timer. */
 inline stop_pending(t) {
@@ -753,11 +753,17 @@ inline stop_pending(t) {
 		do
 		:: true ->
 			lock(wheel_mu[SVC_OF(t)]);
-			drain_inboxes(SVC_OF(t));
 #if MUT == 20
 			/* the first version: one drain, whatever it found */
+			drain_inboxes(SVC_OF(t));
 			break
 #else
+			/* no drain while no inbox holds the timer (the
+			 * usual case: it was applied long ago) */
+			if
+			:: !tm[t].inbox -> break
+			:: else -> drain_inboxes(SVC_OF(t))
+			fi;
 			if
 			:: !tm[t].inbox -> break
 			:: else -> unlock(wheel_mu[SVC_OF(t)])

@@ -331,6 +331,11 @@ int tw__service_stop_pending(struct tw_service *svc, struct tw_service_timer *t)
 	 * never for a callback. */
 	for (;;) {
 		pthread_mutex_lock(&svc->wheel_mu);
+		/* Usually the timer was applied long ago (F_INBOX down) and
+		 * there is nothing to wait for: no drain, which would visit
+		 * every inbox. */
+		if (!word_has(word_load(t), F_INBOX))
+			break;
 		tw__svc_drain_inboxes(svc);
 		if (!word_has(word_load(t), F_INBOX))
 			break;
