@@ -540,6 +540,58 @@ static void test_a_timeout_past_the_clocks_end_is_armed(void)
 	tw_op_destroy(&o.op);
 }
 
+/*
+ * The test-point build's own bookkeeping (the third review of the
+ * headers): a put that is not the last dropped its reference, then read
+ * the op's completed flag to report its step; meanwhile another thread's
+ * last put released the op, whose on_release freed it. A safe_try_complete
+ * is held right after its put; a key check completes the op and releases
+ * it, and its on_release frees it; then the held put goes on and reads
+ * nothing of the op (ASan, in make sanitize, reported a heap use after
+ * free in op_refs_step before).
+ */
+static atomic_int freed_releases;
+
+static void release_frees(struct tw_delayed_op *op)
+{
+	atomic_fetch_add(&freed_releases, 1);
+	free(tw_container_of(op, struct gop, op));
+}
+
+static void *safe_try_fails_thread(void *arg)
+{
+	struct gop *o = arg;
+
+	CHECK(!tw_op_safe_try_complete(&o->op));
+	return NULL;
+}
+
+static void test_a_put_reads_nothing_of_the_op_after_it(void)
+{
+	static const struct tw_op_ops ops = { gop_try, gop_complete, gop_expire,
+					      release_frees };
+	struct tw_purgatory *p = manual_purgatory_purging(0);
+	struct gop *o = malloc(sizeof(*o));
+	struct sp_thread trier;
+	int put;
+
+	CHECK(o != NULL);
+	gop_init(o, p, "topic-0", NULL);
+	CHECK_EQ(tw_op_init(&o->op, 100, &ops, NULL), TW_OK);
+	CHECK_EQ(gop_watch(o), 0); /* its entry's and its timeout's references */
+	put = sp_arm("op_put.decremented", &o->op);
+	sp_spawn(&trier, safe_try_fails_thread, o); /* not ready: false */
+	CHECK(sp_wait(put, &trier.done));
+	atomic_store(&o->ready, 1);
+	CHECK_EQ(check_key(p, "topic-0"), 1); /* the last put: freed */
+	CHECK_EQ(atomic_load(&freed_releases), 1);
+	sp_release(put);
+	sp_join(&trier, "the safe_try_complete");
+	CHECK_EQ(atomic_load(&freed_releases), 1);
+	CHECK_EQ(tw_purgatory_shutdown(p, NULL), 0);
+	tw_purgatory_destroy(p);
+}
+
 /* With an argument, only the tests whose name contains it (a hang ends
  * the binary: run the others alone). */
 #define RUN_IF(test)                                                        \
@@ -694,5 +746,6 @@ int main(int argc, char **argv)
 	RUN_IF(test_a_timeout_past_the_clocks_end_is_armed);
 	RUN_IF(test_a_completion_never_releases_the_op_inside_the_watch_call);
 	RUN_IF(test_on_release_runs_outside_the_shutdown_lock);
+	RUN_IF(test_a_put_reads_nothing_of_the_op_after_it);
 	return check_report();
 }

@@ -70,6 +70,7 @@
 #include <stdint.h>
 
 #include "../debug.h"
+#include "../test_point.h"
 #include "timingwheel/purgatory.h"
 
 /* The op's counters are plain ints in the public struct (C++ cannot see
@@ -119,6 +120,18 @@ static inline void op_refs_step(enum tw__pg_op_transition tr,
 			     op_word(to, completed, false));
 }
 
+/* A put's step, with the flag its caller loaded before the put: after a
+ * put that was not the last, another thread's last put may release the
+ * op and free it, so nothing of the op may be read then (the third review
+ * of the headers: this check read the flag after the put, a use after
+ * free in the test-point build). A claim between that load and the put
+ * makes the step one from an uncompleted op, which the model makes too. */
+static inline void op_put_step(int from, int to, int completed)
+{
+	tw__pg_op_transition(OPT_ref_put, op_word(from, completed, false),
+			     op_word(to, completed, false));
+}
+
 static inline void op_claim_step(struct tw_delayed_op *op, int was)
 {
 	int refs;
@@ -139,10 +152,14 @@ static inline void op_release_step(struct tw_delayed_op *op)
 }
 
 #define OP_REFS_STEP(tr, op, from, to) op_refs_step(OPT_##tr, op, from, to)
+#define OP_PUT_FLAG(op) OP_LOAD((op)->completed)
+#define OP_PUT_STEP(from, to, completed) op_put_step(from, to, completed)
 #define OP_CLAIM_STEP(op, was) op_claim_step(op, was)
 #define OP_RELEASE_STEP(op) op_release_step(op)
 #else
 #define OP_REFS_STEP(tr, op, from, to) ((void)0)
+#define OP_PUT_FLAG(op) 0
+#define OP_PUT_STEP(from, to, completed) ((void)(completed))
 #define OP_CLAIM_STEP(op, was) ((void)0)
 #define OP_RELEASE_STEP(op) ((void)0)
 #endif
@@ -213,9 +230,11 @@ static inline bool tr_ref_get_unless_zero(struct tw_delayed_op *op)
 /* Drop a reference; true if it was the last (the caller releases). */
 static inline bool tr_ref_put(struct tw_delayed_op *op)
 {
+	int completed = OP_PUT_FLAG(op); /* before: see op_put_step */
 	int old = OP_SUB(op->refs, 1);
 
-	OP_REFS_STEP(ref_put, op, old, old - 1);
+	TW_TEST_POINT("op_put.decremented", op);
+	OP_PUT_STEP(old, old - 1, completed);
 	return old == 1;
 }
 
