@@ -134,7 +134,7 @@ if [ "$what" = all ] || [ "$what" = pass ] || [ "$what" = update ]; then
 	# not a property: the step relation from every word (service.pml,
 	# scenario 13), its assertions and end states ignored
 	run service 13 0 -DRECORD "-A -E" || fail=1
-	for s in 1 2 3 4 5 6 7; do run purgatory "$s" 0 -DRECORD || fail=1; done
+	for s in 1 2 3 4 5 6 7 8; do run purgatory "$s" 0 -DRECORD || fail=1; done
 	if [ $fail = 0 ]; then
 		transition_table >"$work/service.transitions"
 		settle_table service
@@ -159,13 +159,17 @@ if [ "$what" = all ] || [ "$what" = mutants ]; then
 	# issue 26: service 21 apply loading a timer's due time before it
 	# takes F_INBOX down (a window torn by a reschedule, fired early);
 	# purgatory 22 shutdown dropping its references (on_release) under
-	# its shutdown lock (the second review of the headers: a hang).
+	# its shutdown lock (the second review of the headers: a hang); the
+	# third review: purgatory 23 a force_complete deciding "never
+	# watched" by a load, so a watch started under it (on_release ran
+	# while it was in on_complete), 24 a watch naming the purgatory
+	# before its first reference (a force found none and did nothing).
 	for m in "service 1 1" "service 7 1" "service 2 3" "service 3 5" "service 4 6" \
 		 "service 5 7" "service 6 8" "purgatory 1 2" "purgatory 2 4" \
 		 "purgatory 3 9" "purgatory 4 10" "purgatory 5 14" "service 7 11" "service 8 12" \
 		 "service 8 13" "service 9 15" "service 10 16" "purgatory 6 17" \
 		 "purgatory 3 18" "purgatory 7 19" "service 11 20" "service 14 21" \
-		 "purgatory 2 22"; do
+		 "purgatory 2 22" "purgatory 8 23" "purgatory 8 24"; do
 		set -- $m
 		if run "$1" "$2" "$3"; then
 			echo "   ^ NOT FOUND: the model has no teeth for this bug"

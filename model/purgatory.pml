@@ -32,7 +32,8 @@
  * key check completes the op while its timeout waits in the reaper's
  * batch behind another op's, whose on_expiration checks the same key; 7
  * a completion that makes a purge due, which drops the last reference of
- * Z, an op that shares the op's lock.
+ * Z, an op that shares the op's lock; 8 force_complete from outside
+ * racing the op's first watch, and a key check (op->purgatory: owner).
  * Mutations (MUT): 2 and 4 put back issue 13's bugs 2 and 4; 9 puts back
  * the reference taken after force_complete's claim; 10 the service's
  * shutdown handing an armed timeout back to nobody (found by this model:
@@ -42,7 +43,10 @@
  * entry's list pointer); issue 28: 17 the completion waits for the
  * timeout (cancel_sync: an expired entry, a running callback), 18 a
  * reference taken by a plain increment from zero, 19 the purge inside
- * claim() under the caller's lock.
+ * claim() under the caller's lock; 22 on_release under the shutdown
+ * lock; the third review of the headers: 23 a force_complete that takes
+ * the op for never watched by a load (a watch then starts under it), 24
+ * a watch that names the purgatory before its first reference.
  */
 
 #ifndef SCEN
@@ -82,6 +86,16 @@ byte timer = T_NONE;
 byte delayed;
 bool svc_closed;
 byte svc_handed;         /* MUT 10: timeouts handed back to nobody */
+
+/* op->purgatory (opstate.h): NONE after init; the first watch claims it
+ * (STARTING), takes its first reference, then names the purgatory
+ * (WATCHED); a completion from outside that finds NONE marks it NEVER
+ * (watched) in the same step */
+#define O_NONE 0
+#define O_STARTING 1
+#define O_WATCHED 2
+#define O_NEVER 3
+byte owner = O_NONE;
 
 bool closing;
 byte in_flight;          /* try_complete_else_watch calls (the stripes) */
@@ -265,6 +279,37 @@ inline maybe_purge() {
 /* claim(): win the race to complete (run_cb) or to cancel; who: as for
  * cancel_sync_timer. */
 inline claim(run_cb, who) {
+	/* Who may hold references: a watch that is starting is waited out
+	 * (its next two steps); an op nobody watches is marked never watched
+	 * in the same step, so that no watch starts under this call. */
+	atomic {
+		owner != O_STARTING ->
+		if
+#if MUT == 23
+		/* the first version: never watched, decided by a load */
+		:: owner == O_NONE -> unwatched = 1
+#else
+		:: owner == O_NONE -> owner = O_NEVER; unwatched = 1
+#endif
+		:: owner == O_NEVER -> unwatched = 1
+		:: else -> unwatched = 0
+		fi
+	}
+	if
+	:: unwatched ->
+		/* no references, no timeout, no on_release: not the model's
+		 * op word (the C code reports no step either) */
+		atomic {
+			if
+			:: completed -> won = 0
+			:: else -> completed = 1; won = 1
+			fi
+		}
+		if
+		:: won && run_cb -> atomic { assert(!released); completes++ }
+		:: else -> skip
+		fi
+	:: else ->
 #if MUT != 9
 	/* The call's reference first, then the exactly-once CAS. The
 	 * caller's precondition (purgatory.h): the op's memory is valid, that
@@ -341,6 +386,7 @@ inline claim(run_cb, who) {
 		op_put()
 	:: else -> skip
 	fi
+	fi
 }
 
 /* The caller's condition, under the op's lock. */
@@ -377,7 +423,7 @@ inline put_all() {
 
 proctype tcew()
 {
-	bool done, won, started, failed, last, purge_due;
+	bool done, won, started, unwatched, failed, last, purge_due;
 	byte r, puts;
 	PURGE_LOCALS
 
@@ -391,8 +437,37 @@ proctype tcew()
 	:: tcew_result == 5 -> goto out
 	:: else -> skip
 	fi;
+	/* completed before its watch: refused (TW_EINVAL) */
+	atomic {
+		if
+		:: completed -> tcew_result = 7; in_flight--
+		:: else -> skip
+		fi
+	}
+	if
+	:: tcew_result == 7 -> goto out
+	:: else -> skip
+	fi;
+	/* one watch per init: the claim of the op, unless a completion from
+	 * outside marked it never watched since the check above */
+	atomic {
+		if
+		:: owner == O_NONE ->
+#if MUT == 24
+			owner = O_WATCHED /* the first version: named at once */
+#else
+			owner = O_STARTING
+#endif
+		:: else -> tcew_result = 7; in_flight--
+		fi
+	}
+	if
+	:: tcew_result == 7 -> goto out
+	:: else -> skip
+	fi;
 	/* this call's: the first */
 	atomic { assert(!released); BEGIN_STEP; refs++; STEP(ref_first) }
+	owner = O_WATCHED; /* named only now that it holds a reference */
 	lock(op_mu);
 	try_complete(done, W_OUTSIDE);
 	if
@@ -507,7 +582,7 @@ inline check_key(who) {
 /* the key's check, once the condition is true */
 proctype checker()
 {
-	bool done, won, snap, started, last, purge_due;
+	bool done, won, snap, started, unwatched, last, purge_due;
 	byte r, puts;
 	PURGE_LOCALS
 
@@ -519,7 +594,7 @@ proctype checker()
  * the batch), dispatches the batch, and runs on_timeout */
 proctype expirer()
 {
-	bool won, started, last, purge_due, done, snap;
+	bool won, started, unwatched, last, purge_due, done, snap;
 	byte r, puts;
 	PURGE_LOCALS
 
@@ -670,11 +745,16 @@ proctype shutdown()
 /* force_complete from outside try_complete (its purge, if due, after) */
 proctype forcer()
 {
-	bool won, started, last, purge_due;
+	bool won, started, unwatched, last, purge_due;
 	byte r, puts;
 	PURGE_LOCALS
 
 	claim(1, W_OUTSIDE);
+	/* purgatory.h: false for everyone else (it was completed) and for an
+	 * op on its way to on_release -- which only a failed watch (scenario
+	 * 5) leaves uncompleted (the third review of the headers: a force
+	 * during the first watch found no reference yet and did nothing) */
+	assert(won || completed || SCEN == 5);
 	maybe_purge()
 }
 
@@ -718,6 +798,12 @@ init
 	_nr_pr == 1;
 	assert(completes == 1 && zreleases == 1);
 	run shutdown();
+#elif SCEN == 8
+	/* force_complete from outside racing the op's first watch, and a key
+	 * check (the third review of the headers) */
+	run tcew();
+	run forcer();
+	run checker();
 #elif SCEN == 5
 	/* a watch that fails half-way, racing a key check and a forcer
 	 * that knows of the op once it is on the key's list */
@@ -734,7 +820,7 @@ init
 #endif
 	/* destroy: once everything else has stopped */
 	_nr_pr == 1;
-	shut_done || SCEN == 3 || SCEN == 5 || SCEN == 6;
+	shut_done || SCEN == 3 || SCEN == 5 || SCEN == 6 || SCEN == 8;
 	if
 	:: in_list -> in_list = 0; linked--; op_put()
 	:: else -> skip
@@ -747,7 +833,12 @@ init
 		assert(timer == T_NONE && expires == 0 && handed == 0);
 		assert(completes <= 1);
 		assert(releases == 1)
-	:: tcew_result != 5 && tcew_result != 6 ->
+	:: tcew_result == 7 ->
+		/* refused: completed from outside before its watch, never
+		 * watched, so no on_release */
+		assert(completed && completes == 1 && handed == 0);
+		assert(timer == T_NONE && releases == 0)
+	:: tcew_result != 5 && tcew_result != 6 && tcew_result != 7 ->
 		assert(completed);
 		assert(completes + handed == 1);
 		assert(expires <= completes);

@@ -184,9 +184,11 @@ void tw_op_destroy(struct tw_delayed_op *op);
 
 /**
  * Complete the operation if nobody has: stop its timeout and run
- * on_complete (Kafka's forceComplete). It never waits: a timeout that is
- * pending is stopped; one that has just expired runs later, finds the op
- * completed, and runs no callback.
+ * on_complete (Kafka's forceComplete). It never waits for a callback: a
+ * timeout that is pending is stopped; one that has just expired runs
+ * later, finds the op completed, and runs no callback. (It does wait for
+ * the first two steps of a watch of the op that another thread has just
+ * begun: no lock and no user code lie between them.)
  *
  * From try_complete the op is always alive. From anywhere else the op's
  * memory must be valid when the call starts: free the op only once
@@ -199,9 +201,10 @@ void tw_op_destroy(struct tw_delayed_op *op);
  * nothing and returns false: the count never comes back from zero, so
  * on_release never runs twice. Otherwise the call holds its own
  * reference, so the op stays alive until it returns, whoever completes
- * it meanwhile. An op never watched takes no references: completing it
- * runs on_complete only (it has no on_release, and it cannot be watched
- * afterwards).
+ * it meanwhile, a watch of the op racing this call included. An op never
+ * watched takes no references: completing it runs on_complete only (it
+ * has no on_release, and it cannot be watched afterwards: a watch racing
+ * the completion either watched it first, or gets TW_EINVAL).
  * @param op the operation
  * @return true for the one caller that completed it; false for everyone
  *         else, for an op on its way to on_release, and for NULL

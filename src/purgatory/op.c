@@ -69,9 +69,9 @@ int tw_op_set_tolerance(struct tw_delayed_op *op, int64_t tolerance)
 		return TW_EINVAL_BECAUSE("tw_op_set_tolerance", "%s",
 					 !op ? "the op is NULL"
 					     : "the tolerance must be >= 0");
-	/* Watched (or its watch failed, which released it): its timeout
-	 * may be armed, and next_due is its due time. */
-	if (op_purgatory(op))
+	/* Watched (or its watch failed, which released it, or it completed
+	 * unwatched): its timeout may be armed, and next_due its due time. */
+	if (op_purgatory_word(op))
 		return TW_EBUSY;
 	op_tolerance_store(op, tolerance);
 	return TW_OK;
@@ -97,6 +97,37 @@ bool tw_op_is_completed(const struct tw_delayed_op *op)
  * under the caller's lock, and a purge may release another op that shares
  * it (issue 28, item 3); the purgatory's own calls purge once they let go
  * of the op's lock. */
+/*
+ * The purgatory that watches the op, seen by a call from outside that
+ * holds no reference (opstate.h, op->purgatory): a watch that is
+ * starting is waited out (its next two steps: no lock, no user code), so
+ * a watched op is never found with no reference yet. For a claim
+ * (mark_never), an op nobody watches is marked never watched in the same
+ * step, so no watch can start under the claim; NULL then stands for it.
+ */
+static struct tw_purgatory *watched_by(struct tw_delayed_op *op, bool mark_never)
+{
+	struct tw_purgatory *p = op_purgatory_word(op);
+
+	for (;;) {
+		if (p == OP_WATCH_STARTING) {
+			TW_TEST_POINT("outside.watch_starting", op);
+			sched_yield();
+			p = op_purgatory_word(op);
+			continue;
+		}
+		if (p || !mark_never)
+			break;
+		if (__atomic_compare_exchange_n(&op->purgatory, &p,
+						OP_NEVER_WATCHED, false,
+						__ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+			p = OP_NEVER_WATCHED;
+			break;
+		}
+	}
+	return p == OP_NEVER_WATCHED ? NULL : p;
+}
+
 static bool claim(struct tw_delayed_op *op, bool run_callback)
 {
 	/* NULL: never watched. Then nothing else refers to the op, and it
@@ -104,7 +135,7 @@ static bool claim(struct tw_delayed_op *op, bool run_callback)
 	 * review: a claim's own put ran on_release of an op the purgatory
 	 * never saw, under the caller's lock, and a later watch ran it
 	 * again). */
-	struct tw_purgatory *p = op_purgatory(op);
+	struct tw_purgatory *p = watched_by(op, true);
 
 	if (p && !tr_ref_get_unless_zero(op))
 		return false;
@@ -149,18 +180,18 @@ bool tw__pg_try_complete_referenced(struct tw_delayed_op *op)
  * unlock (it may free the op, lock included), never under the lock. */
 bool tw_op_safe_try_complete(struct tw_delayed_op *op)
 {
+	struct tw_purgatory *p;
 	bool done, held;
 
 	if (!op || !op->ops)
 		return false;
-	held = op_purgatory(op) != NULL; /* one the purgatory never saw has no
-					 references to keep */
+	p = watched_by(op, false);
+	held = p != NULL; /* one the purgatory never saw has no references
+			     to keep */
 	if (held && !tr_ref_get_unless_zero(op))
 		return false; /* completed, and on its way out */
 	done = tw__pg_try_complete_referenced(op);
 	if (held) {
-		struct tw_purgatory *p = op_purgatory(op);
-
 		op_put(op);
 		/* After the unlock, and not through the op: the put may
 		 * have released it. */

@@ -78,13 +78,40 @@
  * consistent as the atomic_int operations they replace. */
 #define OP_LOAD(field) __atomic_load_n(&(field), __ATOMIC_SEQ_CST)
 
-/* The purgatory that watched the op, NULL before its watch. Set once per
- * tw_op_init by the watch's compare-and-swap, and read by completions on
- * other threads while that watch runs: atomic (a plain store and load
- * were a data race, found by TSan in the second review of the headers). */
-static inline struct tw_purgatory *op_purgatory(const struct tw_delayed_op *op)
+/*
+ * op->purgatory: who may hold references to the op. NULL after
+ * tw_op_init; then, once per init, one of two ways:
+ *   NULL -> OP_WATCH_STARTING -> the purgatory: its first watch claims
+ *     the op with a compare-and-swap, takes its first reference, and only
+ *     then names the purgatory. A completion from outside that finds
+ *     STARTING waits for the watch's next two steps (no lock, no user code
+ *     between), so it never finds a watched op with no reference yet (the
+ *     third review of the headers: a force_complete there did nothing and
+ *     returned false).
+ *   NULL -> OP_NEVER_WATCHED: a completion from outside claimed it before
+ *     any watch; a watch after that is refused. The same compare-and-swap
+ *     decides it, so a completion that took the op for never watched
+ *     cannot have a watch start under it (the third review: one did, and
+ *     the op was released while the completion still ran on_complete).
+ * Atomic: completions on other threads read it while a watch runs (a
+ * plain store and load were a data race, found by TSan in the second
+ * review of the headers).
+ */
+#define OP_WATCH_STARTING ((struct tw_purgatory *)(uintptr_t)1)
+#define OP_NEVER_WATCHED ((struct tw_purgatory *)(uintptr_t)2)
+
+static inline struct tw_purgatory *op_purgatory_word(const struct tw_delayed_op *op)
 {
 	return __atomic_load_n(&op->purgatory, __ATOMIC_ACQUIRE);
+}
+
+/* The purgatory that watches the op, or NULL (not watched, not yet or
+ * never). */
+static inline struct tw_purgatory *op_purgatory(const struct tw_delayed_op *op)
+{
+	struct tw_purgatory *p = op_purgatory_word(op);
+
+	return p == OP_WATCH_STARTING || p == OP_NEVER_WATCHED ? NULL : p;
 }
 #define OP_ADD(field, n) __atomic_fetch_add(&(field), (n), __ATOMIC_SEQ_CST)
 #define OP_SUB(field, n) __atomic_fetch_sub(&(field), (n), __ATOMIC_SEQ_CST)
@@ -180,14 +207,15 @@ static inline void op_release_step(struct tw_delayed_op *op)
 /* try_complete_else_watch's own reference: the op's first. From here to
  * its on_release the purgatory holds the op (the debug build's table,
  * src/debug.h: an init in between is a mistake it names). */
-static inline void tr_ref_first(struct tw_delayed_op *op)
+static inline void tr_ref_first(struct tw_delayed_op *op, struct tw_purgatory *p)
 {
 	int old = OP_ADD(op->refs, 1);
 
 	OP_REFS_STEP(ref_first, op, old, old + 1);
 	(void)old;
+	(void)p;
 #ifdef TW_DEBUG
-	tw__debug_set(TW_DBG_OP, op, true, (uint64_t)(uintptr_t)op_purgatory(op));
+	tw__debug_set(TW_DBG_OP, op, true, (uint64_t)(uintptr_t)p);
 #endif
 }
 

@@ -238,17 +238,22 @@ int tw_purgatory_try_complete_else_watch(struct tw_purgatory *p,
 	 * watches one gets TW_EBUSY (with a load and a separate store both
 	 * succeeded, the second review of the headers found), and so does a
 	 * watch after one that failed, whose on_release has run. */
+	TW_TEST_POINT("watch.claiming", op);
 	{
-		struct tw_purgatory *none = NULL;
+		struct tw_purgatory *seen = NULL;
 
-		if (!__atomic_compare_exchange_n(&op->purgatory, &none, p, false,
+		if (!__atomic_compare_exchange_n(&op->purgatory, &seen,
+						 OP_WATCH_STARTING, false,
 						 __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
 			leave(stripe);
-			return TW_EBUSY;
+			/* Claimed from outside before any watch: completed. */
+			return seen == OP_NEVER_WATCHED ? TW_EINVAL : TW_EBUSY;
 		}
 	}
 	TW_TEST_POINT("watch.open", op);
-	tr_ref_first(op); /* this call's reference: the op's first */
+	tr_ref_first(op, p); /* this call's reference: the op's first */
+	/* Named only now that it holds a reference (opstate.h). */
+	__atomic_store_n(&op->purgatory, p, __ATOMIC_RELEASE);
 
 	/* Kafka's safeTryCompleteOrElse: check, watch, check again, all
 	 * under the op's lock. A key check that ran between the first check
