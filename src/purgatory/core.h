@@ -69,6 +69,10 @@
  * from zero ran on_release twice; a completer waited in cancel_sync for
  * an expired timeout whose reaper waited for the completer's lock; a
  * purge inside a completion released another op under the shared lock.
+ * A third review closed two at an op's first watch (scenario 8): a
+ * completion from outside decides whether the op is watched through
+ * op->purgatory, which the watch names only once it holds a reference
+ * (opstate.h).
  *
  * Worked example: X and Y share a lock and time out in the same tick.
  * The reaper expires both into one batch and runs X's timeout: claim

@@ -89,14 +89,6 @@ bool tw_op_is_completed(const struct tw_delayed_op *op)
 	return __atomic_load_n(&op->completed, __ATOMIC_SEQ_CST) != 0;
 }
 
-/* Win the race to complete (or, with run_callback false, to cancel). The
- * reference comes first: once the CAS succeeds, every other holder may see
- * the op completed and drop its own (a key check unlinks the entries, the
- * timeout runs and puts), and a reference taken after the CAS could come
- * after on_release. No purge here: a claim usually runs in try_complete,
- * under the caller's lock, and a purge may release another op that shares
- * it (issue 28, item 3); the purgatory's own calls purge once they let go
- * of the op's lock. */
 /*
  * The purgatory that watches the op, seen by a call from outside that
  * holds no reference (opstate.h, op->purgatory): a watch that is
@@ -128,6 +120,14 @@ static struct tw_purgatory *watched_by(struct tw_delayed_op *op, bool mark_never
 	return p == OP_NEVER_WATCHED ? NULL : p;
 }
 
+/* Win the race to complete (or, with run_callback false, to cancel). The
+ * reference comes first: once the CAS succeeds, every other holder may see
+ * the op completed and drop its own (a key check unlinks the entries, the
+ * timeout runs and puts), and a reference taken after the CAS could come
+ * after on_release. No purge here: a claim usually runs in try_complete,
+ * under the caller's lock, and a purge may release another op that shares
+ * it (issue 28, item 3); the purgatory's own calls purge once they let go
+ * of the op's lock. */
 static bool claim(struct tw_delayed_op *op, bool run_callback)
 {
 	/* NULL: never watched. Then nothing else refers to the op, and it
