@@ -11,7 +11,7 @@ PREFIX   ?= /usr/local
 JOBS     ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
 
-.PHONY: coverage fuzz docs all build demo test sanitize tsan soak model clang valgrind install deps deps-all clean abi-baseline deb install-tsan install-asan \
+.PHONY: coverage fuzz docs all build demo test sanitize tsan flaky soak model clang valgrind install deps deps-all clean abi-baseline deb install-tsan install-asan \
 	bench-service bench-purgatory bench bench-quick bench-big bench-deps bench-instr
 
 all: build
@@ -66,6 +66,13 @@ tsan:
 	cmake -S . -B $(BUILD)-tsan -DTW_TSAN=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo
 	cmake --build $(BUILD)-tsan -j $(JOBS)
 	cd $(BUILD)-tsan && TSAN_OPTIONS=halt_on_error=1 ctest --output-on-failure -L threaded
+
+# The threaded suite FLAKY_RUNS times under ThreadSanitizer with every core
+# kept busy by a second job: every test that failed even once, and how
+# often (tests/flaky.sh). A test that leans on the scheduler shows here.
+FLAKY_RUNS ?= 30
+flaky: tsan
+	bash tests/flaky.sh $(BUILD)-tsan $(FLAKY_RUNS)
 
 # The stress tests for SOAK_MINUTES with the schedule shaken at the
 # protocol's test points, under ThreadSanitizer (tests/soak.sh).

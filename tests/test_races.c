@@ -109,32 +109,6 @@ static void test_a_kick_that_finds_one_pending_loses_no_timer(void)
 	tw_service_destroy(svc);
 }
 
-/* ---- 9: an injected clock near INT64_MIN ---- */
-
-static void test_reaper_sleeps_with_a_clock_near_int64_min(void)
-{
-	struct tw_service_config cfg = { 0 };
-	struct tw_service *svc = NULL;
-	struct tw_service_stats st;
-	struct job far;
-	struct timespec ts = { 0, 200000000 };
-
-	cfg.tick = 1000;
-	cfg.clock.now = virtual_clock;
-	atomic_store(&virtual_now, INT64_MIN + 1000);
-	CHECK_EQ(tw_service_create(&svc, &cfg), TW_OK);
-	job_init(&far);
-	/* next - now does not fit an int64_t. */
-	CHECK_EQ(tw_service_add(svc, &far.t, INT64_MAX - 10), TW_OK);
-	tw_service_kick(svc);
-	nanosleep(&ts, NULL);
-	tw_service_stats(svc, &st);
-	/* A few wake-ups (the kicks); a spinning reaper makes millions. */
-	CHECK(st.wakeups < 50);
-	CHECK_EQ(tw_service_shutdown(svc, NULL, NULL), 1);
-	tw_service_destroy(svc);
-}
-
 /* ---- 3: cancel_sync racing shutdown's hand-back ---- */
 
 static atomic_int handed, handed_after_free;
@@ -1067,7 +1041,6 @@ int main(void)
 	sp_install();
 	RUN(test_reaper_keeps_waking_after_a_kick_at_its_loop_top);
 	RUN(test_a_kick_that_finds_one_pending_loses_no_timer);
-	RUN(test_reaper_sleeps_with_a_clock_near_int64_min);
 	RUN(test_cancel_sync_waits_for_shutdowns_hand_back);
 	RUN(test_cancel_sync_does_not_wait_for_a_readded_timer);
 	RUN(test_cancel_sync_of_self_unlinks_and_reports);

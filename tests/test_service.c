@@ -853,83 +853,6 @@ static void test_reaper_alone_drives_expiry(void)
 	tw_service_destroy(svc); /* closes once */
 }
 
-/* The reaper on the real clock (1 ms ticks, 64 buckets): 64 timers due
- * 10 + i ms from now (i < 64), each allowed to 400 ms, wake it a
- * few times (the adds' first kick, the one pop at 384 ms), where the
- * same timers exact wake it for each millisecond that holds one. */
-static void test_reaper_wakes_once_for_overlapping_windows(void)
-{
-	uint64_t woke[2];
-
-	for (int windowed = 0; windowed < 2; windowed++) {
-		struct tw_service *svc;
-		struct tw_service_stats before, after;
-		static struct job j[64];
-		int64_t start;
-
-		CHECK_EQ(tw_service_create(&svc, NULL), TW_OK);
-		start = tw_service_now(svc);
-		tw_service_stats(svc, &before);
-		for (int i = 0; i < 64; i++) {
-			job_init(&j[i], i, 0);
-			CHECK_EQ(tw_service_add_range(svc, &j[i].t,
-						      start + TW_MS(10 + i),
-						      start + (windowed ? TW_MS(400)
-									: TW_MS(10 + i))),
-				 TW_OK);
-		}
-		for (int64_t end = mono_ms() + 5000; mono_ms() < end;) {
-			int n = 0;
-
-			for (int i = 0; i < 64; i++)
-				n += atomic_load(&j[i].runs);
-			if (n == 64)
-				break;
-			sleep_ms(5);
-		}
-		tw_service_stats(svc, &after);
-		for (int i = 0; i < 64; i++) {
-			CHECK_EQ(atomic_load(&j[i].runs), 1);
-			CHECK(j[i].ran_at >= start + TW_MS(10 + i));
-		}
-		woke[windowed] = after.wakeups - before.wakeups;
-		CHECK_EQ(tw_service_shutdown(svc, NULL, NULL), 0);
-		tw_service_destroy(svc);
-	}
-	/* Exact: one per millisecond that held a timer, unless the machine
-	 * stalled the reaper past several; windowed: the first add's kick and
-	 * the pop, with room for a stall's spurious wake. */
-	CHECK(woke[1] <= 6);
-	CHECK(woke[0] > woke[1]);
-}
-
-static void test_reaper_sleeps_and_is_woken_by_earlier_add(void)
-{
-	struct tw_service *svc;
-	struct tw_service_config cfg = { 0 };
-	struct tw_service_stats before, after;
-	struct job far, near;
-
-	CHECK_EQ(tw_service_create(&svc, &cfg), TW_OK);
-	job_init(&far, 1, 0);
-	job_init(&near, 2, 0);
-	tw_service_add_in(svc, &far.t, 3600 * 1000000000LL);
-	sleep_ms(20);
-	tw_service_stats(svc, &before);
-	sleep_ms(100);
-	tw_service_stats(svc, &after);
-	/* Nothing due for an hour: no ticking (a 1 ms ticker would wake
-	 * ~100 times here). The bucket for the far timer is a level-6 one
-	 * hours away, so zero wake-ups are expected; allow a spurious one. */
-	CHECK(after.wakeups - before.wakeups <= 1);
-	/* An earlier bucket wakes it at once. */
-	tw_service_add_in(svc, &near.t, 5 * 1000000LL);
-	CHECK(wait_for(&near.runs, 1, 5000));
-	CHECK_EQ(atomic_load(&far.runs), 0);
-	CHECK_EQ(tw_service_shutdown(svc, NULL, NULL), 1);
-	tw_service_destroy(svc);
-}
-
 static atomic_int release_gate;
 static atomic_int entered;
 
@@ -1268,9 +1191,7 @@ int main(void)
 	RUN(test_reschedule_to_a_window_that_holds_the_bucket_stays);
 	RUN(test_bad_windows);
 	RUN(test_windows_at_the_ends_of_time);
-	RUN(test_reaper_wakes_once_for_overlapping_windows);
 	RUN(test_reaper_alone_drives_expiry);
-	RUN(test_reaper_sleeps_and_is_woken_by_earlier_add);
 	RUN(test_cancel_sync_waits_for_running_callback);
 	RUN(test_stale_queue_entry_never_touches_freed_timer);
 	RUN(test_cancel_sync_of_queued_timer_allows_free);

@@ -259,6 +259,12 @@ struct tw_service {
 
 	atomic_uint_fast64_t added, ran, handed_back, caller_ran,
 		backwards, wakeups;
+#ifdef TW_TEST_HOOKS
+	/* The reaper's last decision, for tests that check what it chose
+	 * rather than how often a loaded machine woke it: the nanoseconds
+	 * it went to sleep for, -1 for until kicked, 0 for not at all. */
+	_Atomic int64_t test_sleep_ns;
+#endif
 };
 
 /* What this thread is doing for the services, if anything. */

@@ -43,6 +43,13 @@ void tw__test_service_next_id(uint32_t id)
 	ids_next = id % OWNER_IDS;
 	pthread_mutex_unlock(&ids_mu);
 }
+
+/* Tests: how long the reaper chose to sleep at its last "reaper.sleeping"
+ * (running.c). */
+int64_t tw__test_service_sleep_ns(const struct tw_service *svc)
+{
+	return atomic_load(&((struct tw_service *)svc)->test_sleep_ns);
+}
 #endif
 
 static bool id_live(uint32_t id)

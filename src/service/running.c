@@ -143,11 +143,25 @@ static int64_t dispatch(struct tw_service *svc)
 
 #define MAX_SLEEP_NS (3600 * 1000000000LL)
 
+/* Tests see the reaper's decision at "reaper.sleeping", before it sleeps:
+ * what it chose is exact, how often a busy machine woke it is not. */
+static void reaper_decided(struct tw_service *svc, int64_t sleep_ns)
+{
+#ifdef TW_TEST_HOOKS
+	atomic_store(&svc->test_sleep_ns, sleep_ns);
+	TW_TEST_POINT("reaper.sleeping", svc);
+#else
+	(void)svc;
+	(void)sleep_ns;
+#endif
+}
+
 static void wait_until(struct tw_service *svc, int64_t next)
 {
 	int64_t now, rel;
 
 	if (next == INT64_MAX) {
+		reaper_decided(svc, -1);
 		pthread_cond_wait(&svc->reaper_cv, &svc->reaper_mu);
 		return;
 	}
@@ -156,11 +170,14 @@ static void wait_until(struct tw_service *svc, int64_t next)
 	 * need not fit (it overflowed into a negative "due already", and
 	 * the reaper spun): compare before subtracting. */
 	now = clock_now(svc);
-	if (next <= now)
+	if (next <= now) {
+		reaper_decided(svc, 0);
 		return;
+	}
 	rel = now < 0 && next > INT64_MAX + now ? MAX_SLEEP_NS : next - now;
 	if (rel > MAX_SLEEP_NS)
 		rel = MAX_SLEEP_NS;
+	reaper_decided(svc, rel);
 	tw__svc_wait_for_ns(&svc->reaper_cv, &svc->reaper_mu, rel);
 }
 
