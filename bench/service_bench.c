@@ -1,12 +1,16 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * service_bench — the timer service against a binary heap under one mutex,
- * measured in the same run on the same machine.
+ * service_bench — the timer service against two baselines a user could
+ * write instead, measured in the same run on the same machine: this
+ * project's own wheel under one mutex with a reaper that sleeps until its
+ * next expiry and runs callbacks under the lock (wheel_service.c), and a
+ * binary heap under one mutex (heap_service.c).
  *
- *   1. add, cancel and churn (cancel + re-add) of N pending timers from 1, 2
- *      and 4 producer threads, for: the heap under one mutex, the service
- *      with its default 8 inboxes, and with 1 inbox (every producer pushes
- *      onto the same lock-free stack);
+ *   1. add, cancel and churn (cancel + re-add; a reschedule where the
+ *      implementation has one) of N pending timers from 1, 2 and 4
+ *      producer threads, for: the wheel under one mutex, the heap under
+ *      one mutex, the service with its default 8 inboxes, and with 1 inbox
+ *      (every producer pushes onto the same lock-free stack);
  *   2. expiry throughput: N timers due at once, run by the reaper alone and
  *      by 1 and 2 executors;
  *   3. lateness on the real clock: N tasks due uniformly over 2 s (Kafka's
@@ -48,6 +52,7 @@
 
 #include "bench_util.h"
 #include "heap_service.h"
+#include "wheel_service.h"
 #include "timingwheel/timingwheel.h"
 
 static size_t N = 1000000;
@@ -67,7 +72,7 @@ struct figure {
 	unsigned threads;
 	double value;
 };
-static struct figure figures[64];
+static struct figure figures[128];
 static size_t nfigures;
 
 static void remember(const char *impl, const char *workload, unsigned threads,
@@ -172,16 +177,18 @@ static void *watchdog(void *arg)
 
 /* ---- one interface over the implementations ---- */
 
-enum impl { HEAP, SVC };
+enum impl { HEAP, SVC, WHEEL };
 
 struct item {
 	struct tw_service_timer st;
 	struct heap_timer ht;
+	struct tw_timer wt;
 };
 
 struct bench {
 	enum impl impl;
 	struct heap_service hs;
+	struct wheel_service ws;
 	struct tw_service *svc;
 	struct item *items;
 	unsigned threads;
@@ -198,6 +205,12 @@ static void svc_fn(struct tw_service *s, struct tw_service_timer *t)
 
 static void heap_fn(struct heap_timer *t)
 {
+	(void)t;
+}
+
+static void wheel_fn(struct tw_wheel *w, struct tw_timer *t)
+{
+	(void)w;
 	(void)t;
 }
 
@@ -242,6 +255,13 @@ static void *work(void *arg)
 				heap_service_cancel(&b->hs, &it->ht);
 				heap_service_add(&b->hs, &it->ht, due);
 			}
+		} else if (b->impl == WHEEL) {
+			if (b->phase == 0)
+				wheel_service_add(&b->ws, &it->wt, due);
+			else if (b->phase == 1)
+				wheel_service_cancel(&b->ws, &it->wt);
+			else
+				wheel_service_reschedule(&b->ws, &it->wt, due);
 		} else {
 			if (b->phase == 0)
 				tw_service_add(b->svc, &it->st, due);
@@ -314,10 +334,13 @@ static void producers(const char *name, enum impl impl, unsigned inboxes)
 			for (size_t i = 0; i < N; i++) {
 				tw_service_timer_init(&b.items[i].st, svc_fn);
 				heap_timer_init(&b.items[i].ht, heap_fn);
+				tw_timer_init(&b.items[i].wt, wheel_fn);
 			}
 			b.base = bench_now_ns();
 			if (impl == HEAP) {
 				heap_service_init(&b.hs, N, true);
+			} else if (impl == WHEEL) {
+				wheel_service_init(&b.ws, true);
 			} else {
 				cfg.inboxes = inboxes;
 				cfg.executors = 1;
@@ -329,6 +352,8 @@ static void producers(const char *name, enum impl impl, unsigned inboxes)
 			churn[r] = run_phase(&b, 2);
 			if (impl == HEAP)
 				heap_service_destroy(&b.hs);
+			else if (impl == WHEEL)
+				wheel_service_destroy(&b.ws);
 			else
 				tw_service_destroy(b.svc);
 			free(b.items);
@@ -358,6 +383,14 @@ static void count_heap(struct heap_timer *t)
 		atomic_store(&last_run, bench_now_ns());
 }
 
+static void count_wheel(struct tw_wheel *w, struct tw_timer *t)
+{
+	(void)w;
+	(void)t;
+	if (atomic_fetch_add(&ran, 1) + 1 == N)
+		atomic_store(&last_run, bench_now_ns());
+}
+
 static void wait_all(void)
 {
 	struct timespec ts = { 0, 1000000 };
@@ -372,6 +405,7 @@ static double expire_once(enum impl impl, unsigned executors)
 	struct tw_service_config cfg = { 0 };
 	struct tw_service *svc = NULL;
 	struct heap_service hs;
+	struct wheel_service ws;
 	int64_t due;
 	uint64_t seed = 7;
 	double ns;
@@ -381,6 +415,8 @@ static double expire_once(enum impl impl, unsigned executors)
 	cfg.queue_capacity = 65536;
 	if (impl == HEAP)
 		heap_service_init(&hs, N, true);
+	else if (impl == WHEEL)
+		wheel_service_init(&ws, true);
 	else
 		tw_service_create(&svc, &cfg);
 	/* All due within one 1 ms tick, 200 ms from now: added well before. */
@@ -391,6 +427,9 @@ static double expire_once(enum impl impl, unsigned executors)
 		if (impl == HEAP) {
 			heap_timer_init(&items[i].ht, count_heap);
 			heap_service_add(&hs, &items[i].ht, d);
+		} else if (impl == WHEEL) {
+			tw_timer_init(&items[i].wt, count_wheel);
+			wheel_service_add(&ws, &items[i].wt, d);
 		} else {
 			tw_service_timer_init(&items[i].st, count_svc);
 			tw_service_add(svc, &items[i].st, d);
@@ -402,6 +441,8 @@ static double expire_once(enum impl impl, unsigned executors)
 	ns = (double)(atomic_load(&last_run) - (due + 1000000)) / (double)N;
 	if (impl == HEAP)
 		heap_service_destroy(&hs);
+	else if (impl == WHEEL)
+		wheel_service_destroy(&ws);
 	else
 		tw_service_destroy(svc);
 	free(items);
@@ -442,6 +483,15 @@ static void late_heap(struct heap_timer *t)
 	atomic_fetch_add(&ran, 1);
 }
 
+static void late_wheel(struct tw_wheel *w, struct tw_timer *t)
+{
+	struct late_item *li = tw_container_of(t, struct late_item, it.wt);
+
+	(void)w;
+	li->late = bench_now_ns() - li->due;
+	atomic_fetch_add(&ran, 1);
+}
+
 static int cmp64(const void *a, const void *b)
 {
 	int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
@@ -463,6 +513,7 @@ static void lateness(const char *name, enum impl impl, enum tw_mode mode)
 	struct tw_service_config cfg = { 0 };
 	struct tw_service *svc = NULL;
 	struct heap_service hs;
+	struct wheel_service ws;
 	int64_t start;
 	size_t early = 0;
 	uint64_t seed = 11;
@@ -475,6 +526,8 @@ static void lateness(const char *name, enum impl impl, enum tw_mode mode)
 	cfg.queue_capacity = 65536;
 	if (impl == HEAP)
 		heap_service_init(&hs, N, true);
+	else if (impl == WHEEL)
+		wheel_service_init(&ws, true);
 	else
 		tw_service_create(&svc, &cfg);
 	/* Due 1 s .. 3 s from now: every task is added before any is due
@@ -485,6 +538,9 @@ static void lateness(const char *name, enum impl impl, enum tw_mode mode)
 		if (impl == HEAP) {
 			heap_timer_init(&items[i].it.ht, late_heap);
 			heap_service_add(&hs, &items[i].it.ht, items[i].due);
+		} else if (impl == WHEEL) {
+			tw_timer_init(&items[i].it.wt, late_wheel);
+			wheel_service_add(&ws, &items[i].it.wt, items[i].due);
 		} else {
 			tw_service_timer_init(&items[i].it.st, late_svc);
 			tw_service_add(svc, &items[i].it.st, items[i].due);
@@ -529,6 +585,8 @@ static void lateness(const char *name, enum impl impl, enum tw_mode mode)
 	}
 	if (impl == HEAP)
 		heap_service_destroy(&hs);
+	else if (impl == WHEEL)
+		wheel_service_destroy(&ws);
 	else
 		tw_service_destroy(svc);
 	free(items);
@@ -582,6 +640,31 @@ static void memory(void)
 			(after - before) / (double)N);
 	heap_service_destroy(&hs);
 	free(ht);
+
+	{
+		struct wheel_service ws;
+		struct tw_timer *wt;
+		int64_t base = bench_now_ns();
+
+		before = bench_allocated();
+		wheel_service_init(&ws, false);
+		wt = malloc(N * sizeof(*wt));
+		for (size_t i = 0; i < N; i++) {
+			tw_timer_init(&wt[i], wheel_fn);
+			wheel_service_add(&ws, &wt[i], base + 1000000000LL +
+					  (int64_t)i * 1000);
+		}
+		after = bench_allocated();
+		printf("  %-22s memory   %.1f bytes per pending task (the timer is "
+		       "%zu B; the rest is the wheel's fixed part / N)\n",
+		       "wheel + mutex", (after - before) / (double)N, sizeof(*wt));
+		remember("wheel + mutex", "bytes", 1, (after - before) / (double)N);
+		if (csv)
+			fprintf(csv, "wheel,bytes_per_task,1,%zu,%.1f\n", N,
+				(after - before) / (double)N);
+		wheel_service_destroy(&ws);
+		free(wt);
+	}
 }
 
 /* ---- tombstones: the part of a cancel the wheel does later ----
@@ -898,52 +981,72 @@ static void connections(size_t n, double seconds, double pct)
 
 /* ---- the summary: ratios measured in this run ---- */
 
-static void summary_row(const char *label, const char *svc_name,
-			const char *heap_name, const char *workload,
-			unsigned threads, const char *unit)
+/* One figure for the service and each baseline; the ratios are the
+ * baseline's over the service's, so > 1 says the service is better (for
+ * every figure here, smaller is better). */
+static void summary_row(const char *label, double svc, double wheel,
+			double heap, const char *unit)
 {
-	double svc = recall(svc_name, workload, threads);
-	double heap = recall(heap_name, workload, threads);
-
-	printf("  %-26s %9.2f %9.2f %8.2fx   %s\n", label, svc, heap,
-	       svc > 0 ? heap / svc : 0, unit);
+	printf("  %-40s %9.2f %9.2f %7.2fx %9.2f %7.2fx   %s\n", label, svc,
+	       wheel, svc > 0 ? wheel / svc : 0, heap, svc > 0 ? heap / svc : 0,
+	       unit);
 }
 
 static void summary(void)
 {
 	static const unsigned counts[] = { 1, 2, 4 };
 	static const char *const works[] = { "add", "cancel", "churn" };
+	static const char *const late[] = { "late p50", "late p99", "late max" };
 	double floor99 = recall("floor", "late p99", 1);
 	double svc99 = recall("service exact", "late p99", 1);
 	double floormax = recall("floor", "late max", 1);
 	double svcmax = recall("service exact", "late max", 1);
+	double tomb = recall("service", "tomb later", 1);
 	char label[64];
 
-	printf("\nsummary: the service / the heap under one mutex, both in this "
-	       "run; ratios > 1: the service is better\n");
-	printf("  %-26s %9s %9s %9s\n", "figure", "service", "heap",
-	       "heap/svc");
-	for (size_t w = 0; w < 3; w++)
+	printf("\nsummary: the service against the wheel under one mutex and the "
+	       "heap under one mutex, all in this run; a ratio is the baseline's "
+	       "figure over the service's (> 1: the service is better)\n");
+	printf("  %-40s %9s %9s %8s %9s %8s\n", "figure", "service",
+	       "wheel+mu", "w/svc", "heap+mu", "h/svc");
+	for (size_t w = 0; w < 3; w++) {
 		for (size_t c = 0; c < 3; c++) {
-			snprintf(label, sizeof(label), "%s, %u thread%s", works[w],
+			snprintf(label, sizeof(label), "%s%s, %u thread%s",
+				 works[w], w == 1 ? " as the caller sees it" : "",
 				 counts[c], counts[c] > 1 ? "s" : "");
-			summary_row(label, "service", "heap + mutex", works[w],
-				    counts[c], "ns");
+			summary_row(label, recall("service", works[w], counts[c]),
+				    recall("wheel + mutex", works[w], counts[c]),
+				    recall("heap + mutex", works[w], counts[c]),
+				    "ns");
 		}
-	summary_row("expiry, reaper + 1 executor", "service 1 executor",
-		    "heap + mutex (reaper)", "expire", 1, "ns per timer");
-	summary_row("lateness p50", "service exact", "heap + mutex", "late p50", 1,
-		    "ms");
-	summary_row("lateness p99", "service exact", "heap + mutex", "late p99", 1,
-		    "ms");
-	summary_row("lateness max", "service exact", "heap + mutex", "late max", 1,
-		    "ms");
-	summary_row("bytes per pending timer", "service", "heap + mutex", "bytes",
-		    1, "B");
-	printf("  lateness above the platform's floor (p99 / max): %.2f / %.2f ms "
-	       "(1 tick = 1 ms)\n", svc99 - floor99, svcmax - floormax);
+		if (w == 1) /* the wheel's later part of a service cancel */
+			summary_row("cancel's whole cost, 1 thread",
+				    recall("service", "cancel", 1) + tomb,
+				    recall("wheel + mutex", "cancel", 1),
+				    recall("heap + mutex", "cancel", 1), "ns");
+	}
+	summary_row("expiry, callbacks on the reaper",
+		    recall("service (reaper)", "expire", 1),
+		    recall("wheel + mutex (reaper)", "expire", 1),
+		    recall("heap + mutex (reaper)", "expire", 1), "ns per timer");
+	summary_row("expiry, 1 executor",
+		    recall("service 1 executor", "expire", 1),
+		    recall("wheel + mutex (reaper)", "expire", 1),
+		    recall("heap + mutex (reaper)", "expire", 1), "ns per timer");
+	for (size_t l = 0; l < 3; l++) {
+		snprintf(label, sizeof(label), "lateness %s", late[l] + 5);
+		summary_row(label, recall("service exact", late[l], 1),
+			    recall("wheel + mutex", late[l], 1),
+			    recall("heap + mutex", late[l], 1), "ms");
+	}
+	summary_row("bytes per pending timer", recall("service", "bytes", 1),
+		    recall("wheel + mutex", "bytes", 1),
+		    recall("heap + mutex", "bytes", 1), "B");
+	printf("  the platform's floor, p99 / max: %.2f / %.2f ms; the service "
+	       "above it: %.2f / %.2f ms (1 tick = 1 ms)\n", floor99, floormax,
+	       svc99 - floor99, svcmax - floormax);
 	printf("  cancel's deferred part: %.1f ns per tombstone, later, in the "
-	       "wheel (not in the cancel rows)\n", recall("service", "tomb later", 1));
+	       "wheel (in the whole-cost row, not in the caller's)\n", tomb);
 	printf("  idle reaper: %.1f wake-ups/s for %.1f distinct due ticks/s\n",
 	       recall("service", "idle wakes/s", 1), recall("service", "due ticks/s", 1));
 }
@@ -992,13 +1095,16 @@ int main(int argc, char **argv)
 		nanosleep(&hang, NULL);
 		return 0; /* not reached: the watchdog exits 3 */
 	}
-	printf("timer service vs binary heap under one mutex, N = %zu pending, "
-	       "%ld cores\n", N, sysconf(_SC_NPROCESSORS_ONLN));
+	printf("timer service vs our wheel under one mutex and a binary heap "
+	       "under one mutex, N = %zu pending, %ld cores\n", N,
+	       sysconf(_SC_NPROCESSORS_ONLN));
 	printf("producers (wall time / total ops; due 1 s .. 1 h ahead):\n");
+	producers("wheel + mutex", WHEEL, 0);
 	producers("heap + mutex", HEAP, 0);
 	producers("service", SVC, 0);
 	producers("service 1 inbox", SVC, 1);
 	printf("expiry (N due within one 1 ms tick; ns per timer run):\n");
+	expire("wheel + mutex (reaper)", WHEEL, 0);
 	expire("heap + mutex (reaper)", HEAP, 0);
 	expire("service (reaper)", SVC, 0);
 	expire("service 1 executor", SVC, 1);
@@ -1007,6 +1113,7 @@ int main(int argc, char **argv)
 	sleep_floor();
 	lateness("service exact", SVC, TW_MODE_EXACT);
 	lateness("service kafka", SVC, TW_MODE_KAFKA);
+	lateness("wheel + mutex", WHEEL, TW_MODE_EXACT);
 	lateness("heap + mutex", HEAP, TW_MODE_EXACT);
 	printf("memory:\n");
 	watch("memory", 120, NULL, NULL, N);
