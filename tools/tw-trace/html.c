@@ -9,7 +9,6 @@
 #define _POSIX_C_SOURCE 200809L /* open_memstream */
 #include <errno.h>
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -126,28 +125,30 @@ void trace_step_end(struct trace *tr)
 	tr->step_open = false;
 }
 
-/* Text: the header line. Html: the last step ends, its drawing is taken. */
-void trace_step_begin(struct trace *tr, const char *fmt, ...)
+/* The last step ends (its drawing is taken), and the new one's narration
+ * is captured from here on: the text renderer's drawing, into the step. */
+static void html_step(struct trace *tr, const char *title)
 {
-	va_list ap;
-
-	if (!tr->text)
-		return;
-	va_start(ap, fmt);
-	if (!tr->html) {
-		vfprintf(tr->out, fmt, ap);
-		fputc('\n', tr->out);
-		va_end(ap);
-		return;
-	}
 	trace_step_end(tr);
-	vsnprintf(tr->title, sizeof(tr->title), fmt, ap);
-	va_end(ap);
+	snprintf(tr->title, sizeof(tr->title), "%s", title);
 	tr->out = open_memstream(&tr->log_buf, &tr->log_len);
 	if (!tr->out)
 		trace_die(tr, "out of memory");
 	tr->step_open = true;
 }
+
+/* Nothing to draw as text: the step's end takes the wheel as JSON. */
+static void html_draw(struct trace *tr)
+{
+	(void)tr;
+}
+
+/* Why a reschedule stayed goes into the step's narration, as text. */
+const struct trace_renderer trace_html_renderer = {
+	.step = html_step,
+	.draw = html_draw,
+	.stayed = trace_explain_stay,
+};
 
 #define HTML_MARKER "<!--STEPS-->"
 

@@ -67,6 +67,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	tr.all_buckets = data[0] / 3 % 2; /* both ways of drawing empty runs */
 	tr.observer.on_event = trace_on_event;
 	tr.observer.arg = &tr;
+	tr.render = tr.html ? &trace_html_renderer
+		: tr.text ? &trace_text_renderer : NULL;
 	devnull = fopen("/dev/null", "w");
 	f = fmemopen((void *)(data + 1), size - 1, "r");
 	if (!devnull || !f)
@@ -190,7 +192,10 @@ int main(int argc, char **argv)
 	    (tr.all_buckets && (html_path || !tr.text)))
 		usage();
 	tr.path = argv[arg];
+	if (tr.text)
+		tr.render = &trace_text_renderer;
 	if (html_path) {
+		tr.render = &trace_html_renderer;
 		tr.html = true;
 		tr.steps = open_memstream(&tr.steps_buf, &tr.steps_len);
 		if (!tr.steps) {

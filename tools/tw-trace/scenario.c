@@ -3,55 +3,20 @@
  * scenario.c — tw-trace's parser and interpreter: a scenario read line by
  * line, each command (wheel, add, reschedule, cancel, advance, run,
  * check) checked and applied to the wheel, the invariant checker after
- * each, and a bad line refused with "file:line: message". What the
- * renderers draw is text.c's and html.c's.
+ * each, and a bad line refused with "file:line: message". It tells the
+ * renderer main.c chose (tr->render: text.c's or html.c's, none for
+ * --events) when a step begins, when the wheel is to be drawn, and why a
+ * reschedule moved nothing; it never calls a renderer by name.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "trace.h"
-
-#ifdef TW_TRACE_FUZZ
-jmp_buf trace_reject;
-#endif
-
-void trace_die(struct trace *tr, const char *fmt, ...)
-{
-#ifdef TW_TRACE_FUZZ
-	(void)tr;
-	(void)fmt;
-	longjmp(trace_reject, 2);
-#else
-	va_list ap;
-
-	fprintf(stderr, "%s:%u: ", tr->path, tr->line);
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fputc('\n', stderr);
-	exit(2);
-#endif
-}
-
-const char *trace_task_name(const struct tw_timer *t)
-{
-	return tw_container_of(t, struct task, timer)->name;
-}
-
-const char *trace_task_when(const struct tw_timer *t, char *buf, size_t len)
-{
-	const struct task *task = tw_container_of(t, struct task, timer);
-
-	if (task->windowed)
-		snprintf(buf, len, "%" PRId64 "..%" PRId64, tw_timer_due(t), task->latest);
-	else
-		snprintf(buf, len, "%" PRId64, tw_timer_due(t));
-	return buf;
-}
 
 static struct task *find_task(struct trace *tr, const char *name)
 {
@@ -269,8 +234,8 @@ static void cmd_add(struct trace *tr, char **argv, int argc, bool reschedule)
 			trace_die(tr, "reschedule: %s", tw_strerror(rc));
 		fprintf(tr->out, "%sreschedule %s %s\n", tr->text ? "  " : "", t->name,
 		       rc ? "ok" : "no");
-		if (tr->text && rc == 1 && !tr->placed)
-			trace_explain_stay(tr, t);
+		if (tr->render && rc == 1 && !tr->placed)
+			tr->render->stayed(tr, t);
 		return;
 	}
 	if (tw_timer_pending(&t->timer))
@@ -316,6 +281,21 @@ static void cmd_advance(struct trace *tr, char **argv, int argc)
 	advance(tr, now);
 }
 
+/* A step begins: its title to the renderer, if there is one. */
+static void step(struct trace *tr, const char *fmt, ...) PRINTF_LIKE(2, 3);
+static void step(struct trace *tr, const char *fmt, ...)
+{
+	char title[8192];
+	va_list ap;
+
+	if (!tr->render)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(title, sizeof(title), fmt, ap);
+	va_end(ap);
+	tr->render->step(tr, title);
+}
+
 static void cmd_run(struct trace *tr, int argc)
 {
 	int64_t when;
@@ -324,11 +304,11 @@ static void cmd_run(struct trace *tr, int argc)
 		trace_die(tr, "usage: run");
 	while (tw_wheel_count(&tr->wheel) &&
 	       tw_wheel_next_expiry(&tr->wheel, &when)) {
-		trace_step_begin(tr, "-- step: advance to %" PRId64, when);
+		step(tr, "-- step: advance to %" PRId64, when);
 		advance(tr, when);
 		check(tr);
-		if (tr->text)
-			trace_draw(tr);
+		if (tr->render)
+			tr->render->draw(tr);
 	}
 }
 
@@ -363,11 +343,11 @@ static void run_line(struct trace *tr, char *line)
 	if (strcmp(argv[0], "wheel") && !tr->have_wheel)
 		trace_die(tr, "the first command must be 'wheel'");
 	if (tr->have_wheel)
-		trace_step_begin(tr, "== %s:%u: %s  [now %" PRId64 "]", tr->path, tr->line,
-			   shown + strspn(shown, " \t"), tw_wheel_now(&tr->wheel));
+		step(tr, "== %s:%u: %s  [now %" PRId64 "]", tr->path, tr->line,
+		     shown + strspn(shown, " \t"), tw_wheel_now(&tr->wheel));
 	else
-		trace_step_begin(tr, "== %s:%u: %s", tr->path, tr->line,
-			   shown + strspn(shown, " \t"));
+		step(tr, "== %s:%u: %s", tr->path, tr->line,
+		     shown + strspn(shown, " \t"));
 
 	if (!strcmp(argv[0], "wheel"))
 		cmd_wheel(tr, argv, argc);
@@ -390,8 +370,8 @@ static void run_line(struct trace *tr, char *line)
 	/* Anything due now (a task added in the past) fires at once. */
 	advance(tr, tw_wheel_now(&tr->wheel));
 	check(tr);
-	if (tr->text && strcmp(argv[0], "run"))
-		trace_draw(tr);
+	if (tr->render && strcmp(argv[0], "run"))
+		tr->render->draw(tr);
 }
 
 void trace_replay(struct trace *tr, FILE *f)

@@ -65,8 +65,6 @@ void trace_draw(struct trace *tr)
 	size_t nq, shown;
 	struct tw_queue_entry *q;
 
-	if (tr->html)
-		return;
 	for (unsigned level = 1; level <= tw_wheel_levels(w); level++) {
 		struct tw_level_info li;
 
@@ -235,3 +233,15 @@ void trace_on_event(void *arg, const struct tw_wheel *w,
 		break; /* printed by the task's callback */
 	}
 }
+
+/* A step's header line, then (draw) the wheel after it. */
+static void text_step(struct trace *tr, const char *title)
+{
+	fprintf(tr->out, "%s\n", title);
+}
+
+const struct trace_renderer trace_text_renderer = {
+	.step = text_step,
+	.draw = trace_draw,
+	.stayed = trace_explain_stay,
+};

@@ -2,10 +2,16 @@
 /*
  * trace.h — what tw-trace's files share: a scenario's state (struct
  * trace: the wheel, the tasks by name, where narration goes, the html
- * steps so far) and the calls between the parser (scenario.c), the text
- * renderer (text.c), the html renderer (html.c) and main.c. No globals:
- * a task's callback, which only gets the wheel, finds the trace around it
- * (tw_container_of), and narration goes to tr->out.
+ * steps so far), the renderer interface, and each file's calls. No
+ * globals: a task's callback, which only gets the wheel, finds the trace
+ * around it (tw_container_of), and narration goes to tr->out.
+ *
+ * Who calls whom (no circle): main.c picks a renderer and runs the
+ * parser; the parser (scenario.c) reports to that renderer through
+ * struct trace_renderer, and to the text renderer's wheel observer
+ * through tr->observer, both set by main.c; the renderers (text.c,
+ * html.c, which draws with text.c's drawing) use only trace.c's
+ * vocabulary and the library's inspection calls.
  */
 #ifndef TW_TRACE_H
 #define TW_TRACE_H
@@ -22,6 +28,19 @@ struct task {
 	struct tw_timer timer;
 	bool windowed;          /* added with a window: due (earliest) .. latest */
 	int64_t latest;
+};
+
+struct trace;
+struct task;
+
+/* What the parser tells a renderer, in the order it happens. */
+struct trace_renderer {
+	/* A command (or one step of a run) begins; its title. */
+	void (*step)(struct trace *tr, const char *title);
+	/* The command is done: the wheel as it is now. */
+	void (*draw)(struct trace *tr);
+	/* A reschedule that reported success filed nothing: why it stayed. */
+	void (*stayed)(struct trace *tr, struct task *t);
 };
 
 struct trace {
@@ -45,34 +64,43 @@ struct trace {
 	struct task **tasks;
 	size_t ntasks, cap;
 	struct tw_observer observer;
+	const struct trace_renderer *render; /* NULL: --events, no drawing */
 };
 
 #if defined(__GNUC__)
 #define PRINTF_LIKE(f, a) __attribute__((format(printf, f, a)))
+#define NO_RETURN __attribute__((noreturn))
 #else
 #define PRINTF_LIKE(f, a)
+#define NO_RETURN
 #endif
 
-/* scenario.c */
-void trace_die(struct trace *tr, const char *fmt, ...) PRINTF_LIKE(2, 3);
+/* trace.c: the vocabulary */
+/* A bad scenario: "file:line: message", exit 2 (the fuzzer: longjmp). */
+NO_RETURN void trace_die(struct trace *tr, const char *fmt, ...) PRINTF_LIKE(2, 3);
 const char *trace_task_name(const struct tw_timer *t);
 /* A task's time as the renderers write it: "D", or "E..L" for a window. */
 const char *trace_task_when(const struct tw_timer *t, char *buf, size_t len);
-void trace_replay(struct trace *tr, FILE *f);
-void trace_free(struct trace *tr);
 #ifdef TW_TRACE_FUZZ
 #include <setjmp.h>
 extern jmp_buf trace_reject; /* a bad scenario: back to the fuzzer's entry */
 #endif
 
-/* text.c: the wheel drawn after a command, the wheel's events narrated */
+/* scenario.c: the parser */
+void trace_replay(struct trace *tr, FILE *f);
+void trace_free(struct trace *tr);
+
+/* text.c: a header line per step, the wheel drawn after each, the wheel's
+ * events narrated (tr->observer's function) */
+extern const struct trace_renderer trace_text_renderer;
 void trace_draw(struct trace *tr);
+void trace_explain_stay(struct trace *tr, struct task *t);
 void trace_on_event(void *arg, const struct tw_wheel *w,
 		    const struct tw_event *ev);
-void trace_explain_stay(struct trace *tr, struct task *t);
 
-/* html.c: a step per command, the page at the end */
-void trace_step_begin(struct trace *tr, const char *fmt, ...) PRINTF_LIKE(2, 3);
+/* html.c: a step per command with its text narration, the page at the
+ * end */
+extern const struct trace_renderer trace_html_renderer;
 void trace_step_end(struct trace *tr);
 void trace_write_page(struct trace *tr, const char *path);
 
