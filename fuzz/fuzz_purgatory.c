@@ -11,7 +11,11 @@
  * or shutdown (no callback) -- and the purgatory releases it exactly once
  * (on_release), after which its memory is reused at once, so that a stale
  * reference is a use-after-free that ASan reports. The counters
- * (watched, delayed) agree with the model.
+ * (watched, delayed) agree with the model. Some ops have a tolerance (their
+ * timeout is a window, up to the end of time), and some inputs start the
+ * clock near the end of int64 time, a power of two before it (any level's
+ * reach), where timeouts and windows saturate at INT64_MAX; a timeout
+ * whose window has passed by a poll has fired.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -31,7 +35,7 @@ struct fop {
 	enum slot_state state;
 	unsigned keys[3], nkeys;
 	unsigned need;          /* completes when the keys' levels sum >= need */
-	int64_t armed_at;
+	int64_t armed_at, tolerance;
 	int completes, expirations, handed_back, releases;
 };
 
@@ -41,6 +45,11 @@ static char keys[NKEYS][TW_KEY_MAX];
 static size_t key_len[NKEYS] = { 1, 2, 7, 64, TW_KEY_MAX };
 static int64_t vclock;
 static struct tw_purgatory *purg;
+
+static int64_t sat_add(int64_t a, int64_t b)
+{
+	return b > 0 && a > INT64_MAX - b ? INT64_MAX : a + b;
+}
 
 static int64_t virtual_now(void *arg)
 {
@@ -78,7 +87,7 @@ static void on_expiration(struct tw_delayed_op *op)
 
 	if (f->completes != 1 || f->expirations)
 		abort();
-	if (vclock < f->armed_at + op->timeout)
+	if (vclock < sat_add(f->armed_at, op->timeout))
 		abort(); /* early */
 	f->expirations++;
 }
@@ -137,10 +146,16 @@ static void start_op(struct fop *f, struct input *in)
 {
 	const void *kp[3];
 	size_t kl[3];
+	unsigned t;
 	int rc;
 
 	memset(f, 0, sizeof(*f));
 	if (tw_op_init(&f->base, 1 + take(in) % 50, &fuzz_ops, NULL))
+		abort();
+	t = take(in);
+	/* A window: a few units, or up to the end of time. */
+	f->tolerance = !(t & 1) ? 0 : t & 2 ? INT64_MAX : (int64_t)t << (t & 31);
+	if (tw_op_set_tolerance(&f->base, f->tolerance))
 		abort();
 	f->nkeys = 1 + take(in) % 3;
 	f->need = take(in) % 6;
@@ -157,6 +172,18 @@ static void start_op(struct fop *f, struct input *in)
 		abort();
 }
 
+/* Every op whose timeout's window the clock has passed has ended (the
+ * service's tick is 1, and the poll has run what was due). */
+static void check_timeouts(void)
+{
+	update_states();
+	for (int i = 0; i < NOPS; i++)
+		if (ops[i].state == WAITING &&
+		    sat_add(sat_add(ops[i].armed_at, ops[i].base.timeout), ops[i].tolerance) <
+			    vclock)
+			abort();
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -170,6 +197,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	memset(level, 0, sizeof(level));
 	memset(ops, 0, sizeof(ops));
 	vclock = 1000;
+	{
+		unsigned b = take(&in);
+
+		if ((b & 3) == 3)
+			vclock = INT64_MAX - ((int64_t)1 << (b >> 2) % 63) +
+				 (int64_t)(b >> 2) % 7;
+	}
 	cfg.service.manual = true;
 	cfg.service.tick = 1;
 	cfg.service.wheel_size = 2 + take(&in) % 20;
@@ -196,10 +230,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 							    key_len[arg % NKEYS]) < 0)
 				abort();
 			break;
-		case 3: /* time passes */
-			vclock += take(&in) % 40;
+		case 3: /* time passes: a little, or a power of two */
+			n = take(&in);
+			vclock = sat_add(vclock, n < 200 ? n % 40 : (int64_t)1 << n % 63);
 			if (tw_purgatory_poll(purg) < 0)
 				abort();
+			check_timeouts();
 			break;
 		case 4:
 			n = tw_purgatory_cancel_for_key(purg, keys[arg % NKEYS],

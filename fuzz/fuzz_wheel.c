@@ -5,12 +5,17 @@
  * only each timer's due time.
  *
  * The model's rule, per timer, with T(due) the tick it belongs to
- * (exact mode: ceil(due / tick) * tick; kafka mode: floor):
+ * (exact mode: ceil(due / tick) * tick, or INT64_MAX where that is past
+ * the end of int64; kafka mode: floor):
  *   - it may fire only when it is pending in the model (so never twice per
  *     add, never after a cancel), and only from an advance to now >= due
  *     (exact) or now >= T(due) (kafka);
  *   - once an advance reaches now >= T(due), it must have fired, unless a
  *     callback of that same advance added it (then the next advance).
+ * In exact mode some timers are windows [earliest, latest]
+ * (tw_wheel_add_range): never before earliest, fired once an advance
+ * reaches T(latest). The clock starts near 1e6 or near the end of int64
+ * time, where due times and windows saturate at INT64_MAX.
  * Callbacks add, cancel and reschedule other timers (or themselves), as
  * the input says. Bad calls (add of a pending timer, advance backwards)
  * must fail with their error and change nothing.
@@ -35,6 +40,7 @@ struct ftimer {
 struct model {
 	bool pending;
 	int64_t due;
+	int64_t latest; /* a window's; due for a plain timer */
 	uint64_t epoch; /* the advance during which it was added */
 };
 
@@ -57,7 +63,7 @@ static int64_t take_delta(struct input *in)
 	case 0: return v % 64 - 8;              /* around now, some in the past */
 	case 1: return v * tick / 4;            /* within a few levels */
 	case 2: return (int64_t)b << (a & 31);  /* far */
-	default: return v;
+	default: return a & 32 ? INT64_MAX : v; /* the end of time, or near */
 	}
 }
 
@@ -68,18 +74,22 @@ static int64_t floor_div(int64_t a, int64_t b)
 	return (a % b != 0 && (a < 0) != (b < 0)) ? q - 1 : q;
 }
 
-/* The tick a due time fires at in this mode. */
+/* The tick a due time fires at in this mode (an exact one past the end
+ * of int64 time: at INT64_MAX, the advance that reaches it fires it). */
 static int64_t fire_tick(int64_t due)
 {
 	int64_t f = floor_div(due, tick) * tick;
 
-	return kafka || f == due ? f : f + tick;
+	if (kafka || f == due)
+		return f;
+	return f > INT64_MAX - tick ? INT64_MAX : f + tick;
 }
 
-static void model_add(int i, int64_t due)
+static void model_add_window(int i, int64_t due, int64_t latest)
 {
 	model[i].pending = true;
 	model[i].due = due;
+	model[i].latest = latest;
 	model[i].epoch = epoch;
 	model_count++;
 }
@@ -90,12 +100,15 @@ static void model_remove(int i)
 	model_count--;
 }
 
+static void model_add(int i, int64_t due)
+{
+	model_add_window(i, due, due);
+}
+
+/* now + delta, saturated (deltas are never below INT64_MIN / 2). */
 static int64_t clamp_due(int64_t now, int64_t delta)
 {
-	/* Keep fire_tick() and every level's arithmetic inside int64. */
-	int64_t due = now + delta;
-
-	return due > ((int64_t)1 << 61) ? ((int64_t)1 << 61) : due;
+	return delta > 0 && now > INT64_MAX - delta ? INT64_MAX : now + delta;
 }
 
 static void do_add(int i, int64_t delta)
@@ -135,6 +148,42 @@ static void do_reschedule(int i, int64_t delta)
 	model_add(i, due);
 }
 
+/* A window from now + delta, width wide (saturated); reschedule or add.
+ * Kafka mode has none: refused, nothing changes. */
+static void do_window(int i, int64_t delta, int64_t width, bool reschedule)
+{
+	int64_t due = clamp_due(tw_wheel_now(&wheel), delta);
+	int64_t latest = clamp_due(due, width < 0 ? -width : width), kept;
+	bool was = model[i].pending;
+	int rc = reschedule ? tw_wheel_reschedule_range(&wheel, &timers[i].timer, due, latest)
+			    : tw_wheel_add_range(&wheel, &timers[i].timer, due, latest);
+
+	if (kafka) {
+		if (rc != TW_EINVAL || tw_timer_pending(&timers[i].timer) != was)
+			abort();
+		return;
+	}
+	if (!reschedule && was) {
+		if (rc != TW_EBUSY)
+			abort();
+		return;
+	}
+	if (rc != (was ? 1 : 0))
+		abort();
+	if (was)
+		model_remove(i);
+	kept = tw_timer_due(&timers[i].timer);
+	if (kept != due) {
+		/* An exact timer whose tick is inside the new window stays
+		 * with its own due time, and fires there. */
+		if (!reschedule || !was || kept < due || fire_tick(kept) > fire_tick(latest))
+			abort();
+		model_add(i, kept);
+	} else {
+		model_add_window(i, due, latest);
+	}
+}
+
 static void on_fire(struct tw_wheel *w, struct tw_timer *t)
 {
 	struct ftimer *ft = tw_container_of(t, struct ftimer, timer);
@@ -147,11 +196,13 @@ static void on_fire(struct tw_wheel *w, struct tw_timer *t)
 	if (tw_timer_pending(t))
 		abort();
 	model_remove(ft->id);
-	switch (ft->action % 5) {
+	switch (ft->action % 7) {
 	case 1: do_add(ft->target % NTIMERS, ft->delta); break;
 	case 2: do_cancel(ft->target % NTIMERS); break;
 	case 3: do_reschedule(ft->target % NTIMERS, ft->delta); break;
 	case 4: do_add(ft->id, ft->delta); break; /* re-arm itself */
+	case 5: do_window(ft->target % NTIMERS, ft->delta, ft->delta >> 2, true); break;
+	case 6: do_window(ft->id, ft->delta, ft->delta, false); break;
 	default: break;
 	}
 }
@@ -175,7 +226,7 @@ static void do_advance(int64_t delta)
 	in_advance = false;
 	for (int i = 0; i < NTIMERS; i++)
 		if (model[i].pending && model[i].epoch < epoch &&
-		    fire_tick(model[i].due) <= now)
+		    fire_tick(model[i].latest) <= now)
 			abort(); /* missed */
 }
 
@@ -195,11 +246,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct input in = { data, size };
 	unsigned size_byte = take(&in), mode_byte = take(&in);
-	int64_t start = 1000000 + (int64_t)take(&in) * 977;
+	unsigned start_byte = take(&in);
+	int64_t start;
 	int64_t when;
 
 	tick = 1 + take(&in) % 100;
 	kafka = mode_byte & 1;
+	/* A quarter of the inputs start a power of two (any level's reach,
+	 * in exact mode) ticks before the end of time, give or take some. */
+	if ((mode_byte & 6) == 6) {
+		unsigned shift = (start_byte & 63) % (tick > 1 ? 56 : 63);
+		int64_t d = (tick << shift) - ((int64_t)(mode_byte >> 3) - 16) * tick;
+
+		start = INT64_MAX - (d < 0 ? 0 : d);
+	} else {
+		start = 1000000 + (int64_t)start_byte * 977;
+	}
 	if (tw_wheel_init(&wheel, tick, 2 + size_byte % 30, start,
 			  kafka ? TW_MODE_KAFKA : TW_MODE_EXACT))
 		abort();
@@ -215,7 +277,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	while (in.n) {
 		unsigned op = take(&in), i = take(&in) % NTIMERS;
 
-		switch (op % 9) {
+		switch (op % 11) {
 		case 0: do_add((int)i, take_delta(&in)); break;
 		case 1: do_cancel((int)i); break;
 		case 2: do_reschedule((int)i, take_delta(&in)); break;
@@ -233,7 +295,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		case 7: /* the next expiry is never after a pending timer's tick */
 			if (tw_wheel_next_expiry(&wheel, &when)) {
 				for (int k = 0; k < NTIMERS; k++) {
-					int64_t due_at = fire_tick(model[k].due);
+					int64_t due_at = fire_tick(model[k].latest);
 
 					if (due_at < tw_wheel_now(&wheel))
 						due_at = tw_wheel_now(&wheel);
@@ -244,6 +306,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 				abort();
 			}
 			break;
+		case 9: do_window((int)i, take_delta(&in), take_delta(&in), false); break;
+		case 10: do_window((int)i, take_delta(&in), take_delta(&in), true); break;
 		default: /* a timer of another wheel is refused, and nothing changes */
 			if (model[i].pending) {
 				struct tw_wheel other;

@@ -1152,7 +1152,8 @@ int tw_wheel_init(struct tw_wheel *w, int64_t tick, uint32_t wheel_size,
 		}
 	}
 	w->nlevels = 1;
-	w->levels[0].clock = tw__floor_div(start, tick);
+	/* I6: a wheel started at the end of time has reached its last tick. */
+	w->levels[0].clock = tw__due_limit(w, start);
 	return TW_OK;
 }
 
@@ -1395,16 +1396,23 @@ static struct tw_bucket *window_bucket(struct tw_wheel *w, int64_t ek, int64_t l
 	}
 	for (uint32_t i = top; i > 0; i--) {
 		struct tw_level *lv = &w->levels[i];
-		int64_t pop, number;
+		int64_t last, pop, number;
 		struct tw_bucket *b;
 
 		if (lv->unbounded || !lv->lead)
 			continue;
-		/* The last pop at or before lk: a multiple of the span. */
-		pop = (int64_t)((uint64_t)shift_floor(lk, lv->shift) << lv->shift);
+		/* The last pop at or before lk: a multiple of the span. The
+		 * bucket popping there is the next one, which starts a span
+		 * later: that start must be an int64 (a window reaching the
+		 * last span before INT64_MAX would name a bucket starting at
+		 * 2^63), so the pop is at most two spans before 2^63. */
+		last = shift_floor(lk, lv->shift);
+		if (last > (INT64_MAX >> lv->shift) - 1)
+			last = (INT64_MAX >> lv->shift) - 1;
+		pop = (int64_t)((uint64_t)last << lv->shift);
 		if (pop < ek)
 			continue;
-		number = shift_floor(pop, lv->shift) + 1;
+		number = last + 1;
 		/* pop > clock0 >= clock * span: number > clock + 1. */
 		if ((uint64_t)number - (uint64_t)lv->clock >= w->size)
 			continue;

@@ -322,7 +322,9 @@ static void run_scenario(enum tw_mode mode, long ops, bool callbacks)
 	static const uint32_t sizes[] = { 2, 3, 4, 8, 20, 64 };
 	int64_t start;
 
-	switch (rnd_range(4)) {
+	int64_t tick = ticks[rnd_range(5)];
+
+	switch (rnd_range(6)) {
 	case 0:
 		start = 0;
 		break;
@@ -332,12 +334,26 @@ static void run_scenario(enum tw_mode mode, long ops, bool callbacks)
 	case 2:
 		start = INT64_MIN + rnd_range(1000);
 		break;
+	case 3:
+		/* Near the end of time, any distance before it: windows and
+		 * due times saturate at INT64_MAX there. */
+		start = INT64_MAX - (int64_t)(rnd() >> (1 + rnd_range(63)));
+		break;
+	case 4:
+		/* A few ticks either side of a power of two ticks before the
+		 * end: every level's reach is one (exact mode's sizes are
+		 * powers of two), so the last buckets a level can hold are
+		 * near. */
+		start = sat_add(tick << rnd_range(tick > 1 ? 53 : 63),
+				rnd_range(64 * tick + 1) - 32 * tick);
+		start = INT64_MAX - (start < 0 ? 0 : start);
+		break;
 	default:
 		start = (int64_t)(rnd() >> 3);
 		break;
 	}
-	CHECK_EQ(tw_wheel_init(&wheel, ticks[rnd_range(5)], sizes[rnd_range(6)],
-			       start, mode), TW_OK);
+	CHECK_EQ(tw_wheel_init(&wheel, tick, sizes[rnd_range(6)], start, mode),
+		 TW_OK);
 	for (int i = 0; i < NTIMERS; i++) {
 		memset(&timers[i], 0, sizeof(timers[i]));
 		timers[i].id = i;

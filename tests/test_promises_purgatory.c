@@ -21,6 +21,10 @@
  */
 #define _POSIX_C_SOURCE 200809L
 
+/* The shards' tables (which shard a key is in, whether one grew); first,
+ * for it names the feature macros its futex needs. */
+#include "purgatory/core.h"
+
 #include "stop_points.h"
 
 #include "check.h"
@@ -829,6 +833,123 @@ static void test_on_release_runs_outside_the_shutdown_lock(void)
 	tw_purgatory_destroy(p);
 }
 
+/* ---- 9: the purge walk beside a growing shard ---- */
+
+/*
+ * The walk over every shard read a shard's table pointer in its loop
+ * condition before taking that shard's lock, while a watch of a new key
+ * replaced the table under the lock when the shard grew (its 9th key): a
+ * data race (purgatory.h: every call may be made from any thread).
+ * No test had a purge beside a growing shard: the threaded tests that
+ * purge watch 8 keys over 4 shards, and a shard grows at its 9th; the
+ * test whose shards grow is single-threaded.
+ *
+ * Here the purge's on_release of an op of shard s (run after shard s is
+ * unlocked, before shard s + 1 is read) waits until another thread has
+ * grown shard s + 1. The two threads meet through relaxed atomics only,
+ * which order nothing for ThreadSanitizer: the table's read and its write
+ * are ordered by nothing but the shard's lock, and TSan reported the read
+ * (make tsan) until the walk read the table under the lock.
+ */
+static atomic_int walk_in_release, shard_grown;
+
+static bool never_try(struct tw_delayed_op *op)
+{
+	(void)op;
+	return false;
+}
+
+static void nothing_to_do(struct tw_delayed_op *op)
+{
+	(void)op;
+}
+
+static void release_waits_for_the_grow(struct tw_delayed_op *op)
+{
+	(void)op;
+	atomic_store_explicit(&walk_in_release, 1, memory_order_relaxed);
+	while (!atomic_load_explicit(&shard_grown, memory_order_relaxed))
+		sched_yield();
+}
+
+enum { GROW_KEYS = 9 };
+
+struct grower {
+	struct tw_purgatory *p;
+	struct tw_delayed_op ops[GROW_KEYS];
+	struct tw_watch watches[GROW_KEYS];
+	char keys[GROW_KEYS][16];
+};
+
+static void *grow_a_shard(void *arg)
+{
+	struct grower *g = arg;
+
+	while (!atomic_load_explicit(&walk_in_release, memory_order_relaxed))
+		sched_yield();
+	for (int i = 0; i < GROW_KEYS; i++) {
+		const void *k[1] = { g->keys[i] };
+		size_t len[1] = { strlen(g->keys[i]) };
+
+		CHECK_EQ(tw_purgatory_try_complete_else_watch(g->p, &g->ops[i], k, len,
+							      1, &g->watches[i]),
+			 0);
+	}
+	atomic_store_explicit(&shard_grown, 1, memory_order_relaxed);
+	return NULL;
+}
+
+/* A key of shard `shard` of p, not yet in use (n counts the tries). */
+static void key_in_shard(struct tw_purgatory *p, unsigned shard, unsigned *n,
+			 char out[16])
+{
+	do
+		snprintf(out, 16, "key-%u", (*n)++);
+	while (hash_key(out, strlen(out)) % p->nshards != shard);
+}
+
+static void test_a_purge_beside_a_growing_shard(void)
+{
+	static const struct tw_op_ops walked_ops = { never_try, nothing_to_do,
+						     nothing_to_do,
+						     release_waits_for_the_grow };
+	static const struct tw_op_ops grown_ops = { never_try, nothing_to_do,
+						    nothing_to_do, nothing_to_do };
+	static struct grower g;
+	struct tw_purgatory *p = manual_purgatory_purging(0);
+	struct tw_delayed_op walked;
+	struct tw_watch w;
+	char walked_key[16];
+	const void *k[1] = { walked_key };
+	size_t len[1];
+	unsigned n = 0;
+	pthread_t th;
+
+	atomic_store(&walk_in_release, 0);
+	atomic_store(&shard_grown, 0);
+	key_in_shard(p, 0, &n, walked_key);
+	len[0] = strlen(walked_key);
+	g.p = p;
+	for (int i = 0; i < GROW_KEYS; i++) {
+		key_in_shard(p, 1, &n, g.keys[i]);
+		CHECK_EQ(tw_op_init(&g.ops[i], 100, &grown_ops, NULL), TW_OK);
+	}
+	CHECK_EQ(p->shards[1].nbuckets, (size_t)GROW_KEYS - 1); /* grows at the 9th */
+	CHECK_EQ(tw_op_init(&walked, 100, &walked_ops, NULL), TW_OK);
+	CHECK_EQ(tw_purgatory_try_complete_else_watch(p, &walked, k, len, 1, &w), 0);
+	CHECK(tw_op_force_complete(&walked)); /* its entry holds the last reference */
+	pthread_create(&th, NULL, grow_a_shard, &g);
+	tw_purgatory_purge(p); /* releases walked, then walks shard 1 */
+	pthread_join(th, NULL);
+	CHECK(p->shards[1].nbuckets > (size_t)GROW_KEYS - 1);
+	CHECK_EQ(tw_purgatory_watched(p), (size_t)GROW_KEYS);
+	CHECK_EQ(tw_purgatory_shutdown(p, NULL), GROW_KEYS);
+	tw_purgatory_destroy(p);
+	tw_op_destroy(&walked);
+	for (int i = 0; i < GROW_KEYS; i++)
+		tw_op_destroy(&g.ops[i]);
+}
+
 int main(int argc, char **argv)
 {
 	sp_install();
@@ -845,5 +966,6 @@ int main(int argc, char **argv)
 	RUN_IF(test_a_put_reads_nothing_of_the_op_after_it);
 	RUN_IF(test_a_force_during_the_first_watch_completes_the_op);
 	RUN_IF(test_a_force_before_the_watch_claims_refuses_the_watch);
+	RUN_IF(test_a_purge_beside_a_growing_shard);
 	return check_report();
 }

@@ -1262,6 +1262,57 @@ static void test_add_in_clamps(void)
 	tw_wheel_destroy(&w);
 }
 
+/* A window reaching the end of int64 time: the bucket that pops at the
+ * last multiple of a level's span before INT64_MAX would start at 2^63,
+ * past the end, so it is never filed there. With its start wrapped to
+ * INT64_MIN, a reschedule kept the timer in that bucket (it looked like
+ * one starting long ago), which never popped: the timer ran 1.6e9 ticks
+ * late, and the check found the bucket outside its level's range. */
+static void test_window_reaching_int64_max(void)
+{
+	static const uint32_t sizes[] = { 20, 64 };
+
+	for (size_t si = 0; si < sizeof(sizes) / sizeof(sizes[0]); si++) {
+		struct tw_wheel w;
+		struct rec t0, t1;
+		int64_t now = INT64_MAX - ((int64_t)1 << 31);
+
+		CHECK_EQ(tw_wheel_init(&w, 1, sizes[si], now, TW_MODE_EXACT), TW_OK);
+		rec_init(&t0, 1);
+		rec_init(&t1, 2);
+		CHECK_EQ(tw_wheel_add(&w, &t0.timer, INT64_MAX), TW_OK);
+		CHECK_EQ(tw_wheel_add_range(&w, &t1.timer, now + 5164948, INT64_MAX),
+			 TW_OK);
+		CHECK_WHEEL(&w);
+		CHECK_EQ(tw_wheel_reschedule(&w, &t1.timer, now + 5188768), 1);
+		CHECK_WHEEL(&w);
+		CHECK(tw_wheel_advance(&w, now + 5281945) >= 1);
+		CHECK_EQ(t1.fires, 1);
+		CHECK_EQ(t0.fires, 0);
+		CHECK_WHEEL(&w);
+		tw_wheel_advance(&w, INT64_MAX);
+		CHECK_EQ(t0.fires, 1);
+		CHECK_EQ(tw_wheel_count(&w), 0);
+		tw_wheel_destroy(&w);
+	}
+	/* Started at the end of time with a tick that does not divide it:
+	 * the clock is at the last tick (the one a timer due at INT64_MAX
+	 * is filed under), as an advance to INT64_MAX leaves it. */
+	for (int64_t tick = 1; tick <= 22; tick += 7) {
+		struct tw_wheel w;
+		struct rec t0;
+
+		CHECK_EQ(tw_wheel_init(&w, tick, 2, INT64_MAX, TW_MODE_EXACT), TW_OK);
+		CHECK_WHEEL(&w);
+		rec_init(&t0, 1);
+		CHECK_EQ(tw_wheel_add_range(&w, &t0.timer, INT64_MAX - 1, INT64_MAX), TW_OK);
+		CHECK_WHEEL(&w);
+		CHECK_EQ(tw_wheel_advance(&w, INT64_MAX), 1);
+		CHECK_EQ(t0.fires, 1);
+		tw_wheel_destroy(&w);
+	}
+}
+
 static void test_timeout_clamps(void)
 {
 	struct tw_wheel w;
@@ -1311,5 +1362,6 @@ int main(void)
 	RUN(test_negative_times_are_described);
 	RUN(test_add_in_clamps);
 	RUN(test_timeout_clamps);
+	RUN(test_window_reaching_int64_max);
 	return check_report();
 }

@@ -46,7 +46,10 @@ int tw_purgatory_create(struct tw_purgatory **out,
 		sh->nbuckets = 8;
 		sh->table = calloc(sh->nbuckets, sizeof(*sh->table));
 		if (!sh->table) {
-			p->nshards = i + 1;
+			/* Only whole shards are left: every shard a walk
+			 * visits has a table, read under its lock. */
+			pthread_mutex_destroy(&sh->mu);
+			p->nshards = i;
 			tw_purgatory_destroy(p);
 			return TW_ENOMEM;
 		}

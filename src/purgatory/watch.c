@@ -446,12 +446,14 @@ void tw__pg_unlink_all(struct tw_purgatory *p, struct tw_watchers *ws,
 /* The one walk over every key's list, shard by shard (purge, shutdown,
  * destroy): fn on each list under its shard's lock (lock false: destroy,
  * when nobody else is left), the list freed once empty, and the
- * references fn collected dropped after the shard is unlocked. A shard
- * without a table ends the walk: a create that failed half-way. */
+ * references fn collected dropped after the shard is unlocked. Nothing
+ * of a shard is read before its lock is taken: a watch may be growing its
+ * table (a create that failed half-way keeps only the shards it gave a
+ * table). */
 void tw__pg_walk_lists(struct tw_purgatory *p, bool lock, tw__pg_list_fn *fn,
 		       void *arg)
 {
-	for (unsigned i = 0; i < p->nshards && p->shards[i].table; i++) {
+	for (unsigned i = 0; i < p->nshards; i++) {
 		struct pshard *sh = &p->shards[i];
 		struct oplist puts;
 
