@@ -1401,21 +1401,25 @@ static struct tw_bucket *window_bucket(struct tw_wheel *w, int64_t ek, int64_t l
 
 		if (lv->unbounded || !lv->lead)
 			continue;
-		/* The last pop at or before lk: a multiple of the span. The
-		 * bucket popping there is the next one, which starts a span
-		 * later: that start must be an int64 (a window reaching the
-		 * last span before INT64_MAX would name a bucket starting at
-		 * 2^63), so the pop is at most two spans before 2^63. */
+		/* The last pop at or before lk that the level can hold: a
+		 * multiple of the span. The bucket popping there is the next
+		 * one, which starts a span later, so it must be one of the
+		 * level's buckets (number < clock + size: a window reaching
+		 * past the level takes its last bucket, not none, when that
+		 * pops inside the window), and its start must be an int64 (a
+		 * window reaching the last span before INT64_MAX would name
+		 * a bucket starting at 2^63), so the pop is at most two spans
+		 * before 2^63. */
 		last = shift_floor(lk, lv->shift);
+		if (last > lv->clock + (int64_t)w->size - 2)
+			last = lv->clock + (int64_t)w->size - 2;
 		if (last > (INT64_MAX >> lv->shift) - 1)
 			last = (INT64_MAX >> lv->shift) - 1;
 		pop = (int64_t)((uint64_t)last << lv->shift);
 		if (pop < ek)
 			continue;
+		/* pop >= ek > clock0 >= clock * span: number > clock + 1. */
 		number = last + 1;
-		/* pop > clock0 >= clock * span: number > clock + 1. */
-		if ((uint64_t)number - (uint64_t)lv->clock >= w->size)
-			continue;
 		b = &lv->slots[(uint64_t)number & (w->size - 1)];
 		if (b->draining)
 			continue;

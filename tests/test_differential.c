@@ -143,6 +143,25 @@ static int64_t random_width(void)
 	}
 }
 
+/* A window whose latest lies within two buckets of a level's reach (the
+ * end of the range its buckets hold), holding none to a few of that
+ * level's pops: where a window is filed in the level's last bucket, or in
+ * none of it. *due gets earliest; returns the width. */
+static int64_t window_near_a_reach(int64_t *due)
+{
+	struct tw_level_info li;
+	unsigned level = 1 + (unsigned)rnd_range(tw_wheel_levels(&wheel));
+	int64_t reach, latest;
+
+	tw_wheel_level_info(&wheel, level, &li);
+	if (li.unbounded || li.tick > INT64_MAX / 8)
+		return 0;
+	reach = sat_add(li.current_time, li.interval);
+	latest = sat_add(reach, rnd_range(4 * li.tick + 1) - 2 * li.tick);
+	*due = sat_add(latest, -rnd_range(3 * li.tick + 1));
+	return latest - *due;
+}
+
 /* Model + wheel together: every change goes through these. */
 static void model_add(struct mtimer *m, int64_t due, bool reschedule)
 {
@@ -370,10 +389,16 @@ static void run_scenario(enum tw_mode mode, long ops, bool callbacks)
 		case 0:
 		case 1:
 		case 2:
-			if (mode == TW_MODE_EXACT && rnd_range(4) == 0)
+			if (mode == TW_MODE_EXACT && rnd_range(12) == 0) {
+				int64_t due = random_due(), width;
+
+				width = window_near_a_reach(&due);
+				model_add_range(m, due, width, false);
+			} else if (mode == TW_MODE_EXACT && rnd_range(4) == 0) {
 				model_add_range(m, random_due(), random_width(), false);
-			else
+			} else {
 				model_add(m, random_due(), false);
+			}
 			break;
 		case 3:
 		case 4:

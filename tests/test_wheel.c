@@ -1268,6 +1268,32 @@ static void test_add_in_clamps(void)
  * INT64_MIN, a reschedule kept the timer in that bucket (it looked like
  * one starting long ago), which never popped: the timer ran 1.6e9 ticks
  * late, and the check found the bucket outside its level's range. */
+/* A window whose last pop of a level lies one bucket past the level's
+ * reach still fits that level: [43548, 65322] at clock 0 (tick 1, 64
+ * buckets) holds pops of the 1,024-tick level at 44032 .. 63488 inside its
+ * buckets (64512 would be bucket 64, past them). It is filed at the last
+ * of those, 63488, not at earliest as a window that no bucket fits (it
+ * fired at 43548). */
+static void test_window_takes_the_last_bucket_within_reach(void)
+{
+	struct tw_wheel w;
+	struct rec r;
+	int64_t when;
+
+	tw_wheel_init(&w, 1, 64, 0, TW_MODE_EXACT);
+	rec_init(&r, 1);
+	CHECK_EQ(tw_wheel_add_range(&w, &r.timer, 43548, 65322), TW_OK);
+	CHECK_WHEEL(&w);
+	CHECK(tw_wheel_next_expiry(&w, &when));
+	CHECK_EQ(when, 63488);
+	tw_wheel_advance(&w, 63487);
+	CHECK_EQ(r.fires, 0);
+	tw_wheel_advance(&w, 63488);
+	CHECK_EQ(r.fires, 1);
+	CHECK_EQ(r.fired_at, 63488);
+	tw_wheel_destroy(&w);
+}
+
 static void test_window_reaching_int64_max(void)
 {
 	static const uint32_t sizes[] = { 20, 64 };
@@ -1363,5 +1389,6 @@ int main(void)
 	RUN(test_add_in_clamps);
 	RUN(test_timeout_clamps);
 	RUN(test_window_reaching_int64_max);
+	RUN(test_window_takes_the_last_bucket_within_reach);
 	return check_report();
 }
