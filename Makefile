@@ -232,8 +232,7 @@ docs:
 	TW_DOCS_OUT=$(BUILD)/docs doxygen docs/Doxyfile
 	bash docs/check-api-docs.sh include/timingwheel/*.h
 	bash docs/check-links.sh $(BUILD)/docs/html
-	@bash tools/man-pages.sh $(BUILD)/docs/man/man3 $(BUILD)/docs/man3
-	@echo "docs: $(BUILD)/docs/html/index.html, and $(BUILD)/docs/man3 (make install installs both)"
+	@echo "docs: $(BUILD)/docs/html/index.html (make install installs it)"
 
 # The Debian packages (libtimingwheel0, libtimingwheel-dev,
 # timingwheel-tools) built from a scratch copy, lintian-checked, installed
@@ -250,9 +249,11 @@ abi-baseline: build
 
 # The prefix is given at install time too: build/ may have been configured
 # (by make demo, say) before PREFIX was chosen.
+# The manual pages (one per call) are the build's own; doxygen adds the
+# HTML reference.
 install: build
 	@if command -v doxygen >/dev/null 2>&1; then $(MAKE) -s docs; else \
-	  echo "install: no doxygen, so no HTML reference and no page per function" \
+	  echo "install: no doxygen, so no HTML reference" \
 	       "(apt-get install doxygen, then make install again)"; fi
 	cmake --install $(BUILD) --prefix $(PREFIX)
 
