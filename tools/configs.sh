@@ -17,6 +17,7 @@ if [ "${1:-}" = --all ]; then all=1; shift; fi
 work=$1 jobs=$2
 src=$(cd "$(dirname "$0")/.." && pwd)
 mkdir -p "$work"
+work=$(cd "$work" && pwd)
 
 configs=()
 if [ $all = 1 ]; then
