@@ -10,9 +10,16 @@ BUILD    ?= build
 PREFIX   ?= /usr/local
 JOBS     ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
+# Warnings are errors in this project's own builds: every cmake below
+# passes it (CMakeLists.txt leaves it off for a user's plain cmake, so a
+# newer compiler's new warning cannot stop an install of a release or the
+# .deb). `make install TW_WERROR=OFF` where such a warning stops it.
+TW_WERROR ?= ON
+WERROR = -DTW_WERROR=$(TW_WERROR)
 
 .PHONY: coverage fuzz docs all build demo test sanitize tsan flaky soak model clang valgrind install deps deps-all clean abi-baseline deb install-tsan install-asan \
-	bench-service bench-purgatory bench bench-quick bench-big bench-deps bench-instr
+	bench-service bench-purgatory bench bench-quick bench-big bench-deps bench-instr \
+	install-debug configs configs-all
 
 all: build
 
@@ -34,7 +41,7 @@ deps-all:
 
 $(BUILD)/Makefile:
 	@$(MAKE) -s deps
-	cmake -S . -B $(BUILD) -DCMAKE_INSTALL_PREFIX=$(PREFIX) $(CMAKE_FLAGS)
+	cmake -S . -B $(BUILD) $(WERROR) -DCMAKE_INSTALL_PREFIX=$(PREFIX) $(CMAKE_FLAGS)
 
 build: $(BUILD)/Makefile
 	cmake --build $(BUILD) -j $(JOBS)
@@ -56,14 +63,14 @@ test:
 
 sanitize:
 	@$(MAKE) -s deps
-	cmake -S . -B $(BUILD)-asan -DTW_SANITIZE=ON -DTW_DEBUG=ON -DCMAKE_BUILD_TYPE=Debug
+	cmake -S . -B $(BUILD)-asan $(WERROR) -DTW_SANITIZE=ON -DTW_DEBUG=ON -DCMAKE_BUILD_TYPE=Debug
 	cmake --build $(BUILD)-asan -j $(JOBS)
 	cd $(BUILD)-asan && ctest --output-on-failure -j $(JOBS)
 
 # The threaded tests under ThreadSanitizer (a few seconds).
 tsan:
 	@$(MAKE) -s deps
-	cmake -S . -B $(BUILD)-tsan -DTW_TSAN=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo
+	cmake -S . -B $(BUILD)-tsan $(WERROR) -DTW_TSAN=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo
 	cmake --build $(BUILD)-tsan -j $(JOBS)
 	cd $(BUILD)-tsan && TSAN_OPTIONS=halt_on_error=1 ctest --output-on-failure -L threaded
 
@@ -94,7 +101,7 @@ model:
 
 clang:
 	@bash tools/deps.sh build clang
-	CC=clang cmake -S . -B $(BUILD)-clang
+	CC=clang cmake -S . -B $(BUILD)-clang $(WERROR)
 	cmake --build $(BUILD)-clang -j $(JOBS)
 	cd $(BUILD)-clang && ctest --output-on-failure -j $(JOBS)
 
@@ -141,7 +148,7 @@ bench-deps:
 	  $$SUDO apt-get install -y -qq libuv1-dev libev-dev libevent-dev pkg-config gnuplot-nox; \
 	fi
 
-WHEEL_BENCH = cmake -S . -B $(BUILD) -DTW_BENCH_WAHERN="$(TW_BENCH_WAHERN)" \
+WHEEL_BENCH = cmake -S . -B $(BUILD) $(WERROR) -DTW_BENCH_WAHERN="$(TW_BENCH_WAHERN)" \
 	-DTW_BENCH_RATAS="$(TW_BENCH_RATAS)" >/dev/null && \
 	cmake --build $(BUILD) -j $(JOBS) --target wheel_bench && mkdir -p $(BUILD)/bench
 
@@ -190,7 +197,7 @@ COVERAGE_BRANCHES ?= 90
 LCOV = lcov -q --rc lcov_branch_coverage=1
 coverage:
 	@bash tools/deps.sh build coverage
-	cmake -S . -B $(BUILD)-cov -DTW_COVERAGE=ON -DCMAKE_BUILD_TYPE=Debug -DTW_BUILD_BENCH=OFF >/dev/null
+	cmake -S . -B $(BUILD)-cov $(WERROR) -DTW_COVERAGE=ON -DCMAKE_BUILD_TYPE=Debug -DTW_BUILD_BENCH=OFF >/dev/null
 	cmake --build $(BUILD)-cov -j $(JOBS)
 	$(LCOV) --zerocounters --directory $(BUILD)-cov
 	cd $(BUILD)-cov && ctest -j $(JOBS) >/dev/null || (ctest --rerun-failed --output-on-failure; exit 1)
@@ -211,7 +218,7 @@ FUZZ_SECONDS ?= 60
 FUZZ_TARGETS = scenario wheel purgatory
 fuzz:
 	@bash tools/deps.sh build clang
-	CC=clang cmake -S . -B $(BUILD)-fuzz -DTW_FUZZ=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+	CC=clang cmake -S . -B $(BUILD)-fuzz $(WERROR) -DTW_FUZZ=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 	cmake --build $(BUILD)-fuzz -j $(JOBS) --target $(addprefix fuzz_,$(FUZZ_TARGETS))
 	@set -e; for t in $(FUZZ_TARGETS); do \
 	  mkdir -p $(BUILD)-fuzz/corpus/$$t; \
@@ -232,8 +239,7 @@ docs:
 	TW_DOCS_OUT=$(BUILD)/docs doxygen docs/Doxyfile
 	bash docs/check-api-docs.sh include/timingwheel/*.h
 	bash docs/check-links.sh $(BUILD)/docs/html
-	@bash tools/man-pages.sh $(BUILD)/docs/man/man3 $(BUILD)/docs/man3
-	@echo "docs: $(BUILD)/docs/html/index.html, and $(BUILD)/docs/man3 (make install installs both)"
+	@echo "docs: $(BUILD)/docs/html/index.html (make install installs it)"
 
 # The Debian packages (libtimingwheel0, libtimingwheel-dev,
 # timingwheel-tools) built from a scratch copy, lintian-checked, installed
@@ -250,23 +256,42 @@ abi-baseline: build
 
 # The prefix is given at install time too: build/ may have been configured
 # (by make demo, say) before PREFIX was chosen.
+# The manual pages (one per call) are the build's own; doxygen adds the
+# HTML reference.
 install: build
 	@if command -v doxygen >/dev/null 2>&1; then $(MAKE) -s docs; else \
-	  echo "install: no doxygen, so no HTML reference and no page per function" \
+	  echo "install: no doxygen, so no HTML reference" \
 	       "(apt-get install doxygen, then make install again)"; fi
 	cmake --install $(BUILD) --prefix $(PREFIX)
 
 # The instrumented variants, installed beside the plain library: a program
 # built with -fsanitize=thread (or address) links libtimingwheel-tsan
 # (-asan) through timingwheel-tsan.pc or find_package(timingwheel-tsan).
-install-tsan install-asan: install-%:
+# And the checked build (TW_DEBUG): libtimingwheel-debug, timingwheel-debug.pc,
+# find_package(timingwheel-debug), which names a caller's mistake at the call.
+VARIANT_FLAG_tsan = -DTW_TSAN=ON
+VARIANT_FLAG_asan = -DTW_SANITIZE=ON
+VARIANT_FLAG_debug = -DTW_DEBUG=ON
+install-tsan install-asan install-debug: install-%:
 	@$(MAKE) -s deps
-	cmake -S . -B $(BUILD)-install-$* -DCMAKE_INSTALL_PREFIX=$(PREFIX) \
+	cmake -S . -B $(BUILD)-install-$* $(WERROR) -DCMAKE_INSTALL_PREFIX=$(PREFIX) \
 	  -DTW_BUILD_TESTS=OFF -DTW_BUILD_BENCH=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-	  $(if $(filter tsan,$*),-DTW_TSAN=ON,-DTW_SANITIZE=ON) >/dev/null
+	  $(VARIANT_FLAG_$*) >/dev/null
 	cmake --build $(BUILD)-install-$* -j $(JOBS)
 	cmake --install $(BUILD)-install-$* --prefix $(PREFIX)
 
+# The configurations users are told to use (the default, -DTW_DEBUG=ON,
+# Release), with gcc and clang, warnings as errors (tools/configs.sh; CI).
+# configs-all: every CMake build type with and without TW_DEBUG.
+configs:
+	@bash tools/deps.sh build clang
+	bash tools/configs.sh $(BUILD)-configs $(JOBS)
+
+configs-all:
+	@bash tools/deps.sh build clang
+	bash tools/configs.sh --all $(BUILD)-configs-all $(JOBS)
+
 clean:
 	rm -rf $(BUILD) $(BUILD)-asan $(BUILD)-clang $(BUILD)-tsan $(BUILD)-fuzz $(BUILD)-cov \
-	  $(BUILD)-install-tsan $(BUILD)-install-asan
+	  $(BUILD)-install-tsan $(BUILD)-install-asan $(BUILD)-install-debug \
+	  $(BUILD)-configs $(BUILD)-configs-all

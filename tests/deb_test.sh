@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: MIT
 # make deb: build the Debian packages from a scratch copy of the tree
 # (dpkg-buildpackage -us -uc -b), check them with lintian (errors and
-# warnings fail), unpack them into a scratch root, and build and run the
+# warnings fail), unpack them into a scratch root, find a manual page for
+# every public function there, and build and run the
 # README's quick start against that root with pkg-config; tw-trace from the
 # root must run too.
 #   deb_test.sh SOURCE_DIR WORK_DIR
@@ -33,6 +34,13 @@ for deb in "$work"/*.deb; do
 done
 libdir=$(dirname "$(find "$work/root" -name libtimingwheel.so.0 | head -1)")
 [ -f "$work/root/usr/include/timingwheel/timingwheel.h" ] || fail "no headers"
+# A manual page per public function (tests/man_pages_test.sh checks them).
+npages=0
+while read -r fn _; do
+	[ -f "$work/root/usr/share/man/man3/$fn.3.gz" ] || fail "no page for $fn in the packages"
+	npages=$((npages + 1))
+done < <(bash "$src/tests/public_functions.sh" "$src")
+[ $npages -ge 50 ] || fail "only $npages public functions found"
 awk '/<!-- quickstart/ { on = 1; next } on && /^```c/ { inside = 1; next }
      inside && /^```/ { exit } inside { print }' "$src/README.md" >"$work/quickstart.c"
 export PKG_CONFIG_PATH=$libdir/pkgconfig
@@ -45,4 +53,5 @@ ver=$("$work/root/usr/bin/tw-trace" --version)
 [ "$ver" = "tw-trace (timingwheel) $(pkg-config --modversion timingwheel)" ] ||
 	fail "tw-trace --version printed '$ver'"
 echo "deb_test: $(cd "$work" && ls ./*.deb | grep -vc dbgsym) packages built, lintian clean," \
+	"a manual page for each of the $npages public functions," \
 	"the quick start built and ran against them"

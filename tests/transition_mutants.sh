@@ -15,7 +15,7 @@ jobs=$(nproc 2>/dev/null || echo 2)
 fail=0
 for m in 1 2 3 4 5; do
 	dir=$work/mutant$m
-	if ! { cmake -S "$src" -B "$dir" -DTW_BUILD_BENCH=OFF \
+	if ! { cmake -S "$src" -B "$dir" -DTW_BUILD_BENCH=OFF -DTW_WERROR=ON \
 		"-DCMAKE_C_FLAGS=-DTW_TRANSITION_MUTANT=$m" >/dev/null &&
 	       cmake --build "$dir" -j "$jobs" --target test_races \
 		test_promises_service test_promises_purgatory \

@@ -266,12 +266,16 @@ int tw_service_reschedule(struct tw_service *svc, struct tw_service_timer *t,
 }
 
 /* A window's width in whole ticks, rounded down (it may only narrow) and
- * capped at what the timer's 32 bits hold; or TW_EINVAL. */
+ * capped at what the timer's 32 bits hold; or TW_EINVAL. *slack is written
+ * on every path, so a caller never reads it unset: the compiler cannot see
+ * that TW_EINVAL_BECAUSE (a call into debug.c in the debug build) never
+ * returns 0. */
 static int window_slack(const struct tw_service *svc, const char *call,
 			int64_t earliest, int64_t latest, uint32_t *slack)
 {
 	uint64_t ticks;
 
+	*slack = 0;
 	(void)call; /* TW_EINVAL_BECAUSE drops its arguments in release */
 	if (!svc)
 		return TW_EINVAL_BECAUSE(call, "%s", "the service is NULL");

@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# Build the configurations the documentation tells users to use, with gcc
+# and with clang, warnings as errors (make configs; CI runs it): the
+# default (cmake with no option: RelWithDebInfo), the checked build
+# (-DTW_DEBUG=ON, default build type, as docs/bad-input.md says) and
+# Release. The library, the tools, the examples and the tests are built;
+# the checked build's tests also run once (gcc), since no other target
+# runs them with optimisation on. --all builds every CMake build type
+# (Debug, Release, RelWithDebInfo, MinSizeRel) with and without TW_DEBUG,
+# benchmarks included, and runs nothing: what a change to the warnings
+# or to the build is tried against.
+#   configs.sh [--all] WORK_DIR JOBS
+set -euo pipefail
+all=0
+if [ "${1:-}" = --all ]; then all=1; shift; fi
+work=$1 jobs=$2
+src=$(cd "$(dirname "$0")/.." && pwd)
+mkdir -p "$work"
+work=$(cd "$work" && pwd)
+
+configs=()
+if [ $all = 1 ]; then
+	for type in Debug Release RelWithDebInfo MinSizeRel; do
+		configs+=("$type:" "$type-debug:-DTW_DEBUG=ON")
+	done
+else
+	configs=("default:" "debug:-DTW_DEBUG=ON" "Release:")
+fi
+
+failed=()
+for cc in gcc clang; do
+	command -v "$cc" >/dev/null || { echo "configs: no $cc (make deps-all)"; exit 1; }
+	for c in "${configs[@]}"; do
+		name=${c%%:*} flags=${c#*:}
+		type=${name%-debug}
+		args=(-DTW_WERROR=ON)
+		[ "$type" = default ] || [ "$type" = debug ] || args+=(-DCMAKE_BUILD_TYPE="$type")
+		[ $all = 1 ] || args+=(-DTW_BUILD_BENCH=OFF)
+		# shellcheck disable=SC2206
+		args+=($flags)
+		dir=$work/$cc-$name
+		echo "== $cc $name: cmake ${args[*]}"
+		if ! CC=$cc cmake -S "$src" -B "$dir" "${args[@]}" >"$dir.log" 2>&1 ||
+		   ! cmake --build "$dir" -j "$jobs" >>"$dir.log" 2>&1; then
+			grep -E 'error|warning' "$dir.log" | head -20 || tail -20 "$dir.log"
+			failed+=("$cc $name")
+			continue
+		fi
+		if [ $all = 0 ] && [ "$cc" = gcc ] && [ "$name" = debug ]; then
+			( cd "$dir" && ctest -j "$jobs" --output-on-failure >>"$dir.log" 2>&1 ) ||
+				{ tail -40 "$dir.log"; failed+=("$cc $name: ctest"); }
+		fi
+	done
+done
+if [ ${#failed[@]} -gt 0 ]; then
+	printf 'configs: FAILED: %s\n' "${failed[@]}"
+	exit 1
+fi
+echo "configs: every configuration built with gcc and clang, warnings as errors"
