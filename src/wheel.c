@@ -1263,12 +1263,12 @@ hot_inline int wheel_add_in(struct tw_wheel *w, struct tw_timer *t, int64_t dela
 
 	if (!w)
 		return TW_EINVAL;
-	if (delay > 0 && w->now > INT64_MAX - delay)
-		due = INT64_MAX;
-	else if (delay < 0 && w->now < INT64_MIN - delay)
-		due = INT64_MIN;
-	else
-		due = w->now + delay;
+	/* Refused, not clamped: a clamped due time is one the caller did
+	 * not ask for, and tw_service_add_in() refuses the same sum. */
+	if ((delay > 0 && w->now > INT64_MAX - delay) ||
+	    (delay < 0 && w->now < INT64_MIN - delay))
+		return TW_EOVERFLOW;
+	due = w->now + delay;
 	return wheel_add(w, t, due);
 }
 

@@ -298,7 +298,7 @@ static void test_due_times_that_overflow(void)
 	tw_timer_init(&early_, count_fire);
 	tw_timer_init(&far, never_runs);
 	CHECK_EQ(tw_wheel_add(&w, &late, INT64_MAX), 0);
-	CHECK_EQ(tw_wheel_add_in(&w, &far, INT64_MAX), 0); /* clamped */
+	CHECK_EQ(tw_wheel_add_in(&w, &far, INT64_MAX), 0); /* now is 0: fits */
 	CHECK_EQ(tw_timer_due(&far), INT64_MAX);
 	CHECK_EQ(tw_wheel_add(&w, &early_, INT64_MIN), 0); /* due: next advance */
 	CHECK_EQ(tw_wheel_timeout(&w, 0), 0);
@@ -700,6 +700,13 @@ static void test_error_strings(void)
 	CHECK(TW_SVC_IDLE == 0 && TW_SVC_STOPPED == 1);
 	CHECK(strstr(tw_strerror(TW_SVC_STOPPED), "stopped") != NULL);
 	CHECK(strstr(tw_strerror(TW_EDEADLK), "cycle") != NULL);
+	/* A text true for every layer that returns the code: TW_EOWNER
+	 * comes from the wheel's calls and the service's, TW_ESHUTDOWN
+	 * from the service's and the purgatory's (each said only one). */
+	CHECK(strstr(tw_strerror(TW_EOWNER), "wheel") != NULL);
+	CHECK(strstr(tw_strerror(TW_EOWNER), "service") != NULL);
+	CHECK(strstr(tw_strerror(TW_ESHUTDOWN), "service") != NULL);
+	CHECK(strstr(tw_strerror(TW_ESHUTDOWN), "purgatory") != NULL);
 	CHECK(strcmp(tw_strerror(3), "not an error (a count)") == 0);
 	CHECK(strcmp(tw_strerror(INT32_MAX), "not an error (a count)") == 0);
 	CHECK(strcmp(tw_strerror(TW_EDEADLK - 1), "unknown error") == 0);

@@ -247,9 +247,11 @@ int tw_wheel_add(struct tw_wheel *wheel, struct tw_timer *timer, int64_t due);
  * tw_wheel_add() at now + delay.
  * @param wheel an initialised wheel
  * @param timer an initialised timer that is not pending
- * @param delay time from tw_wheel_now(); the sum is clamped to
- *              INT64_MIN..INT64_MAX
+ * @param delay time from tw_wheel_now(), negative for a due time in the
+ *              past (due at the next advance)
  * @return as tw_wheel_add()
+ * @retval TW_EOVERFLOW now + delay does not fit an int64_t (nothing
+ *         changed; tw_service_add_in() refuses the same sums)
  * @threadsafety The wheel's thread; callbacks may call it.
  */
 int tw_wheel_add_in(struct tw_wheel *wheel, struct tw_timer *timer,
