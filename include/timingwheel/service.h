@@ -476,20 +476,36 @@ void tw_service_stats(struct tw_service *svc, struct tw_service_stats *out);
  * @param hand_back receives each pending timer (may be NULL)
  * @param arg passed to hand_back
  * @return how many were handed back (0 when called again), or TW_EINVAL
- *         (NULL) or TW_EREENTER (from a callback)
+ *         (NULL) or TW_EREENTER (from a callback), or TW_ECORRUPT: the
+ *         service lost track of a timer it held, and says so instead of
+ *         waiting for it for ever. A timer initialised (or its memory
+ *         reused) while pending leaves links no walk can follow, or an
+ *         add that never ends: the walk stops at the first broken link,
+ *         and the count of adds does not balance with the runs, stops
+ *         and hand-backs. The timers it could reach were handed back all
+ *         the same. (The debug build names the init at the call.)
  * @threadsafety Any thread but the callbacks.
  */
 int64_t tw_service_shutdown(struct tw_service *svc,
 			    tw_service_hand_back_fn *hand_back, void *arg);
 
 /**
- * Shut down (handing nothing back) if needed, and free.
- * @param svc the service (NULL, or called from a callback or a hand_back
- *            of any service: nothing happens, as tw_service_shutdown()
- *            refuses there)
- * @threadsafety Any thread but the callbacks; nothing may use svc after.
+ * Shut down (handing nothing back) if needed, and free. It never waits
+ * for a timer it cannot account for: see TW_ECORRUPT below.
+ * @param svc the service
+ * @retval 0 done
+ * @retval TW_EINVAL NULL svc (nothing happens)
+ * @retval TW_EREENTER called from a callback or a hand_back of any
+ *         service (nothing happens, as tw_service_shutdown() refuses
+ *         there)
+ * @retval TW_ECORRUPT freed, but the service had lost track of a timer
+ *         it held (as tw_service_shutdown() says: a timer initialised
+ *         while pending); the debug build (TW_DEBUG) aborts instead,
+ *         naming the timer when it found one
+ * @threadsafety Any thread but the callbacks; nothing may use svc after
+ *               (unless TW_EINVAL or TW_EREENTER).
  */
-void tw_service_destroy(struct tw_service *svc);
+int tw_service_destroy(struct tw_service *svc);
 
 #if defined(__GNUC__) && !defined(TW_NO_VISIBILITY)
 #pragma GCC visibility pop

@@ -177,6 +177,7 @@
 #include "../debug.h"
 #include "../service_internal.h"
 #include "../test_point.h"
+#include "../wheel_internal.h"
 #include "state.h"
 #include "timingwheel/service.h"
 
@@ -251,6 +252,13 @@ struct tw_service {
 				     next (the batch was full) */
 	/* F_TOMB flags the wheel owner cleared (under wheel_mu). */
 	uint64_t tombs_cleared;
+	/* The first timer the wheel owner found overwritten while the
+	 * service held it (an inbox entry without F_INBOX, broken wheel
+	 * links: an init of a pending timer, which only the debug build
+	 * names at the call), under wheel_mu. Its walk stopped there
+	 * instead of looping; shutdown and destroy report it. */
+	struct tw_service_timer *broken;
+	bool unbalanced;          /* shutdown's accounting did not balance */
 
 	/* cancel_sync waits here for a callback to finish. */
 	pthread_mutex_t idle_mu;
