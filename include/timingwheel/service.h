@@ -428,6 +428,47 @@ int tw_service_cancel_sync(struct tw_service *svc, struct tw_service_timer *t);
 int64_t tw_service_poll(struct tw_service *svc);
 
 /**
+ * Manual services: when tw_service_poll() next has work to do, for an event
+ * loop (tw_wheel_next_expiry() of the service's wheel). Never later than
+ * the earliest pending timer's due time (rounded up to its tick), or the
+ * end of its window: a loop that sleeps until then and polls misses
+ * nothing and runs nothing early (the poll never does). It may be earlier
+ * (a bucket of a higher level only moves its timers down, a cancelled
+ * timer's bucket still expires); the loop then polls and asks again.
+ *
+ * Adds and reschedules wait in lock-free inboxes until the wheel's owner
+ * applies them. This call applies them first (it takes the wheel's lock,
+ * as tw_service_count() does), so every add that returned before it, from
+ * any thread, is in its answer, and so is every periodic timer a poll
+ * re-armed. An add from another thread after it is not: that thread must
+ * wake the loop (an eventfd, uv_async_send()), whose next call sees it.
+ * @param svc the service
+ * @param[out] when the due time, in clock units; the service's latest
+ *             clock reading when timers are due already
+ * @return false if nothing is pending (or NULL svc or when; *when is then
+ *         untouched)
+ * @threadsafety Any thread, callbacks included.
+ */
+bool tw_service_next_expiry(struct tw_service *svc, int64_t *when);
+
+/**
+ * The poll timeout for an event loop driving a manual service
+ * (tw_wheel_timeout() for the service): how long it may sleep before its
+ * next tw_service_poll(), with tw_service_next_expiry()'s promise (and its
+ * rule for adds from other threads). In clock units: on the default clock
+ * nanoseconds, which epoll_wait() and uv_timer_start() take in whole
+ * milliseconds, rounded up ((timeout + 999999) / 1000000): rounding down
+ * would wake the loop before the timer is due, and it would spin on polls
+ * that find nothing.
+ * @param svc the service
+ * @param now the service's clock (tw_service_now())
+ * @return -1 if nothing is pending (or NULL svc), otherwise
+ *         max(0, next expiry - now), clamped to INT64_MAX
+ * @threadsafety Any thread, callbacks included.
+ */
+int64_t tw_service_timeout(struct tw_service *svc, int64_t now);
+
+/**
  * Wake the reaper, so it reads the clock again (after moving an injected
  * clock).
  * @param svc the service (NULL: nothing happens)

@@ -238,3 +238,32 @@ size_t tw_service_count(struct tw_service *svc)
 		n = (size_t)tombs < n ? n - (size_t)tombs : 0;
 	return n;
 }
+
+/* The wheel's next expiry once the inboxes are applied: an add from any
+ * thread that returned before this call is in the answer (it may sit in
+ * an inbox until a poll, and the wheel alone would not see it). */
+bool tw_service_next_expiry(struct tw_service *svc, int64_t *when)
+{
+	bool any;
+
+	if (!svc || !when)
+		return false;
+	pthread_mutex_lock(&svc->wheel_mu);
+	tw__svc_drain_inboxes(svc);
+	any = tw_wheel_next_expiry(&svc->wheel, when);
+	pthread_mutex_unlock(&svc->wheel_mu);
+	return any;
+}
+
+int64_t tw_service_timeout(struct tw_service *svc, int64_t now)
+{
+	int64_t when;
+
+	if (!tw_service_next_expiry(svc, &when))
+		return -1;
+	if (when <= now)
+		return 0;
+	if (now < 0 && when > INT64_MAX + now)
+		return INT64_MAX;
+	return when - now;
+}
