@@ -124,6 +124,28 @@ static void test_init_of_a_held_timer_is_named(void)
 			    "tw_service_periodic_init(", "pending");
 }
 
+/* A timer wiped by a memset (its memory reused), which no init check can
+ * see, and added again: destroy names it instead of waiting for ever. */
+static void wipe_a_pending_timer_then_destroy(void)
+{
+	struct tw_service *svc = manual_service();
+	struct tw_service_timer t;
+
+	tw_service_timer_init(&t, nothing);
+	CHECK_EQ(tw_service_add(svc, &t, TW_S(1)), 0);
+	memset(&t, 0, sizeof(t)); /* the mistake */
+	CHECK_EQ(tw_service_timer_reinit(&t, nothing), 0);
+	CHECK_EQ(tw_service_add(svc, &t, TW_S(2)), 0);
+	tw_service_destroy(svc);
+}
+
+static void test_destroy_names_a_wiped_timer(void)
+{
+	EXPECT_ABORT_NAMING(wipe_a_pending_timer_then_destroy,
+			    "tw_service_destroy(", "overwritten",
+			    "tw_service_cancel_sync()");
+}
+
 /* The right ways to reuse a timer are not mistakes. */
 static void reuse_done_right(void)
 {
@@ -412,6 +434,7 @@ static void test_einval_says_which_argument_and_goes_on(void)
 int main(void)
 {
 	RUN(test_init_of_a_held_timer_is_named);
+	RUN(test_destroy_names_a_wiped_timer);
 	RUN(test_reuse_done_right_is_not_a_mistake);
 	RUN(test_init_of_a_watched_op_is_named);
 	RUN(test_op_reuse_done_right_is_not_a_mistake);

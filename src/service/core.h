@@ -155,7 +155,12 @@
  * until shutdown is past it (from hand_back itself, it takes the timer
  * off the list instead, as the list is that thread's), and hand_back
  * runs in the last running[] slot, so a cancel_sync of the timer it holds
- * waits until hand_back returned.
+ * waits until hand_back returned. A timer whose memory was wiped
+ * while the service held it (an init the release build cannot see) breaks
+ * the links shutdown walks: the inbox drain stops at an entry without
+ * F_INBOX, the wheel's drain at a timer not linked where it is met, and
+ * shutdown then checks that every add ended once; it returns TW_ECORRUPT
+ * instead of looping for ever.
  *
  * The purgatory stops its timeouts through tw__service_stop_pending()
  * (service_internal.h): a cancel from PENDING and an unlink under wheel_mu
