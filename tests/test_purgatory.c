@@ -728,6 +728,14 @@ static void test_a_loop_sleeping_the_purgatory_timeout(void)
 			CHECK_EQ(watch_on(p, &m[i], 1, key, NULL, NULL), 0);
 			at[i] = -1;
 		}
+		{
+			int64_t when = 0;
+
+			/* No later than the first timeout (1100), or the
+			 * end of its tolerance. */
+			CHECK(tw_purgatory_next_expiry(p, &when));
+			CHECK(when > now && when <= (tolerant ? 1400 : 1100));
+		}
 		while ((to = tw_purgatory_timeout(p, now)) >= 0 && polls < 1000) {
 			now += to;
 			atomic_store(&virtual_now, now);
@@ -754,6 +762,12 @@ static void test_a_loop_sleeping_the_purgatory_timeout(void)
 		tw_purgatory_destroy(p);
 	}
 	CHECK_EQ(tw_purgatory_timeout(NULL, 0), -1);
+	{
+		int64_t when = 7;
+
+		CHECK(!tw_purgatory_next_expiry(NULL, &when));
+		CHECK_EQ(when, 7);
+	}
 }
 
 /* A tolerance: bad values change nothing; a kafka-mode purgatory refuses
