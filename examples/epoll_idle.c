@@ -23,18 +23,29 @@
  *
  *     epoll_idle [CONNECTIONS]     (default 200)
  *
+ * A second part drives a manual timer service (no reaper thread) from the
+ * same kind of loop: tw_service_timeout() is the epoll_wait timeout, and
+ * tw_service_poll() runs what is due. A worker thread adds timers while
+ * the loop sleeps, then wakes it through an eventfd: an add from another
+ * thread waits in the service's inbox, and the loop's next
+ * tw_service_timeout() sees it (it applies the inboxes first), but only
+ * once the loop is awake to ask.
+ *
  * Exit status 0 when every connection was closed by its idle timeout, none
- * early; 1 otherwise.
+ * early, and every service timer ran once, none early; 1 otherwise.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <arpa/inet.h>
 #include <errno.h>
 #include <limits.h>
 #include <netinet/in.h>
+#include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -139,6 +150,97 @@ static void on_readable(struct conn *c)
 				  c->last_read + IDLE_MS + IDLE_SLACK_MS);
 }
 
+/* ---- a manual service in the same loop ---- */
+
+enum { SVC_TIMERS = 64, SVC_SPREAD_MS = 80 };
+
+struct job {
+	struct tw_service_timer timer;
+	int64_t due;              /* ns, on the service's clock */
+	int runs;
+};
+
+static struct job jobs[SVC_TIMERS];
+static struct tw_service *svc;
+static int wake_fd;           /* the worker's eventfd */
+static int svc_ran, svc_early, svc_wakes;
+
+static void on_job(struct tw_service *s, struct tw_service_timer *t)
+{
+	struct job *j = tw_container_of(t, struct job, timer);
+
+	svc_early += tw_service_now(s) < j->due;
+	j->runs++;
+	svc_ran++;
+}
+
+/* Another thread's adds: then one write to the eventfd, or the loop may
+ * sleep on a timeout computed before them. */
+static void *worker(void *arg)
+{
+	uint64_t one = 1;
+
+	(void)arg;
+	for (int i = 0; i < SVC_TIMERS; i++) {
+		struct job *j = &jobs[i];
+
+		tw_service_timer_init(&j->timer, on_job);
+		j->due = tw_service_now(svc) + TW_MS(1 + i * SVC_SPREAD_MS / SVC_TIMERS);
+		if (tw_service_add(svc, &j->timer, j->due))
+			die("tw_service_add");
+	}
+	if (write(wake_fd, &one, sizeof(one)) != sizeof(one))
+		die("write eventfd");
+	return NULL;
+}
+
+static int manual_service_in_epoll(void)
+{
+	struct tw_service_config cfg = { .manual = true };
+	struct epoll_event ev = { .events = EPOLLIN };
+	int64_t start_ns;
+	int fails = 0;
+	pthread_t th;
+
+	if (tw_service_create(&svc, &cfg))
+		die("tw_service_create");
+	wake_fd = eventfd(0, EFD_NONBLOCK);
+	if (wake_fd < 0 || epoll_ctl(ep, EPOLL_CTL_ADD, wake_fd, &ev))
+		die("eventfd");
+	start_ns = tw_service_now(svc);
+	if (pthread_create(&th, NULL, worker, NULL))
+		die("pthread_create");
+	while (svc_ran < SVC_TIMERS &&
+	       tw_service_now(svc) - start_ns < TW_MS(GIVE_UP_MS)) {
+		struct epoll_event events[4];
+		int64_t ns = tw_service_timeout(svc, tw_service_now(svc));
+		/* Milliseconds rounded up: rounded down, the loop would wake
+		 * before the timer is due and poll for nothing. */
+		int64_t ms = ns < 0 ? -1 : (ns + TW_MS(1) - 1) / TW_MS(1);
+		int n = epoll_wait(ep, events, 4, ms > INT_MAX ? INT_MAX : (int)ms);
+		uint64_t count;
+
+		if (n < 0 && errno != EINTR)
+			die("epoll_wait");
+		for (int i = 0; i < n; i++)
+			if (read(wake_fd, &count, sizeof(count)) < 0 && errno != EAGAIN)
+				die("read eventfd");
+		svc_wakes += n == 0;
+		if (tw_service_poll(svc) < 0)
+			die("tw_service_poll");
+	}
+	pthread_join(th, NULL);
+	for (int i = 0; i < SVC_TIMERS; i++)
+		fails += jobs[i].runs != 1;
+	printf("epoll_idle: manual service: %d timers added by another thread, "
+	       "%d ran, %d early, %d more or less than once, %d wake-ups for "
+	       "timers\n", SVC_TIMERS, svc_ran, svc_early, fails, svc_wakes);
+	close(wake_fd);
+	if (tw_service_destroy(svc))
+		fails++;
+	return svc_ran == SVC_TIMERS && svc_early == 0 && fails == 0 ? 0 : 1;
+}
+
 int main(int argc, char **argv)
 {
 	int nconn = argc > 1 ? atoi(argv[1]) : 200;
@@ -215,10 +317,14 @@ int main(int argc, char **argv)
 		close(clients[i].fd);
 	free(clients);
 	close(listener);
-	close(ep);
 	/* Nothing may be pending now: every connection ended through its timer. */
 	if (tw_wheel_count(&wheel) != 0)
 		printf("epoll_idle: %zu timers still pending\n", tw_wheel_count(&wheel));
 	tw_wheel_destroy(&wheel);
-	return closed == nconn && early == 0 ? 0 : 1;
+	{
+		int svc_failed = manual_service_in_epoll();
+
+		close(ep);
+		return closed == nconn && early == 0 && !svc_failed ? 0 : 1;
+	}
 }

@@ -15,10 +15,18 @@
  *
  *     libuv_idle [CONNECTIONS]     (default 100)
  *
+ * A second part drives a manual timer service (no reaper thread) the same
+ * way: one uv_timer_t set, before each poll, to tw_service_timeout(), and
+ * tw_service_poll() when it fires. A worker thread adds timers to the
+ * service and wakes the loop with uv_async_send(): its adds wait in the
+ * service's inboxes, which tw_service_timeout() applies, once the loop is
+ * awake to ask.
+ *
  * Exit status 0 when every connection was closed by its idle timeout, none
- * early; 1 otherwise.
+ * early, and every service timer ran once, none early; 1 otherwise.
  */
 #define _POSIX_C_SOURCE 200809L /* uv.h needs pthread_rwlock_t */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -164,6 +172,107 @@ static void give_up(uv_timer_t *timer)
 	uv_stop(timer->loop);
 }
 
+/* ---- a manual service in the same loop ---- */
+
+enum { SVC_TIMERS = 64, SVC_SPREAD_MS = 80 };
+
+struct job {
+	struct tw_service_timer timer;
+	int64_t due;              /* ns, on the service's clock */
+	int runs;
+};
+
+static struct job jobs[SVC_TIMERS];
+static struct tw_service *svc;
+static uv_timer_t svc_driver;
+static uv_prepare_t svc_rearm;
+static uv_async_t svc_wake;
+static int svc_ran, svc_early;
+
+static void on_job(struct tw_service *s, struct tw_service_timer *t)
+{
+	struct job *j = tw_container_of(t, struct job, timer);
+
+	svc_early += tw_service_now(s) < j->due;
+	j->runs++;
+	svc_ran++;
+}
+
+static void svc_drive(uv_timer_t *timer)
+{
+	(void)timer;
+	if (tw_service_poll(svc) < 0)
+		exit(1);
+}
+
+/* Before each poll: the driver at the service's next expiry, in
+ * milliseconds rounded up (never before it is due). */
+static void svc_follow(uv_prepare_t *prepare)
+{
+	int64_t ns = tw_service_timeout(svc, tw_service_now(svc));
+
+	(void)prepare;
+	if (ns < 0)
+		uv_timer_stop(&svc_driver);
+	else
+		uv_timer_start(&svc_driver, svc_drive,
+			       (uint64_t)((ns + TW_MS(1) - 1) / TW_MS(1)), 0);
+}
+
+static void svc_woken(uv_async_t *async)
+{
+	(void)async; /* the prepare that follows re-arms the driver */
+}
+
+static void *worker(void *arg)
+{
+	(void)arg;
+	for (int i = 0; i < SVC_TIMERS; i++) {
+		struct job *j = &jobs[i];
+
+		tw_service_timer_init(&j->timer, on_job);
+		j->due = tw_service_now(svc) + TW_MS(1 + i * SVC_SPREAD_MS / SVC_TIMERS);
+		if (tw_service_add(svc, &j->timer, j->due))
+			exit(1);
+	}
+	uv_async_send(&svc_wake); /* else the loop sleeps on an older timeout */
+	return NULL;
+}
+
+static int manual_service_in_libuv(void)
+{
+	struct tw_service_config cfg = { .manual = true };
+	uint64_t start = uv_now(loop);
+	int fails = 0;
+	pthread_t th;
+
+	if (tw_service_create(&svc, &cfg))
+		return 1;
+	uv_timer_init(loop, &svc_driver);
+	uv_prepare_init(loop, &svc_rearm);
+	uv_prepare_start(&svc_rearm, svc_follow);
+	check(uv_async_init(loop, &svc_wake, svc_woken), "uv_async_init");
+	if (pthread_create(&th, NULL, worker, NULL))
+		return 1;
+	while (svc_ran < SVC_TIMERS && uv_now(loop) - start < GIVE_UP_MS) {
+		uv_run(loop, UV_RUN_ONCE);
+		uv_update_time(loop);
+	}
+	pthread_join(th, NULL);
+	for (int i = 0; i < SVC_TIMERS; i++)
+		fails += jobs[i].runs != 1;
+	printf("libuv_idle: manual service: %d timers added by another thread, "
+	       "%d ran, %d early, %d more or less than once\n",
+	       SVC_TIMERS, svc_ran, svc_early, fails);
+	uv_close((uv_handle_t *)&svc_driver, NULL);
+	uv_close((uv_handle_t *)&svc_rearm, NULL);
+	uv_close((uv_handle_t *)&svc_wake, NULL);
+	uv_run(loop, UV_RUN_DEFAULT);
+	if (tw_service_destroy(svc))
+		fails++;
+	return svc_ran == SVC_TIMERS && svc_early == 0 && fails == 0 ? 0 : 1;
+}
+
 int main(int argc, char **argv)
 {
 	struct sockaddr_in addr;
@@ -228,7 +337,12 @@ int main(int argc, char **argv)
 	uv_run(loop, UV_RUN_DEFAULT);
 	free(peers);
 	tw_wheel_destroy(&wheel);
-	check(uv_loop_close(loop), "uv_loop_close");
-	return sessions_closed == wanted && sessions_early == 0 && peers_open == wanted
-		       ? 0 : 1;
+	{
+		int svc_failed = manual_service_in_libuv();
+
+		check(uv_loop_close(loop), "uv_loop_close");
+		return sessions_closed == wanted && sessions_early == 0 &&
+				       peers_open == wanted && !svc_failed
+			       ? 0 : 1;
+	}
 }

@@ -6,8 +6,9 @@
  *
  * The anchor is the kernel's DEBUG_OBJECTS: the library keeps, beside the
  * objects, a table of the ones it holds (a service timer that is pending,
- * expired or a tombstone still linked; a purgatory op from its first watch
- * until its on_release; a wheel inside one of its calls),
+ * expired or a tombstone still linked; a timer pending in a wheel; a
+ * purgatory op from its first watch until its on_release; a wheel inside
+ * one of its calls),
  * keyed by address. A call that would break one of them -- an init of a
  * timer the service still holds, a wheel entered from a second thread
  * while a first is inside it -- finds its object in the table and aborts
@@ -29,7 +30,12 @@
 #ifdef TW_DEBUG
 
 /* What a tracked object is (one table, several kinds of object). */
-enum tw__debug_kind { TW_DBG_SVC_TIMER, TW_DBG_WHEEL_USER, TW_DBG_OP };
+enum tw__debug_kind {
+	TW_DBG_SVC_TIMER,
+	TW_DBG_WHEEL_USER,
+	TW_DBG_OP,
+	TW_DBG_WHEEL_TIMER /* pending in a wheel of the caller's; tag: the wheel */
+};
 
 /* Print "timingwheel: CALL(OBJ): why" and abort. */
 void tw__debug_fail(const char *call, const void *obj, const char *fmt, ...)

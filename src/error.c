@@ -20,7 +20,7 @@ const char *tw_strerror(int err)
 	case TW_ERANGE:
 		return "clock would go backwards";
 	case TW_EOWNER:
-		return "timer is pending in another wheel";
+		return "timer belongs to another wheel or service";
 	case TW_EREENTER:
 		return "not allowed from inside a timer callback";
 	case TW_ECORRUPT:
@@ -28,7 +28,7 @@ const char *tw_strerror(int err)
 	case TW_EOVERFLOW:
 		return "due time overflows int64";
 	case TW_ESHUTDOWN:
-		return "service is shut down";
+		return "service or purgatory is shut down";
 	case TW_EAGAIN:
 		return "could not start a thread";
 	case TW_EDEADLK:

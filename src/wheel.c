@@ -557,6 +557,22 @@ slow:
 	insert_exact_slow(w, t, key);
 }
 
+#ifdef TW_DEBUG
+/* The debug build's table (debug.h) holds every timer pending in a wheel
+ * of the caller's, so that tw_timer_init() on one is named at the call
+ * instead of crashing a later advance in the bucket list it broke. The
+ * service's wheel (it has an expire function) is left out: its timers are
+ * tracked as the service's, and their init is tw_service_timer_init(). */
+static void debug_pending(const struct tw_wheel *w, const struct tw_timer *t,
+			  bool pending)
+{
+	if (!w->expire)
+		tw__debug_set(TW_DBG_WHEEL_TIMER, t, pending, (uintptr_t)w);
+}
+#else
+#define debug_pending(w, t, pending) ((void)0)
+#endif
+
 /* File a timer that is new (from add or reschedule). A timer due now
  * waits in the ready list for the next advance. In kafka mode "due now"
  * is Kafka's test (its tick has been reached by level 1's clock) -- and,
@@ -583,6 +599,7 @@ hot_inline void place_new(struct tw_wheel *w, struct tw_timer *t)
 	int64_t key;
 
 	w->count++;
+	debug_pending(w, t, true);
 	/* The mode is tested once: exact mode's add is the one to keep
 	 * short. */
 	if (w->mode == TW_MODE_EXACT) {
@@ -606,6 +623,7 @@ hot_inline void unlink_pending(struct tw_wheel *w, struct tw_timer *t)
 
 	bucket_take(b, t);
 	w->count--;
+	debug_pending(w, t, false);
 	/* Exact mode keeps only non-empty buckets queued, so next_expiry
 	 * never reports a time when there is nothing to do. */
 	if (w->mode == TW_MODE_EXACT && b->count == 0 && b->has_expiration) {
@@ -617,6 +635,7 @@ hot_inline void unlink_pending(struct tw_wheel *w, struct tw_timer *t)
 static void fire(struct tw_wheel *w, struct tw_timer *t)
 {
 	w->count--;
+	debug_pending(w, t, false);
 	notify(w, TW_EV_FIRED, 0, 0, w->now, t);
 	(w->expire ? w->expire : t->fn)(w, t);
 }
@@ -1052,8 +1071,25 @@ static bool next_key_exact(const struct tw_wheel *w, int64_t *key)
 
 void tw_timer_init(struct tw_timer *timer, tw_timer_fn *fn)
 {
+#ifdef TW_DEBUG
+	uint64_t wheel;
+#endif
+
 	if (!timer)
 		return;
+#ifdef TW_DEBUG
+	/* The table says pending; the timer's own bucket link (the caller's
+	 * memory, initialised since it was added) confirms it. */
+	if (tw__debug_get(TW_DBG_WHEEL_TIMER, timer, &wheel) && timer->bucket)
+		tw__debug_fail("tw_timer_init", timer,
+			       "this timer is pending in wheel %p. Initialising "
+			       "it now breaks that wheel's bucket list, and a later "
+			       "tw_wheel_advance() crashes on it. Cancel it first "
+			       "(tw_wheel_cancel()), or move it with "
+			       "tw_wheel_reschedule(); its callback may also "
+			       "re-initialise it (it is no longer pending there).",
+			       (void *)(uintptr_t)wheel);
+#endif
 	memset(timer, 0, sizeof(*timer));
 	timer->fn = fn;
 }
@@ -1163,20 +1199,34 @@ int tw_wheel_init(struct tw_wheel *w, int64_t tick, uint32_t wheel_size,
  * and handed back again, for ever (issue 13, bug 10). A timer still on the
  * list is pending (its bucket is the list), so hand_back may also cancel
  * or reschedule the ones not yet handed back; those are not handed back. */
-hot_inline int64_t wheel_drain(struct tw_wheel *w, tw_timer_fn *hand_back)
+/* Whether t, met in bucket b, is linked there as the wheel links it. A
+ * pending timer whose memory was overwritten (tw_timer_init() or a memset
+ * on it, a re-add of it after that) leaves links no walk can trust: the
+ * drain then stops instead of looping for ever or following a NULL. */
+static bool linked_in(const struct tw_bucket *b, const struct tw_timer *t)
+{
+	return t->bucket == b && t->link.next && t->link.prev;
+}
+
+/* *broken: the first timer whose links were broken (the drain stopped
+ * there and returned TW_ECORRUPT), or NULL. */
+static int64_t drain_checked(struct tw_wheel *w, tw_timer_fn *hand_back,
+			     struct tw_timer **broken)
 {
 	struct tw_bucket *held;
-	size_t nbuckets;
+	size_t nbuckets, taken = 0, expected;
 	int64_t n = 0;
 
+	*broken = NULL;
 	if (!w || !w->buckets)
 		return TW_EINVAL;
 	if (w->advancing)
 		return TW_EREENTER;
 	nbuckets = (size_t)w->max_levels * w->size + 2; /* levels and ready */
 	held = tw__hand_back_list(w);
+	expected = w->count;
 	w->queue_len = 0;
-	for (size_t i = 0; i < nbuckets; i++) {
+	for (size_t i = 0; i < nbuckets && !*broken; i++) {
 		struct tw_bucket *b = &w->buckets[i];
 
 		b->has_expiration = false;
@@ -1185,8 +1235,14 @@ hot_inline int64_t wheel_drain(struct tw_wheel *w, tw_timer_fn *hand_back)
 		while (!list_empty(&b->head)) {
 			struct tw_timer *t = list_timer(b->head.next);
 
+			/* More timers than the wheel holds: a cycle. */
+			if (taken == expected || !linked_in(b, t)) {
+				*broken = t;
+				break;
+			}
 			bucket_take(b, t);
 			bucket_append(held, t);
+			taken++;
 		}
 	}
 	for (uint32_t i = 0; i < w->max_levels; i++) {
@@ -1195,16 +1251,36 @@ hot_inline int64_t wheel_drain(struct tw_wheel *w, tw_timer_fn *hand_back)
 	}
 	w->ndraining = 0;
 	w->upper_pop = INT64_MAX;
-	while (!list_empty(&held->head)) {
+	/* The held list is the drain's own: sound even when a bucket was
+	 * not (what was taken before the break is handed back). */
+	while (taken-- && !list_empty(&held->head)) {
 		struct tw_timer *t = list_timer(held->head.next);
 
 		bucket_take(held, t);
 		w->count--;
+		debug_pending(w, t, false);
 		n++;
 		if (hand_back)
 			hand_back(w, t);
 	}
+	if (*broken) {
+		w->count = 0; /* what is left cannot be walked */
+		return TW_ECORRUPT;
+	}
 	return n;
+}
+
+int64_t tw__wheel_drain_checked(struct tw_wheel *w, tw_timer_fn *hand_back,
+				struct tw_timer **broken)
+{
+	return drain_checked(w, hand_back, broken);
+}
+
+hot_inline int64_t wheel_drain(struct tw_wheel *w, tw_timer_fn *hand_back)
+{
+	struct tw_timer *broken;
+
+	return drain_checked(w, hand_back, &broken);
 }
 
 hot_inline int wheel_destroy(struct tw_wheel *w)
@@ -1216,13 +1292,15 @@ hot_inline int wheel_destroy(struct tw_wheel *w)
 	if (!w->buckets)
 		return TW_OK;
 	rc = wheel_drain(w, NULL);
-	if (rc < 0)
+	if (rc < 0 && rc != TW_ECORRUPT)
 		return (int)rc;
+	/* Broken lists are not walked again: the memory is freed all the
+	 * same, and the caller told. */
 	free(w->levels);
 	free(w->buckets);
 	free(w->queue);
 	memset(w, 0, sizeof(*w));
-	return TW_OK;
+	return rc < 0 ? (int)rc : TW_OK;
 }
 
 /* A wheel with an expire function (the service's) fires every timer
@@ -1264,12 +1342,12 @@ hot_inline int wheel_add_in(struct tw_wheel *w, struct tw_timer *t, int64_t dela
 
 	if (!w)
 		return TW_EINVAL;
-	if (delay > 0 && w->now > INT64_MAX - delay)
-		due = INT64_MAX;
-	else if (delay < 0 && w->now < INT64_MIN - delay)
-		due = INT64_MIN;
-	else
-		due = w->now + delay;
+	/* Refused, not clamped: a clamped due time is one the caller did
+	 * not ask for, and tw_service_add_in() refuses the same sum. */
+	if ((delay > 0 && w->now > INT64_MAX - delay) ||
+	    (delay < 0 && w->now < INT64_MIN - delay))
+		return TW_EOVERFLOW;
+	due = w->now + delay;
 	return wheel_add(w, t, due);
 }
 
@@ -1342,6 +1420,7 @@ hot_inline int wheel_reschedule(struct tw_wheel *w, struct tw_timer *t, int64_t 
 static void place_new_exact(struct tw_wheel *w, struct tw_timer *t)
 {
 	w->count++;
+	debug_pending(w, t, true);
 	if (t->due <= w->now)
 		place_ready(w, t);
 	else
@@ -1453,6 +1532,7 @@ static void file_windowed(struct tw_wheel *w, struct tw_timer *t, struct tw_buck
 	list_append(b->head.next, &t->link); /* before the first */
 	lv->windowed = true;
 	w->count++;
+	debug_pending(w, t, true);
 	b->count++;
 	t->bucket = b;
 	if (pop < b->min_key)

@@ -23,5 +23,9 @@ struct tw_bucket *tw__hand_back_list(const struct tw_wheel *w);
 unsigned tw__bucket_level(const struct tw_wheel *w, const struct tw_bucket *b);
 bool tw__bucket_queued(const struct tw_wheel *w, const struct tw_bucket *b);
 unsigned tw__bucket_slot(const struct tw_wheel *w, const struct tw_bucket *b);
+/* tw_wheel_drain(), telling which timer's links were broken (*broken,
+ * with TW_ECORRUPT), for the service to name it. */
+int64_t tw__wheel_drain_checked(struct tw_wheel *w, tw_timer_fn *hand_back,
+				struct tw_timer **broken);
 
 #endif

@@ -124,6 +124,28 @@ static void test_init_of_a_held_timer_is_named(void)
 			    "tw_service_periodic_init(", "pending");
 }
 
+/* A timer wiped by a memset (its memory reused), which no init check can
+ * see, and added again: destroy names it instead of waiting for ever. */
+static void wipe_a_pending_timer_then_destroy(void)
+{
+	struct tw_service *svc = manual_service();
+	struct tw_service_timer t;
+
+	tw_service_timer_init(&t, nothing);
+	CHECK_EQ(tw_service_add(svc, &t, TW_S(1)), 0);
+	memset(&t, 0, sizeof(t)); /* the mistake */
+	CHECK_EQ(tw_service_timer_reinit(&t, nothing), 0);
+	CHECK_EQ(tw_service_add(svc, &t, TW_S(2)), 0);
+	tw_service_destroy(svc);
+}
+
+static void test_destroy_names_a_wiped_timer(void)
+{
+	EXPECT_ABORT_NAMING(wipe_a_pending_timer_then_destroy,
+			    "tw_service_destroy(", "overwritten",
+			    "tw_service_cancel_sync()");
+}
+
 /* The right ways to reuse a timer are not mistakes. */
 static void reuse_done_right(void)
 {
@@ -328,6 +350,62 @@ static void test_nested_calls_on_the_wheels_thread_are_not_a_mistake(void)
 	EXPECT_CLEAN(wheel_handed_over_and_nested);
 }
 
+/* ---- a wheel timer initialised while it is pending ---- */
+
+static struct tw_timer reused;
+
+static void init_a_pending_wheel_timer(void)
+{
+	CHECK_EQ(tw_wheel_init(&wheel, 1, 64, 0, TW_MODE_EXACT), 0);
+	tw_timer_init(&reused, nothing_on_wheel);
+	CHECK_EQ(tw_wheel_add(&wheel, &reused, 5000), 0);
+	tw_timer_init(&reused, nothing_on_wheel); /* the mistake */
+	tw_wheel_advance(&wheel, 10000); /* where it used to crash */
+}
+
+static void init_a_pending_windowed_timer(void)
+{
+	CHECK_EQ(tw_wheel_init(&wheel, 1, 64, 0, TW_MODE_EXACT), 0);
+	tw_timer_init(&reused, nothing_on_wheel);
+	CHECK_EQ(tw_wheel_add_range(&wheel, &reused, 5000, 6000), 0);
+	tw_timer_init(&reused, nothing_on_wheel); /* the mistake */
+}
+
+static void reinit_itself(struct tw_wheel *w, struct tw_timer *t)
+{
+	(void)w;
+	tw_timer_init(t, nothing_on_wheel); /* no longer pending: fine */
+}
+
+/* Every way a timer stops being pending makes its init right again. */
+static void wheel_timer_reuse_done_right(void)
+{
+	CHECK_EQ(tw_wheel_init(&wheel, 1, 64, 0, TW_MODE_KAFKA), 0);
+	tw_timer_init(&reused, reinit_itself);
+	CHECK_EQ(tw_wheel_add(&wheel, &reused, 5), 0);
+	CHECK_EQ(tw_wheel_advance(&wheel, 10), 1); /* in its callback */
+	tw_timer_init(&reused, nothing_on_wheel); /* after it fired */
+	CHECK_EQ(tw_wheel_add(&wheel, &reused, 500), 0);
+	CHECK_EQ(tw_wheel_reschedule(&wheel, &reused, 700), 1);
+	CHECK_EQ(tw_wheel_cancel(&wheel, &reused), 1);
+	tw_timer_init(&reused, nothing_on_wheel); /* after a cancel */
+	CHECK_EQ(tw_wheel_add(&wheel, &reused, 500), 0);
+	CHECK_EQ(tw_wheel_drain(&wheel, NULL), 1);
+	tw_timer_init(&reused, nothing_on_wheel); /* after a drain */
+	CHECK_EQ(tw_wheel_add(&wheel, &reused, 500), 0);
+	CHECK_EQ(tw_wheel_destroy(&wheel), 0);
+	tw_timer_init(&reused, nothing_on_wheel); /* after destroy */
+}
+
+static void test_init_of_a_pending_wheel_timer_is_named(void)
+{
+	EXPECT_ABORT_NAMING(init_a_pending_wheel_timer, "tw_timer_init(",
+			    "pending in wheel", "tw_wheel_cancel()");
+	EXPECT_ABORT_NAMING(init_a_pending_windowed_timer, "tw_timer_init(",
+			    "pending in wheel");
+	EXPECT_CLEAN(wheel_timer_reuse_done_right);
+}
+
 /* ---- a TW_EINVAL that says which argument ---- */
 
 static void bad_arguments(void)
@@ -356,11 +434,13 @@ static void test_einval_says_which_argument_and_goes_on(void)
 int main(void)
 {
 	RUN(test_init_of_a_held_timer_is_named);
+	RUN(test_destroy_names_a_wiped_timer);
 	RUN(test_reuse_done_right_is_not_a_mistake);
 	RUN(test_init_of_a_watched_op_is_named);
 	RUN(test_op_reuse_done_right_is_not_a_mistake);
 	RUN(test_a_wheel_entered_by_a_second_thread_is_named);
 	RUN(test_nested_calls_on_the_wheels_thread_are_not_a_mistake);
+	RUN(test_init_of_a_pending_wheel_timer_is_named);
 	RUN(test_einval_says_which_argument_and_goes_on);
 	return check_report();
 }

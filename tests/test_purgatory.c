@@ -706,6 +706,70 @@ static void test_tolerances_in_one_jump(void)
 	tw_purgatory_destroy(p);
 }
 
+/* An event loop driving a manual purgatory sleeps exactly
+ * tw_purgatory_timeout() between polls: each timeout runs at its due
+ * time rounded up to the tick (with a tolerance: inside it), none is
+ * missed or early, and the loop wakes no more often than there are
+ * ticks with work in them. */
+static void test_a_loop_sleeping_the_purgatory_timeout(void)
+{
+	for (int tolerant = 0; tolerant < 2; tolerant++) {
+		struct tw_purgatory *p = manual_purgatory_purging(0);
+		static struct mock m[30];
+		int64_t at[30], now = 1000, to;
+		int polls = 0;
+		char key[8];
+
+		for (int i = 0; i < 30; i++) {
+			mock_init(&m[i], 100 + 7 * i);
+			if (tolerant)
+				CHECK_EQ(tw_op_set_tolerance(&m[i].op, 300), TW_OK);
+			snprintf(key, sizeof(key), "k%d", i);
+			CHECK_EQ(watch_on(p, &m[i], 1, key, NULL, NULL), 0);
+			at[i] = -1;
+		}
+		{
+			int64_t when = 0;
+
+			/* No later than the first timeout (1100), or the
+			 * end of its tolerance. */
+			CHECK(tw_purgatory_next_expiry(p, &when));
+			CHECK(when > now && when <= (tolerant ? 1400 : 1100));
+		}
+		while ((to = tw_purgatory_timeout(p, now)) >= 0 && polls < 1000) {
+			now += to;
+			atomic_store(&virtual_now, now);
+			CHECK(tw_purgatory_poll(p) >= 0);
+			polls++;
+			for (int i = 0; i < 30; i++)
+				if (at[i] < 0 && atomic_load(&m[i].expirations))
+					at[i] = now;
+		}
+		CHECK_EQ(tw_purgatory_delayed(p), 0);
+		for (int i = 0; i < 30; i++) {
+			int64_t due = 1100 + 7 * i;
+
+			CHECK_EQ(atomic_load(&m[i].expirations), 1);
+			CHECK(at[i] >= due);
+			if (tolerant)
+				CHECK(at[i] < due + 300 + 10);
+			else
+				CHECK_EQ(at[i], (due + 9) / 10 * 10);
+		}
+		/* 203 units of timeouts, 10 a tick: at most 21 wake-ups
+		 * with work, plus the early ones of cascades. */
+		CHECK(polls <= 40);
+		tw_purgatory_destroy(p);
+	}
+	CHECK_EQ(tw_purgatory_timeout(NULL, 0), -1);
+	{
+		int64_t when = 7;
+
+		CHECK(!tw_purgatory_next_expiry(NULL, &when));
+		CHECK_EQ(when, 7);
+	}
+}
+
 /* A tolerance: bad values change nothing; a kafka-mode purgatory refuses
  * to watch an op that has one (its timeout could not be armed) and
  * watches it once the tolerance is back to 0. */
@@ -805,6 +869,7 @@ static void test_a_completion_unlinks_its_timeout_without_a_drain(void)
 int main(void)
 {
 	RUN(test_timeouts_with_a_tolerance_expire_together);
+	RUN(test_a_loop_sleeping_the_purgatory_timeout);
 	RUN(test_tolerances_in_one_jump);
 	RUN(test_bad_tolerances);
 	RUN(test_tolerances_at_the_ends_of_time);

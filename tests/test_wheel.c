@@ -1244,7 +1244,9 @@ static void test_due_times_at_int64_edges(void)
 	}
 }
 
-static void test_add_in_clamps(void)
+/* A sum past either end is refused, as tw_service_add_in() refuses it:
+ * the wheel used to clamp it, filing a due time nobody asked for. */
+static void test_add_in_refuses_an_overflow(void)
 {
 	struct tw_wheel w;
 	struct rec a, b;
@@ -1252,11 +1254,18 @@ static void test_add_in_clamps(void)
 	tw_wheel_init(&w, 1, 8, INT64_MAX - 10, TW_MODE_EXACT);
 	rec_init(&a, 1);
 	rec_init(&b, 2);
-	CHECK_EQ(tw_wheel_add_in(&w, &a.timer, INT64_MAX), TW_OK);
+	CHECK_EQ(tw_wheel_add_in(&w, &a.timer, INT64_MAX), TW_EOVERFLOW);
+	CHECK_EQ(tw_wheel_add_in(&w, &a.timer, 11), TW_EOVERFLOW);
+	CHECK(!tw_timer_pending(&a.timer));
+	CHECK_EQ(tw_wheel_count(&w), 0);
+	CHECK_EQ(tw_wheel_add_in(&w, &a.timer, 10), TW_OK); /* the last that fits */
 	CHECK_EQ(tw_timer_due(&a.timer), INT64_MAX);
 	tw_wheel_destroy(&w);
 	tw_wheel_init(&w, 1, 8, INT64_MIN + 10, TW_MODE_EXACT);
-	CHECK_EQ(tw_wheel_add_in(&w, &b.timer, INT64_MIN), TW_OK);
+	CHECK_EQ(tw_wheel_add_in(&w, &b.timer, INT64_MIN), TW_EOVERFLOW);
+	CHECK_EQ(tw_wheel_add_in(&w, &b.timer, -11), TW_EOVERFLOW);
+	CHECK_EQ(tw_wheel_count(&w), 0);
+	CHECK_EQ(tw_wheel_add_in(&w, &b.timer, -10), TW_OK);
 	CHECK_EQ(tw_timer_due(&b.timer), INT64_MIN);
 	CHECK_EQ(tw_wheel_timeout(&w, INT64_MIN + 10), 0);
 	tw_wheel_destroy(&w);
@@ -1386,7 +1395,7 @@ int main(void)
 	RUN(test_drain_and_destroy_hand_back_pending);
 	RUN(test_due_times_at_int64_edges);
 	RUN(test_negative_times_are_described);
-	RUN(test_add_in_clamps);
+	RUN(test_add_in_refuses_an_overflow);
 	RUN(test_timeout_clamps);
 	RUN(test_window_reaching_int64_max);
 	RUN(test_window_takes_the_last_bucket_within_reach);

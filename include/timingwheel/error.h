@@ -29,11 +29,15 @@ enum tw_error {
 	TW_EBUSY = -3,    /**< the timer is already pending (use reschedule),
 			       or the operation already watched */
 	TW_ERANGE = -4,   /**< the clock would go backwards */
-	TW_EOWNER = -5,   /**< the timer is pending in a different wheel or service */
+	TW_EOWNER = -5,   /**< the timer belongs to another wheel (it is pending
+			       there) or another service (its first add
+			       claimed it) */
 	TW_EREENTER = -6, /**< called from inside a callback where that is not allowed */
 	TW_ECORRUPT = -7, /**< tw_wheel_check() found a broken invariant */
-	TW_EOVERFLOW = -8,/**< now + delay does not fit in an int64_t */
-	TW_ESHUTDOWN = -9,/**< the service or purgatory is shut down */
+	TW_EOVERFLOW = -8,/**< now + delay does not fit in an int64_t (the
+			       add_in calls of the wheel and the service;
+			       nothing changed) */
+	TW_ESHUTDOWN = -9,/**< the service or the purgatory is shut down */
 	TW_EAGAIN = -10,  /**< a thread could not be started */
 	TW_EDEADLK = -11  /**< cancel_sync would close a cycle of waits (callbacks
 			       that cancel_sync each other); from a timer's own

@@ -357,7 +357,8 @@ void tw_purgatory_purge(struct tw_purgatory *p);
 /**
  * Expire the operations whose timeout is due, for a purgatory whose service
  * is manual (cfg.service.manual: no reaper thread, e.g. on a virtual clock
- * in tests, or driven from an event loop).
+ * in tests, or driven from an event loop, which sleeps for
+ * tw_purgatory_timeout() between polls).
  * @param p the purgatory
  * @return how many timeouts were dispatched, or TW_EINVAL (NULL), TW_ERANGE
  *         (the clock went backwards), TW_EREENTER or TW_ESHUTDOWN, as
@@ -365,6 +366,30 @@ void tw_purgatory_purge(struct tw_purgatory *p);
  * @threadsafety Any thread but the purgatory's callbacks; one poll at a time.
  */
 int64_t tw_purgatory_poll(struct tw_purgatory *p);
+
+/**
+ * For an event loop driving a manual purgatory: when its next timeout is
+ * due (tw_service_next_expiry() of its service, with the same promise:
+ * never later than the next timeout, so a loop that sleeps until then and
+ * polls misses none).
+ * @param p the purgatory
+ * @param[out] when the due time, in its service's clock units
+ * @return false if no timeout is armed (or NULL p or when)
+ * @threadsafety Any thread.
+ */
+bool tw_purgatory_next_expiry(struct tw_purgatory *p, int64_t *when);
+
+/**
+ * How long an event loop may sleep before its next tw_purgatory_poll()
+ * (tw_service_timeout() of its service: in clock units, rounded up to the
+ * loop's unit by the caller).
+ * @param p the purgatory
+ * @param now its service's clock
+ * @return -1 if no timeout is armed (or NULL p), otherwise
+ *         max(0, next expiry - now)
+ * @threadsafety Any thread.
+ */
+int64_t tw_purgatory_timeout(struct tw_purgatory *p, int64_t now);
 
 /**
  * Refuse new operations, wait for the try_complete_else_watch calls

@@ -428,6 +428,47 @@ int tw_service_cancel_sync(struct tw_service *svc, struct tw_service_timer *t);
 int64_t tw_service_poll(struct tw_service *svc);
 
 /**
+ * Manual services: when tw_service_poll() next has work to do, for an event
+ * loop (tw_wheel_next_expiry() of the service's wheel). Never later than
+ * the earliest pending timer's due time (rounded up to its tick), or the
+ * end of its window: a loop that sleeps until then and polls misses
+ * nothing and runs nothing early (the poll never does). It may be earlier
+ * (a bucket of a higher level only moves its timers down, a cancelled
+ * timer's bucket still expires); the loop then polls and asks again.
+ *
+ * Adds and reschedules wait in lock-free inboxes until the wheel's owner
+ * applies them. This call applies them first (it takes the wheel's lock,
+ * as tw_service_count() does), so every add that returned before it, from
+ * any thread, is in its answer, and so is every periodic timer a poll
+ * re-armed. An add from another thread after it is not: that thread must
+ * wake the loop (an eventfd, uv_async_send()), whose next call sees it.
+ * @param svc the service
+ * @param[out] when the due time, in clock units; the service's latest
+ *             clock reading when timers are due already
+ * @return false if nothing is pending (or NULL svc or when; *when is then
+ *         untouched)
+ * @threadsafety Any thread, callbacks included.
+ */
+bool tw_service_next_expiry(struct tw_service *svc, int64_t *when);
+
+/**
+ * The poll timeout for an event loop driving a manual service
+ * (tw_wheel_timeout() for the service): how long it may sleep before its
+ * next tw_service_poll(), with tw_service_next_expiry()'s promise (and its
+ * rule for adds from other threads). In clock units: on the default clock
+ * nanoseconds, which epoll_wait() and uv_timer_start() take in whole
+ * milliseconds, rounded up ((timeout + 999999) / 1000000): rounding down
+ * would wake the loop before the timer is due, and it would spin on polls
+ * that find nothing.
+ * @param svc the service
+ * @param now the service's clock (tw_service_now())
+ * @return -1 if nothing is pending (or NULL svc), otherwise
+ *         max(0, next expiry - now), clamped to INT64_MAX
+ * @threadsafety Any thread, callbacks included.
+ */
+int64_t tw_service_timeout(struct tw_service *svc, int64_t now);
+
+/**
  * Wake the reaper, so it reads the clock again (after moving an injected
  * clock).
  * @param svc the service (NULL: nothing happens)
@@ -476,20 +517,36 @@ void tw_service_stats(struct tw_service *svc, struct tw_service_stats *out);
  * @param hand_back receives each pending timer (may be NULL)
  * @param arg passed to hand_back
  * @return how many were handed back (0 when called again), or TW_EINVAL
- *         (NULL) or TW_EREENTER (from a callback)
+ *         (NULL) or TW_EREENTER (from a callback), or TW_ECORRUPT: the
+ *         service lost track of a timer it held, and says so instead of
+ *         waiting for it for ever. A timer initialised (or its memory
+ *         reused) while pending leaves links no walk can follow, or an
+ *         add that never ends: the walk stops at the first broken link,
+ *         and the count of adds does not balance with the runs, stops
+ *         and hand-backs. The timers it could reach were handed back all
+ *         the same. (The debug build names the init at the call.)
  * @threadsafety Any thread but the callbacks.
  */
 int64_t tw_service_shutdown(struct tw_service *svc,
 			    tw_service_hand_back_fn *hand_back, void *arg);
 
 /**
- * Shut down (handing nothing back) if needed, and free.
- * @param svc the service (NULL, or called from a callback or a hand_back
- *            of any service: nothing happens, as tw_service_shutdown()
- *            refuses there)
- * @threadsafety Any thread but the callbacks; nothing may use svc after.
+ * Shut down (handing nothing back) if needed, and free. It never waits
+ * for a timer it cannot account for: see TW_ECORRUPT below.
+ * @param svc the service
+ * @retval 0 done
+ * @retval TW_EINVAL NULL svc (nothing happens)
+ * @retval TW_EREENTER called from a callback or a hand_back of any
+ *         service (nothing happens, as tw_service_shutdown() refuses
+ *         there)
+ * @retval TW_ECORRUPT freed, but the service had lost track of a timer
+ *         it held (as tw_service_shutdown() says: a timer initialised
+ *         while pending); the debug build (TW_DEBUG) aborts instead,
+ *         naming the timer when it found one
+ * @threadsafety Any thread but the callbacks; nothing may use svc after
+ *               (unless TW_EINVAL or TW_EREENTER).
  */
-void tw_service_destroy(struct tw_service *svc);
+int tw_service_destroy(struct tw_service *svc);
 
 #if defined(__GNUC__) && !defined(TW_NO_VISIBILITY)
 #pragma GCC visibility pop

@@ -212,6 +212,8 @@ int tw_wheel_init(struct tw_wheel *wheel, int64_t tick, uint32_t wheel_size,
  * @retval 0 success
  * @retval TW_EINVAL NULL wheel
  * @retval TW_EREENTER called from a callback (nothing changes)
+ * @retval TW_ECORRUPT a bucket list was broken (as tw_wheel_drain()); the
+ *         memory is released all the same
  * @threadsafety The wheel's thread, outside callbacks.
  */
 int tw_wheel_destroy(struct tw_wheel *wheel);
@@ -224,8 +226,13 @@ int tw_wheel_destroy(struct tw_wheel *wheel);
  * reschedules before its turn is not handed back at all.
  * @param wheel an initialised wheel
  * @param hand_back called once per timer, already not pending; may be NULL
- * @return how many timers were handed back, or TW_EINVAL (NULL wheel) or
- *         TW_EREENTER (called from a callback)
+ * @return how many timers were handed back, or TW_EINVAL (NULL wheel),
+ *         TW_EREENTER (called from a callback) or TW_ECORRUPT: a pending
+ *         timer's links were overwritten (tw_timer_init() or memset on a
+ *         pending timer, which the debug build names at the call), or a
+ *         bucket holds more timers than the wheel counts. The drain stops
+ *         there rather than loop or crash, hands back the timers it took
+ *         before, and leaves the wheel fit only for tw_wheel_destroy()
  * @threadsafety The wheel's thread, outside callbacks.
  */
 int64_t tw_wheel_drain(struct tw_wheel *wheel, tw_timer_fn *hand_back);
@@ -247,9 +254,11 @@ int tw_wheel_add(struct tw_wheel *wheel, struct tw_timer *timer, int64_t due);
  * tw_wheel_add() at now + delay.
  * @param wheel an initialised wheel
  * @param timer an initialised timer that is not pending
- * @param delay time from tw_wheel_now(); the sum is clamped to
- *              INT64_MIN..INT64_MAX
+ * @param delay time from tw_wheel_now(), negative for a due time in the
+ *              past (due at the next advance)
  * @return as tw_wheel_add()
+ * @retval TW_EOVERFLOW now + delay does not fit an int64_t (nothing
+ *         changed; tw_service_add_in() refuses the same sums)
  * @threadsafety The wheel's thread; callbacks may call it.
  */
 int tw_wheel_add_in(struct tw_wheel *wheel, struct tw_timer *timer,

@@ -84,6 +84,16 @@ int64_t tw_purgatory_poll(struct tw_purgatory *p)
 	return tw_service_poll(p->svc);
 }
 
+bool tw_purgatory_next_expiry(struct tw_purgatory *p, int64_t *when)
+{
+	return p && tw_service_next_expiry(p->svc, when);
+}
+
+int64_t tw_purgatory_timeout(struct tw_purgatory *p, int64_t now)
+{
+	return p ? tw_service_timeout(p->svc, now) : -1;
+}
+
 struct timeout_hand_back {
 	struct tw_purgatory *p;
 	tw_op_fn *hand_back;

@@ -155,7 +155,12 @@
  * until shutdown is past it (from hand_back itself, it takes the timer
  * off the list instead, as the list is that thread's), and hand_back
  * runs in the last running[] slot, so a cancel_sync of the timer it holds
- * waits until hand_back returned.
+ * waits until hand_back returned. A timer whose memory was wiped
+ * while the service held it (an init the release build cannot see) breaks
+ * the links shutdown walks: the inbox drain stops at an entry without
+ * F_INBOX, the wheel's drain at a timer not linked where it is met, and
+ * shutdown then checks that every add ended once; it returns TW_ECORRUPT
+ * instead of looping for ever.
  *
  * The purgatory stops its timeouts through tw__service_stop_pending()
  * (service_internal.h): a cancel from PENDING and an unlink under wheel_mu
@@ -177,6 +182,7 @@
 #include "../debug.h"
 #include "../service_internal.h"
 #include "../test_point.h"
+#include "../wheel_internal.h"
 #include "state.h"
 #include "timingwheel/service.h"
 
@@ -251,6 +257,13 @@ struct tw_service {
 				     next (the batch was full) */
 	/* F_TOMB flags the wheel owner cleared (under wheel_mu). */
 	uint64_t tombs_cleared;
+	/* The first timer the wheel owner found overwritten while the
+	 * service held it (an inbox entry without F_INBOX, broken wheel
+	 * links: an init of a pending timer, which only the debug build
+	 * names at the call), under wheel_mu. Its walk stopped there
+	 * instead of looping; shutdown and destroy report it. */
+	struct tw_service_timer *broken;
+	bool unbalanced;          /* shutdown's accounting did not balance */
 
 	/* cancel_sync waits here for a callback to finish. */
 	pthread_mutex_t idle_mu;

@@ -492,6 +492,47 @@ static bool hand_back_one(struct tw_service *svc, struct tw_service_timer *t,
 	return false;
 }
 
+/* Every add ended exactly once: it ran, a cancel or a reschedule stopped
+ * it, or shutdown handed it back (service.h). After the threads are
+ * joined and the wheel is drained the counts are final, and a difference
+ * is an add the service lost track of: a timer initialised while it held
+ * it, which then neither runs nor comes back. */
+static bool balanced(struct tw_service *svc)
+{
+	struct tw_service_stats st;
+
+	tw_service_stats(svc, &st);
+	return st.added == st.ran + st.stopped + st.handed_back;
+}
+
+#ifdef TW_DEBUG
+/* The debug build stops where the release build returns TW_ECORRUPT. */
+static void report_broken(const char *call, const struct tw_service *svc)
+{
+	struct tw_service_stats st;
+
+	if (svc->broken)
+		tw__debug_fail(call, svc->broken,
+			       "this timer was overwritten while service #%u held "
+			       "it (tw_service_timer_init() or memset on a pending "
+			       "timer, then maybe added again): its links could "
+			       "not be followed, and shutdown stopped there rather "
+			       "than loop for ever. Use tw_service_cancel_sync() "
+			       "before initialising or freeing a timer.",
+			       (unsigned)(svc->owner_bits >> OWNER_SHIFT));
+	tw_service_stats((struct tw_service *)svc, &st);
+	tw__debug_fail(call, svc,
+		       "the accounting of this service does not balance: %llu "
+		       "adds, but %llu ran, %llu were stopped and %llu handed "
+		       "back. A timer was initialised (or its memory reused) "
+		       "while the service held it; use tw_service_cancel_sync() "
+		       "first.",
+		       (unsigned long long)st.added, (unsigned long long)st.ran,
+		       (unsigned long long)st.stopped,
+		       (unsigned long long)st.handed_back);
+}
+#endif
+
 int64_t tw_service_shutdown(struct tw_service *svc,
 			    tw_service_hand_back_fn *hand_back, void *arg)
 {
@@ -523,7 +564,15 @@ int64_t tw_service_shutdown(struct tw_service *svc,
 	TW_TEST_POINT("shutdown.drain", svc);
 	pthread_mutex_lock(&svc->wheel_mu);
 	tw__svc_drain_inboxes(svc);
-	tw_wheel_drain(&svc->wheel, collect_pending);
+	{
+		struct tw_timer *broken;
+
+		if (tw__wheel_drain_checked(&svc->wheel, collect_pending,
+					    &broken) == TW_ECORRUPT &&
+		    !svc->broken)
+			svc->broken = tw_container_of(
+				broken, struct tw_service_timer, wheel_timer);
+	}
 	pthread_mutex_unlock(&svc->wheel_mu);
 	/* hand_back runs like a callback, in the last running[] slot: a
 	 * cancel_sync of the timer waits until it returned, and from inside
@@ -552,17 +601,28 @@ int64_t tw_service_shutdown(struct tw_service *svc,
 	atomic_store(&svc->handing_back, false);
 	self->current_svc = NULL;
 	svc->shut_down = true;
+	svc->unbalanced = !balanced(svc);
 	pthread_mutex_unlock(&svc->shutdown_mu);
-	return n;
+	return svc->broken || svc->unbalanced ? TW_ECORRUPT : n;
 }
 
-void tw_service_destroy(struct tw_service *svc)
+int tw_service_destroy(struct tw_service *svc)
 {
+	int rc;
+
 	/* From a callback or a hand_back the service is running the caller:
 	 * freeing it there was a use-after-free on return (issue 28's
 	 * review). Refused like shutdown, by doing nothing. */
-	if (!svc || THIS_THREAD.current || THIS_THREAD.scanning)
-		return;
+	if (!svc)
+		return TW_EINVAL;
+	if (THIS_THREAD.current || THIS_THREAD.scanning)
+		return TW_EREENTER;
 	tw_service_shutdown(svc, NULL, NULL);
+	rc = svc->broken || svc->unbalanced ? TW_ECORRUPT : TW_OK;
+#ifdef TW_DEBUG
+	if (rc)
+		report_broken("tw_service_destroy", svc);
+#endif
 	free_service(svc);
+	return rc;
 }

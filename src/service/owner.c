@@ -53,7 +53,7 @@ void tw__svc_unlink_stopped(struct tw_service *svc, struct tw_service_timer *t)
  * cancel), the loop looks again; the same word back after an add and a
  * cancel (ABA) needs nothing more: only the wheel owner links.
  */
-static void apply(struct tw_service *svc, struct tw_service_timer *t)
+static bool apply(struct tw_service *svc, struct tw_service_timer *t)
 {
 	/* A first guess, not a load: the word of a one-shot timer of ours
 	 * added or rescheduled (most of what an inbox holds). A load first
@@ -75,6 +75,12 @@ static void apply(struct tw_service *svc, struct tw_service_timer *t)
 		if (tr_apply(t, &old))
 			break;
 	}
+	/* Only apply takes F_INBOX down, and only the producer that set it
+	 * pushed the timer: an entry without it was pushed again after its
+	 * memory was wiped (an init of a pending timer), and its link may
+	 * close a cycle. The caller stops its walk there. */
+	if (!word_has(old, F_INBOX))
+		return false;
 	if (word_has(old, F_TOMB))
 		svc->tombs_cleared++;
 	TW_TEST_POINT("apply.cleared", t);
@@ -94,6 +100,7 @@ static void apply(struct tw_service *svc, struct tw_service_timer *t)
 			tw_wheel_reschedule_range(&svc->wheel, &t->wheel_timer, due,
 						  tw__svc_window_end(svc, due, slack));
 	}
+	return true;
 }
 
 void tw__svc_drain_inboxes(struct tw_service *svc)
@@ -109,7 +116,12 @@ void tw__svc_drain_inboxes(struct tw_service *svc)
 			 * timer may be pushed again. */
 			struct tw_service_timer *next = t->inbox_next;
 
-			apply(svc, t);
+			if (!apply(svc, t)) {
+				/* The rest of this list cannot be trusted. */
+				if (!svc->broken)
+					svc->broken = t;
+				break;
+			}
 			t = next;
 		}
 	}
@@ -225,4 +237,33 @@ size_t tw_service_count(struct tw_service *svc)
 	if (tombs > 0)
 		n = (size_t)tombs < n ? n - (size_t)tombs : 0;
 	return n;
+}
+
+/* The wheel's next expiry once the inboxes are applied: an add from any
+ * thread that returned before this call is in the answer (it may sit in
+ * an inbox until a poll, and the wheel alone would not see it). */
+bool tw_service_next_expiry(struct tw_service *svc, int64_t *when)
+{
+	bool any;
+
+	if (!svc || !when)
+		return false;
+	pthread_mutex_lock(&svc->wheel_mu);
+	tw__svc_drain_inboxes(svc);
+	any = tw_wheel_next_expiry(&svc->wheel, when);
+	pthread_mutex_unlock(&svc->wheel_mu);
+	return any;
+}
+
+int64_t tw_service_timeout(struct tw_service *svc, int64_t now)
+{
+	int64_t when;
+
+	if (!tw_service_next_expiry(svc, &when))
+		return -1;
+	if (when <= now)
+		return 0;
+	if (now < 0 && when > INT64_MAX + now)
+		return INT64_MAX;
+	return when - now;
 }
