@@ -1454,32 +1454,31 @@ static struct tw_bucket *window_bucket(struct tw_wheel *w, int64_t ek, int64_t l
 	uint64_t distance = (uint64_t)lk - (uint64_t)w->levels[0].clock;
 	uint32_t top = 0;
 
-	/* The levels that can reach lk, created as an add would: at 64
-	 * buckets the first is named by distance's bits (insert_exact),
-	 * and the one above it is tried too. */
+	/* The first level whose range may reach lk (at 64 buckets named by
+	 * distance's bits, as insert_exact does; otherwise the first whose
+	 * too_far the distance does not reach), and the one above it: the
+	 * first may still fall short of lk, or hold no pop inside the
+	 * window where the coarser one does. A level not made yet is
+	 * weighed from the clock it would have, and made only if the
+	 * window is filed there. */
 	if (w->size == 64) {
 		top = (unsigned)(62 - __builtin_clzll(distance | 2)) / 5;
-		while (top >= w->nlevels)
-			add_level(w);
-		if (top + 1 < w->nlevels)
-			top++;
 	} else {
-		for (;;) {
-			struct tw_level *lv = top < w->nlevels ? &w->levels[top]
-							       : add_level(w);
-
-			if (lv->unbounded || distance < lv->too_far)
-				break;
+		while (top + 1 < w->max_levels && !w->levels[top].unbounded &&
+		       distance >= w->levels[top].too_far)
 			top++;
-		}
 	}
+	if (top + 1 < w->max_levels)
+		top++;
 	for (uint32_t i = top; i > 0; i--) {
 		struct tw_level *lv = &w->levels[i];
-		int64_t last, pop, number;
+		int64_t clock, last, pop, number;
 		struct tw_bucket *b;
 
 		if (lv->unbounded || !lv->lead)
 			continue;
+		clock = i < w->nlevels ? lv->clock
+				       : shift_floor(w->levels[0].clock, lv->shift);
 		/* The last pop at or before lk that the level can hold: a
 		 * multiple of the span. The bucket popping there is the next
 		 * one, which starts a span later, so it must be one of the
@@ -1490,8 +1489,8 @@ static struct tw_bucket *window_bucket(struct tw_wheel *w, int64_t ek, int64_t l
 		 * a bucket starting at 2^63), so the pop is at most two spans
 		 * before 2^63. */
 		last = shift_floor(lk, lv->shift);
-		if (last > lv->clock + (int64_t)w->size - 2)
-			last = lv->clock + (int64_t)w->size - 2;
+		if (last > clock + (int64_t)w->size - 2)
+			last = clock + (int64_t)w->size - 2;
 		if (last > (INT64_MAX >> lv->shift) - 1)
 			last = (INT64_MAX >> lv->shift) - 1;
 		pop = (int64_t)((uint64_t)last << lv->shift);
@@ -1500,8 +1499,10 @@ static struct tw_bucket *window_bucket(struct tw_wheel *w, int64_t ek, int64_t l
 		/* pop >= ek > clock0 >= clock * span: number > clock + 1. */
 		number = last + 1;
 		b = &lv->slots[(uint64_t)number & (w->size - 1)];
-		if (b->draining)
+		if (i < w->nlevels && b->draining)
 			continue;
+		while (i >= w->nlevels)
+			add_level(w);
 		*number_out = number;
 		return b;
 	}

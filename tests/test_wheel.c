@@ -1303,6 +1303,32 @@ static void test_window_takes_the_last_bucket_within_reach(void)
 	tw_wheel_destroy(&w);
 }
 
+/* On a wheel of 4 buckets the first level whose range may reach a window
+ * can hold no pop inside it while the level above does: [2016391,
+ * 3301075] at 977253 (tick 1) is filed once, in the 2^20-tick level's
+ * bucket that pops at 2097152 (a level not made yet when the window was
+ * added). It was filed at earliest and moved down 19 levels. */
+static void test_window_tries_the_level_above_the_first_that_reaches(void)
+{
+	struct tw_wheel w;
+	struct rec r;
+	int64_t when;
+
+	tw_wheel_init(&w, 1, 4, 977253, TW_MODE_EXACT);
+	rec_init(&r, 1);
+	CHECK_EQ(tw_wheel_add_range(&w, &r.timer, 2016391, 3301075), TW_OK);
+	CHECK_WHEEL(&w);
+	CHECK(tw_wheel_next_expiry(&w, &when));
+	CHECK_EQ(when, 2097152);
+	tw_wheel_advance(&w, 2097151);
+	CHECK_EQ(r.fires, 0);
+	CHECK_WHEEL(&w);
+	tw_wheel_advance(&w, 2097152);
+	CHECK_EQ(r.fires, 1);
+	CHECK_EQ(r.fired_at, 2097152);
+	tw_wheel_destroy(&w);
+}
+
 static void test_window_reaching_int64_max(void)
 {
 	static const uint32_t sizes[] = { 20, 64 };
@@ -1399,5 +1425,6 @@ int main(void)
 	RUN(test_timeout_clamps);
 	RUN(test_window_reaching_int64_max);
 	RUN(test_window_takes_the_last_bucket_within_reach);
+	RUN(test_window_tries_the_level_above_the_first_that_reaches);
 	return check_report();
 }

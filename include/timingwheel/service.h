@@ -323,10 +323,10 @@ int tw_service_reschedule(struct tw_service *svc, struct tw_service_timer *t,
  * service's wheel files it once, in the coarsest bucket that fires inside
  * the window (tw_wheel_add_range()), where it is never moved before it
  * fires, and timers whose windows overlap there fire in one wake-up of
- * the reaper. A window narrower than the buckets of the level that
- * reaches it (at a 1 ms tick and 64 buckets: 32 ms up to 2 s away, 1.024
- * s up to 64 s) is filed at earliest and moves down the levels as any
- * timer. The window is kept in whole ticks: latest - earliest rounds
+ * the reaper. A window in which no bucket of a level that reaches it
+ * pops (at a 1 ms tick and 64 buckets, one narrower than 32 ms up to 2 s
+ * away, 1.024 s up to 64 s; tw_wheel_add_range() says more) is filed at
+ * earliest and moves down the levels as any timer. The window is kept in whole ticks: latest - earliest rounds
  * down to a multiple of the tick (and to at most 2^32 - 1 ticks), so it
  * only ever narrows. earliest == latest is tw_service_add(svc, t,
  * earliest). A periodic timer keeps its window at each re-arm: every run

@@ -308,9 +308,12 @@ int tw_wheel_reschedule(struct tw_wheel *wheel, struct tw_timer *timer,
  * window, and is never moved down a level before it fires; timers whose
  * windows overlap there share that bucket, so an event loop wakes once for
  * all of them (a connection's 30 s idle timeout with a 1 % window: see
- * docs/performance.md). A window narrower than the levels that reach it
- * is filed at earliest, as tw_wheel_add(), and moves down the levels as
- * any timer. In exact mode earliest == latest is tw_wheel_add(wheel,
+ * docs/performance.md). A window in which no bucket of a level that
+ * reaches it pops is filed at earliest, as tw_wheel_add(), and moves down
+ * the levels as any timer: one narrower than those levels' buckets, or,
+ * on a wheel of few buckets, one that lies past the pops its levels hold
+ * (a bucket above the first level pops a bucket's width before it
+ * starts, so a level's last bucket pops a width short of its reach). In exact mode earliest == latest is tw_wheel_add(wheel,
  * timer, earliest). tw_timer_due() says earliest. Exact mode only: a
  * kafka-mode wheel refuses every window call, earliest == latest
  * included (the service, above it, takes that one as a plain add).
