@@ -1447,11 +1447,18 @@ static void place_new_exact(struct tw_wheel *w, struct tw_timer *t)
  * window. Kafka mode has no windows (Kafka has none to reproduce). */
 
 /* The bucket a window [ek, lk] (ticks, clock0 < ek <= lk) is filed in
- * (its number in *number_out; it may be empty), or NULL. */
-static struct tw_bucket *window_bucket(struct tw_wheel *w, int64_t ek, int64_t lk,
-				       int64_t *number_out)
+ * (its number in *number_out; it may be empty), or NULL. Inlined into
+ * the window calls: an idle window pushed on every packet runs it each
+ * time, and most levels are ruled out by arithmetic alone. */
+hot_inline struct tw_bucket *window_bucket(struct tw_wheel *w, int64_t ek, int64_t lk,
+					   int64_t *number_out)
 {
 	uint64_t distance = (uint64_t)lk - (uint64_t)w->levels[0].clock;
+	/* The window holds a multiple of 2^s for each s up to the highest
+	 * bit in which ek - 1 and lk differ, and for no larger s: a level
+	 * whose shift is above that has no pop inside the window (no
+	 * overflow: ek > clock0). */
+	unsigned fits = (unsigned)(63 - __builtin_clzll((uint64_t)(ek - 1) ^ (uint64_t)lk));
 	uint32_t top = 0;
 
 	/* The first level whose range may reach lk (at 64 buckets named by
@@ -1470,12 +1477,17 @@ static struct tw_bucket *window_bucket(struct tw_wheel *w, int64_t ek, int64_t l
 	}
 	if (top + 1 < w->max_levels)
 		top++;
+	/* No level above the one whose shift is fits / 5 (5 bits a level at
+	 * 64 buckets) has a pop in the window; the loop passes such levels
+	 * of other sizes by their shift. */
+	if (w->size == 64 && fits / 5 < top)
+		top = fits / 5;
 	for (uint32_t i = top; i > 0; i--) {
 		struct tw_level *lv = &w->levels[i];
 		int64_t clock, last, pop, number;
 		struct tw_bucket *b;
 
-		if (lv->unbounded || !lv->lead)
+		if (lv->unbounded || !lv->lead || lv->shift > fits)
 			continue;
 		clock = i < w->nlevels ? lv->clock
 				       : shift_floor(w->levels[0].clock, lv->shift);
@@ -1511,8 +1523,8 @@ static struct tw_bucket *window_bucket(struct tw_wheel *w, int64_t ek, int64_t l
 
 /* The bucket for a window from earliest (ticks ek to lk), if that is not
  * due yet and some bucket fits. */
-static struct tw_bucket *window_bucket_for(struct tw_wheel *w, int64_t earliest,
-					   int64_t ek, int64_t lk, int64_t *number)
+hot_inline struct tw_bucket *window_bucket_for(struct tw_wheel *w, int64_t earliest,
+					       int64_t ek, int64_t lk, int64_t *number)
 {
 	if (earliest <= w->now || lk <= w->levels[0].clock + 1)
 		return NULL;
@@ -1589,71 +1601,15 @@ hot_inline int wheel_add_range(struct tw_wheel *w, struct tw_timer *t,
 	return TW_OK;
 }
 
-/* The bucket a pending timer is in still fires inside the new window:
- * nothing moves (a connection's idle window pushed on every packet). A
- * timer does not change sides in its list: a windowed one (first in its
- * bucket, fires at the pop) stays if the pop is inside the window and
- * the new earliest still marks it windowed, and takes earliest as its
- * due time; an exact one (fires at its own key's tick) stays if that
- * tick is inside the window, and keeps its due time, or takes earliest if
- * that is later in the same tick (issue 26's second review: both were
- * moved). */
-static bool window_stays_put(const struct tw_wheel *w, struct tw_timer *t,
-			     int64_t earliest, int64_t ek, int64_t lk)
+/* The end of a window call that moves the timer: out of its bucket (if
+ * pending) into b (a window's bucket), or filed at earliest when b is
+ * NULL. Out of line, so that the calls' common ends (the timer stays)
+ * need no registers saved. */
+static int window_move(struct tw_wheel *w, struct tw_timer *t, struct tw_bucket *b,
+		       int64_t number, int64_t earliest)
 {
-	const struct tw_bucket *b = t->bucket;
-	int64_t key, pop;
+	int was_pending = t->bucket != NULL;
 
-	if (b->level == TW_LEVEL_READY || b->draining)
-		return false;
-	key = exact_key(w, t->due);
-	if (key >= b->expiration) {
-		if (ek > key || key > lk)
-			return false;
-		/* Never before earliest: an earlier due time in the same
-		 * tick (ek == key) becomes earliest, and the key is kept. */
-		if (t->due < earliest)
-			t->due = earliest;
-		return true;
-	}
-	pop = b->level == 1 ? b->expiration : b->pop_at;
-	if (ek >= b->expiration || pop < ek || pop > lk)
-		return false;
-	t->due = earliest;
-	return true;
-}
-
-hot_inline int wheel_reschedule_range(struct tw_wheel *w, struct tw_timer *t,
-				      int64_t earliest, int64_t latest)
-{
-	struct tw_bucket *b = NULL;
-	int64_t number = 0;
-	int was_pending, rc;
-
-	rc = check_window_call("tw_wheel_reschedule_range", w, t, earliest, latest);
-	if (rc)
-		return rc;
-	if (t->bucket && t->bucket->wheel != w)
-		return TW_EOWNER;
-	was_pending = t->bucket != NULL;
-	if (earliest != latest) {
-		int64_t ek = exact_key(w, earliest), lk = exact_key(w, latest);
-
-		/* Its bucket still fires inside the new window: it stays,
-		 * even when earliest has passed (then it fires at that pop
-		 * as it would have). */
-		if (was_pending && window_stays_put(w, t, earliest, ek, lk))
-			return 1;
-		b = window_bucket_for(w, earliest, ek, lk, &number);
-		/* A window no bucket fits: an exact timer pushed later stays
-		 * as under a plain reschedule (re-filed at its bucket's
-		 * expiration by earliest, inside the window). One that fits
-		 * moves there once, and its later pushes stay put. */
-		if (!b && was_pending && stays_put(w, t, earliest)) {
-			t->due = earliest;
-			return 1;
-		}
-	}
 	if (was_pending)
 		unlink_pending(w, t);
 	t->due = earliest;
@@ -1662,6 +1618,83 @@ hot_inline int wheel_reschedule_range(struct tw_wheel *w, struct tw_timer *t,
 	else
 		place_new_exact(w, t);
 	return was_pending;
+}
+
+/* A window call pushing a pending timer stays put when the bucket it is
+ * in still fires inside the new window (a connection's idle window
+ * pushed on every packet). A timer does not change sides in its list: a
+ * windowed one (first in its bucket, fires at the pop) stays if the pop
+ * is inside the window and the new earliest still marks it windowed,
+ * and takes earliest as its due time; an exact one (fires at its own
+ * key's tick) stays if that tick is inside the window, and keeps its due
+ * time, or takes earliest if that is later in the same tick (issue 26's
+ * second review: both were moved). Otherwise, when no bucket fits the
+ * window, it stays as under a plain reschedule (stays_put) if that would
+ * keep it: an exact timer pushed later is re-filed at its bucket's
+ * expiration by earliest, inside the window. One that a bucket fits
+ * moves there once, and its later pushes stay put. All of it is decided
+ * here from one look at the timer and its bucket, with each key
+ * computed once (the tick is read once: a store to a timer's due time
+ * could otherwise be taken to change it). */
+hot_inline int wheel_reschedule_range(struct tw_wheel *w, struct tw_timer *t,
+				      int64_t earliest, int64_t latest)
+{
+	struct tw_bucket *b, *fit = NULL;
+	int64_t number = 0, ek, lk, tick;
+	bool keep = false;
+	int rc;
+
+	rc = check_window_call("tw_wheel_reschedule_range", w, t, earliest, latest);
+	if (rc)
+		return rc;
+	b = t->bucket;
+	if (b && b->wheel != w)
+		return TW_EOWNER;
+	if (earliest == latest)
+		return window_move(w, t, NULL, 0, earliest);
+	tick = w->tick;
+	ek = tick == 1 ? earliest : tw__ceil_div(earliest, tick);
+	lk = tick == 1 ? latest : tw__ceil_div(latest, tick);
+	/* Its bucket still fires inside the new window: it stays, even
+	 * when earliest has passed (then it fires at that pop as it would
+	 * have). */
+	if (b && b->level != TW_LEVEL_READY && !b->draining) {
+		int64_t key = tick == 1 ? t->due : tw__ceil_div(t->due, tick);
+		int64_t expiration = b->expiration;
+
+		if (key >= expiration) {
+			if (ek <= key && key <= lk) {
+				/* Never before earliest: an earlier due time
+				 * in the same tick (ek == key) becomes
+				 * earliest, and the key is kept. */
+				if (t->due < earliest)
+					t->due = earliest;
+				return 1;
+			}
+			keep = ek >= expiration;
+		} else {
+			int64_t pop = b->level == 1 ? expiration : b->pop_at;
+
+			if (ek < expiration && pop >= ek && pop <= lk) {
+				t->due = earliest;
+				return 1;
+			}
+			/* A windowed timer made exact moves, so that the
+			 * windowed ones stay first in their bucket. */
+			keep = ek >= expiration && b->min_key >= expiration;
+		}
+	}
+	if (earliest > w->now) {
+		if (lk > w->levels[0].clock + 1)
+			fit = window_bucket(w, ek, lk, &number);
+		if (!fit && keep) {
+			if (ek < b->min_key)
+				b->min_key = ek;
+			t->due = earliest;
+			return 1;
+		}
+	}
+	return window_move(w, t, fit, number, earliest);
 }
 
 hot_inline int64_t wheel_advance_how(struct tw_wheel *w, int64_t now,
