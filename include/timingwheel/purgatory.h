@@ -375,13 +375,20 @@ int64_t tw_purgatory_poll(struct tw_purgatory *p);
  * this call): free it there, not in hand_back.
  * @param p the purgatory
  * @param hand_back receives each uncompleted op (may be NULL)
- * @return how many were handed back, or TW_EINVAL (NULL)
+ * @return how many were handed back, or TW_EINVAL (NULL), or TW_ENOMEM:
+ *         no memory to hold the armed timeouts' references until its locks
+ *         are released (more than 32 armed); then nothing was handed back
+ *         or stopped, new watches are refused, and a later call tries again
  * @threadsafety Any thread but the purgatory's callbacks.
  */
 int64_t tw_purgatory_shutdown(struct tw_purgatory *p, tw_op_fn *hand_back);
 
 /**
  * Shut down if needed, then free the purgatory (ops are the caller's).
+ * Where tw_purgatory_shutdown() would return TW_ENOMEM, destroy goes on,
+ * and an on_release may then run inside it under the purgatory's shutdown
+ * lock, which no other thread can be waiting for (no call may be made on
+ * the purgatory during or after its destroy).
  * @param p the purgatory (NULL: nothing happens)
  * @threadsafety Any thread but the purgatory's callbacks.
  */
