@@ -166,8 +166,10 @@ int tw_op_init(struct tw_delayed_op *op, int64_t timeout,
  * @retval TW_EINVAL NULL op or tolerance < 0 (nothing changed). A
  *         tolerance > 0 on a purgatory whose service is in TW_MODE_KAFKA
  *         makes the watch return TW_EINVAL (Kafka has no windows)
- * @retval TW_EBUSY the op was watched since its tw_op_init (its timeout
- *         may be armed)
+ * @retval TW_EBUSY the op was watched (even by a watch that failed with
+ *         TW_ENOMEM), or completed by tw_op_force_complete(), since its
+ *         tw_op_init (its timeout may be armed). A watch refused for its
+ *         arguments (TW_EINVAL) did not watch it
  * @threadsafety The op's owner, before it is watched.
  */
 int tw_op_set_tolerance(struct tw_delayed_op *op, int64_t tolerance);
@@ -287,7 +289,11 @@ int tw_purgatory_create(struct tw_purgatory **out,
  *         tolerance (tw_op_set_tolerance()) on a kafka-mode purgatory
  * @retval TW_EBUSY the op was watched since its tw_op_init: an op is
  *         watched once per tw_op_init (a second watch, racing the first or
- *         after it, even after one that failed, gets this); nothing changed
+ *         after it, even after one that failed with TW_ENOMEM, gets this);
+ *         nothing changed. A watch refused for its arguments (TW_EINVAL: a
+ *         bad key, a tolerance on a kafka-mode purgatory) or with
+ *         TW_ESHUTDOWN took nothing in and does not count: the op may be
+ *         watched after it
  * @retval TW_ENOMEM a key's list could not be allocated: the purgatory
  *         had taken the op in, and lets go of it before the call returns
  *         (its on_release has run, as for every op it saw; a key check
