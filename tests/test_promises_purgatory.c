@@ -950,6 +950,219 @@ static void test_a_purge_beside_a_growing_shard(void)
 		tw_op_destroy(&g.ops[i]);
 }
 
+/* ---- 10: no memory to defer a reference to after a lock ---- */
+
+/*
+ * A reference dropped under a purgatory lock runs on_release there when it
+ * is the last. Three places collected the references they dropped on a
+ * list that grows, and when it could not grow they dropped them in place
+ * or lost them: the unlink of a watch entry (purge, key checks, cancel:
+ * on_release under the shard lock), cancel_for_key's list of claimed ops
+ * (the op claimed, never handed back, never completed) and shutdown's
+ * list of handed-back timeouts (on_release under the shutdown lock and
+ * the service's). Entries are now chained through their own links and the
+ * timeouts' room is reserved before the service's shutdown, so none of
+ * them can fail. Here every push onto a list fails (the test point
+ * "oplist.push": as when it must grow and no memory is left), and
+ * on_release records whether the shard's or the shutdown's lock was held.
+ */
+static struct tw_purgatory *oom_p;
+static atomic_int oom_releases, oom_under_lock, oom_handed, oom_completes;
+
+static bool fail_pushes(const char *point, const void *obj)
+{
+	(void)obj;
+	return !strcmp(point, "oplist.push");
+}
+
+static bool held(pthread_mutex_t *mu)
+{
+	if (pthread_mutex_trylock(mu))
+		return true;
+	pthread_mutex_unlock(mu);
+	return false;
+}
+
+static bool oom_try(struct tw_delayed_op *op)
+{
+	(void)op;
+	return false;
+}
+
+static void oom_complete(struct tw_delayed_op *op)
+{
+	(void)op;
+	atomic_fetch_add(&oom_completes, 1);
+}
+
+static void oom_release(struct tw_delayed_op *op)
+{
+	bool locked = held(&oom_p->shutdown_mu);
+
+	(void)op;
+	for (unsigned i = 0; i < oom_p->nshards; i++)
+		locked |= held(&oom_p->shards[i].mu);
+	atomic_fetch_add(&oom_releases, 1);
+	if (locked)
+		atomic_fetch_add(&oom_under_lock, 1);
+}
+
+static void oom_hand_back(struct tw_delayed_op *op)
+{
+	(void)op;
+	atomic_fetch_add(&oom_handed, 1);
+}
+
+static const struct tw_op_ops oom_ops = { oom_try, oom_complete, oom_complete,
+					  oom_release };
+
+static void oom_watch(struct tw_delayed_op *op, struct tw_watch *w)
+{
+	const void *k[1] = { "topic-0" };
+	size_t len[1] = { 7 };
+
+	oom_p = manual_purgatory_purging(0);
+	atomic_store(&oom_releases, 0);
+	atomic_store(&oom_under_lock, 0);
+	atomic_store(&oom_handed, 0);
+	atomic_store(&oom_completes, 0);
+	CHECK_EQ(tw_op_init(op, 100, &oom_ops, NULL), TW_OK);
+	CHECK_EQ(tw_purgatory_try_complete_else_watch(oom_p, op, k, len, 1, w), 0);
+}
+
+static void test_a_purge_without_memory_releases_outside_the_shard_lock(void)
+{
+	struct tw_delayed_op op;
+	struct tw_watch w;
+
+	oom_watch(&op, &w);
+	CHECK(tw_op_force_complete(&op)); /* its entry holds the last reference */
+	tw__test_set_fail(fail_pushes);
+	tw_purgatory_purge(oom_p);
+	tw__test_set_fail(NULL);
+	CHECK_EQ(atomic_load(&oom_releases), 1);
+	CHECK_EQ(atomic_load(&oom_under_lock), 0);
+	CHECK_EQ(tw_purgatory_watched(oom_p), 0);
+	tw_purgatory_destroy(oom_p);
+	CHECK_EQ(atomic_load(&oom_releases), 1);
+	tw_op_destroy(&op);
+}
+
+static void test_a_cancel_without_memory_hands_back_what_it_claims(void)
+{
+	struct tw_delayed_op op;
+	struct tw_watch w;
+
+	oom_watch(&op, &w);
+	tw__test_set_fail(fail_pushes);
+	CHECK_EQ(tw_purgatory_cancel_for_key(oom_p, "topic-0", 7, oom_hand_back), 1);
+	tw__test_set_fail(NULL);
+	CHECK_EQ(atomic_load(&oom_handed), 1);
+	CHECK_EQ(atomic_load(&oom_releases), 1);
+	CHECK_EQ(atomic_load(&oom_under_lock), 0);
+	CHECK_EQ(tw_purgatory_delayed(oom_p), 0);
+	tw_purgatory_destroy(oom_p);
+	CHECK_EQ(atomic_load(&oom_releases), 1);
+	CHECK_EQ(atomic_load(&oom_completes), 0);
+	tw_op_destroy(&op);
+}
+
+static void *force_op_thread(void *arg)
+{
+	CHECK(tw_op_force_complete(arg));
+	return NULL;
+}
+
+static void *shutdown_thread(void *arg)
+{
+	CHECK_EQ(tw_purgatory_shutdown(arg, oom_hand_back), 0);
+	return NULL;
+}
+
+/* The model's completer between its claim and its cancel: the service's
+ * shutdown holds the op's timeout, so the completer's cancel leaves its
+ * reference to the hand-back, and the completer's own goes first. */
+static void test_a_shutdown_without_memory_releases_outside_its_lock(void)
+{
+	struct tw_delayed_op op;
+	struct tw_watch w;
+	struct sp_thread completer, closer;
+	int claimed, handing;
+
+	oom_watch(&op, &w);
+	claimed = sp_arm("force_complete.claimed", &op);
+	sp_spawn(&completer, force_op_thread, &op);
+	CHECK(sp_wait(claimed, &completer.done));
+	tw_purgatory_purge(oom_p); /* the entry's reference goes */
+	CHECK_EQ(atomic_load(&oom_releases), 0);
+	handing = sp_arm("shutdown.hand_back", &op.timer);
+	sp_spawn(&closer, shutdown_thread, oom_p);
+	CHECK(sp_wait(handing, &closer.done));
+	sp_release(claimed); /* its cancel cannot stop the timeout */
+	sp_join(&completer, "force_complete");
+	CHECK_EQ(atomic_load(&oom_releases), 0); /* the timeout's is the last */
+	tw__test_set_fail(fail_pushes);
+	sp_release(handing);
+	sp_join(&closer, "shutdown");
+	tw__test_set_fail(NULL);
+	CHECK_EQ(atomic_load(&oom_completes), 1);
+	CHECK_EQ(atomic_load(&oom_handed), 0);
+	CHECK_EQ(atomic_load(&oom_releases), 1);
+	CHECK_EQ(atomic_load(&oom_under_lock), 0);
+	tw_purgatory_destroy(oom_p);
+	CHECK_EQ(atomic_load(&oom_releases), 1);
+	tw_op_destroy(&op);
+}
+
+static bool fail_reserve(const char *point, const void *obj)
+{
+	(void)obj;
+	return !strcmp(point, "oplist.reserve");
+}
+
+/* More armed timeouts than shutdown holds without memory (32): with no
+ * room for their references, shutdown changes nothing and says so, and a
+ * later call succeeds; destroy goes on without it. */
+static void test_a_shutdown_without_room_for_its_timeouts_changes_nothing(void)
+{
+	enum { N = 40 };
+	static struct tw_delayed_op ops[N];
+	static struct tw_watch ws[N];
+	const void *k[1] = { "topic-0" };
+	size_t len[1] = { 7 };
+
+	for (int destroy = 0; destroy < 2; destroy++) {
+		oom_watch(&ops[0], &ws[0]);
+		for (int i = 1; i < N; i++) {
+			CHECK_EQ(tw_op_init(&ops[i], 100, &oom_ops, NULL), TW_OK);
+			CHECK_EQ(tw_purgatory_try_complete_else_watch(oom_p, &ops[i], k, len,
+								      1, &ws[i]),
+				 0);
+		}
+		tw__test_set_fail(fail_reserve);
+		if (destroy) {
+			tw_purgatory_destroy(oom_p);
+			tw__test_set_fail(NULL);
+			CHECK_EQ(atomic_load(&oom_releases), N);
+		} else {
+			CHECK_EQ(tw_purgatory_shutdown(oom_p, oom_hand_back), TW_ENOMEM);
+			tw__test_set_fail(NULL);
+			CHECK_EQ(atomic_load(&oom_handed), 0);
+			CHECK_EQ(tw_purgatory_watched(oom_p), (size_t)N);
+			CHECK_EQ(tw_purgatory_delayed(oom_p), (size_t)N);
+			CHECK_EQ(tw_purgatory_shutdown(oom_p, oom_hand_back), N);
+			CHECK_EQ(atomic_load(&oom_handed), N);
+			CHECK_EQ(atomic_load(&oom_releases), N);
+			CHECK_EQ(atomic_load(&oom_under_lock), 0);
+			tw_purgatory_destroy(oom_p);
+		}
+		CHECK_EQ(atomic_load(&oom_releases), N);
+		CHECK_EQ(atomic_load(&oom_completes), 0);
+		for (int i = 0; i < N; i++)
+			tw_op_destroy(&ops[i]);
+	}
+}
+
 int main(int argc, char **argv)
 {
 	sp_install();
@@ -967,5 +1180,9 @@ int main(int argc, char **argv)
 	RUN_IF(test_a_force_during_the_first_watch_completes_the_op);
 	RUN_IF(test_a_force_before_the_watch_claims_refuses_the_watch);
 	RUN_IF(test_a_purge_beside_a_growing_shard);
+	RUN_IF(test_a_purge_without_memory_releases_outside_the_shard_lock);
+	RUN_IF(test_a_cancel_without_memory_hands_back_what_it_claims);
+	RUN_IF(test_a_shutdown_without_memory_releases_outside_its_lock);
+	RUN_IF(test_a_shutdown_without_room_for_its_timeouts_changes_nothing);
 	return check_report();
 }

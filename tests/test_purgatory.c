@@ -773,6 +773,44 @@ static void test_a_loop_sleeping_the_purgatory_timeout(void)
 /* A tolerance: bad values change nothing; a kafka-mode purgatory refuses
  * to watch an op that has one (its timeout could not be armed) and
  * watches it once the tolerance is back to 0. */
+/* What purgatory.h says of a second watch and of a late tolerance: a
+ * watch refused for its arguments (TW_EINVAL before the op is taken in:
+ * a bad key, a tolerance on a kafka-mode purgatory) counts for nothing,
+ * and the op can be watched after it (the tolerance set again first); a
+ * watch that took the op in, even one that failed, leaves every later
+ * watch TW_EBUSY; tw_op_set_tolerance says TW_EBUSY once the op was
+ * watched or completed (a force_complete) since its tw_op_init. */
+static void test_refused_watches_and_late_tolerances(void)
+{
+	struct tw_purgatory *p = new_purgatory(0);
+	struct mock m, forced;
+	const void *bad[1] = { "" };
+	size_t bad_len[1] = { 0 };
+
+	mock_init(&m, 100000 * MS);
+	CHECK_EQ(tw_purgatory_try_complete_else_watch(p, &m.op, bad, bad_len, 1,
+						      m.watches),
+		 TW_EINVAL);
+	CHECK_EQ(tw_op_set_tolerance(&m.op, 5), TW_OK); /* not watched yet */
+	CHECK_EQ(watch_on(p, &m, 1, "k", NULL, NULL), 0);
+	CHECK_EQ(tw_op_set_tolerance(&m.op, 5), TW_EBUSY);
+	CHECK_EQ(watch_on(p, &m, 1, "k", NULL, NULL), TW_EBUSY);
+	CHECK_EQ(tw_purgatory_watched(p), 1);
+
+	mock_init(&forced, 100000 * MS);
+	CHECK(tw_op_force_complete(&forced.op)); /* never watched */
+	CHECK_EQ(tw_op_set_tolerance(&forced.op, 5), TW_EBUSY);
+	CHECK_EQ(watch_on(p, &forced, 1, "k", NULL, NULL), TW_EINVAL);
+	CHECK_EQ(atomic_load(&forced.completes), 1);
+
+	CHECK_EQ(tw_purgatory_shutdown(p, NULL), 1);
+	tw_purgatory_destroy(p);
+	CHECK_EQ(atomic_load(&m.releases), 1);
+	CHECK_EQ(atomic_load(&forced.releases), 0); /* the purgatory never saw it */
+	tw_op_destroy(&m.op);
+	tw_op_destroy(&forced.op);
+}
+
 static void test_bad_tolerances(void)
 {
 	struct tw_purgatory_config cfg = { 0 };
@@ -872,6 +910,7 @@ int main(void)
 	RUN(test_a_loop_sleeping_the_purgatory_timeout);
 	RUN(test_tolerances_in_one_jump);
 	RUN(test_bad_tolerances);
+	RUN(test_refused_watches_and_late_tolerances);
 	RUN(test_tolerances_at_the_ends_of_time);
 	RUN(test_request_satisfaction);
 	RUN(test_request_expiry);

@@ -166,8 +166,10 @@ int tw_op_init(struct tw_delayed_op *op, int64_t timeout,
  * @retval TW_EINVAL NULL op or tolerance < 0 (nothing changed). A
  *         tolerance > 0 on a purgatory whose service is in TW_MODE_KAFKA
  *         makes the watch return TW_EINVAL (Kafka has no windows)
- * @retval TW_EBUSY the op was watched since its tw_op_init (its timeout
- *         may be armed)
+ * @retval TW_EBUSY the op was watched (even by a watch that failed with
+ *         TW_ENOMEM), or completed by tw_op_force_complete(), since its
+ *         tw_op_init (its timeout may be armed). A watch refused for its
+ *         arguments (TW_EINVAL) did not watch it
  * @threadsafety The op's owner, before it is watched.
  */
 int tw_op_set_tolerance(struct tw_delayed_op *op, int64_t tolerance);
@@ -287,7 +289,11 @@ int tw_purgatory_create(struct tw_purgatory **out,
  *         tolerance (tw_op_set_tolerance()) on a kafka-mode purgatory
  * @retval TW_EBUSY the op was watched since its tw_op_init: an op is
  *         watched once per tw_op_init (a second watch, racing the first or
- *         after it, even after one that failed, gets this); nothing changed
+ *         after it, even after one that failed with TW_ENOMEM, gets this);
+ *         nothing changed. A watch refused for its arguments (TW_EINVAL: a
+ *         bad key, a tolerance on a kafka-mode purgatory) or with
+ *         TW_ESHUTDOWN took nothing in and does not count: the op may be
+ *         watched after it
  * @retval TW_ENOMEM a key's list could not be allocated: the purgatory
  *         had taken the op in, and lets go of it before the call returns
  *         (its on_release has run, as for every op it saw; a key check
@@ -400,13 +406,20 @@ int64_t tw_purgatory_timeout(struct tw_purgatory *p, int64_t now);
  * this call): free it there, not in hand_back.
  * @param p the purgatory
  * @param hand_back receives each uncompleted op (may be NULL)
- * @return how many were handed back, or TW_EINVAL (NULL)
+ * @return how many were handed back, or TW_EINVAL (NULL), or TW_ENOMEM:
+ *         no memory to hold the armed timeouts' references until its locks
+ *         are released (more than 32 armed); then nothing was handed back
+ *         or stopped, new watches are refused, and a later call tries again
  * @threadsafety Any thread but the purgatory's callbacks.
  */
 int64_t tw_purgatory_shutdown(struct tw_purgatory *p, tw_op_fn *hand_back);
 
 /**
  * Shut down if needed, then free the purgatory (ops are the caller's).
+ * Where tw_purgatory_shutdown() would return TW_ENOMEM, destroy goes on,
+ * and an on_release may then run inside it under the purgatory's shutdown
+ * lock, which no other thread can be waiting for (no call may be made on
+ * the purgatory during or after its destroy).
  * @param p the purgatory (NULL: nothing happens)
  * @threadsafety Any thread but the purgatory's callbacks.
  */

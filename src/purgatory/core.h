@@ -186,8 +186,14 @@ static inline void oplist_init(struct oplist *l)
 	l->cap = sizeof(l->small) / sizeof(l->small[0]);
 }
 
+/* False when it must grow and no memory is left (the test build can make
+ * any push fail so, at the point "oplist.push"): only for a list whose
+ * caller has something else to do then; under a lock, ops go on an
+ * entry_chain or into room reserved before the lock. */
 static inline bool oplist_push(struct oplist *l, struct tw_delayed_op *op)
 {
+	if (TW_TEST_FAIL("oplist.push", l))
+		return false;
 	if (l->len == l->cap) {
 		size_t cap = 2 * l->cap;
 		struct tw_delayed_op **grown = malloc(cap * sizeof(*grown));
@@ -209,6 +215,71 @@ static inline void oplist_free(struct oplist *l)
 	if (l->ops != l->small)
 		free(l->ops);
 	oplist_init(l);
+}
+
+/* Room for n ops in all, taken before the pushes that must not fail
+ * (oplist_push_reserved); false if there is no memory for it. */
+static inline bool oplist_reserve(struct oplist *l, size_t n)
+{
+	struct tw_delayed_op **grown;
+
+	if (n <= l->cap)
+		return true;
+	grown = TW_TEST_FAIL("oplist.reserve", l) ? NULL : malloc(n * sizeof(*grown));
+	if (!grown)
+		return false;
+	memcpy(grown, l->ops, l->len * sizeof(*grown));
+	if (l->ops != l->small)
+		free(l->ops);
+	l->ops = grown;
+	l->cap = n;
+	return true;
+}
+
+static inline void oplist_push_reserved(struct oplist *l, struct tw_delayed_op *op)
+{
+	l->ops[l->len++] = op; /* l->len < l->cap: oplist_reserve */
+}
+
+/* Watch entries unlinked under a shard lock, each holding a reference to
+ * its op that is dropped once the lock is released. They are chained
+ * through their own links, so collecting them needs no memory and cannot
+ * fail: an unlinked entry's link.next is NULL (in no list: unwatch reads
+ * that) and its link.prev is free, an entry is unlinked once per watch,
+ * and its reference keeps it valid (the caller keeps its watches until
+ * on_release) until the chain drops that reference. The chain pointer's
+ * low bit marks an entry whose op the collector claimed, holding a second
+ * reference (cancel_for_key, shutdown): an op is claimed once, so it is
+ * marked on one entry of one chain. */
+struct entry_chain {
+	struct tw_watch *head, *tail; /* in the order they were unlinked */
+};
+
+_Static_assert(_Alignof(struct tw_watch) >= 2, "the claim mark is bit 0");
+
+static inline void chain_init(struct entry_chain *c)
+{
+	c->head = c->tail = NULL;
+}
+
+static inline void chain_push(struct entry_chain *c, struct tw_watch *w,
+			      bool claimed)
+{
+	w->link.prev = (struct tw_link *)(uintptr_t)claimed;
+	if (c->tail)
+		c->tail->link.prev = (struct tw_link *)((uintptr_t)w |
+							((uintptr_t)c->tail->link.prev & 1));
+	else
+		c->head = w;
+	c->tail = w;
+}
+
+static inline struct tw_watch *chain_next(const struct tw_watch *w, bool *claimed)
+{
+	uintptr_t v = (uintptr_t)w->link.prev;
+
+	*claimed = v & 1;
+	return (struct tw_watch *)(v & ~(uintptr_t)1);
 }
 
 /* The op's own lock: own_lock is OWN_FREE, OWN_HELD, or OWN_SLEEPERS
@@ -298,6 +369,26 @@ static inline void put_all(struct oplist *puts)
 	oplist_free(puts);
 }
 
+/* Drop a chain's references (a claimed op's two), now that no lock is
+ * held. Each entry's successor and op are read before its puts: the last
+ * one may release the op, and the entry with it. */
+static inline void chain_put_all(struct entry_chain *c)
+{
+	struct tw_watch *w = c->head;
+
+	chain_init(c);
+	while (w) {
+		bool claimed;
+		struct tw_watch *next = chain_next(w, &claimed);
+		struct tw_delayed_op *op = w->op;
+
+		if (claimed)
+			op_put(op);
+		op_put(op);
+		w = next;
+	}
+}
+
 /* ---- the hash table's addressing ---- */
 
 static inline uint64_t hash_key(const void *key, size_t len)
@@ -323,7 +414,7 @@ static inline struct tw_watchers **slot_for(struct pshard *sh, uint64_t h)
 /* An action on one key's list, under its shard lock; the references it
  * drops go on puts, dropped after the unlock. */
 typedef void tw__pg_list_fn(struct tw_purgatory *p, struct tw_watchers *ws,
-			    struct oplist *puts, void *arg);
+			    struct entry_chain *puts, void *arg);
 
 /* op.c */
 TW_PG_HIDDEN void tw__pg_drop_timeout(struct tw_purgatory *p,
@@ -333,13 +424,13 @@ TW_PG_HIDDEN bool tw__pg_try_complete_referenced(struct tw_delayed_op *op);
 TW_PG_HIDDEN void tw__pg_walk_lists(struct tw_purgatory *p, bool lock,
 				    tw__pg_list_fn *fn, void *arg);
 TW_PG_HIDDEN void tw__pg_claim_list(struct tw_purgatory *p,
-				    struct tw_watchers *ws, struct oplist *puts,
-				    void *claimed);
+				    struct tw_watchers *ws,
+				    struct entry_chain *puts, void *unused);
 TW_PG_HIDDEN void tw__pg_unlink_all(struct tw_purgatory *p,
-				    struct tw_watchers *ws, struct oplist *puts,
-				    void *unused);
+				    struct tw_watchers *ws,
+				    struct entry_chain *puts, void *unused);
 TW_PG_HIDDEN int64_t tw__pg_hand_back_claimed(struct tw_purgatory *p,
-					      struct oplist *claimed,
+					      struct entry_chain *claimed,
 					      tw_op_fn *hand_back);
 TW_PG_HIDDEN void tw__pg_maybe_purge(struct tw_purgatory *p);
 

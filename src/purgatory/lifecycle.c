@@ -98,7 +98,10 @@ struct timeout_hand_back {
 	struct tw_purgatory *p;
 	tw_op_fn *hand_back;
 	int64_t n;
-	struct oplist puts; /* the timeouts' references, dropped after */
+	/* The timeouts' references, dropped after: room for every armed
+	 * timeout, reserved before the service's shutdown (in destroy, when
+	 * it could not be, only the list's own). */
+	struct oplist puts;
 };
 
 /* The service's shutdown found an op's timeout armed: it will never run.
@@ -119,31 +122,29 @@ static void timeout_handed_back(struct tw_service_timer *t, void *arg)
 	 * service's shutdown runs this under its own, and the last put runs
 	 * on_release (the second review of the headers: an on_release that
 	 * took a lock another thread held around its own shutdown call hung
-	 * both). With no memory to remember it, dropped here. */
-	if (!oplist_push(&ctx->puts, op))
+	 * both). Its room was reserved: no push here needs memory, but in a
+	 * destroy that could not reserve it (tw_purgatory_destroy). */
+	if (ctx->puts.len < ctx->puts.cap)
+		oplist_push_reserved(&ctx->puts, op);
+	else if (!oplist_push(&ctx->puts, op))
 		op_put(op);
 }
 
-/* shutdown's claim of every list: the entries' references go to
- * *deferred, not to the walker's list, which drops them under
+/* shutdown's claim of every list: the entries' references go on one
+ * chain for all shards, not the walker's, which drops them under
  * shutdown_mu. */
-struct deferred_claim {
-	struct oplist claimed, deferred;
-};
-
 static void claim_list_deferred(struct tw_purgatory *p, struct tw_watchers *ws,
-				struct oplist *puts, void *arg)
+				struct entry_chain *puts, void *arg)
 {
-	struct deferred_claim *dc = arg;
-
 	(void)puts;
-	tw__pg_claim_list(p, ws, &dc->deferred, &dc->claimed);
+	tw__pg_claim_list(p, ws, arg, NULL);
 }
 
-int64_t tw_purgatory_shutdown(struct tw_purgatory *p, tw_op_fn *hand_back)
+/* must: destroy's, which cannot give up for want of memory. */
+static int64_t shutdown_how(struct tw_purgatory *p, tw_op_fn *hand_back, bool must)
 {
 	struct timeout_hand_back ctx;
-	struct deferred_claim dc;
+	struct entry_chain deferred;
 	int64_t n;
 
 	if (!p)
@@ -160,11 +161,19 @@ int64_t tw_purgatory_shutdown(struct tw_purgatory *p, tw_op_fn *hand_back)
 			TW_TEST_POINT("purgatory.shutdown.wait", p);
 			sched_yield();
 		}
-	oplist_init(&dc.claimed);
-	oplist_init(&dc.deferred);
-	tw__pg_walk_lists(p, true, claim_list_deferred, &dc);
-	n = tw__pg_hand_back_claimed(p, &dc.claimed, hand_back);
+	/* No watch is under way now, and none starts: no timeout is armed
+	 * from here on, so the armed ones bound what the service's shutdown
+	 * hands back. Their room is taken before anything changes; without
+	 * it nothing does (closing stays: the purgatory refuses watches
+	 * either way), and a later call can try again. */
 	oplist_init(&ctx.puts);
+	if (!oplist_reserve(&ctx.puts, atomic_load(&p->delayed)) && !must) {
+		pthread_mutex_unlock(&p->shutdown_mu);
+		return TW_ENOMEM;
+	}
+	chain_init(&deferred);
+	tw__pg_walk_lists(p, true, claim_list_deferred, &deferred);
+	n = tw__pg_hand_back_claimed(p, &deferred, hand_back);
 	/* Wait for any timeout callback still running. A timeout still armed
 	 * here belongs to an op a completer has claimed but whose timeout it
 	 * has not cancelled yet; the service hands it back, and its
@@ -181,10 +190,14 @@ int64_t tw_purgatory_shutdown(struct tw_purgatory *p, tw_op_fn *hand_back)
 	 * (purgatory.h): the references go only now. A second shutdown
 	 * waits on shutdown_mu for the work above, not for these: its
 	 * caller may hold a lock an on_release takes. */
-	put_all(&dc.claimed);
-	put_all(&dc.deferred);
+	chain_put_all(&deferred);
 	put_all(&ctx.puts);
 	return n;
+}
+
+int64_t tw_purgatory_shutdown(struct tw_purgatory *p, tw_op_fn *hand_back)
+{
+	return shutdown_how(p, hand_back, false);
 }
 
 void tw_purgatory_destroy(struct tw_purgatory *p)
@@ -192,7 +205,7 @@ void tw_purgatory_destroy(struct tw_purgatory *p)
 	if (!p)
 		return;
 	if (p->svc) {
-		tw_purgatory_shutdown(p, NULL);
+		shutdown_how(p, NULL, true);
 		tw_service_destroy(p->svc);
 	}
 	/* A watch that raced shutdown may have linked entries after its

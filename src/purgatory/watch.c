@@ -89,21 +89,21 @@ static struct pshard *locate(struct tw_purgatory *p, const void *key, size_t len
 	return shard_for(p, *h);
 }
 
-/* Under the shard lock; the op's reference is dropped later. */
+/* Under the shard lock; the entry's reference is dropped later, from the
+ * chain (claimed: the caller claimed its op and took a second one). */
 static void unlink_entry(struct tw_purgatory *p, struct tw_watchers *ws,
-			 struct tw_watch *w, struct oplist *puts)
+			 struct tw_watch *w, struct entry_chain *puts, bool claimed)
 {
 	list_unlink(&w->link); /* leaves link.next NULL: in no list */
 	ws->count--;
 	OP_SUB(w->op->linked, 1);
 	atomic_fetch_sub(&p->watched, 1);
-	if (!oplist_push(puts, w->op))
-		op_put(w->op); /* out of memory: drop it here instead */
+	chain_push(puts, w, claimed);
 }
 
 /* Unlink the completed entries of one list. */
 static void drop_completed(struct tw_purgatory *p, struct tw_watchers *ws,
-			   struct oplist *puts)
+			   struct entry_chain *puts)
 {
 	struct tw_link *l = ws->entries.next;
 
@@ -112,7 +112,7 @@ static void drop_completed(struct tw_purgatory *p, struct tw_watchers *ws,
 
 		l = l->next;
 		if (OP_LOAD(w->op->completed))
-			unlink_entry(p, ws, w, puts);
+			unlink_entry(p, ws, w, puts, false);
 	}
 }
 
@@ -178,18 +178,18 @@ static void unwatch(struct tw_purgatory *p, struct tw_watch *w,
 {
 	uint64_t h = hash_key(key, len);
 	struct pshard *sh = shard_for(p, h);
-	struct oplist puts;
+	struct entry_chain puts;
 
-	oplist_init(&puts);
+	chain_init(&puts);
 	pthread_mutex_lock(&sh->mu);
 	if (w->link.next) {
 		struct tw_watchers *ws = find(sh, h, key, len);
 
-		unlink_entry(p, ws, w, &puts);
+		unlink_entry(p, ws, w, &puts, false);
 		remove_if_empty(sh, ws);
 	}
 	pthread_mutex_unlock(&sh->mu);
-	put_all(&puts);
+	chain_put_all(&puts);
 }
 
 int tw_purgatory_try_complete_else_watch(struct tw_purgatory *p,
@@ -312,14 +312,15 @@ int64_t tw_purgatory_check_and_complete(struct tw_purgatory *p,
 	uint64_t h;
 	struct pshard *sh;
 	struct tw_watchers *ws;
-	struct oplist snapshot, puts;
+	struct oplist snapshot;
+	struct entry_chain puts;
 	int64_t completed = 0;
 
 	sh = locate(p, key, len, &h);
 	if (!sh)
 		return TW_EINVAL;
 	oplist_init(&snapshot);
-	oplist_init(&puts);
+	chain_init(&puts);
 	pthread_mutex_lock(&sh->mu);
 	ws = find(sh, h, key, len);
 	if (ws) {
@@ -335,7 +336,7 @@ int64_t tw_purgatory_check_and_complete(struct tw_purgatory *p,
 		remove_if_empty(sh, ws);
 	}
 	pthread_mutex_unlock(&sh->mu);
-	put_all(&puts);
+	chain_put_all(&puts);
 
 	/* try_complete runs with no shard lock held: it may call back. The
 	 * snapshot's reference keeps each op alive across its locked section
@@ -358,45 +359,45 @@ int64_t tw_purgatory_check_and_complete(struct tw_purgatory *p,
 			remove_if_empty(sh, ws);
 		}
 		pthread_mutex_unlock(&sh->mu);
-		put_all(&puts);
+		chain_put_all(&puts);
 	}
 	put_all(&snapshot);
 	return completed;
 }
 
-/* Claim the uncompleted ops of one list (unlinking all its entries) into
- * claimed; the caller hands them back. */
+/* Claim the uncompleted ops of one list, unlinking all its entries onto
+ * puts, a claimed op's entry marked; the caller hands them back. */
 void tw__pg_claim_list(struct tw_purgatory *p, struct tw_watchers *ws,
-		       struct oplist *puts, void *claimed_list)
+		       struct entry_chain *puts, void *unused)
 {
-	struct oplist *claimed = claimed_list;
-
+	(void)unused;
 	while (!list_empty(&ws->entries)) {
 		struct tw_watch *w =
 			tw_container_of(ws->entries.next, struct tw_watch, link);
-		struct tw_delayed_op *op = w->op;
+		bool claimed = tr_claim(w->op);
 
-		if (tr_claim(op)) {
-			/* Keep a reference: its entry's goes below. */
-			tr_ref_get(op);
-			if (!oplist_push(claimed, op))
-				op_put(op); /* out of memory: claimed, not handed back */
-		}
-		unlink_entry(p, ws, w, puts);
+		if (claimed)
+			tr_ref_get(w->op); /* the claim's: its entry's goes too */
+		unlink_entry(p, ws, w, puts, claimed);
 	}
 }
 
-/* Cancel the timeouts of claimed ops and hand them back. Their
- * references stay in *claimed: the caller drops them (put_all) once it
- * holds no lock of the purgatory's, for that may run on_release. */
-int64_t tw__pg_hand_back_claimed(struct tw_purgatory *p, struct oplist *claimed,
+/* Cancel the timeouts of the claimed ops on a chain and hand them back.
+ * Their references stay on the chain: the caller drops them
+ * (chain_put_all) once it holds no lock of the purgatory's, for that may
+ * run on_release. */
+int64_t tw__pg_hand_back_claimed(struct tw_purgatory *p, struct entry_chain *c,
 				 tw_op_fn *hand_back)
 {
 	int64_t n = 0;
 
-	for (size_t i = 0; i < claimed->len; i++) {
-		struct tw_delayed_op *op = claimed->ops[i];
+	for (struct tw_watch *w = c->head, *next; w; w = next) {
+		struct tw_delayed_op *op = w->op;
+		bool claimed;
 
+		next = chain_next(w, &claimed);
+		if (!claimed)
+			continue;
 		tw__pg_drop_timeout(p, op);
 		n++;
 		if (hand_back)
@@ -411,36 +412,34 @@ int64_t tw_purgatory_cancel_for_key(struct tw_purgatory *p, const void *key,
 	uint64_t h;
 	struct pshard *sh;
 	struct tw_watchers *ws;
-	struct oplist claimed, puts;
+	struct entry_chain puts;
 	int64_t n;
 
 	sh = locate(p, key, len, &h);
 	if (!sh)
 		return TW_EINVAL;
-	oplist_init(&claimed);
-	oplist_init(&puts);
+	chain_init(&puts);
 	pthread_mutex_lock(&sh->mu);
 	ws = find(sh, h, key, len);
 	if (ws) {
-		tw__pg_claim_list(p, ws, &puts, &claimed);
+		tw__pg_claim_list(p, ws, &puts, NULL);
 		remove_if_empty(sh, ws);
 	}
 	pthread_mutex_unlock(&sh->mu);
-	n = tw__pg_hand_back_claimed(p, &claimed, hand_back);
-	put_all(&claimed);
-	put_all(&puts);
+	n = tw__pg_hand_back_claimed(p, &puts, hand_back);
+	chain_put_all(&puts);
 	return n;
 }
 
 /* Unlink every entry of one list (destroy: its ops are completed). */
 void tw__pg_unlink_all(struct tw_purgatory *p, struct tw_watchers *ws,
-		       struct oplist *puts, void *unused)
+		       struct entry_chain *puts, void *unused)
 {
 	(void)unused;
 	while (!list_empty(&ws->entries))
 		unlink_entry(p, ws,
 			     tw_container_of(ws->entries.next, struct tw_watch, link),
-			     puts);
+			     puts, false);
 }
 
 /* The one walk over every key's list, shard by shard (purge, shutdown,
@@ -455,9 +454,9 @@ void tw__pg_walk_lists(struct tw_purgatory *p, bool lock, tw__pg_list_fn *fn,
 {
 	for (unsigned i = 0; i < p->nshards; i++) {
 		struct pshard *sh = &p->shards[i];
-		struct oplist puts;
+		struct entry_chain puts;
 
-		oplist_init(&puts);
+		chain_init(&puts);
 		if (lock)
 			pthread_mutex_lock(&sh->mu);
 		for (size_t b = 0; b < sh->nbuckets; b++) {
@@ -473,12 +472,12 @@ void tw__pg_walk_lists(struct tw_purgatory *p, bool lock, tw__pg_list_fn *fn,
 		}
 		if (lock)
 			pthread_mutex_unlock(&sh->mu);
-		put_all(&puts);
+		chain_put_all(&puts);
 	}
 }
 
 static void drop_completed_of(struct tw_purgatory *p, struct tw_watchers *ws,
-			      struct oplist *puts, void *unused)
+			      struct entry_chain *puts, void *unused)
 {
 	(void)unused;
 	drop_completed(p, ws, puts);
