@@ -668,6 +668,31 @@ static void test_timeouts_with_a_tolerance_expire_together(void)
 	}
 }
 
+/* A timeout past INT64_MAX is INT64_MAX: an injected clock that reads it
+ * expires the op then, and not a unit before (purgatory.h, tw_op_init). */
+static void test_a_timeout_past_the_end_of_time(void)
+{
+	static const int64_t timeouts[] = { 11, 20, INT64_MAX };
+
+	for (size_t i = 0; i < sizeof(timeouts) / sizeof(timeouts[0]); i++) {
+		struct tw_purgatory *p = manual_purgatory_purging(0);
+		struct mock m;
+
+		atomic_store(&virtual_now, INT64_MAX - 10);
+		mock_init(&m, timeouts[i]);
+		CHECK_EQ(watch_on(p, &m, 1, "end", NULL, NULL), 0);
+		atomic_store(&virtual_now, INT64_MAX - 1);
+		CHECK(tw_purgatory_poll(p) >= 0);
+		CHECK_EQ(atomic_load(&m.expirations), 0);
+		atomic_store(&virtual_now, INT64_MAX);
+		CHECK_EQ(tw_purgatory_poll(p), 1);
+		CHECK_EQ(atomic_load(&m.expirations), 1);
+		CHECK_EQ(atomic_load(&m.completes), 1);
+		tw_purgatory_destroy(p);
+		tw_op_destroy(&m.op);
+	}
+}
+
 /* One jump over the windows: polled once at 1400, an op whose window
  * [1000 + timeout, + tolerance] ended before has expired, one whose window
  * starts after has not; the rest expire by the next jump, each once. */
@@ -909,6 +934,7 @@ int main(void)
 	RUN(test_timeouts_with_a_tolerance_expire_together);
 	RUN(test_a_loop_sleeping_the_purgatory_timeout);
 	RUN(test_tolerances_in_one_jump);
+	RUN(test_a_timeout_past_the_end_of_time);
 	RUN(test_bad_tolerances);
 	RUN(test_refused_watches_and_late_tolerances);
 	RUN(test_tolerances_at_the_ends_of_time);

@@ -138,9 +138,10 @@ struct tw_delayed_op {
  * (TW_DEBUG) stops at such a call and names it, the release build cannot
  * tell (before its first init an op's memory may be anything).
  * @param op the operation
- * @param timeout > 0, in clock units of the purgatory's service; one the
- *        clock cannot reach (now + timeout past INT64_MAX) is the end of
- *        time: the op waits for its condition or a cancel
+ * @param timeout > 0, in clock units of the purgatory's service; one
+ *        past the end of time (now + timeout past INT64_MAX) times out at
+ *        INT64_MAX, when the clock reads it (a real clock never does; an
+ *        injected one may, and then the op expires as any other)
  * @param ops its callbacks; the table must outlive the op (a static const
  *            one does)
  * @param lock a lock shared with other operations, or NULL for its own
