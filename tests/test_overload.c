@@ -312,6 +312,71 @@ static int fail_each_allocation(int (*create)(void), void (*destroy)(void))
 	}
 }
 
+/* A poll while every allocation fails: the batch of expiries cannot grow,
+ * yet each scan has the room create made, so the poll runs every due timer
+ * and returns (it retried the same deferred timer for ever, 18 million
+ * failed allocations in 3 s). In a child, with an alarm for the hang. */
+static _Atomic int64_t oom_clock;
+static atomic_int oom_ran;
+
+static int64_t oom_now(void *arg)
+{
+	(void)arg;
+	return atomic_load(&oom_clock);
+}
+
+static void oom_run(struct tw_service *svc, struct tw_service_timer *t)
+{
+	(void)svc;
+	(void)t;
+	atomic_fetch_add(&oom_ran, 1);
+}
+
+static int child_poll_without_memory(void)
+{
+	enum { N = 1000 };
+	static struct tw_service_timer t[N];
+	struct tw_service_config cfg = { 0 };
+	struct tw_service *svc = NULL;
+	int64_t n;
+
+	cfg.manual = true;
+	cfg.tick = 1;
+	cfg.clock.now = oom_now;
+	atomic_store(&oom_clock, 0);
+	if (tw_service_create(&svc, &cfg) != TW_OK)
+		return 2;
+	for (int i = 0; i < N; i++) {
+		tw_service_timer_init(&t[i], oom_run);
+		if (tw_service_add(svc, &t[i], 5) != TW_OK)
+			return 3;
+	}
+	atomic_store(&oom_clock, 10);
+	alarm(10);
+	arm(0);
+	n = tw_service_poll(svc);
+	disarm();
+	stop_counting();
+	alarm(0);
+	tw_service_destroy(svc);
+	return n == N && atomic_load(&oom_ran) == N ? 0 : 4;
+}
+
+static void test_poll_without_memory_runs_everything_due(void)
+{
+	pid_t pid;
+	int status = 0;
+
+	fflush(stdout);
+	pid = fork();
+	CHECK(pid >= 0);
+	if (pid == 0)
+		_exit(child_poll_without_memory());
+	CHECK_EQ(waitpid(pid, &status, 0), pid);
+	CHECK(WIFEXITED(status)); /* not killed by the alarm: it returned */
+	CHECK_EQ(WEXITSTATUS(status), 0);
+}
+
 static void test_allocation_failures(void)
 {
 	int rc;
@@ -444,6 +509,7 @@ int main(void)
 	RUN(test_adds_until_callers_memory_runs_out);
 #if !TW_SANITIZED
 	RUN(test_allocation_failures);
+	RUN(test_poll_without_memory_runs_everything_due);
 #endif
 	RUN(test_full_executor_queue);
 	return check_report();

@@ -353,8 +353,14 @@ int tw_service_create(struct tw_service **out, const struct tw_service_config *c
 	svc->ring_cap = svc->cfg.queue_capacity;
 	svc->executors = calloc(svc->nexecutors + 1, sizeof(*svc->executors));
 	svc->inboxes = aligned_alloc(64, svc->ninboxes * sizeof(*svc->inboxes));
+	/* The batch's first room, made here: an advance always has room for
+	 * BATCH_MIN expiries, so a scan makes progress however short of
+	 * memory the process is (it grows the batch when it can; without any
+	 * room a poll, or the reaper, deferred the same timer for ever). */
+	svc->batch = malloc(BATCH_MIN * sizeof(*svc->batch));
+	svc->batch_cap = BATCH_MIN;
 	if (!svc->running || !svc->ring || !svc->executors ||
-	    !svc->inboxes) {
+	    !svc->inboxes || !svc->batch) {
 		free_service(svc);
 		return TW_ENOMEM;
 	}
