@@ -51,7 +51,11 @@
  * add's CAS and its push), then freeing the timer; 12 one timer's owner
  * making any three calls (reinit and stop_pending among them) against a
  * poller and an executor; 13 (no property) the step relation: one call
- * from every word.
+ * from every word; 15 a periodic timer on two executors rescheduled
+ * during its run (by another thread or by the run itself), whose next run
+ * cancels and frees it, or whose run cancel_syncs and frees it.
+ * In every scenario execute asserts, at each claim, that the timer is in
+ * no other run (inrun[]): a timer never runs beside itself.
  * In every scenario a monitor checks, in every state, that a timer the
  * wheel links is PENDING, ADDING or flagged (F_INBOX, F_TOMB).
  * Mutations (MUT): 1, 3, 5, 6, 7, 8 put back issue 13's protocol bugs of
@@ -65,7 +69,10 @@
  * (a timer the add pushes after it, freed, still in an inbox); issue 26:
  * 21 apply loading the due time before its CAS takes F_INBOX down (a
  * reschedule to a window in between pushes nothing, and the torn pair,
- * old due time and new window, fires early: scenario 14).
+ * old due time and new window, fires early: scenario 14); issue 38:
+ * 25 execute claiming an expiry whose timer another slot runs (no
+ * hand-over: two runs at once), 26 cancel_sync from the callback blind to
+ * the expiry handed to its own slot (it waits for itself): scenario 15.
  * model/check.sh checks that SPIN finds each.
  */
 
