@@ -148,9 +148,9 @@ struct tw_service_timer {
  * of it came during the run: then what that call asked for stands (a
  * reschedule to D: the next run at D, then D + period, D + 2 * period,
  * ...). A run that lasts past the next due time delays that run (never
- * two at once); the ones after stay on the grid of due times. Add, cancel and reschedule its timer
- * member; the callback gets that member (recover your object with
- * offsetof/container_of through it). Prepare it with
+ * two at once); the due times after it stay on the grid. Add, cancel and
+ * reschedule its timer member; the callback gets that member (recover
+ * your object with offsetof/container_of through it). Prepare it with
  * tw_service_periodic_init(), never with tw_service_timer_init() (which
  * would make it one-shot).
  */
