@@ -51,7 +51,11 @@
  * add's CAS and its push), then freeing the timer; 12 one timer's owner
  * making any three calls (reinit and stop_pending among them) against a
  * poller and an executor; 13 (no property) the step relation: one call
- * from every word.
+ * from every word; 15 a periodic timer on two executors rescheduled
+ * during its run (by another thread or by the run itself), whose next run
+ * cancels and frees it, or whose run cancel_syncs and frees it.
+ * In every scenario execute asserts, at each claim, that the timer is in
+ * no other run (inrun[]): a timer never runs beside itself.
  * In every scenario a monitor checks, in every state, that a timer the
  * wheel links is PENDING, ADDING or flagged (F_INBOX, F_TOMB).
  * Mutations (MUT): 1, 3, 5, 6, 7, 8 put back issue 13's protocol bugs of
@@ -65,7 +69,10 @@
  * (a timer the add pushes after it, freed, still in an inbox); issue 26:
  * 21 apply loading the due time before its CAS takes F_INBOX down (a
  * reschedule to a window in between pushes nothing, and the torn pair,
- * old due time and new window, fires early: scenario 14).
+ * old due time and new window, fires early: scenario 14); issue 38:
+ * 25 execute claiming an expiry whose timer another slot runs (no
+ * hand-over: two runs at once), 26 cancel_sync from the callback blind to
+ * the expiry handed to its own slot (it waits for itself): scenario 15.
  * model/check.sh checks that SPIN finds each.
  */
 
@@ -108,7 +115,7 @@
 #elif SCEN == 3 || SCEN == 4 || SCEN == 6 || SCEN == 12 || SCEN == 13
 #define NEXEC 1
 #define REAPER 0
-#elif SCEN == 5
+#elif SCEN == 5 || SCEN == 15
 #define NEXEC 2
 #define REAPER 0
 #else
@@ -121,7 +128,7 @@
  * reaper or whose polls need not expire anything; scenarios 3-5 script
  * polls that must expire their timers (their processes then wait for the
  * callbacks), so there a deferral would only leave the script waiting. */
-#if SCEN == 3 || SCEN == 4 || SCEN == 5 || SCEN == 9 || SCEN == 14
+#if SCEN == 3 || SCEN == 4 || SCEN == 5 || SCEN == 9 || SCEN == 14 || SCEN == 15
 #define DEFER 0
 #else
 #define DEFER 1
@@ -153,6 +160,9 @@
 #define CB_NONE 0
 #define CB_SYNC_OTHER 1   /* cancel_sync the other timer */
 #define CB_SELF 2         /* wait for a re-add, cancel_sync itself, free */
+#define CB_TWICE 3        /* SCEN 15: run 1 may reschedule itself, or
+			     cancel_sync itself and free; run 2 cancels
+			     itself and frees */
 
 typedef timer_t {
 	byte st;
@@ -201,12 +211,19 @@ bool stop_exec;
 byte exec_done;
 
 byte running[NSLOTS];
+bool again[NSLOTS];         /* RUN_AGAIN: an expiry of running[k] handed
+			       to slot k, for after its run */
 byte waiting[NSLOTS];
+byte inrun[NT];             /* runs of the timer under way, claim to re-arm */
 
 /* callbacks' progress, for the scenarios */
 byte cb_started[NT], cb_finished[NT];
 byte cb_result[NT];
 bool readd_done;            /* SCEN 4: the re-add happened */
+#if SCEN == 15
+byte s15_mode;              /* who reschedules during run 1 (init) */
+bool resched_done;
+#endif
 bool shut_done;
 byte handed_total;
 bool coll[NT];              /* on shutdown's private list (tls_handed) */
@@ -432,6 +449,7 @@ inline add_or_reschedule_range(t, d, sl, resched) {
 			if
 			:: resched && (s == PENDING || s == EXPIRED) ->
 				tm[t].stopped++; rc = R_STOPPED
+			:: resched && s == RUNNING -> rc = R_RUNNING
 			:: else -> skip
 			fi;
 			tm[t].next_due = d;
@@ -491,6 +509,12 @@ inline cancel_state(t) {
 	:: else ->
 		is_running_except(t, HANDBACK_OF(SVC_OF(t)), res);
 		rc = (res -> R_RUNNING : R_IDLE)
+	fi;
+	/* from its own callback: its run is its last, not re-armed
+	 * (THIS_THREAD.rearm), so that the callback may free it */
+	if
+	:: me != NONE && running[me] == t -> rearm_ok = 0
+	:: else -> skip
 	fi
 }
 
@@ -504,6 +528,22 @@ inline take_entry(t) {
 	if
 	:: me == HANDBACK_OF(SVC_OF(t)) && coll[t] ->
 		atomic { coll[t] = 0; TOUCH(t); BEGIN_STEP(t); tm[t].entry = 0; STEP(t, release_entry) }
+	:: else ->
+#endif
+#if MUT != 26
+	/* From t's own callback: an expiry handed to this thread's slot
+	 * (again[me]) is taken back, unless t expired again meanwhile;
+	 * waiting for it would be waiting for itself. */
+	if
+	:: me != NONE && running[me] == t && again[me] ->
+		atomic {
+			if
+			:: tm[t].entry && tm[t].st != EXPIRED ->
+				BEGIN_STEP(t); tm[t].entry = 0; STEP(t, release_entry);
+				again[me] = 0
+			:: else -> skip
+			fi
+		}
 	:: else ->
 #endif
 	/* the scanner's own batch (tls_scanning == svc) */
@@ -550,6 +590,9 @@ inline take_entry(t) {
 	:: else -> break
 	od;
 	unlock(q_mu)
+#endif
+#if MUT != 26
+	fi
 #endif
 #if MUT != 16
 	fi
@@ -621,13 +664,18 @@ inline waits_for_me(t, res) {
  * which SPIN then reports). Nor does it wait while its timer is on an
  * inbox stack: the word still says F_INBOX, so the next pass drains it (a
  * push after this pass's drain -- scenario 12 found a model that waited
- * for ever there, where the C code's next pass drains). */
+ * for ever there, where the C code's next pass drains); nor, from the
+ * timer's own callback, while an expiry of it waits in its own slot
+ * (again[me]): the next pass takes it back (handed over after this
+ * pass's take_entry looked -- scenario 15 found that one the same way). */
 #define RUNV(k) (k < NSLOTS -> (running[k] == NONE -> 3 : running[k]) : 0)
 #define WAITV(k) (k < NSLOTS -> (waiting[k] == NONE -> 3 : waiting[k]) : 0)
+#define AGAINV(k) (k < NSLOTS -> again[k] : 0)
 #define SIGA (tm[0].st + 8 * tm[0].inbox + 16 * tm[0].entry + \
 	32 * tm[1].st + 256 * tm[1].inbox + 512 * tm[1].entry + \
 	1024 * rlen + 4096 * rhead + 16384 * nbatch[0] + \
-	65536 * tm[0].tomb + 131072 * tm[1].tomb + 262144 * nbatch[NSVC - 1])
+	65536 * tm[0].tomb + 131072 * tm[1].tomb + 262144 * nbatch[NSVC - 1] + \
+	1048576 * (AGAINV(0) + 2 * AGAINV(1) + 4 * AGAINV(2) + 8 * AGAINV(3)))
 #define SIGB (RUNV(0) + 4 * RUNV(1) + 16 * RUNV(2) + 64 * RUNV(3) + \
 	256 * WAITV(0) + 1024 * WAITV(1) + 4096 * WAITV(2) + 16384 * WAITV(3) + \
 	65536 * (ring[0] == NONE -> 3 : ring[0]) + 262144 * (ring[1] == NONE -> 3 : ring[1]))
@@ -722,7 +770,13 @@ inline cancel_sync(t) {
 		:: else -> skip
 		fi;
 #endif
+#if MUT == 26
+		/* the pass does not look at its own slot: nor does the wait */
 		(SIGA != siga || SIGB != sigb || tm[t].stacked)
+#else
+		(SIGA != siga || SIGB != sigb || tm[t].stacked ||
+		 (me != NONE && running[me] == t && again[me]))
+#endif
 	od;
 	if
 	:: me != NONE -> waiting[me] = NONE   /* unpost_wait */
@@ -873,6 +927,34 @@ inline callback(t) {
 		cb_result[t] = rc;
 		cb_finished[t] = 1;
 		tm[t].freed = 1 /* a one-shot may free itself as its last act */
+#if SCEN == 15
+	:: tm[t].cb == CB_TWICE ->
+		cb_started[t] = 1;
+		if
+		:: tm[t].ran == 1 && s15_mode == 1 ->
+			/* run 1 reschedules itself, due at once */
+			add_or_reschedule(t, 0, 1);
+			assert(rc == R_RUNNING);
+			resched_done = 1
+		:: tm[t].ran == 1 && s15_mode == 2 ->
+			/* run 1, once the other thread rescheduled it (its
+			 * expiry may be handed to this very thread), stops
+			 * itself with cancel_sync and frees itself */
+			resched_done;
+			cancel_sync(t);
+			if
+			:: rc != R_EDEADLK -> tm[t].freed = 1
+			:: else -> skip
+			fi
+		:: tm[t].ran == 2 ->
+			/* run 2 cancels itself (plainly) and frees itself */
+			cancel_state(t);
+			assert(rc == R_RUNNING);
+			tm[t].freed = 1
+		:: else -> skip
+		fi;
+		cb_finished[t]++
+#endif
 	:: else -> cb_finished[t] = 1
 	fi
 }
@@ -891,7 +973,7 @@ inline rearm(t) {
 	}
 	if
 	:: res ->
-		tm[t].next_due = tm[t].next_due + 2;
+		tm[t].next_due = rdue + 2;   /* the run's own due + period */
 		atomic { BEGIN_STEP(t); old = tm[t].inbox; tm[t].st = PENDING; tm[t].inbox = 1; tm[t].adds++; STEP(t, publish) };
 		if
 		:: !old -> push(t)
@@ -905,32 +987,102 @@ inline rearm(t) {
 	fi
 }
 
+/*
+ * execute(): the slot holds t from before the claim until the run (and
+ * every expiry handed to it meanwhile) is over. An expiry whose timer is
+ * running in another executor's (or the scanner's) slot is handed to that
+ * slot (again[], the C code's RUN_AGAIN bit, set by a CAS that expects the
+ * slot to hold t unflagged) instead of run beside it; the slot's thread
+ * runs it when its own run returns. The scan is one load a step, as the C
+ * code's. inrun[] counts runs under way, from the claim to the end of the
+ * re-arm: never two (the property of SCEN 15, asserted everywhere).
+ */
+#define SCAN_END(t) (SVC_OF(t) * NSLOT + NEXEC + 1)
 inline execute(t, slot) {
 	running[slot] = t;
-	atomic {
-		TOUCH(t);
-		old = tm[t].st;
-		BEGIN_STEP(t);
-		tm[t].entry = 0;
+	do
+	:: true ->
+		/* run_entry: hand the expiry over, or claim it */
+		ho = 0;
+		do
+		:: true ->
+			atomic { TOUCH(t); w = WORD(t) };
+			sk = SCAN_END(t);
+#if MUT != 25
+			if
+			:: NEXEC > 0 && w % 8 == EXPIRED ->
+				sk = SVC_OF(t) * NSLOT;
+				do
+				:: sk < SCAN_END(t) && (sk == slot || running[sk] != t) -> sk++
+				:: sk < SCAN_END(t) && sk != slot && running[sk] == t -> break
+				:: sk == SCAN_END(t) -> break
+				od
+			:: else -> skip
+			fi;
+#endif
+			if
+			:: sk < SCAN_END(t) ->
+				atomic {
+					if
+					:: running[sk] == t && !again[sk] -> again[sk] = 1; ho = 1
+					:: else -> skip   /* its run ended: look again */
+					fi
+				};
+				if
+				:: ho -> w = 0; sk = 0; break
+				:: else -> skip
+				fi
+			:: else ->
+				/* the claim: the CAS from the word read above */
+				atomic {
+					if
+					:: WORD(t) == w ->
+						TOUCH(t);
+						old = tm[t].st;
+						BEGIN_STEP(t);
+						tm[t].entry = 0;
+						if
+						:: old == EXPIRED ->
+							tm[t].st = (tm[t].periodic -> RUNNING : IDLE);
+							assert(inrun[t] == 0);  /* never two runs */
+							inrun[t] = 1;
+							rdue = tm[t].next_due;
+							rearm_ok = tm[t].periodic
+						:: else -> skip
+						fi;
+						STEP(t, execute);
+						w = 0; sk = 0;
+						break
+					:: else -> skip   /* the CAS failed: again */
+					fi
+				}
+			fi
+		od;
 		if
-		:: old == EXPIRED -> tm[t].st = (tm[t].periodic -> RUNNING : IDLE)
+		:: !ho && old == EXPIRED ->
+			tm[t].ran++;
+			me = slot;
+			callback(t);
+			me = NONE;
+			if
+			:: rearm_ok -> rearm(t)
+			:: else -> skip
+			fi;
+			inrun[t] = 0;
+			rdue = 0;
+			rearm_ok = 0
 		:: else -> skip
 		fi;
-		STEP(t, execute)
-	}
-	if
-	:: old == EXPIRED ->
-		tm[t].ran++;
-		me = slot;
-		callback(t);
-		me = NONE;
-		if
-		:: tm[t].periodic -> rearm(t)
-		:: else -> skip
-		fi
-	:: else -> skip
-	fi;
-	running[slot] = NONE
+		old = 0;
+		/* running_let_go: empty the slot, unless an expiry was handed
+		 * to it meanwhile (run it: around again) */
+		atomic {
+			if
+			:: again[slot] -> again[slot] = 0
+			:: else -> running[slot] = NONE; break
+			fi
+		}
+	od
 }
 
 inline dispatch(sid) {
@@ -978,7 +1130,7 @@ inline poll(sid) {
 
 #define LOCALS byte old, s, rc, was, i, j, k, cur, hop, t2, next, skipslot, h; \
 	bool entered, res, c, oinb, otomb, mine; byte me = NONE; bool taken[NT]; \
-	int siga, sigb, d
+	int siga, sigb, d; byte w, sk, rdue, ho; bool rearm_ok
 
 proctype reaper()
 {
@@ -1259,6 +1411,19 @@ proctype windower()
 	add_or_reschedule_range(0, 3, 1, 1);
 	stopped_first = rc == R_STOPPED;
 	rescheduled = 1
+}
+#endif
+
+#if SCEN == 15
+/* Another thread of the owner: reschedules the timer, due at once, while
+ * (or after) its run 1 runs. */
+proctype rescheduler()
+{
+	LOCALS;
+	cb_started[0];
+	add_or_reschedule(0, 0, 1);
+	assert(rc == R_RUNNING || rc == R_STOPPED);
+	resched_done = 1
 }
 #endif
 
@@ -1592,6 +1757,42 @@ init
 	poll(0);
 	assert(tm[0].ran == 2 - stopped_first);
 	shutdown();
+#elif SCEN == 15
+	/* a timer never runs beside itself: a periodic timer, two
+	 * executors; while its run 1 runs it is rescheduled due at once (by
+	 * another thread: mode 0, or by run 1 itself: mode 1) and polled, so
+	 * that expiry comes during run 1 (or after, by the interleaving). Run
+	 * 2 cancels itself and frees itself. Mode 2: another thread
+	 * reschedules it and run 1 then cancel_syncs itself and frees itself
+	 * (the expiry may have been handed to its own thread). Checked: never
+	 * two runs at once (inrun, at every claim), nothing touches the timer
+	 * after its free, every add ends once, no thread waits for ever. */
+	tm[0].periodic = 1;
+	tm[0].cb = CB_TWICE;
+	if
+	:: s15_mode = 0
+	:: s15_mode = 1
+	:: s15_mode = 2
+	fi;
+	run executor(0);
+	run executor(1);
+	if
+	:: s15_mode != 1 -> run rescheduler()
+	:: else -> skip
+	fi;
+	add_or_reschedule(0, 0, 0);
+	poll(0);
+	resched_done;
+	/* poll until the run that frees it has: a push may land after a
+	 * poll's drain (then the next poll places it). Only while there is
+	 * something to poll for, so that a thread waiting for ever is still
+	 * an end state SPIN reports, not a loop of polls. */
+	do
+	:: tm[0].freed -> break
+	:: !tm[0].freed && (tm[0].stacked || tm[0].in_wheel) -> poll(0)
+	od;
+	shutdown();
+	assert(tm[0].ran == (s15_mode == 2 -> 1 : 2));
 #elif SCEN == 11
 	/* stop_pending racing the add it stops: the add's push comes after
 	 * the CAS that made the timer PENDING; then polls drain and fire */

@@ -161,6 +161,20 @@ static inline void sp_on(const char *point, const void *obj,
 	pthread_mutex_unlock(&sp_mu);
 }
 
+/* Disarm an sp_on() action that never ran (a point the code may not
+ * reach). */
+static inline void sp_forget(const char *point, const void *obj)
+{
+	pthread_mutex_lock(&sp_mu);
+	for (int i = 0; i < SP_SLOTS; i++)
+		if (sp_slots[i].state == SP_ACTION && sp_slots[i].obj == obj &&
+		    !strcmp(sp_slots[i].point, point)) {
+			sp_slots[i].state = SP_FREE;
+			atomic_fetch_sub(&sp_armed, 1);
+		}
+	pthread_mutex_unlock(&sp_mu);
+}
+
 /* Until the slot's thread is parked; false if it is not within SP_WAIT_S,
  * or if *done (when given) says its thread finished without arriving. */
 static inline bool sp_wait(int slot, atomic_int *done)

@@ -247,6 +247,163 @@ static void test_every_add_ends_exactly_once(void)
 	tw_service_destroy(svc);
 }
 
+/*
+ * A timer never runs beside itself (service.h). Periodic and one-shot
+ * timers, rescheduled from every producer thread and from callbacks (of
+ * the timer itself and of others), with at least two executors and a
+ * small queue (the reaper runs callbacks too when it is full), then
+ * 20,000 runs of the callbacks rescheduling alone: each callback counts
+ * itself in and out of its timer, and one that finds another run of its
+ * timer under way is an overlap. Callbacks last a few yields, so that
+ * expiries come due while a run of their timer goes on.
+ */
+#define NPER 64
+#define NONE_SHOT 64
+
+struct solo {
+	struct tw_service_periodic p; /* period 0: one-shot */
+	atomic_int inside;
+	atomic_long runs;
+};
+
+static struct solo solos[NPER + NONE_SHOT];
+static atomic_long solo_overlaps, solo_runs, solo_handed_back;
+static struct tw_service *solo_svc;
+static long solo_ops;
+
+static uint64_t solo_seed_of(const void *p)
+{
+	return (uint64_t)(uintptr_t)p * 0x9e3779b97f4a7c15ULL | 1;
+}
+
+static void solo_run(struct tw_service *s, struct tw_service_timer *t)
+{
+	struct solo *o = tw_container_of(t, struct solo, p.timer);
+	static _Thread_local uint64_t seed;
+	int rc = 0;
+
+	if (!seed)
+		seed = solo_seed_of(&seed);
+	if (atomic_fetch_add(&o->inside, 1))
+		atomic_fetch_add(&solo_overlaps, 1);
+	atomic_fetch_add(&o->runs, 1);
+	atomic_fetch_add(&solo_runs, 1);
+	switch (test_rand(&seed) % 4) {
+	case 0:
+	case 1: /* itself, due at once or soon: its expiry may come now */
+		rc = tw_service_reschedule(s, t, tw_service_now(s) +
+					   (int64_t)(test_rand(&seed) % 50000));
+		break;
+	case 2: { /* another timer */
+		struct solo *other = &solos[test_rand(&seed) % (NPER + NONE_SHOT)];
+
+		rc = tw_service_reschedule(s, &other->p.timer, tw_service_now(s) +
+					   (int64_t)(test_rand(&seed) % 200000));
+		break;
+	}
+	default:
+		break;
+	}
+	/* The executors run what is queued after shutdown began. */
+	CHECK(rc >= 0 || rc == TW_ESHUTDOWN);
+	for (int i = 0; i < 5; i++)
+		sched_yield();
+	atomic_fetch_sub(&o->inside, 1);
+}
+
+static void *solo_producer(void *arg)
+{
+	uint64_t seed = (uint64_t)(uintptr_t)arg * 0x9e3779b97f4a7c15ULL + 7;
+
+	for (long i = 0; i < solo_ops; i++) {
+		struct solo *o = &solos[test_rand(&seed) % (NPER + NONE_SHOT)];
+		int64_t at = tw_service_now(solo_svc) +
+			     (int64_t)(test_rand(&seed) % 300000);
+
+		if (test_rand(&seed) % 16 == 0)
+			CHECK(tw_service_cancel(solo_svc, &o->p.timer) >= 0);
+		else
+			CHECK(tw_service_reschedule(solo_svc, &o->p.timer, at) >= 0);
+		if (test_rand(&seed) % 8 == 0)
+			sched_yield();
+	}
+	return NULL;
+}
+
+static void solo_hand_back(struct tw_service_timer *t, void *arg)
+{
+	(void)t;
+	(void)arg;
+	atomic_fetch_add(&solo_handed_back, 1);
+}
+
+#ifdef TW_SHAKE
+static atomic_long handed_over; /* expiries handed to their timer's run */
+
+static void counting_hook(const char *point, const void *obj)
+{
+	if (!strcmp(point, "execute.handed_over"))
+		atomic_fetch_add(&handed_over, 1);
+	sp_hook(point, obj);
+}
+#endif
+
+static void test_no_timer_runs_beside_itself(void)
+{
+	struct tw_service_config cfg = { 0 };
+	struct tw_service_stats st;
+	pthread_t th[64];
+
+	cfg.tick = 100000;
+	cfg.executors = nexecutors < 2 ? 2 : nexecutors;
+	cfg.inboxes = ninboxes;
+	cfg.queue_capacity = 16;
+	CHECK_EQ(tw_service_create(&solo_svc, &cfg), TW_OK);
+	for (int i = 0; i < NPER + NONE_SHOT; i++) {
+		memset(&solos[i], 0, sizeof(solos[i]));
+		tw_service_periodic_init(&solos[i].p, solo_run,
+					 i < NPER ? 100000 + 5000 * i : 0);
+	}
+	solo_ops = total_ops / 4 / (long)nthreads;
+	for (unsigned i = 0; i < nthreads; i++)
+		pthread_create(&th[i], NULL, solo_producer, (void *)(uintptr_t)(i + 1));
+	for (unsigned i = 0; i < nthreads; i++)
+		pthread_join(th[i], NULL);
+	/* Then the callbacks alone, for 20,000 runs more: every periodic
+	 * timer due now (the producers may have cancelled any), and each
+	 * run reschedules itself or another timer. A count of runs, not a
+	 * time: periodic timers run for ever, however late. */
+	{
+		long target = atomic_load(&solo_runs) + 20000;
+
+		for (int i = 0; i < NPER; i++)
+			CHECK(tw_service_reschedule(solo_svc, &solos[i].p.timer,
+						    tw_service_now(solo_svc)) >= 0);
+		while (atomic_load(&solo_runs) < target)
+			sched_yield();
+	}
+	CHECK(tw_service_shutdown(solo_svc, solo_hand_back, NULL) >= 0);
+	tw_service_stats(solo_svc, &st);
+	CHECK_EQ(atomic_load(&solo_overlaps), 0);
+	CHECK_EQ(st.ran, (uint64_t)atomic_load(&solo_runs));
+	CHECK_EQ(st.handed_back, (uint64_t)atomic_load(&solo_handed_back));
+	CHECK_EQ(st.added, st.ran + st.stopped + st.handed_back);
+	printf("one run at a time: %ld reschedules and cancels on %u threads, "
+	       "%u executors: %ld runs of %d timers (%d periodic), %ld "
+	       "overlapping"
+#ifdef TW_SHAKE
+	       ", %ld expiries handed to the thread running their timer"
+#endif
+	       "\n", solo_ops * (long)nthreads, nthreads, cfg.executors,
+	       atomic_load(&solo_runs), NPER + NONE_SHOT, NPER,
+	       atomic_load(&solo_overlaps)
+#ifdef TW_SHAKE
+	       , atomic_load(&handed_over)
+#endif
+	       );
+	tw_service_destroy(solo_svc);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc > 1)
@@ -266,10 +423,11 @@ int main(int argc, char **argv)
 		struct timespec t0, t1;
 		double secs;
 
-		sp_install();
+		tw__test_set_hook(counting_hook);
 		sp_shake(seed ? seed : 1, pct);
 		clock_gettime(CLOCK_MONOTONIC, &t0);
 		RUN(test_every_add_ends_exactly_once);
+		RUN(test_no_timer_runs_beside_itself);
 		clock_gettime(CLOCK_MONOTONIC, &t1);
 		secs = (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9;
 		printf("shaken: seed %llu, %u%%: %llu test points passed, %llu "
@@ -281,6 +439,7 @@ int main(int argc, char **argv)
 	}
 #else
 	RUN(test_every_add_ends_exactly_once);
+	RUN(test_no_timer_runs_beside_itself);
 #endif
 	return check_report();
 }

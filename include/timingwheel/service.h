@@ -13,6 +13,18 @@
  *     (it was still pending when the service shut down).
  * Never two of these, never none.
  *
+ * One run at a time. A timer's callback never runs concurrently with
+ * itself, however many executors there are: an expiry that comes due while
+ * a run of the same timer is under way -- an add or a reschedule made
+ * during the run, from any thread or from the callback, or a periodic
+ * re-arm due before the run returned -- waits for that run to return and
+ * then runs on the same thread (late by what was left of the run, never
+ * early). A callback need not be reentrant, and what it does to its own
+ * timer (re-add, reschedule, cancel, free) is never raced by a second run
+ * of it. (Linux keeps a re-armed timer on the CPU where its callback runs
+ * for the same reason; Java's ScheduledThreadPoolExecutor: "will not
+ * concurrently execute".)
+ *
  * When may a timer be freed? When it is not pending and its callback is not
  * running: after its callback returned, after tw_service_cancel_sync(), or
  * after shutdown handed it back. Inside its own callback, a one-shot timer
@@ -20,6 +32,12 @@
  * afterwards); so may a periodic timer once it has cancelled itself in
  * that callback (tw_service_cancel() or tw_service_cancel_sync() of its
  * own timer: the service then neither re-arms it nor touches it again).
+ * Both hold as long as nothing added the timer during that run: an add
+ * made meanwhile (by another thread, or by the callback itself) may have
+ * expired already, and its expiry waits for the run to return. A
+ * tw_service_cancel_sync() from the callback takes that expiry back (or
+ * waits until it is given up), so after it the timer may be freed; a
+ * plain cancel stops the add but leaves its expiry to the service.
  *
  * Time is the clock's unit: nanoseconds of CLOCK_MONOTONIC by default
  * (TW_MS(30) and the like below write them). The wheel (wheel.h) has no unit
@@ -64,7 +82,8 @@ struct tw_service_timer;
 /** @} */
 
 /**
- * A timer's callback, run once per expiry on an executor (or the reaper).
+ * A timer's callback, run once per expiry on an executor (or the reaper),
+ * never two runs of one timer at once (see "One run at a time" above).
  * @param svc the service
  * @param t the timer; not pending while this runs (unless periodic)
  */
@@ -83,7 +102,8 @@ enum tw_cancel_result {
 	TW_SVC_STOPPED = 1, /**< it was pending (or expired but not yet
 			         started) and will not run */
 	TW_SVC_RUNNING = 2  /**< too late: its callback was running (a
-			         periodic timer will not be re-armed). From
+			         periodic timer will not be re-armed after
+			         that run). From
 			         tw_service_cancel() it may still be running;
 			         from tw_service_cancel_sync() it has finished
 			         (or, from its own callback, it is the caller) */
@@ -124,9 +144,13 @@ struct tw_service_timer {
 
 /**
  * A periodic service timer: after each run it is re-added at its previous
- * due time + period (no drift). Add, cancel and reschedule its timer
- * member; the callback gets that member (recover your object with
- * offsetof/container_of through it). Prepare it with
+ * due time + period (no drift) -- unless an add, a reschedule or a cancel
+ * of it came during the run: then what that call asked for stands (a
+ * reschedule to D: the next run at D, then D + period, D + 2 * period,
+ * ...). A run that lasts past the next due time delays that run (never
+ * two at once); the due times after it stay on the grid. Add, cancel and
+ * reschedule its timer member; the callback gets that member (recover
+ * your object with offsetof/container_of through it). Prepare it with
  * tw_service_periodic_init(), never with tw_service_timer_init() (which
  * would make it one-shot).
  */
@@ -306,6 +330,13 @@ int tw_service_add_in(struct tw_service *svc, struct tw_service_timer *t,
 
 /**
  * Move to a new due time, pending or not.
+ *
+ * During a run of the timer's callback (from another thread, or from the
+ * callback itself) it returns TW_SVC_RUNNING: the run goes on, a periodic
+ * timer is not re-armed after it, and the timer is pending at due instead.
+ * If due comes before the run returned, the timer runs right after it, on
+ * the same thread (never beside it); a periodic timer then goes on at
+ * due + period, due + 2 * period, ...
  * @param svc the service
  * @param t an initialised timer
  * @param due the new absolute due time

@@ -132,6 +132,18 @@
  * callback about to close a ring of waits -- within one service or across
  * several -- sees it and gets TW_EDEADLK.
  *
+ * One run at a time. The same slots keep a timer's runs apart: an
+ * executor (or the scanning thread) that takes an expired entry whose
+ * timer another slot is running hands the entry to that slot (its low
+ * bit, RUN_AGAIN, set by a CAS) instead of running it beside the other
+ * run; the slot's thread runs it when its own run and re-arm return, and
+ * only then lets go of the slot. One entry per timer, and only an entry
+ * starts a run, so the re-arm after a run only ever sees its own RUNNING:
+ * a reschedule during the run replaces the re-arm, and a callback that
+ * cancels and frees its timer is followed by no other run's re-arm. From
+ * its own callback, cancel_sync takes such an entry back from its slot
+ * (it would otherwise wait for itself).
+ *
  * A timer joins the first service that adds it: the owner's id lives in
  * the state word, and the add's CAS to ADDING writes it. Ids wrap after
  * 2^25 - 1 services; a timer is reused with another service only after a
@@ -376,17 +388,62 @@ static inline int owner_check(const struct tw_service *svc, uint32_t word)
  * away, and cancel() reads the slots after it failed to, both sequentially
  * consistent, so a cancel that finds a one-shot timer IDLE sees the slot of
  * a callback still running it.
+ *
+ * A slot's low bit is RUN_AGAIN (a timer is at least 8-aligned): another
+ * thread that took an expiry of the same timer found it running here and
+ * handed that expiry over (its entry, F_ENTRY, is now this slot's), for
+ * this thread to run once its run returns. That is what keeps a timer's
+ * runs one at a time (execute). Only the slot's own thread clears the bit,
+ * and another sets it only while it holds the timer's one entry.
+ * running_load() gives the timer without the bit.
  */
+#define RUN_AGAIN ((uintptr_t)1)
+
 static inline struct tw_service_timer *
 running_load(_Atomic(struct tw_service_timer *) *slot)
 {
-	return atomic_load(slot);
+	return (struct tw_service_timer *)((uintptr_t)atomic_load(slot) &
+					   ~RUN_AGAIN);
 }
 
 static inline void running_store(_Atomic(struct tw_service_timer *) *slot,
 				 struct tw_service_timer *t)
 {
 	atomic_store(slot, t);
+}
+
+/* Hand an expiry of t to the slot running it: false if the slot's run of
+ * t ended meanwhile (or it is already flagged). */
+static inline bool running_hand_over(_Atomic(struct tw_service_timer *) *slot,
+				     struct tw_service_timer *t)
+{
+	struct tw_service_timer *expect = t;
+
+	return atomic_compare_exchange_strong(
+		slot, &expect,
+		(struct tw_service_timer *)((uintptr_t)t | RUN_AGAIN));
+}
+
+/* Whether an expiry of t was handed to this slot (its own thread asks). */
+static inline bool running_again(_Atomic(struct tw_service_timer *) *slot,
+				 const struct tw_service_timer *t)
+{
+	return (uintptr_t)atomic_load(slot) == ((uintptr_t)t | RUN_AGAIN);
+}
+
+/* The slot's thread is done with t: empty it, unless an expiry was handed
+ * over meanwhile; then it keeps t, unflagged, and returns false (the
+ * caller runs that expiry). Reads the slot only, never the timer, which a
+ * one-shot callback may have freed. */
+static inline bool running_let_go(_Atomic(struct tw_service_timer *) *slot,
+				  struct tw_service_timer *t)
+{
+	struct tw_service_timer *expect = t;
+
+	if (atomic_compare_exchange_strong(slot, &expect, NULL))
+		return true;
+	running_store(slot, t);
+	return false;
 }
 
 /* Whether a callback (or a hand-back) of t is under way in a slot other

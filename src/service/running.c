@@ -7,7 +7,8 @@
  * the executors, and execute: the claim of an expired timer, its
  * callback, a periodic timer's re-arm. Who runs what is kept per thread
  * in running[] (core.h), not in the timer, so that a one-shot callback
- * may free its own timer.
+ * may free its own timer; the same slots keep a timer's runs one at a
+ * time (run_entry).
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -45,20 +46,54 @@ void tw__svc_wake_sync_waiters(struct tw_service *svc)
 	}
 }
 
-/* Run one expired timer if nobody cancelled it meanwhile. This consumes
- * the timer's one entry (F_ENTRY). */
-static void execute(struct tw_service *svc, struct tw_service_timer *t,
-		    unsigned slot_index)
+/* The slot, other than self, of an executor (or the scanning thread)
+ * whose run of t is under way; nslots if none. The hand-back slot runs no
+ * callback. */
+static unsigned runner_of(struct tw_service *svc,
+			  const struct tw_service_timer *t, unsigned self)
 {
-	_Atomic(struct tw_service_timer *) *slot = &svc->running[slot_index];
+	for (unsigned i = 0; i <= svc->nexecutors; i++)
+		if (i != self && running_load(&svc->running[i]) == t)
+			return i;
+	return svc->nslots;
+}
+
+/*
+ * One expiry of t, whose entry (F_ENTRY) this thread holds, its slot
+ * already holding t: run it if nobody cancelled it meanwhile -- or, if
+ * another thread's run of t is under way, hand the expiry to that thread
+ * (running_hand_over), which runs it when its own run returns. So a
+ * timer's runs never overlap: a schedule that came due while its last run
+ * went on waits for that run, never less (a reschedule or an add from the
+ * callback or from any thread, or a periodic timer's re-arm due before the
+ * run that made it returned). Only one entry exists at a time, and only
+ * an entry starts a run, so once the slots show no run of t none can start
+ * but this one. The slots need looking at only when a second thread may
+ * run callbacks (executors): a scanning thread alone runs one at a time.
+ */
+static void run_entry(struct tw_service *svc, struct tw_service_timer *t,
+		      unsigned slot_index)
+{
 	tw_service_fn *fn;
 	int64_t period, due;
 	uint32_t old;
 	bool rearm_after;
 
-	running_store(slot, t);
 	old = word_load(t);
-	do {
+	for (;;) {
+		if (word_state(old) == ST_EXPIRED && svc->nexecutors) {
+			unsigned r = runner_of(svc, t, slot_index);
+
+			if (r < svc->nslots) {
+				TW_TEST_POINT("execute.runner_found", t);
+				if (running_hand_over(&svc->running[r], t)) {
+					TW_TEST_POINT("execute.handed_over", t);
+					return; /* the entry is r's now */
+				}
+				old = word_load(t); /* r let go: look again */
+				continue;
+			}
+		}
 		/* Read before the claim, while the timer is EXPIRED and
 		 * reinit refuses it: once the CAS below takes EXPIRED away, a
 		 * cancel finds it IDLE and the owner may reinit it at once
@@ -69,13 +104,12 @@ static void execute(struct tw_service *svc, struct tw_service_timer *t,
 		 * before its writes. */
 		fn = callback_of(t);
 		period = word_has(old, F_PERIODIC) ? period_of(periodic_of(t)) : 0;
-	} while (!tr_execute(t, &old));
-	TW_TEST_POINT("execute.claimed", t);
-	if (word_state(old) != ST_EXPIRED) {
-		running_store(slot, NULL);
-		tw__svc_wake_sync_waiters(svc); /* cancel_sync may wait for the entry */
-		return; /* stopped by cancel */
+		if (tr_execute(t, &old))
+			break;
 	}
+	TW_TEST_POINT("execute.claimed", t);
+	if (word_state(old) != ST_EXPIRED)
+		return; /* stopped by cancel: the entry is given up */
 	due = __atomic_load_n(&t->next_due, __ATOMIC_RELAXED);
 
 	THIS_THREAD.current = t;
@@ -90,12 +124,28 @@ static void execute(struct tw_service *svc, struct tw_service_timer *t,
 
 	/* From the due time, not from now: no drift. Not if the callback
 	 * cancelled its own timer: it may have freed it since (issue 28,
-	 * item 9), and a cancelled periodic timer is not re-armed anyway. */
+	 * item 9), and a cancelled periodic timer is not re-armed anyway.
+	 * RUNNING here is this run's own (no other run of t can have
+	 * started); anything else means an add, a reschedule or a cancel
+	 * came during the run, and what it asked for stands. */
 	if (rearm_after)
 		tw__svc_rearm(svc, t,
 			      due > INT64_MAX - period ? INT64_MAX : due + period);
-	running_store(slot, NULL);
-	tw__svc_wake_sync_waiters(svc);
+}
+
+/* Run one expired timer, and whatever expiry of it other threads hand
+ * over meanwhile (run_entry); then let go of the slot. This consumes the
+ * timer's entry (F_ENTRY). */
+static void execute(struct tw_service *svc, struct tw_service_timer *t,
+		    unsigned slot_index)
+{
+	_Atomic(struct tw_service_timer *) *slot = &svc->running[slot_index];
+
+	running_store(slot, t);
+	do
+		run_entry(svc, t, slot_index);
+	while (!running_let_go(slot, t));
+	tw__svc_wake_sync_waiters(svc); /* cancel_sync may wait for the entry */
 }
 
 /* Hand the batch to the executors, a ring's worth per lock, or run a

@@ -53,6 +53,18 @@ static void take_entry(struct tw_service *svc, struct tw_service_timer *t)
 			}
 		}
 	}
+	/* From t's own callback: an expiry another thread found t running
+	 * here and handed over (execute) waits in this thread's slot, to run
+	 * after the callback. Taken back here -- waiting for it would be
+	 * waiting for ourselves -- unless t expired again meanwhile (then it
+	 * is that expiry's only way to run, and stays). Only this thread
+	 * clears its slot's flag. */
+	if (THIS_THREAD.current == t && THIS_THREAD.current_svc == svc &&
+	    running_again(&svc->running[THIS_THREAD.slot], t)) {
+		if (release_entry(t))
+			running_store(&svc->running[THIS_THREAD.slot], t);
+		return;
+	}
 	if (THIS_THREAD.scanning == svc) {
 		for (size_t i = svc->batch_pos; i < svc->batch_len; i++) {
 			if (svc->batch[i] == t) {
