@@ -117,10 +117,10 @@ valgrind: build
 	@if [ -x $(BUILD)/io_uring_idle ]; then $(VALGRIND) $(BUILD)/io_uring_idle 30 >/dev/null; fi
 	@echo "valgrind: clean"
 
-# The wheel against libuv, libev, libevent and a binary heap (issue 6),
-# and ratas and wahern/timeout from the checkouts TW_BENCH_RATAS and
-# TW_BENCH_WAHERN name (issue 14), in seven cells and the wheel's unordered jump (issue 24's method:
-# bench/wheel_bench.c): a table on stdout, build/bench/results.csv and
+# The wheel against libuv, libev, libevent (the distribution's packages)
+# and a binary heap (issue 6), in seven cells and the wheel's unordered
+# jump (issue 24's method: bench/wheel_bench.c); nothing fetched from
+# elsewhere is built (issue 37): a table on stdout, build/bench/results.csv and
 # build/bench/results.png (gnuplot). bench: N = 1e3 .. 1e7; bench-quick:
 # N = 1e3, 1e6; bench-big: the wheel alone with 1e8 pending timers;
 # bench-instr: instructions per operation of each library in each cell
@@ -134,8 +134,7 @@ bench-deps:
 	  $$SUDO apt-get install -y -qq libuv1-dev libev-dev libevent-dev pkg-config gnuplot-nox; \
 	fi
 
-WHEEL_BENCH = cmake -S . -B $(BUILD) -DTW_BENCH_WAHERN="$(TW_BENCH_WAHERN)" \
-	-DTW_BENCH_RATAS="$(TW_BENCH_RATAS)" >/dev/null && \
+WHEEL_BENCH = cmake -S . -B $(BUILD) >/dev/null && \
 	cmake --build $(BUILD) -j $(JOBS) --target wheel_bench && mkdir -p $(BUILD)/bench
 
 bench: bench-deps
