@@ -17,8 +17,9 @@ CMAKE_FLAGS ?=
 all: build
 
 # Each target installs what it needs, and only that (tools/deps.sh: apt-get
-# as root or with password-less sudo; otherwise it names the packages):
-#   make deps       the build: cmake, gcc, pkg-config
+# --no-install-recommends as root or with password-less sudo; otherwise it
+# names the packages):
+#   make deps       the build: cmake, gcc, libc6-dev, pkg-config
 #   make test       also, if it can: g++, libuv1-dev, libevent-dev,
 #                   liburing-dev (the header test, the event-loop examples)
 #   make deps-all   everything any target uses (CI): also Chromium and
@@ -127,12 +128,7 @@ valgrind: build
 # under valgrind's callgrind at N = BENCH_INSTR_N (bench/instr.sh), a
 # table and build/bench/instr.csv.
 bench-deps:
-	@if ! pkg-config --exists libuv libevent 2>/dev/null || [ ! -f /usr/include/ev.h ] || \
-	    ! command -v gnuplot >/dev/null; then \
-	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
-	  $$SUDO apt-get update -qq && \
-	  $$SUDO apt-get install -y -qq libuv1-dev libev-dev libevent-dev pkg-config gnuplot-nox; \
-	fi
+	@bash tools/deps.sh build bench
 
 WHEEL_BENCH = cmake -S . -B $(BUILD) >/dev/null && \
 	cmake --build $(BUILD) -j $(JOBS) --target wheel_bench && mkdir -p $(BUILD)/bench
