@@ -24,8 +24,9 @@ WERROR = -DTW_WERROR=$(TW_WERROR)
 all: build
 
 # Each target installs what it needs, and only that (tools/deps.sh: apt-get
-# as root or with password-less sudo; otherwise it names the packages):
-#   make deps       the build: cmake, gcc, pkg-config
+# --no-install-recommends as root or with password-less sudo; otherwise it
+# names the packages):
+#   make deps       the build: cmake, gcc, libc6-dev, pkg-config
 #   make test       also, if it can: g++, libuv1-dev, libevent-dev,
 #                   liburing-dev (the header test, the event-loop examples)
 #   make deps-all   everything any target uses (CI): also Chromium and
@@ -131,25 +132,19 @@ valgrind: build
 	@if [ -x $(BUILD)/io_uring_idle ]; then $(VALGRIND) $(BUILD)/io_uring_idle 30 >/dev/null; fi
 	@echo "valgrind: clean"
 
-# The wheel against libuv, libev, libevent and a binary heap (issue 6),
-# and ratas and wahern/timeout from the checkouts TW_BENCH_RATAS and
-# TW_BENCH_WAHERN name (issue 14), in seven cells and the wheel's unordered jump (issue 24's method:
-# bench/wheel_bench.c): a table on stdout, build/bench/results.csv and
+# The wheel against libuv, libev, libevent (the distribution's packages)
+# and a binary heap (issue 6), in seven cells and the wheel's unordered
+# jump (issue 24's method: bench/wheel_bench.c); nothing fetched from
+# elsewhere is built (issue 37): a table on stdout, build/bench/results.csv and
 # build/bench/results.png (gnuplot). bench: N = 1e3 .. 1e7; bench-quick:
 # N = 1e3, 1e6; bench-big: the wheel alone with 1e8 pending timers;
 # bench-instr: instructions per operation of each library in each cell
 # under valgrind's callgrind at N = BENCH_INSTR_N (bench/instr.sh), a
 # table and build/bench/instr.csv.
 bench-deps:
-	@if ! pkg-config --exists libuv libevent 2>/dev/null || [ ! -f /usr/include/ev.h ] || \
-	    ! command -v gnuplot >/dev/null; then \
-	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
-	  $$SUDO apt-get update -qq && \
-	  $$SUDO apt-get install -y -qq libuv1-dev libev-dev libevent-dev pkg-config gnuplot-nox; \
-	fi
+	@bash tools/deps.sh build bench
 
-WHEEL_BENCH = cmake -S . -B $(BUILD) $(WERROR) -DTW_BENCH_WAHERN="$(TW_BENCH_WAHERN)" \
-	-DTW_BENCH_RATAS="$(TW_BENCH_RATAS)" >/dev/null && \
+WHEEL_BENCH = cmake -S . -B $(BUILD) $(WERROR) >/dev/null && \
 	cmake --build $(BUILD) -j $(JOBS) --target wheel_bench && mkdir -p $(BUILD)/bench
 
 bench: bench-deps

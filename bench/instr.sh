@@ -8,7 +8,7 @@
 # the untimed parts are not counted), dumps the count as "library/cell"
 # and prints "instr LIBRARY CELL OPS" (OPS: N; churn's C = 1e6
 # reschedules, as in the timed run; the N timers an expiry fires; the N
-# resets). About a minute at N = 1e5 with every peer.
+# resets). It ends with the time the run took under callgrind.
 # Each dump's total over OPS, as a table (rows: cells, columns: libraries)
 # and as CSV.
 #   instr.sh WHEEL_BENCH [N [CSV]]
@@ -26,8 +26,8 @@ if ! valgrind -q --tool=callgrind --collect-atstart=no \
   echo "instr.sh: wheel_bench --instr failed"
   exit 1
 fi
-# What the run said besides its counts: the peers it was built without,
-# and any cell that did not fire N timers (which stderr names).
+# What the run said besides its counts: any cell that did not fire N
+# timers (which stderr names).
 grep -v '^instr ' "$dir/stdout" || true
 cat "$dir/stderr"
 # One line per dump: name and instructions ("summary:", or "totals:").

@@ -1,10 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * One implementation under test in wheel_bench: the wheel, the heap and
- * the event loops (in wheel_bench.c) and the peer wheels, each driven from
- * a translation unit of its own: the peers' sources stay where the user
- * has them (TW_BENCH_WAHERN, TW_BENCH_RATAS) and are compiled from there,
- * never copied. Each function runs one whole phase's loop itself, calling
+ * One implementation under test in wheel_bench: the wheel, the binary heap
+ * and the event loops libuv, libev and libevent (their drivers are in
+ * wheel_bench.c). Each function runs one whole phase's loop itself, calling
  * the library directly, so no per-operation indirect call is charged to
  * anyone. Times are in ticks (1 ms) on a virtual clock starting at 0.
  */
@@ -14,10 +12,6 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-
-#ifdef __cplusplus
-extern "C" {
-#endif
 
 struct peer_ops {
 	const char *name;
@@ -57,14 +51,5 @@ struct peer_ops {
 	void (*idle_reset_window)(const size_t *pick, size_t n, size_t every,
 				  int64_t delay, int64_t width);
 };
-
-extern const struct peer_ops peer_wahern;      /* default configuration */
-extern const struct peer_ops peer_wahern_lean; /* no intervals, callbacks,
-						  relative access: 40 B */
-extern const struct peer_ops peer_ratas;
-
-#ifdef __cplusplus
-}
-#endif
 
 #endif

@@ -3,15 +3,14 @@
 # Draw build/bench/results.csv as ns/op against N (log-log), one panel per
 # cell of wheel_bench (the uniform set's five, the idle timeouts' two, the
 # wheel's unordered jump, and the idle cells with windows), one line per
-# library (the peers wheel_bench was built with) and the cache-line floor
-# dashed.
+# library the CSV holds (in its order) and the cache-line floor dashed.
 #   plot.sh RESULTS.csv OUT.png
 set -euo pipefail
 csv=$1 out=$2
 command -v gnuplot >/dev/null || { echo "plot.sh: gnuplot not installed (make bench-deps)"; exit 1; }
 data=$(mktemp -d)
 trap 'rm -rf "$data"' EXIT
-libs="timingwheel binaryheap libev libuv libevent wahern wahern-lean ratas"
+libs=$(awk -F, 'NR > 1 && $1 != "floor" && !seen[$1]++ { print $1 }' "$csv")
 works="insert cancel churn expire-step expire-jump idle-reset idle-expire jump-unordered idle-reset-win idle-expire-win"
 for lib in $libs; do
   for w in $works; do

@@ -355,9 +355,9 @@ static struct result run(long n, double rate, int64_t timeout_ms, double p50_ms,
 	impl->start();
 	tasks_list(&with_purgatory);
 	/* The completer is a reaper and one executor, which run the checks:
-	 * the shape of Kafka's SystemTimer, so that a Kafka driver's harness
-	 * can be the same (with none, one thread would both keep the wheel
-	 * and run every check, and cap the rate --find reaches). */
+	 * the shape of Kafka's SystemTimer, so that the figures compare with
+	 * a purgatory built that way (with none, one thread would both keep
+	 * the wheel and run every check, and cap the rate --find reaches). */
 	ccfg.executors = 1;
 	tw_service_create(&completer, &ccfg);
 	tasks_list(&with_completer);

@@ -5,8 +5,8 @@
 # wheel is faster); then the wheel's moves per fired timer in idle expiry
 # and the stall test's worst advance per library. A peer is set against
 # the wheel's unordered jump with its one-jump expiry, and against the
-# wheel's windows with its own windows if it has them (ratas), its exact
-# idle timeouts otherwise -- as wheel_bench's summary does.
+# wheel's windows with its own windows if it has them, its exact idle
+# timeouts otherwise -- as wheel_bench's summary does.
 #   table.sh RESULTS.csv
 set -euo pipefail
 csv=$1

@@ -4,11 +4,9 @@
  * people use today, in one run on one core: libuv (uv_timer_*, a binary
  * heap), libev (ev_timer_*, a 4-ary heap), libevent (event_add/event_del,
  * a min-heap), a plain binary min-heap with an index per timer written
- * here, the strongest wheels when the user points at their checkouts
- * (wahern/timeout in its default and lean configurations, ratas: see
- * peer.h and bench/CMakeLists.txt), and a floor: one random cache line of
- * a pool of N entries touched per operation, which no timer structure can
- * beat by much.
+ * here (peer.h, bench/CMakeLists.txt), and a floor: one random cache line
+ * of a pool of N entries touched per operation, which no timer structure
+ * can beat by much.
  *
  * The method (issue 24, the one an independent harness used): per N one
  * set of N timers, preallocated in one array and initialised untimed; a
@@ -21,11 +19,9 @@
  *                whatever N is, of random timers (pick[j] uniform in
  *                [0, N)) to new uniform dues over 1 ms .. 3 h, each
  *                library's reschedule as its users call it: ours
- *                tw_wheel_reschedule, ratas schedule() on a scheduled
- *                event, wahern timeouts_add on a pending timeout, libuv
- *                uv_timer_start, libev ev_timer_stop + set + start,
- *                libevent evtimer_add, the heap remove + add; ns per
- *                reschedule
+ *                tw_wheel_reschedule, libuv uv_timer_start, libev
+ *                ev_timer_stop + set + start, libevent evtimer_add, the
+ *                heap remove + add; ns per reschedule
  *   expire-step  the churned state fired as an event loop does: loop
  *                { next expiry; advance to it } until empty; ns per fired
  *                timer (N), and the advances that fired nothing (each a
@@ -40,14 +36,13 @@
  *   idle-expire  that idle state fired stepped, as expire-step
  *   idle-reset-win, idle-expire-win  idle-reset and idle-expire with
  *                windows [now + 30 s, now + 30 s + p %] (TW_BENCH_WINDOW_PCT,
- *                default 1): tw_wheel_reschedule_range, ratas's
- *                schedule_in_range; the summary sets the wheel's against
- *                ratas's and every other peer's exact idle timeouts
- *                (issue 26)
+ *                default 1): tw_wheel_reschedule_range; the summary
+ *                sets the wheel's against a peer's windows where it has
+ *                them, its exact idle timeouts otherwise (issue 26)
  *   jump-unordered  (the wheel alone) expire-jump with
  *                tw_wheel_advance_unordered, which promises no order among
  *                the timers it fires; the summary sets it against the
- *                peers' expire-jump (wahern's does not order either)
+ *                peers' expire-jump
  * Every run of expire-step, expire-jump and idle-expire must fire exactly
  * N timers (an error is printed otherwise). libuv, libev and libevent have
  * no virtual clock: they sit out expire-step and idle-expire; for
@@ -64,49 +59,12 @@
  *
  * How each is built (bench/CMakeLists.txt): our library with the project's
  * flags (RelWithDebInfo: -O2 -g -DNDEBUG), this driver and the heap -O2;
- * libuv, libev, libevent the distribution's builds; ratas (its header
- * inlined into peer_ratas.cc) and wahern/timeout (timeout.c an object of
- * its own, twice: default and lean, the lean one's functions renamed by
- * wahern_lean_names.h) -O3 -DNDEBUG.
+ * libuv, libev, libevent the distribution's builds.
  *
- * Why the old wheel_bench flattered the wheel (issue 24). An external
- * harness had ratas inserting 1.39x faster than the wheel at N = 1e6; the
- * old wheel_bench's committed run (docs/bench-results.csv) had ratas 8.9 ns
- * and the wheel 10.0 (0.88x). Each suspect measured alone, at N = 1e6,
- * insert / cancel in ns, each the median of 3 runs, on the project's
- * 2-core machine (2026-11-25, the wheel around c12f1c7):
- *   ratas's build, four builds side by side in one binary: -O2 with its
- *     assert()s 2.6 / 13.5, -O2 -DNDEBUG 2.6 / 13.4, -O3 with assert()s
- *     2.5 / 13.5, -O3 -DNDEBUG 2.7 / 13.5: no effect. (Nor were its
- *     assert()s in the old build: the project's default build type,
- *     RelWithDebInfo, puts -DNDEBUG on every target, peers included.)
- *   wahern/timeout inlined into its driver (the old build) against
- *     timeout.c as an object of its own: 3.6 / 14.5 against 3.7 / 18.2
- *     (lean, old and new binaries: 2.9-3.1 / 10.7-11.2 against
- *     3.0-3.1 / 14.6-15.5). Built as its Makefile builds it, wahern's
- *     cancel is 25 % slower: the inlining flattered wahern, not the wheel.
- *   The old method against the new (the old and the new wheel_bench.c,
- *     the same -O3 -DNDEBUG peers, two runs each): the wheel 4.2-4.8 /
- *     22.7-24.2 against 3.8-3.9 / 21.1-21.9, ratas 2.7 / 13.3-13.8
- *     against 2.5 / 13.4-13.9; ratas / wheel on insert 0.56-0.64 against
- *     0.64-0.66: within the noise.
- *   The old wheel_bench as it was built (peers -O2 -DNDEBUG, wahern
- *     inlined) with the library of the commit the 0.88x was measured at
- *     (56640ae): the wheel 4.9, ratas 2.6, 0.53x; with today's library
- *     4.0 and 2.7, 0.68x.
- * So neither the flags nor the method make the 0.88x: today every build
- * and both methods say ratas inserts 1.5-1.9x faster than the wheel. That
- * run's 1e6 inserts were 2-3.5x today's for every library (the wheel 10.0
- * against 4.9, ratas 8.9 against 2.6, wahern-lean 9.9 against 2.5-3.1)
- * while its floor was today's (6.8 ns): the machine was busy during those
- * cells, and the old harness ran all three runs of one library back to
- * back, so a busy stretch over one library's runs and not another's moved
- * their ratio, and the median of 3 could not undo it. (A random-access
- * memory hog on the other core moved nothing here: the wheel 3.9 / 24.8,
- * ratas 2.6 / 13.9; what slowed that run cannot be known now, most likely
- * work on the bench's own core.) Hence: runs alternate between libraries,
- * and `make bench-instr` counts instructions, which noise cannot move
- * (N = 1e5: the wheel 92 per insert, ratas 52, wahern 61).
+ * Why runs alternate, and why `make bench-instr` counts instructions
+ * (which the machine's noise cannot move): an earlier harness ran all runs
+ * of one library back to back, and a busy stretch over one library's runs
+ * moved its ratio (docs/performance.md, "Fifth measurement").
  *
  * usage: [TW_BENCH_WHEEL_SIZE=n] [TW_BENCH_WINDOW_PCT=p]
  *        wheel_bench [--quick|--issue|--big|--n N]
@@ -798,7 +756,7 @@ static void floor_teardown(void)
 
 /* ---- the harness ---- */
 
-/* The built-ins, then the peers this executable was built with. */
+/* The wheel first, then its peers. */
 static const struct peer_ops *impls[MAX_IMPLS];
 
 /* Every run of every cell, [impl][cell][run], and what goes with them. */
@@ -942,7 +900,7 @@ static void run_cells(size_t k, int r)
 	}
 
 	/* 6-7: idle timeouts reset, then fired stepped; then again with
-	 * windows (tw_wheel_reschedule_range, ratas's schedule_in_range):
+	 * windows (tw_wheel_reschedule_range, or a peer's own):
 	 * [30 s, 30 s + window_ms]. */
 	run_idle(k, r, false);
 	if (im->idle_reset_window)
@@ -1074,17 +1032,6 @@ static size_t collect_impls(void)
 	impls[n++] = &drv_libev;
 	impls[n++] = &drv_libuv;
 	impls[n++] = &drv_libevent;
-#ifdef TW_BENCH_WITH_WAHERN
-	impls[n++] = &peer_wahern;
-	impls[n++] = &peer_wahern_lean;
-#else
-	printf("(wahern/timeout not built: set TW_BENCH_WAHERN to a checkout)\n");
-#endif
-#ifdef TW_BENCH_WITH_RATAS
-	impls[n++] = &peer_ratas;
-#else
-	printf("(ratas not built: set TW_BENCH_RATAS to a checkout)\n");
-#endif
 	return n;
 }
 
