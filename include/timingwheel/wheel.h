@@ -65,7 +65,10 @@ struct tw_observer; /* inspect.h */
  * Called once when a timer expires. The timer is no longer pending when this
  * runs, so the callback may add or reschedule it again, free it, or add,
  * cancel and reschedule any other timer of the wheel (including ones due in
- * the same advance, which then do not run).
+ * the same advance: cancelled or moved later, they do not run in it; a
+ * reschedule that keeps a timer where it fires, as
+ * tw_wheel_reschedule_range() does when the window holds its firing, leaves
+ * it to run in it).
  * @param wheel the wheel that ran it; tw_wheel_now() is the advance's time
  * @param timer the timer that expired
  */
