@@ -304,6 +304,29 @@ static void check_two_periodic_runs(struct tw_service *svc, struct job *p,
 /* The period lives beside the timer (struct tw_service_periodic): a plain
  * reinit keeps it, a periodic reinit changes it or, with 0, makes the timer
  * one-shot; neither touches a pending timer. */
+/* A period that would run past INT64_MAX: that run is the timer's last.
+ * Its next due time was held at INT64_MAX, so once the clock read it the
+ * timer ran at every poll (5 runs in 5 polls) and a loop on
+ * tw_service_timeout spun. */
+static void test_periodic_past_the_end_of_time_runs_once(void)
+{
+	struct tw_service *svc = manual_service(0);
+	struct job p;
+	int64_t when;
+
+	set_clock(INT64_MAX - 10);
+	job_init(&p, 1, 100);
+	CHECK_EQ(tw_service_add(svc, &p.t, INT64_MAX - 5), TW_OK);
+	set_clock(INT64_MAX);
+	for (int i = 0; i < 5; i++)
+		CHECK(tw_service_poll(svc) >= 0);
+	CHECK_EQ(atomic_load(&p.runs), 1);
+	CHECK(!tw_service_timer_pending(&p.t));
+	CHECK(!tw_service_next_expiry(svc, &when));
+	CHECK_EQ(tw_service_shutdown(svc, NULL, NULL), 0);
+	CHECK_EQ(tw_service_destroy(svc), TW_OK);
+}
+
 static void test_periodic_reinit_keeps_or_changes_the_period(void)
 {
 	struct tw_service *svc = manual_service(0);
@@ -794,10 +817,11 @@ static void test_windows_at_the_ends_of_time(void)
 	}
 	CHECK_EQ(atomic_load(&p.runs), 1);
 	CHECK(p.ran_at >= 1100 && p.ran_at < 1410);
-	CHECK(tw_service_timer_pending(&p.t)); /* re-armed at INT64_MAX */
+	/* 1100 + period passes INT64_MAX: that run was its last. */
+	CHECK(!tw_service_timer_pending(&p.t));
 	set_clock(1000000);
 	CHECK_EQ(tw_service_poll(svc), 0);
-	CHECK_EQ(tw_service_cancel(svc, &p.t), TW_SVC_STOPPED);
+	CHECK_EQ(tw_service_cancel(svc, &p.t), TW_SVC_IDLE);
 	tw_service_destroy(svc);
 }
 
@@ -1376,6 +1400,7 @@ int main(void)
 	RUN(test_cancel_before_and_after_expiry);
 	RUN(test_reschedule);
 	RUN(test_periodic_does_not_drift);
+	RUN(test_periodic_past_the_end_of_time_runs_once);
 	RUN(test_periodic_reinit_keeps_or_changes_the_period);
 	RUN(test_periodic_cancelled_from_its_callback);
 	RUN(test_callbacks_cancel_free_and_reenter);

@@ -148,7 +148,9 @@ struct tw_service_timer {
  * of it came during the run: then what that call asked for stands (a
  * reschedule to D: the next run at D, then D + period, D + 2 * period,
  * ...). A run that lasts past the next due time delays that run (never
- * two at once); the due times after it stay on the grid. Add, cancel and
+ * two at once); the due times after it stay on the grid. A run whose due
+ * time + period would pass INT64_MAX is its last: the timer is then not
+ * pending, as after a cancel (no time is left to run it at). Add, cancel and
  * reschedule its timer member; the callback gets that member (recover
  * your object with offsetof/container_of through it). Prepare it with
  * tw_service_periodic_init(), never with tw_service_timer_init() (which
@@ -250,8 +252,9 @@ void tw_service_timer_init(struct tw_service_timer *t, tw_service_fn *fn);
  * @param p the timer (NULL: nothing happens)
  * @param fn its callback (add refuses a timer without one)
  * @param period > 0: after each run it is re-added at its previous due
- *               time + period (no drift); <= 0: it behaves as a one-shot
- *               (from its next add on)
+ *               time + period (no drift; not past INT64_MAX: that run is
+ *               its last); <= 0: it behaves as a one-shot (from its next
+ *               add on)
  * @threadsafety The timer's owner; no service is touched.
  */
 void tw_service_periodic_init(struct tw_service_periodic *p, tw_service_fn *fn,

@@ -461,7 +461,7 @@ static inline bool is_running_except(const struct tw_service *svc,
 /* producer.c */
 TW_HIDDEN void tw__svc_kick(struct tw_service *svc);
 TW_HIDDEN void tw__svc_rearm(struct tw_service *svc, struct tw_service_timer *t,
-			     int64_t due);
+			     int64_t due, bool last);
 TW_HIDDEN int tw__svc_cancel(struct tw_service *svc, struct tw_service_timer *t);
 TW_HIDDEN void tw__svc_count_stopped(struct tw_service *svc, bool new_tomb);
 /* owner.c: wheel_mu held */

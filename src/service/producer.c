@@ -333,14 +333,17 @@ int tw_service_reschedule_range(struct tw_service *svc,
 
 /* An executor, after a periodic timer's callback returned: RUNNING ->
  * PENDING at due, unless a cancel or an add got there first. Once the
- * service is closing the run was the timer's last (RUNNING -> IDLE). */
+ * service is closing, or when the next period would end past INT64_MAX
+ * (last: no such time to run at, and a due time held at INT64_MAX would
+ * run at every poll once the clock reads it), the run was the timer's
+ * last (RUNNING -> IDLE). */
 void tw__svc_rearm(struct tw_service *svc, struct tw_service_timer *t,
-		   int64_t due)
+		   int64_t due, bool last)
 {
 	uint32_t old = word_load(t);
 
 	for (;;) {
-		bool closing = atomic_load(&svc->closing);
+		bool closing = last || atomic_load(&svc->closing);
 
 		if (word_state(old) != ST_RUNNING)
 			return; /* a cancel or an add won */

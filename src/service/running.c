@@ -129,8 +129,8 @@ static void run_entry(struct tw_service *svc, struct tw_service_timer *t,
 	 * started); anything else means an add, a reschedule or a cancel
 	 * came during the run, and what it asked for stands. */
 	if (rearm_after)
-		tw__svc_rearm(svc, t,
-			      due > INT64_MAX - period ? INT64_MAX : due + period);
+		tw__svc_rearm(svc, t, due > INT64_MAX - period ? due : due + period,
+			      due > INT64_MAX - period);
 }
 
 /* Run one expired timer, and whatever expiry of it other threads hand
