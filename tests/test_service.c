@@ -327,6 +327,28 @@ static void test_periodic_past_the_end_of_time_runs_once(void)
 	CHECK_EQ(tw_service_destroy(svc), TW_OK);
 }
 
+/* now + delay past either end of the int64 range is refused, as the
+ * wheel's tw_wheel_add_in refuses it (at INT64_MIN a delay of -5 was
+ * taken as due now). */
+static void test_add_in_refuses_a_sum_past_either_end(void)
+{
+	struct tw_service *svc = manual_service(0);
+	struct job a;
+
+	job_init(&a, 1, 0);
+	set_clock(INT64_MIN);
+	CHECK_EQ(tw_service_add_in(svc, &a.t, -5), TW_EOVERFLOW);
+	CHECK(!tw_service_timer_pending(&a.t));
+	set_clock(INT64_MAX);
+	CHECK_EQ(tw_service_add_in(svc, &a.t, 5), TW_EOVERFLOW);
+	CHECK(!tw_service_timer_pending(&a.t));
+	set_clock(1000);
+	CHECK_EQ(tw_service_add_in(svc, &a.t, -5), TW_OK); /* due now */
+	CHECK_EQ(tw_service_poll(svc), 1);
+	CHECK_EQ(atomic_load(&a.runs), 1);
+	CHECK_EQ(tw_service_destroy(svc), TW_OK);
+}
+
 static void test_periodic_reinit_keeps_or_changes_the_period(void)
 {
 	struct tw_service *svc = manual_service(0);
@@ -1401,6 +1423,7 @@ int main(void)
 	RUN(test_reschedule);
 	RUN(test_periodic_does_not_drift);
 	RUN(test_periodic_past_the_end_of_time_runs_once);
+	RUN(test_add_in_refuses_a_sum_past_either_end);
 	RUN(test_periodic_reinit_keeps_or_changes_the_period);
 	RUN(test_periodic_cancelled_from_its_callback);
 	RUN(test_callbacks_cancel_free_and_reenter);

@@ -240,7 +240,10 @@ static int due_in(struct tw_service *svc, int64_t delay, int64_t *due)
 {
 	int64_t now = clock_now(svc);
 
-	if (delay > 0 && now > INT64_MAX - delay)
+	/* The wheel's rule (tw_wheel_add_in): a sum past either end of the
+	 * int64 range is refused, not clamped. A delay <= 0 is due now. */
+	if ((delay > 0 && now > INT64_MAX - delay) ||
+	    (delay < 0 && now < INT64_MIN - delay))
 		return TW_EOVERFLOW;
 	*due = delay > 0 ? now + delay : now;
 	return TW_OK;
