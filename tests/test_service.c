@@ -1007,6 +1007,52 @@ static void act_cancel_sync_other(struct tw_service *svc, struct job *self)
 	self->other = NULL;
 }
 
+/* caller_ran counts callbacks the polling thread ran because the queue
+ * was full, and only those: the executor held, its queue of 1 full, a
+ * and b expire in one poll; a runs on the poller and takes b back from
+ * the batch with cancel_sync. b never ran, and was counted (2 for 1). */
+static void test_caller_ran_counts_only_callbacks_run(void)
+{
+	struct tw_service_config cfg = { 0 };
+	struct tw_service *svc = NULL;
+	struct tw_service_stats st;
+	struct job blocker, queued, a, *b = malloc(sizeof(*b));
+	pthread_t th;
+
+	cfg.tick = 1;
+	cfg.wheel_size = 8;
+	cfg.manual = true;
+	cfg.executors = 1;
+	cfg.queue_capacity = 1;
+	cfg.clock.now = virtual_clock;
+	set_clock(1000);
+	CHECK_EQ(tw_service_create(&svc, &cfg), TW_OK);
+	block_executor(svc, &blocker, 1, 0);
+	job_init(&queued, 2, 0);
+	CHECK_EQ(tw_service_add(svc, &queued.t, 1015), TW_OK);
+	set_clock(1015);
+	CHECK_EQ(tw_service_poll(svc), 1); /* the queue is full now */
+	job_init(&a, 3, 0);
+	job_init(b, 4, 0);
+	a.action = act_cancel_sync_other;
+	a.other = b;
+	CHECK_EQ(tw_service_add(svc, &a.t, 1020), TW_OK);
+	CHECK_EQ(tw_service_add(svc, &b->t, 1025), TW_OK);
+	set_clock(1030);
+	CHECK_EQ(tw_service_poll(svc), 1); /* a, on this thread */
+	CHECK_EQ(a.result, TW_SVC_STOPPED);
+	tw_service_stats(svc, &st);
+	CHECK_EQ(st.caller_ran, 1);
+	pthread_create(&th, NULL, release_later, NULL);
+	pthread_join(th, NULL);
+	CHECK(wait_for(&queued.runs, 1, 5000));
+	CHECK_EQ(tw_service_shutdown(svc, NULL, NULL), 0);
+	tw_service_stats(svc, &st);
+	CHECK_EQ(st.caller_ran, 1);
+	CHECK_EQ(st.ran, 3);
+	CHECK_EQ(tw_service_destroy(svc), TW_OK);
+}
+
 static void test_cancel_sync_from_callback_takes_back_batch_entry(void)
 {
 	/* a and b expire in the same poll; callbacks run on the polling
@@ -1442,6 +1488,7 @@ int main(void)
 	RUN(test_stale_queue_entry_never_touches_freed_timer);
 	RUN(test_cancel_sync_of_queued_timer_allows_free);
 	RUN(test_cancel_sync_from_callback_takes_back_batch_entry);
+	RUN(test_caller_ran_counts_only_callbacks_run);
 	RUN(test_reschedule_of_queued_timer);
 	RUN(test_periodic_running_at_shutdown_is_not_rearmed);
 	RUN(test_reaper_ignores_a_clock_going_back);

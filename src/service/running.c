@@ -121,6 +121,11 @@ static void run_entry(struct tw_service *svc, struct tw_service_timer *t,
 	THIS_THREAD.current = NULL;
 	THIS_THREAD.current_svc = NULL;
 	COUNT(svc, ran);
+	/* A callback the scanning thread ran because the executors' queue
+	 * was full: counted where it ran, not where dispatch gave up on the
+	 * queue (the entry may have been taken back, or its timer stopped). */
+	if (slot_index == svc->nexecutors && svc->nexecutors)
+		COUNT(svc, caller_ran);
 
 	/* From the due time, not from now: no drift. Not if the callback
 	 * cancelled its own timer: it may have freed it since (issue 28,
@@ -179,7 +184,6 @@ static int64_t dispatch(struct tw_service *svc)
 			n += (int64_t)queued;
 			if (svc->batch_pos == svc->batch_len)
 				break;
-			COUNT(svc, caller_ran);
 		}
 		t = svc->batch[svc->batch_pos++];
 		if (!t)
