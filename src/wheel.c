@@ -1627,8 +1627,9 @@ static int window_move(struct tw_wheel *w, struct tw_timer *t, struct tw_bucket 
  * is inside the window and the new earliest still marks it windowed,
  * and takes earliest as its due time; an exact one (fires at its own
  * key's tick) stays if that tick is inside the window, and keeps its due
- * time, or takes earliest if that is later in the same tick (issue 26's
- * second review: both were moved). Otherwise, when no bucket fits the
+ * time, or takes earliest if that is later in the same tick (moving
+ * either would break the header's "moves nothing"). Otherwise, when no
+ * bucket fits the
  * window, it stays as under a plain reschedule (stays_put) if that would
  * keep it: an exact timer pushed later is re-filed at its bucket's
  * expiration by earliest, inside the window. One that a bucket fits
