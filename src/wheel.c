@@ -1825,15 +1825,10 @@ bool tw_wheel_next_expiry(const struct tw_wheel *w, int64_t *when)
 
 int64_t tw_wheel_timeout(const struct tw_wheel *w, int64_t now)
 {
-	int64_t when;
+	int64_t when = 0;
+	bool any = tw_wheel_next_expiry(w, &when);
 
-	if (!tw_wheel_next_expiry(w, &when))
-		return -1;
-	if (when <= now)
-		return 0;
-	if (now < 0 && when > INT64_MAX + now)
-		return INT64_MAX;
-	return when - now;
+	return tw__timeout_until(any, when, now);
 }
 
 int64_t tw_wheel_now(const struct tw_wheel *w)

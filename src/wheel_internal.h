@@ -28,4 +28,18 @@ unsigned tw__bucket_slot(const struct tw_wheel *w, const struct tw_bucket *b);
 int64_t tw__wheel_drain_checked(struct tw_wheel *w, tw_timer_fn *hand_back,
 				struct tw_timer **broken);
 
+/* An event loop's timeout from a next expiry: -1 if nothing is queued
+ * (any false), else max(0, when - now), clamped to INT64_MAX (when - now
+ * need not fit). tw_wheel_timeout() and tw_service_timeout() both. */
+static inline int64_t tw__timeout_until(bool any, int64_t when, int64_t now)
+{
+	if (!any)
+		return -1;
+	if (when <= now)
+		return 0;
+	if (now < 0 && when > INT64_MAX + now)
+		return INT64_MAX;
+	return when - now;
+}
+
 #endif

@@ -257,13 +257,8 @@ bool tw_service_next_expiry(struct tw_service *svc, int64_t *when)
 
 int64_t tw_service_timeout(struct tw_service *svc, int64_t now)
 {
-	int64_t when;
+	int64_t when = 0;
+	bool any = tw_service_next_expiry(svc, &when);
 
-	if (!tw_service_next_expiry(svc, &when))
-		return -1;
-	if (when <= now)
-		return 0;
-	if (now < 0 && when > INT64_MAX + now)
-		return INT64_MAX;
-	return when - now;
+	return tw__timeout_until(any, when, now);
 }
