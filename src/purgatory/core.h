@@ -186,6 +186,21 @@ static inline void oplist_init(struct oplist *l)
 	l->cap = sizeof(l->small) / sizeof(l->small[0]);
 }
 
+/* The list's ops moved to grown, room for cap (the growth of a push and
+ * of a reservation); false, the list unchanged, if grown is NULL. */
+static inline bool oplist_move_to(struct oplist *l, struct tw_delayed_op **grown,
+				  size_t cap)
+{
+	if (!grown)
+		return false;
+	memcpy(grown, l->ops, l->len * sizeof(*grown));
+	if (l->ops != l->small)
+		free(l->ops);
+	l->ops = grown;
+	l->cap = cap;
+	return true;
+}
+
 /* False when it must grow and no memory is left (the test build can make
  * any push fail so, at the point "oplist.push"): only for a list whose
  * caller has something else to do then; under a lock, ops go on an
@@ -194,18 +209,9 @@ static inline bool oplist_push(struct oplist *l, struct tw_delayed_op *op)
 {
 	if (TW_TEST_FAIL("oplist.push", l))
 		return false;
-	if (l->len == l->cap) {
-		size_t cap = 2 * l->cap;
-		struct tw_delayed_op **grown = malloc(cap * sizeof(*grown));
-
-		if (!grown)
-			return false;
-		memcpy(grown, l->ops, l->len * sizeof(*grown));
-		if (l->ops != l->small)
-			free(l->ops);
-		l->ops = grown;
-		l->cap = cap;
-	}
+	if (l->len == l->cap &&
+	    !oplist_move_to(l, malloc(2 * l->cap * sizeof(*l->ops)), 2 * l->cap))
+		return false;
 	l->ops[l->len++] = op;
 	return true;
 }
@@ -221,19 +227,10 @@ static inline void oplist_free(struct oplist *l)
  * (oplist_push_reserved); false if there is no memory for it. */
 static inline bool oplist_reserve(struct oplist *l, size_t n)
 {
-	struct tw_delayed_op **grown;
-
 	if (n <= l->cap)
 		return true;
-	grown = TW_TEST_FAIL("oplist.reserve", l) ? NULL : malloc(n * sizeof(*grown));
-	if (!grown)
-		return false;
-	memcpy(grown, l->ops, l->len * sizeof(*grown));
-	if (l->ops != l->small)
-		free(l->ops);
-	l->ops = grown;
-	l->cap = n;
-	return true;
+	return oplist_move_to(l, TW_TEST_FAIL("oplist.reserve", l)
+					 ? NULL : malloc(n * sizeof(*l->ops)), n);
 }
 
 static inline void oplist_push_reserved(struct oplist *l, struct tw_delayed_op *op)
