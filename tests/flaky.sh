@@ -34,6 +34,11 @@ for r in $(seq "$runs"); do
 			failed[$name]=$(( ${failed[$name]:-0} + 1 ))
 		done <"$dir/Testing/Temporary/LastTestsFailed.log"
 		echo "flaky: run $r of $runs failed (its output: $dir/flaky-run-$r.log)"
+		# A CI run keeps only what is printed: the failing tests' own
+		# words, not only their names, or the flake cannot be found.
+		echo "flaky: the end of what run $r printed:"
+		grep -v '^ *Start \|Passed\|^ *[0-9]*/[0-9]* Test' \
+			"$dir/flaky-run-$r.log" | tail -n 80 | sed 's/^/  | /'
 	else
 		rm -f "$dir/flaky-run-$r.log"
 	fi
