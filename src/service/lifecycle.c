@@ -24,10 +24,10 @@
  * Owner ids: 2^25 - 1 of them, in the state word's top bits. Handed out in
  * turn, and after they wrap, never one a live service holds: two live
  * services with one id would pass each other's owner checks, so a cancel
- * on the wrong service stopped a timer (the second review of the headers,
- * after 2^25 services made and destroyed beside a live one). The live ids
- * are few (one per service): a list under a mutex, taken only by create
- * and destroy.
+ * on the wrong service would stop a timer (2^25 services made and
+ * destroyed beside a long-lived one are enough to wrap). The live ids are
+ * few (one per service): a list under a mutex, taken only by create and
+ * destroy.
  */
 static pthread_mutex_t ids_mu = PTHREAD_MUTEX_INITIALIZER;
 static uint32_t ids_next;           /* 0 .. OWNER_IDS - 1: the next to try */
@@ -130,7 +130,7 @@ void tw__svc_debug_step(const struct tw_service_timer *t, uint32_t from,
 
 /* An init of a timer the service still holds wipes its links and its
  * state under the service's feet: the reaper crashes on it seconds later,
- * or a shutdown waits for it for ever (issue 25). The table says held; the
+ * or a shutdown waits for it for ever. The table says held; the
  * word, read now (the timer is the caller's memory), confirms it. */
 static void refuse_init_of_held(const char *call, const struct tw_service_timer *t)
 {
@@ -191,8 +191,9 @@ bool tw_service_timer_pending(const struct tw_service_timer *t)
 /* Only the callback (and a periodic timer's period) change: the wheel
  * links, the inbox link and the flags may still be the service's (a plain
  * cancel leaves the unlinking to the reaper, and an expired entry to its
- * executor), and wiping them is what made a re-initialised timer run twice
- * (bug 8). The CAS publishes the new fields with the flag it writes. */
+ * executor), and wiping them would make a re-initialised timer run twice
+ * (the wheel or an executor would still find it where it was). The CAS
+ * publishes the new fields with the flag it writes. */
 static int reinit(struct tw_service_timer *t, tw_service_fn *fn,
 		  struct tw_service_periodic *p, int64_t period)
 {
@@ -423,10 +424,12 @@ void tw_service_stats(struct tw_service *svc, struct tw_service_stats *out)
  * shutdown's private list, still pending, so that a cancel may still stop
  * it (then it is not handed back: one end each), and F_ENTRY (then the
  * hand-back slot) keeps a racing cancel_sync waiting until shutdown is
- * past it; returning at once let its caller free a timer that was about
- * to be handed back (bug 3). (It was IDLE here, claimed for the
- * hand-back: a hand_back that cancel_synced another timer on the list
- * then waited for ever, issue 28 item 5.) */
+ * past it; returning at once would let its caller free a timer that is
+ * about to be handed back. The timer stays PENDING, not IDLE (claimed for
+ * the hand-back), so that a hand_back that cancel_syncs another timer
+ * still on the list can stop it: were it claimed, the cancel_sync would
+ * wait for that timer's hand-back, which comes only after its own
+ * returns -- for ever. */
 static void collect_pending(struct tw_wheel *w, struct tw_timer *wt)
 {
 	struct tw_service_timer *t =
@@ -617,8 +620,8 @@ int tw_service_destroy(struct tw_service *svc)
 	int rc;
 
 	/* From a callback or a hand_back the service is running the caller:
-	 * freeing it there was a use-after-free on return (issue 28's
-	 * review). Refused like shutdown, by doing nothing. */
+	 * freeing it there would be a use-after-free on return. Refused like
+	 * shutdown, by doing nothing. */
 	if (!svc)
 		return TW_EINVAL;
 	if (THIS_THREAD.current || THIS_THREAD.scanning)
