@@ -100,7 +100,7 @@
 #include <string.h>
 
 #include "../list.h"
-#include "../service_internal.h"
+#include "../service/service_internal.h"
 #include "../test_point.h"
 #include "timingwheel/purgatory.h"
 #include "opstate.h"
