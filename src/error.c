@@ -1,4 +1,21 @@
 /* SPDX-License-Identifier: MIT */
+/*
+ * error.c — what every module shares and none owns: the text of each
+ * result code (tw_strerror) and the library's version at run time.
+ *
+ * One switch over every value a call can return, error.h's errors and
+ * service.h's cancel results alike, in a file of its own because the
+ * codes are shared: TW_EOWNER comes from the wheel and the service,
+ * TW_ESHUTDOWN from the service and the purgatory, so each text names
+ * every layer that returns its code instead of living beside one of
+ * them. The cancel results share their numbers with the wheel cancel's
+ * 0 and 1, so those two texts say both meanings. tests/test_bad_input.c
+ * checks that every code has a text of its own.
+ *
+ * tw_version() and tw_version_string() say what the library was built
+ * as, so a program can compare it with the TW_VERSION_HEX it was compiled
+ * against (version.h).
+ */
 #include "timingwheel/error.h"
 #include "timingwheel/service.h" /* the cancels' results */
 

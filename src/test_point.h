@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * test_point.h — named points in the concurrent protocols where a test can
- * stop, yield or act (issue 13).
+ * stop, yield or act.
  *
  * The races the service and the purgatory must survive are a few
  * instructions wide; a random stress test reaches them once in millions of

@@ -56,23 +56,23 @@
  * once). Contended, a thread marks the word and sleeps on it; the holder
  * wakes one sleeper when it lets go.
  *
- * Races closed (issue 13; model/purgatory.pml checks them, and
- * tests/test_races.c forces each): try_complete_else_watch checks again
+ * Races closed (model/purgatory.pml checks them, and tests/test_races.c
+ * forces each): try_complete_else_watch checks again
  * after watching, under the op's lock, so a key check between its first
  * check and its watch is not lost; shutdown waits for the calls under way
  * (counted in stripes) before it walks the lists; claim() takes its
  * reference before the exactly-once CAS, so the op cannot be released
  * under it; and the service's shutdown hands a still-armed timeout (of an
  * op a completer claimed but has not cancelled yet) back to the purgatory,
- * which drops its reference. Issue 28 closed three more (the model checks
- * each, tests/test_promises_purgatory.c forces each): a reference taken
- * from zero ran on_release twice; a completer waited in cancel_sync for
- * an expired timeout whose reaper waited for the completer's lock; a
- * purge inside a completion released another op under the shared lock.
- * A third review closed two at an op's first watch (scenario 8): a
- * completion from outside decides whether the op is watched through
- * op->purgatory, which the watch names only once it holds a reference
- * (opstate.h).
+ * which drops its reference. Three more (the model checks each,
+ * tests/test_promises_purgatory.c forces each): no reference is taken
+ * from zero, else on_release would run twice; a completer never waits in
+ * cancel_sync for an expired timeout, whose reaper may be waiting for the
+ * completer's lock; no purge runs inside a completion, where it could
+ * release another op under the shared lock. And two at an op's first
+ * watch (model scenario 8): a completion from outside decides whether the
+ * op is watched through op->purgatory, which the watch names only once it
+ * holds a reference (opstate.h).
  *
  * Worked example: X and Y share a lock and time out in the same tick.
  * The reaper expires both into one batch and runs X's timeout: claim
@@ -100,7 +100,7 @@
 #include <string.h>
 
 #include "../list.h"
-#include "../service_internal.h"
+#include "../service/service_internal.h"
 #include "../test_point.h"
 #include "timingwheel/purgatory.h"
 #include "opstate.h"
@@ -129,7 +129,7 @@ struct pshard {
  * by thread so that the count costs no shared line in the common case.
  * Shutdown sets closing, then waits for every stripe to reach zero: an op
  * that passed the closing check is then on its lists, or completed, before
- * shutdown walks them (bug 4: it was neither, and was lost). */
+ * shutdown walks them (else it would be neither, and lost). */
 #define ENTRY_STRIPES 16
 
 struct entry_stripe {
@@ -157,9 +157,9 @@ struct tw_purgatory {
  * until the first watch arms the timeout, whose add writes next_due with
  * the due time: the timer is idle until then, and no service reads it.
  * The op has no byte to spare for a field of its own (112 bytes, 184 per
- * watched op with three keys: issue 29's bound), and the service timer
- * keeps its window in ticks, which are not known before the watch names
- * the purgatory.
+ * watched op with three keys: the bound docs/service.md holds it to), and
+ * the service timer keeps its window in ticks, which are not known before
+ * the watch names the purgatory.
  */
 static inline void op_tolerance_store(struct tw_delayed_op *op, int64_t tolerance)
 {

@@ -120,9 +120,9 @@ static void timeout_handed_back(struct tw_service_timer *t, void *arg)
 	}
 	/* The timeout's reference, dropped once no lock is held: the
 	 * service's shutdown runs this under its own, and the last put runs
-	 * on_release (the second review of the headers: an on_release that
-	 * took a lock another thread held around its own shutdown call hung
-	 * both). Its room was reserved: no push here needs memory, but in a
+	 * on_release, which may take a lock that another thread holds around
+	 * its own shutdown call: dropped here, the two would hang each other.
+	 * Its room was reserved: no push here needs memory, but in a
 	 * destroy that could not reserve it (tw_purgatory_destroy). */
 	if (ctx->puts.len < ctx->puts.cap)
 		oplist_push_reserved(&ctx->puts, op);

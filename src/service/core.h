@@ -17,6 +17,7 @@
  *                stats
  *   transitions.c  (test-point build) every transition checked against
  *                the model's table
+ *   service_internal.h  what the purgatory calls beyond the public API
  *
  * Structure. One wheel, owned by whoever holds wheel_mu: the reaper (or a
  * poller, in manual mode), or a cancel_sync making sure a timer is gone.
@@ -192,9 +193,9 @@
 #include <stdint.h>
 
 #include "../debug.h"
-#include "../service_internal.h"
 #include "../test_point.h"
 #include "../wheel_internal.h"
+#include "service_internal.h"
 #include "state.h"
 #include "timingwheel/service.h"
 

@@ -24,10 +24,10 @@
  * Owner ids: 2^25 - 1 of them, in the state word's top bits. Handed out in
  * turn, and after they wrap, never one a live service holds: two live
  * services with one id would pass each other's owner checks, so a cancel
- * on the wrong service stopped a timer (the second review of the headers,
- * after 2^25 services made and destroyed beside a live one). The live ids
- * are few (one per service): a list under a mutex, taken only by create
- * and destroy.
+ * on the wrong service would stop a timer (2^25 services made and
+ * destroyed beside a long-lived one are enough to wrap). The live ids are
+ * few (one per service): a list under a mutex, taken only by create and
+ * destroy.
  */
 static pthread_mutex_t ids_mu = PTHREAD_MUTEX_INITIALIZER;
 static uint32_t ids_next;           /* 0 .. OWNER_IDS - 1: the next to try */
@@ -130,7 +130,7 @@ void tw__svc_debug_step(const struct tw_service_timer *t, uint32_t from,
 
 /* An init of a timer the service still holds wipes its links and its
  * state under the service's feet: the reaper crashes on it seconds later,
- * or a shutdown waits for it for ever (issue 25). The table says held; the
+ * or a shutdown waits for it for ever. The table says held; the
  * word, read now (the timer is the caller's memory), confirms it. */
 static void refuse_init_of_held(const char *call, const struct tw_service_timer *t)
 {
@@ -191,8 +191,9 @@ bool tw_service_timer_pending(const struct tw_service_timer *t)
 /* Only the callback (and a periodic timer's period) change: the wheel
  * links, the inbox link and the flags may still be the service's (a plain
  * cancel leaves the unlinking to the reaper, and an expired entry to its
- * executor), and wiping them is what made a re-initialised timer run twice
- * (bug 8). The CAS publishes the new fields with the flag it writes. */
+ * executor), and wiping them would make a re-initialised timer run twice
+ * (the wheel or an executor would still find it where it was). The CAS
+ * publishes the new fields with the flag it writes. */
 static int reinit(struct tw_service_timer *t, tw_service_fn *fn,
 		  struct tw_service_periodic *p, int64_t period)
 {
@@ -278,56 +279,53 @@ static int start_threads(struct tw_service *svc)
 	return TW_OK;
 }
 
-int tw_service_create(struct tw_service **out, const struct tw_service_config *cfg)
+/* The caller's configuration (none: every default) with each 0 made its
+ * default, into *c; TW_EINVAL for a value the service cannot run with. */
+static int settle_config(struct tw_service_config *c,
+			 const struct tw_service_config *cfg)
 {
-	struct tw_service *svc;
-	pthread_condattr_t attr;
-	int rc;
-
-	if (!out)
-		return TW_EINVAL_BECAUSE("tw_service_create", "out is NULL");
-	*out = NULL;
-	svc = calloc(1, sizeof(*svc));
-	if (!svc)
-		return TW_ENOMEM;
 	if (cfg)
-		svc->cfg = *cfg;
-	if (!svc->cfg.tick)
-		svc->cfg.tick = 1000000;
+		*c = *cfg;
+	if (!c->tick)
+		c->tick = 1000000;
 	/* Kafka's 20 in kafka mode; exact mode's fastest, 64 (wheel.h). */
-	if (!svc->cfg.wheel_size)
-		svc->cfg.wheel_size = svc->cfg.mode == TW_MODE_KAFKA ? 20 : 64;
-	if (!svc->cfg.inboxes)
-		svc->cfg.inboxes = 8;
-	if (!svc->cfg.queue_capacity)
-		svc->cfg.queue_capacity = 4096;
-	if (!svc->cfg.clock.now)
-		svc->cfg.clock.now = tw__svc_monotonic_ns;
-	if (svc->cfg.tick < 1 || svc->cfg.inboxes > MAX_INBOXES ||
-	    svc->cfg.executors > 4096 ||
-	    svc->cfg.wheel_size < TW_WHEEL_SIZE_MIN ||
-	    svc->cfg.wheel_size > TW_WHEEL_SIZE_MAX) {
-		const struct tw_service_config c = svc->cfg;
-
-		free(svc);
-		(void)c; /* only the debug build says which field */
+	if (!c->wheel_size)
+		c->wheel_size = c->mode == TW_MODE_KAFKA ? 20 : 64;
+	if (!c->inboxes)
+		c->inboxes = 8;
+	if (!c->queue_capacity)
+		c->queue_capacity = 4096;
+	if (!c->clock.now)
+		c->clock.now = tw__svc_monotonic_ns;
+	if (c->tick < 1 || c->inboxes > MAX_INBOXES || c->executors > 4096 ||
+	    c->wheel_size < TW_WHEEL_SIZE_MIN ||
+	    c->wheel_size > TW_WHEEL_SIZE_MAX)
 		return TW_EINVAL_BECAUSE("tw_service_create",
-			"%s", c.tick < 1 ? "cfg.tick must be at least 1 (0: 1 ms)"
-			: c.inboxes > MAX_INBOXES ? "cfg.inboxes must be at most 1024"
-			: c.executors > 4096 ? "cfg.executors must be at most 4096"
+			"%s", c->tick < 1 ? "cfg.tick must be at least 1 (0: 1 ms)"
+			: c->inboxes > MAX_INBOXES ? "cfg.inboxes must be at most 1024"
+			: c->executors > 4096 ? "cfg.executors must be at most 4096"
 			: "cfg.wheel_size must be in [2, 65536] (0: the default)");
-	}
-	svc->ninboxes = svc->cfg.inboxes;
-	svc->nexecutors = svc->cfg.executors;
-	{
-		uint32_t id = id_take();
+	return TW_OK;
+}
 
-		if (!id) {
-			free(svc);
-			return TW_EAGAIN; /* 2^25 - 1 live services, or no memory */
-		}
-		svc->owner_bits = id << OWNER_SHIFT;
-	}
+/* The owner id every timer this service adds carries in its state word. */
+static int take_owner_id(struct tw_service *svc)
+{
+	uint32_t id = id_take();
+
+	if (!id)
+		return TW_EAGAIN; /* 2^25 - 1 live services, or no memory */
+	svc->owner_bits = id << OWNER_SHIFT;
+	return TW_OK;
+}
+
+/* Locks, condition variables and atomics: nothing here can fail, and
+ * free_service destroys them all. The two timed waits (reaper_cv,
+ * idle_cv) run on CLOCK_MONOTONIC, the clock tw__svc_wait_for_ns reads
+ * their deadlines on. */
+static void init_sync(struct tw_service *svc)
+{
+	pthread_condattr_t attr;
 
 	pthread_mutex_init(&svc->shutdown_mu, NULL);
 	pthread_mutex_init(&svc->wheel_mu, NULL);
@@ -346,7 +344,17 @@ int tw_service_create(struct tw_service **out, const struct tw_service_config *c
 	atomic_init(&svc->handing_back, false);
 	atomic_init(&svc->kick_pending, false);
 	atomic_init(&svc->sync_waiters, 0);
+}
 
+/* Every array the service will ever need but the batch's growth: the
+ * running slots (one per executor, the scanning thread's and the
+ * hand-back's), the executors' queue, their thread ids, the inboxes and
+ * the batch's first room. TW_ENOMEM if any is missing (the caller frees
+ * what was made). */
+static int alloc_parts(struct tw_service *svc)
+{
+	svc->ninboxes = svc->cfg.inboxes;
+	svc->nexecutors = svc->cfg.executors;
 	svc->nslots = svc->nexecutors + 2;
 	svc->running = calloc(svc->nslots, sizeof(*svc->running));
 	svc->ring = calloc(svc->cfg.queue_capacity, sizeof(*svc->ring));
@@ -356,14 +364,12 @@ int tw_service_create(struct tw_service **out, const struct tw_service_config *c
 	/* The batch's first room, made here: an advance always has room for
 	 * BATCH_MIN expiries, so a scan makes progress however short of
 	 * memory the process is (it grows the batch when it can; without any
-	 * room a poll, or the reaper, deferred the same timer for ever). */
+	 * room a poll, or the reaper, would defer the same timer for ever). */
 	svc->batch = malloc(BATCH_MIN * sizeof(*svc->batch));
 	svc->batch_cap = BATCH_MIN;
 	if (!svc->running || !svc->ring || !svc->executors ||
-	    !svc->inboxes || !svc->batch) {
-		free_service(svc);
+	    !svc->inboxes || !svc->batch)
 		return TW_ENOMEM;
-	}
 	for (unsigned i = 0; i < svc->ninboxes; i++) {
 		struct inbox *ib = &svc->inboxes[i];
 
@@ -373,14 +379,54 @@ int tw_service_create(struct tw_service **out, const struct tw_service_config *c
 		atomic_init(&ib->stopped, 0);
 		atomic_init(&ib->tombed, 0);
 	}
-	rc = tw_wheel_init(&svc->wheel, svc->cfg.tick, svc->cfg.wheel_size,
-			   clock_now(svc), svc->cfg.mode);
+	return TW_OK;
+}
+
+/* The service's one wheel, starting at the clock's reading now, with the
+ * service's hooks: it fires every timer through one function (each
+ * timer's fn is its callback) and asks before it files a tombstone again. */
+static int init_wheel(struct tw_service *svc)
+{
+	int rc = tw_wheel_init(&svc->wheel, svc->cfg.tick, svc->cfg.wheel_size,
+			       clock_now(svc), svc->cfg.mode);
+
+	if (rc)
+		return rc;
+	svc->wheel.expire = tw__svc_on_expire;
+	svc->wheel.drop = tw__svc_drop_tombstone;
+	return TW_OK;
+}
+
+/* Each step undoes only what came before it: a bad configuration or no
+ * owner id frees the bare structure, a failed allocation or wheel
+ * everything made so far (free_service), and a thread that would not
+ * start stops those that did (tw_service_destroy). */
+int tw_service_create(struct tw_service **out, const struct tw_service_config *cfg)
+{
+	struct tw_service *svc;
+	int rc;
+
+	if (!out)
+		return TW_EINVAL_BECAUSE("tw_service_create", "out is NULL");
+	*out = NULL;
+	svc = calloc(1, sizeof(*svc));
+	if (!svc)
+		return TW_ENOMEM;
+	rc = settle_config(&svc->cfg, cfg);
+	if (rc == TW_OK)
+		rc = take_owner_id(svc);
+	if (rc) {
+		free(svc);
+		return rc;
+	}
+	init_sync(svc);
+	rc = alloc_parts(svc);
+	if (rc == TW_OK)
+		rc = init_wheel(svc);
 	if (rc) {
 		free_service(svc);
 		return rc;
 	}
-	svc->wheel.expire = tw__svc_on_expire; /* each timer's fn is its callback */
-	svc->wheel.drop = tw__svc_drop_tombstone;
 	rc = start_threads(svc);
 	if (rc) {
 		tw_service_destroy(svc);
@@ -423,10 +469,12 @@ void tw_service_stats(struct tw_service *svc, struct tw_service_stats *out)
  * shutdown's private list, still pending, so that a cancel may still stop
  * it (then it is not handed back: one end each), and F_ENTRY (then the
  * hand-back slot) keeps a racing cancel_sync waiting until shutdown is
- * past it; returning at once let its caller free a timer that was about
- * to be handed back (bug 3). (It was IDLE here, claimed for the
- * hand-back: a hand_back that cancel_synced another timer on the list
- * then waited for ever, issue 28 item 5.) */
+ * past it; returning at once would let its caller free a timer that is
+ * about to be handed back. The timer stays PENDING, not IDLE (claimed for
+ * the hand-back), so that a hand_back that cancel_syncs another timer
+ * still on the list can stop it: were it claimed, the cancel_sync would
+ * wait for that timer's hand-back, which comes only after its own
+ * returns -- for ever. */
 static void collect_pending(struct tw_wheel *w, struct tw_timer *wt)
 {
 	struct tw_service_timer *t =
@@ -617,8 +665,8 @@ int tw_service_destroy(struct tw_service *svc)
 	int rc;
 
 	/* From a callback or a hand_back the service is running the caller:
-	 * freeing it there was a use-after-free on return (issue 28's
-	 * review). Refused like shutdown, by doing nothing. */
+	 * freeing it there would be a use-after-free on return. Refused like
+	 * shutdown, by doing nothing. */
 	if (!svc)
 		return TW_EINVAL;
 	if (THIS_THREAD.current || THIS_THREAD.scanning)

@@ -25,9 +25,9 @@ static atomic_uint producers_seen;
  * kick_pending and kicked together, under reaper_mu: then a kick_pending
  * that is set always has a kicker who will set kicked (or already did,
  * since the reaper last cleared it), so the reaper cannot sleep through
- * it. (Clearing kick_pending outside the lock let a kick fall between the
- * two clears: kicked was erased, kick_pending stayed set, and no kick ever
- * got through again -- issue 13's bug 1.)
+ * it. (Clearing kick_pending outside the lock would let a kick fall between
+ * the two clears: kicked erased, kick_pending left set, and no kick would
+ * ever get through again.)
  */
 static void kick(struct tw_service *svc)
 {
@@ -396,8 +396,8 @@ static int cancel(struct tw_service *svc, struct tw_service_timer *t)
 		/* The owner rides in the word the CAS compares, so checking
 		 * it here makes check and change one step: an add on another
 		 * service landing after the caller's first check is seen
-		 * (issue 28, item 4: this cancel stopped the other service's
-		 * timer, and neither service's accounting balanced). */
+		 * (else this cancel would stop the other service's timer, and
+		 * neither service's accounting would balance). */
 		if (owner_check(svc, old))
 			return TW_EOWNER;
 		s = word_state(old);

@@ -98,8 +98,8 @@ static void run_entry(struct tw_service *svc, struct tw_service_timer *t,
 		 * reinit refuses it: once the CAS below takes EXPIRED away, a
 		 * cancel finds it IDLE and the owner may reinit it at once
 		 * (tw_service_timer_reinit: "safe right after a plain
-		 * cancel"). Read after, the run that had started took the new
-		 * callback, and the two raced (issue 28, item 7). If the CAS
+		 * cancel"). Read after, the run that had started would take
+		 * the new callback, racing the reinit's writes. If the CAS
 		 * wins, any later reinit read our CAS first: these reads come
 		 * before its writes. */
 		fn = callback_of(t);
@@ -128,8 +128,8 @@ static void run_entry(struct tw_service *svc, struct tw_service_timer *t,
 		COUNT(svc, caller_ran);
 
 	/* From the due time, not from now: no drift. Not if the callback
-	 * cancelled its own timer: it may have freed it since (issue 28,
-	 * item 9), and a cancelled periodic timer is not re-armed anyway.
+	 * cancelled its own timer: it may have freed it since, and a
+	 * cancelled periodic timer is not re-armed anyway.
 	 * RUNNING here is this run's own (no other run of t can have
 	 * started); anything else means an add, a reschedule or a cancel
 	 * came during the run, and what it asked for stands. */
@@ -328,10 +328,11 @@ int64_t tw_service_poll(struct tw_service *svc)
 		/* Everything due at this clock reading, however many: an
 		 * advance hands at most BATCH_MAX timers to dispatch and
 		 * leaves the rest due now, so scan again until none was left
-		 * (one poll ran 65,536 of 100,000 due timers, and a manual
-		 * service has no call that says to poll again: issue 28,
-		 * item 8). Only a full batch repeats, so a callback that adds
-		 * timers due now cannot keep the loop going on its own. */
+		 * (a manual service has no call that says to poll again, so
+		 * one scan would leave all but BATCH_MAX of a crowd of due
+		 * timers waiting). Only a full batch repeats, so a callback
+		 * that adds timers due now cannot keep the loop going on its
+		 * own. */
 		THIS_THREAD.scanning = svc;
 		do {
 			svc->deferred = false;

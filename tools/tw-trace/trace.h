@@ -10,8 +10,16 @@
  * parser; the parser (scenario.c) reports to that renderer through
  * struct trace_renderer, and to the text renderer's wheel observer
  * through tr->observer, both set by main.c; the renderers (text.c,
- * html.c, which draws with text.c's drawing) use only trace.c's
- * vocabulary and the library's inspection calls.
+ * html.c) use trace.c's vocabulary and the library's inspection calls,
+ * and html.c narrates a stay with text.c's trace_explain_stay. Of the
+ * tool's headers every file includes only this one (html.c also the
+ * generated html_page.h), and this one includes none. Calls, every arrow
+ * pointing down:
+ *
+ *   main.c      -> scenario.c, and picks text.c's or html.c's renderer
+ *   scenario.c  -> the renderer, through tr->render and tr->observer only
+ *   html.c      -> text.c (trace_explain_stay)
+ *   scenario.c, text.c, html.c -> trace.c (trace_die, task names, times)
  */
 #ifndef TW_TRACE_H
 #define TW_TRACE_H

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * service_internal.h -- what the purgatory needs of the service beyond its
- * public API. Not exported (the library's default visibility is hidden, and
- * nothing here is in a public header).
+ * public API (defined in sync.c and producer.c). Not exported (the
+ * library's default visibility is hidden, and nothing here is in a public
+ * header).
  */
 #ifndef TW_SERVICE_INTERNAL_H
 #define TW_SERVICE_INTERNAL_H
