@@ -14,14 +14,7 @@
 #include <time.h>
 
 #include "check.h"
-
-static _Atomic int64_t virtual_now;
-
-static int64_t virtual_clock(void *arg)
-{
-	(void)arg;
-	return atomic_load(&virtual_now);
-}
+#include "virtual_clock.h"
 
 struct job {
 	union {                          /* p.timer is t: periodic jobs */
@@ -66,23 +59,8 @@ static void job_init(struct job *j, int id, int64_t period)
 
 static struct tw_service *manual_service(unsigned executors)
 {
-	struct tw_service_config cfg = { 0 };
-	struct tw_service *svc = NULL;
-
-	cfg.tick = 10;
-	cfg.wheel_size = 8;
-	cfg.manual = true;
-	cfg.executors = executors;
-	cfg.clock.now = virtual_clock;
-	atomic_store(&virtual_now, 1000);
 	atomic_store(&norder, 0);
-	CHECK_EQ(tw_service_create(&svc, &cfg), TW_OK);
-	return svc;
-}
-
-static void set_clock(int64_t t)
-{
-	atomic_store(&virtual_now, t);
+	return service(true, executors);
 }
 
 static void test_create_rejects_bad_config(void)
@@ -578,10 +556,7 @@ static uint64_t win_rng = 0x9E3779B97F4A7C15ULL;
 
 static int64_t win_random(int64_t bound)
 {
-	win_rng ^= win_rng >> 12;
-	win_rng ^= win_rng << 25;
-	win_rng ^= win_rng >> 27;
-	return (int64_t)((win_rng * 0x2545F4914F6CDD1DULL) % (uint64_t)bound);
+	return test_rand_below(&win_rng, bound);
 }
 
 /* NWIN fresh jobs added with random windows [e, l] from 1001 (a fifth of
@@ -1295,10 +1270,7 @@ static long loop_runs;
 
 static int64_t loop_random(int64_t bound)
 {
-	loop_rng ^= loop_rng >> 12;
-	loop_rng ^= loop_rng << 25;
-	loop_rng ^= loop_rng >> 27;
-	return (int64_t)((loop_rng * 0x2545F4914F6CDD1DULL) % (uint64_t)bound);
+	return test_rand_below(&loop_rng, bound);
 }
 
 static int64_t up_to_tick(int64_t x)
@@ -1391,8 +1363,9 @@ static void run_event_loop(uint64_t seed, uint32_t wheel_size)
 	struct tw_service *svc;
 	int64_t now = 1000, to;
 	long sleeps = 0, polls = 0;
+	int failures_before = check_failures;
 
-	loop_rng = seed;
+	loop_rng = test_rand_seed(seed);
 	loop_runs = 0;
 	cfg.clock.now = virtual_clock;
 	atomic_store(&virtual_now, now);
@@ -1444,6 +1417,9 @@ static void run_event_loop(uint64_t seed, uint32_t wheel_size)
 	CHECK(loop_runs > 100); /* the loop did run timers */
 	CHECK(sleeps > 100);
 	CHECK_EQ(tw_service_destroy(svc), 0);
+	if (check_failures != failures_before)
+		fprintf(stderr, "event loop: seed %llu, wheel size %u\n",
+			(unsigned long long)seed, (unsigned)wheel_size);
 }
 
 static void test_an_event_loop_sleeping_the_timeout_misses_nothing(void)
@@ -1451,7 +1427,7 @@ static void test_an_event_loop_sleeping_the_timeout_misses_nothing(void)
 	int64_t when = 7;
 
 	for (uint64_t seed = 1; seed <= 6; seed++)
-		run_event_loop(seed * 0x9E3779B97F4A7C15ULL, seed % 2 ? 8 : 64);
+		run_event_loop(seed, seed % 2 ? 8 : 64);
 	CHECK_EQ(tw_service_timeout(NULL, 0), -1);
 	CHECK(!tw_service_next_expiry(NULL, &when));
 	CHECK_EQ(when, 7);

@@ -489,9 +489,9 @@ static void test_exact_next_expiry_wakes_only_to_fire(void)
 
 		tw_wheel_init(&w, 1, 64, 0, TW_MODE_EXACT);
 		for (int i = 0; i < N; i++) {
-			x ^= x << 13, x ^= x >> 7, x ^= x << 17;
 			rec_init(&r[i], i);
-			tw_wheel_add(&w, &r[i].timer, 1 + (int64_t)(x % 10800000));
+			tw_wheel_add(&w, &r[i].timer,
+				     1 + test_rand_below(&x, 10800000));
 		}
 		for (int i = 0; cancel_some && i < N; i += 7)
 			cancelled += tw_wheel_cancel(&w, &r[i].timer);
