@@ -106,13 +106,23 @@ clang:
 	cmake --build $(BUILD)-clang -j $(JOBS)
 	cd $(BUILD)-clang && ctest --output-on-failure -j $(JOBS)
 
+# (A program split by what it tests: every part.)
+VALGRIND_TESTS = test_wheel test_wheel_callbacks test_wheel_windows \
+	test_wheel_edges test_kafka test_seeds test_service \
+	test_service_windows test_service_threaded test_service_loop \
+	test_purgatory test_purgatory_threads test_purgatory_tolerance \
+	test_check test_bad_input test_bad_input_service \
+	test_bad_input_purgatory test_overload test_races \
+	test_races_purgatory test_races_runs test_promises_service \
+	test_promises_service_runs test_promises_purgatory \
+	test_promises_purgatory_watch test_promises_purgatory_locks
 VALGRIND = valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=all
 
 # memcheck over every test binary and the trace tool (the differential test
 # with fewer operations: valgrind is ~30x slower).
 valgrind: build
 	@bash tools/deps.sh valgrind
-	@set -e; for t in test_wheel test_kafka test_seeds test_service test_purgatory test_check test_bad_input test_overload test_races test_promises_service test_promises_purgatory; do \
+	@set -e; for t in $(VALGRIND_TESTS); do \
 	  echo "valgrind $$t"; $(VALGRIND) $(BUILD)/tests/$$t >/dev/null; done
 	@echo "valgrind test_differential 100000"
 	@$(VALGRIND) $(BUILD)/tests/test_differential 100000 >/dev/null

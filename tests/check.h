@@ -59,13 +59,34 @@ static int tests_passed, tests_failed;
 	} while (0)
 
 /* The tests' one random generator (xorshift64): cheap, seedable, and the
- * same sequence on every platform. *s must not start at 0. */
+ * same sequence on every platform. A test keeps its state in a uint64_t of
+ * its own (a thread its own state, e.g. _Thread_local), made from the seed
+ * it prints by test_rand_seed(). *s must not be 0. */
 static inline uint64_t test_rand(uint64_t *s)
 {
 	*s ^= *s << 13;
 	*s ^= *s >> 7;
 	*s ^= *s << 17;
 	return *s;
+}
+
+/* A state for test_rand from any seed, 0 included: seeds next to each
+ * other (1, 2, 3... or a thread's index) start unrelated sequences
+ * (splitmix64's mixing step), and the result is never 0. */
+static inline uint64_t test_rand_seed(uint64_t seed)
+{
+	uint64_t z = seed + 0x9E3779B97F4A7C15ULL;
+
+	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+	z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+	z ^= z >> 31;
+	return z ? z : 0x9E3779B97F4A7C15ULL;
+}
+
+/* 0 .. bound - 1 (bound > 0). */
+static inline int64_t test_rand_below(uint64_t *s, int64_t bound)
+{
+	return (int64_t)(test_rand(s) % (uint64_t)bound);
 }
 
 static inline int check_report(void)

@@ -35,6 +35,8 @@
 
 #include "test_point.h"
 
+#include "check.h"
+
 #define SP_SLOTS 8
 #define SP_WAIT_S 5
 
@@ -60,14 +62,12 @@ static _Thread_local uint64_t sp_rng;  /* this thread's shaking state */
 
 static inline uint64_t sp_next_random(void)
 {
-	/* xorshift64*: cheap, and reproducible per (seed, thread order). */
+	/* Reproducible per (seed, thread order): each thread's state is made
+	 * from the seed and the order in which it first got here. */
 	if (!sp_rng)
-		sp_rng = atomic_load(&sp_seed) * 0x9E3779B97F4A7C15ULL +
-			 atomic_fetch_add(&sp_thread_ids, 1) + 1;
-	sp_rng ^= sp_rng >> 12;
-	sp_rng ^= sp_rng << 25;
-	sp_rng ^= sp_rng >> 27;
-	return sp_rng * 0x2545F4914F6CDD1DULL;
+		sp_rng = test_rand_seed(atomic_load(&sp_seed) * 0x9E3779B97F4A7C15ULL +
+					atomic_fetch_add(&sp_thread_ids, 1));
+	return test_rand(&sp_rng);
 }
 
 static inline void sp_shake_here(void)

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "child.h"
+#include "virtual_clock.h"
 
 static char out[4096];
 
@@ -57,14 +58,6 @@ static int in_child(void (*fn)(void))
 
 /* ---- a service timer initialised while the service holds it ---- */
 
-static _Atomic int64_t clock_now;
-
-static int64_t read_clock(void *arg)
-{
-	(void)arg;
-	return clock_now;
-}
-
 static void nothing(struct tw_service *s, struct tw_service_timer *t)
 {
 	(void)s;
@@ -76,7 +69,7 @@ static struct tw_service *manual_service(void)
 	struct tw_service_config cfg = { .manual = true };
 	struct tw_service *svc = NULL;
 
-	cfg.clock.now = read_clock;
+	cfg.clock.now = virtual_clock;
 	CHECK_EQ(tw_service_create(&svc, &cfg), 0);
 	return svc;
 }
@@ -161,7 +154,7 @@ static void reuse_done_right(void)
 	tw_service_timer_init(t, nothing);
 	/* after its callback ran */
 	CHECK_EQ(tw_service_add(svc, t, TW_MS(5)), 0);
-	clock_now = TW_MS(10);
+	set_clock(TW_MS(10));
 	CHECK_EQ(tw_service_poll(svc), 1);
 	tw_service_timer_init(t, nothing);
 	/* after shutdown handed it back */
@@ -181,7 +174,7 @@ static void reuse_done_right(void)
 
 static void test_reuse_done_right_is_not_a_mistake(void)
 {
-	clock_now = 0;
+	set_clock(0);
 	EXPECT_CLEAN(reuse_done_right);
 }
 
@@ -214,7 +207,7 @@ static struct tw_purgatory *manual_purgatory(void)
 	struct tw_purgatory_config cfg = { .service = { .manual = true } };
 	struct tw_purgatory *p = NULL;
 
-	cfg.service.clock.now = read_clock;
+	cfg.service.clock.now = virtual_clock;
 	CHECK_EQ(tw_purgatory_create(&p, &cfg), 0);
 	return p;
 }

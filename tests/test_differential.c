@@ -57,12 +57,7 @@ static bool unordered;     /* this advance is tw_wheel_advance_unordered */
 
 static uint64_t rnd(void)
 {
-	/* splitmix64 */
-	uint64_t z = (rng_state += 0x9e3779b97f4a7c15ULL);
-
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-	return z ^ (z >> 31);
+	return test_rand(&rng_state);
 }
 
 static int64_t rnd_range(int64_t n)
@@ -469,13 +464,15 @@ static void test_kafka_mode_matches_model(void)
 
 int main(int argc, char **argv)
 {
-	rng_state = 1;
+	uint64_t seed = 1;
+
 	if (argc > 1)
 		ops_per_mode = strtol(argv[1], NULL, 10);
 	if (argc > 2)
-		rng_state = strtoull(argv[2], NULL, 10);
+		seed = strtoull(argv[2], NULL, 10);
+	rng_state = test_rand_seed(seed);
 	printf("differential: %ld operations per mode, seed %llu\n", ops_per_mode,
-	       (unsigned long long)rng_state);
+	       (unsigned long long)seed);
 	RUN(test_exact_mode_matches_model);
 	RUN(test_kafka_mode_matches_model);
 	return check_report();

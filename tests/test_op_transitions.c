@@ -14,32 +14,12 @@
 
 #include <string.h>
 
-#include "child.h"
+#include "transition_child.h"
 #include "purgatory/opstate.h"
 #include "test_point.h"
 #include "virtual_clock.h"
 
-/* One report, made in a child (a refused step aborts it). */
-struct report {
-	enum tw__pg_op_transition tr;
-	unsigned from, to;
-};
-
-static void report(void *arg)
-{
-	const struct report *r = arg;
-
-	tw__pg_op_transition(r->tr, r->from, r->to);
-}
-
-/* Its exit signal, and what it wrote in out. */
-static int report_in_child(enum tw__pg_op_transition tr, unsigned from, unsigned to,
-			   char *out, size_t size)
-{
-	struct report r = { tr, from, to };
-
-	return run_in_child(report, &r, out, size);
-}
+TRANSITION_CHILD(tw__pg_op_transition, enum tw__pg_op_transition, unsigned)
 
 static void test_a_step_of_the_model_passes(void)
 {

@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "virtual_clock.h"
 
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 #define TW_SANITIZED 1
@@ -172,7 +173,7 @@ static int child_fill_memory(void)
 	struct tw_wheel w;
 	struct rlimit lim;
 	long added = 0;
-	unsigned seed = 12345;
+	uint64_t seed = 12345;
 
 	if (tw_wheel_init(&w, 1, 20, 0, TW_MODE_EXACT))
 		return 2;
@@ -186,7 +187,7 @@ static int child_fill_memory(void)
 		if (!c)
 			break;
 		tw_timer_init(&c->idle, conn_idle);
-		if (tw_wheel_add(&w, &c->idle, 1 + rand_r(&seed) % 600000) != 0)
+		if (tw_wheel_add(&w, &c->idle, 1 + test_rand_below(&seed, 600000)) != 0)
 			return 4;
 		added++;
 	}
@@ -316,14 +317,7 @@ static int fail_each_allocation(int (*create)(void), void (*destroy)(void))
  * yet each scan has the room create made, so the poll runs every due timer
  * and returns (it retried the same deferred timer for ever, 18 million
  * failed allocations in 3 s). In a child, with an alarm for the hang. */
-static _Atomic int64_t oom_clock;
 static atomic_int oom_ran;
-
-static int64_t oom_now(void *arg)
-{
-	(void)arg;
-	return atomic_load(&oom_clock);
-}
 
 static void oom_run(struct tw_service *svc, struct tw_service_timer *t)
 {
@@ -342,8 +336,8 @@ static int child_poll_without_memory(void)
 
 	cfg.manual = true;
 	cfg.tick = 1;
-	cfg.clock.now = oom_now;
-	atomic_store(&oom_clock, 0);
+	cfg.clock.now = virtual_clock;
+	set_clock(0);
 	if (tw_service_create(&svc, &cfg) != TW_OK)
 		return 2;
 	for (int i = 0; i < N; i++) {
@@ -351,7 +345,7 @@ static int child_poll_without_memory(void)
 		if (tw_service_add(svc, &t[i], 5) != TW_OK)
 			return 3;
 	}
-	atomic_store(&oom_clock, 10);
+	set_clock(10);
 	alarm(10);
 	arm(0);
 	n = tw_service_poll(svc);

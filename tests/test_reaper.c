@@ -27,14 +27,7 @@
 
 #include "check.h"
 #include "test_point.h"
-
-static _Atomic int64_t virtual_now;
-
-static int64_t virtual_clock(void *arg)
-{
-	(void)arg;
-	return atomic_load(&virtual_now);
-}
+#include "virtual_clock.h"
 
 /* ---- the reaper's decisions, seen at its test points ---- */
 

@@ -10,30 +10,10 @@
 
 #include <string.h>
 
-#include "child.h"
+#include "transition_child.h"
 #include "service/state.h"
 
-/* One report, made in a child (a refused step aborts it). */
-struct report {
-	enum tw__svc_transition tr;
-	uint32_t from, to;
-};
-
-static void report(void *arg)
-{
-	const struct report *r = arg;
-
-	tw__svc_transition(r->tr, r->from, r->to);
-}
-
-/* Its exit signal, and what it wrote in out. */
-static int report_in_child(enum tw__svc_transition tr, uint32_t from, uint32_t to,
-			   char *out, size_t size)
-{
-	struct report r = { tr, from, to };
-
-	return run_in_child(report, &r, out, size);
-}
+TRANSITION_CHILD(tw__svc_transition, enum tw__svc_transition, uint32_t)
 
 static void test_a_step_of_the_model_passes(void)
 {

@@ -18,7 +18,10 @@ for m in 1 2 3 4 5; do
 	if ! { cmake -S "$src" -B "$dir" -DTW_BUILD_BENCH=OFF -DTW_WERROR=ON \
 		"-DCMAKE_C_FLAGS=-DTW_TRANSITION_MUTANT=$m" >/dev/null &&
 	       cmake --build "$dir" -j "$jobs" --target test_races \
-		test_promises_service test_promises_purgatory \
+		test_races_purgatory test_races_runs \
+		test_promises_service test_promises_service_runs \
+		test_promises_purgatory test_promises_purgatory_watch \
+		test_promises_purgatory_locks \
 		test_service_shaken test_purgatory_shaken \
 		test_op_transitions >/dev/null; }; then
 		echo "transition mutant $m: the build failed"

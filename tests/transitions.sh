@@ -24,9 +24,13 @@ run() {
 	fi
 	rm -f "$seen.err"
 }
-run "$build/tests/test_races"
-run "$build/tests/test_promises_service"
-run "$build/tests/test_promises_purgatory"
+# (each split program: every part)
+for t in test_races test_races_purgatory test_races_runs \
+	test_promises_service test_promises_service_runs \
+	test_promises_purgatory test_promises_purgatory_watch \
+	test_promises_purgatory_locks; do
+	run "$build/tests/$t"
+done
 run "$build/tests/test_service_shaken" 200000 4 1 8 1 5
 run "$build/tests/test_purgatory_shaken" 10000 2 1 5
 run "$build/tests/test_op_transitions" # a watch that fails: ONE -> ZERO uncompleted

@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * A virtual clock that the forced-interleaving tests move by hand, and the
- * small services and purgatories they drive with it (and poll from a
- * thread of their own): tick 10, 8 buckets,
- * the clock at 1000 when each is made. Include after check.h.
+ * The tests' one virtual clock (virtual_clock as a service's clock.now),
+ * moved by hand (set_clock, or virtual_now itself), and the small
+ * services and purgatories the tests drive with it (and poll from a
+ * thread of their own): tick 10, 8 buckets, the clock at 1000 when each
+ * is made. Include after check.h.
  */
 #ifndef TW_TEST_VIRTUAL_CLOCK_H
 #define TW_TEST_VIRTUAL_CLOCK_H
@@ -18,6 +19,11 @@ static inline int64_t virtual_clock(void *arg)
 {
 	(void)arg;
 	return atomic_load(&virtual_now);
+}
+
+static inline void set_clock(int64_t t)
+{
+	atomic_store(&virtual_now, t);
 }
 
 static inline struct tw_service *service(bool manual, unsigned executors)

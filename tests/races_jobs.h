@@ -1,0 +1,43 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The fixtures of the forced races (test_races*.c, the test-point build):
+ * the stop points, the virtual clock, and a job (a service timer whose
+ * callback counts its runs, says when it is inside and finished, and
+ * takes an action of the test's).
+ */
+#ifndef TW_TEST_RACES_JOBS_H
+#define TW_TEST_RACES_JOBS_H
+
+#include "stop_points.h"
+
+#include "check.h"
+#include "virtual_clock.h"
+
+struct job {
+	struct tw_service_timer t;
+	atomic_int runs;
+	atomic_int in_callback, go, finished;
+	atomic_int freed;       /* the owner let go of it */
+	atomic_int result;
+	struct job *other;
+	void (*action)(struct tw_service *svc, struct job *self);
+};
+
+static inline void job_run(struct tw_service *svc, struct tw_service_timer *t)
+{
+	struct job *j = tw_container_of(t, struct job, t);
+
+	atomic_fetch_add(&j->runs, 1);
+	if (j->action)
+		j->action(svc, j); /* it says when it finished: it may free j */
+	else
+		atomic_store(&j->finished, 1);
+}
+
+static inline void job_init(struct job *j)
+{
+	memset(j, 0, sizeof(*j));
+	tw_service_timer_init(&j->t, job_run);
+}
+
+#endif

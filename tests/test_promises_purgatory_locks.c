@@ -1,0 +1,427 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * on_release outside the purgatory's locks, forced through the test points
+ * as in test_promises_purgatory.c: beside shutdown's lock, a purge walk
+ * beside a growing shard, and with no memory to defer a reference to
+ * after a lock (a purge, a cancel, a shutdown).
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include "purgatory_gops.h"
+
+/* ---- 9: on_release outside the purgatory's shutdown lock ---- */
+
+/*
+ * purgatory.h: on_release "runs with no lock the purgatory took held: not
+ * the purgatory's own". Shutdown ran the on_release of the ops it handed
+ * back while it held its shutdown lock (the second review of the
+ * headers): thread A, holding its lock L around its own call to
+ * tw_purgatory_shutdown, waited for that lock, and B's on_release, which
+ * takes L, waited for A -- a hang. Now a second shutdown waits for the
+ * first one's work, not for its on_releases. (A bounded wait stands for
+ * the hang: a failure, not a stuck test.)
+ */
+static pthread_mutex_t release_lock = PTHREAD_MUTEX_INITIALIZER;
+static atomic_int release_started, a_holds_lock, release_got_lock;
+
+static bool never_done(struct tw_delayed_op *op)
+{
+	(void)op;
+	return false;
+}
+
+static void nothing(struct tw_delayed_op *op)
+{
+	(void)op;
+}
+
+static void release_takes_the_lock(struct tw_delayed_op *op)
+{
+	struct timespec until;
+
+	(void)op;
+	atomic_store(&release_started, 1);
+	WAIT_FOR(atomic_load(&a_holds_lock), "thread A to take its lock");
+	nanosleep(&(struct timespec){ 0, 100000000 }, NULL); /* A is inside its
+								 shutdown call by now */
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += 3;
+	if (pthread_mutex_timedlock(&release_lock, &until) == 0) {
+		atomic_store(&release_got_lock, 1);
+		pthread_mutex_unlock(&release_lock);
+	}
+}
+
+static void *shutdown_holding_the_lock(void *arg)
+{
+	WAIT_FOR(atomic_load(&release_started), "on_release to start");
+	pthread_mutex_lock(&release_lock);
+	atomic_store(&a_holds_lock, 1);
+	CHECK_EQ(tw_purgatory_shutdown(arg, NULL), 0);
+	pthread_mutex_unlock(&release_lock);
+	return NULL;
+}
+
+static void test_on_release_runs_outside_the_shutdown_lock(void)
+{
+	static const struct tw_op_ops ops = { never_done, nothing, NULL,
+					      release_takes_the_lock };
+	struct tw_purgatory *p = manual_purgatory_purging(0);
+	static struct {
+		struct tw_delayed_op op;
+		struct tw_watch w;
+	} o;
+	const void *keys[1] = { "k" };
+	size_t lens[1] = { 1 };
+	pthread_t a;
+
+	CHECK_EQ(tw_op_init(&o.op, 100000, &ops, NULL), TW_OK);
+	CHECK_EQ(tw_purgatory_try_complete_else_watch(p, &o.op, keys, lens, 1, &o.w), 0);
+	pthread_create(&a, NULL, shutdown_holding_the_lock, p);
+	CHECK_EQ(tw_purgatory_shutdown(p, NULL), 1); /* hands the op back */
+	pthread_join(a, NULL);
+	CHECK_EQ(atomic_load(&release_got_lock), 1);
+	tw_purgatory_destroy(p);
+}
+
+/* ---- 9: the purge walk beside a growing shard ---- */
+
+/*
+ * The walk over every shard read a shard's table pointer in its loop
+ * condition before taking that shard's lock, while a watch of a new key
+ * replaced the table under the lock when the shard grew (its 9th key): a
+ * data race (purgatory.h: every call may be made from any thread).
+ * No test had a purge beside a growing shard: the threaded tests that
+ * purge watch 8 keys over 4 shards, and a shard grows at its 9th; the
+ * test whose shards grow is single-threaded.
+ *
+ * Here the purge's on_release of an op of shard s (run after shard s is
+ * unlocked, before shard s + 1 is read) waits until another thread has
+ * grown shard s + 1. The two threads meet through relaxed atomics only,
+ * which order nothing for ThreadSanitizer: the table's read and its write
+ * are ordered by nothing but the shard's lock, and TSan reported the read
+ * (make tsan) until the walk read the table under the lock.
+ */
+static atomic_int walk_in_release, shard_grown;
+
+static bool never_try(struct tw_delayed_op *op)
+{
+	(void)op;
+	return false;
+}
+
+static void nothing_to_do(struct tw_delayed_op *op)
+{
+	(void)op;
+}
+
+static void release_waits_for_the_grow(struct tw_delayed_op *op)
+{
+	(void)op;
+	atomic_store_explicit(&walk_in_release, 1, memory_order_relaxed);
+	while (!atomic_load_explicit(&shard_grown, memory_order_relaxed))
+		sched_yield();
+}
+
+enum { GROW_KEYS = 9 };
+
+struct grower {
+	struct tw_purgatory *p;
+	struct tw_delayed_op ops[GROW_KEYS];
+	struct tw_watch watches[GROW_KEYS];
+	char keys[GROW_KEYS][16];
+};
+
+static void *grow_a_shard(void *arg)
+{
+	struct grower *g = arg;
+
+	while (!atomic_load_explicit(&walk_in_release, memory_order_relaxed))
+		sched_yield();
+	for (int i = 0; i < GROW_KEYS; i++) {
+		const void *k[1] = { g->keys[i] };
+		size_t len[1] = { strlen(g->keys[i]) };
+
+		CHECK_EQ(tw_purgatory_try_complete_else_watch(g->p, &g->ops[i], k, len,
+							      1, &g->watches[i]),
+			 0);
+	}
+	atomic_store_explicit(&shard_grown, 1, memory_order_relaxed);
+	return NULL;
+}
+
+/* A key of shard `shard` of p, not yet in use (n counts the tries). */
+static void key_in_shard(struct tw_purgatory *p, unsigned shard, unsigned *n,
+			 char out[16])
+{
+	do
+		snprintf(out, 16, "key-%u", (*n)++);
+	while (hash_key(out, strlen(out)) % p->nshards != shard);
+}
+
+static void test_a_purge_beside_a_growing_shard(void)
+{
+	static const struct tw_op_ops walked_ops = { never_try, nothing_to_do,
+						     nothing_to_do,
+						     release_waits_for_the_grow };
+	static const struct tw_op_ops grown_ops = { never_try, nothing_to_do,
+						    nothing_to_do, nothing_to_do };
+	static struct grower g;
+	struct tw_purgatory *p = manual_purgatory_purging(0);
+	struct tw_delayed_op walked;
+	struct tw_watch w;
+	char walked_key[16];
+	const void *k[1] = { walked_key };
+	size_t len[1];
+	unsigned n = 0;
+	pthread_t th;
+
+	atomic_store(&walk_in_release, 0);
+	atomic_store(&shard_grown, 0);
+	key_in_shard(p, 0, &n, walked_key);
+	len[0] = strlen(walked_key);
+	g.p = p;
+	for (int i = 0; i < GROW_KEYS; i++) {
+		key_in_shard(p, 1, &n, g.keys[i]);
+		CHECK_EQ(tw_op_init(&g.ops[i], 100, &grown_ops, NULL), TW_OK);
+	}
+	CHECK_EQ(p->shards[1].nbuckets, (size_t)GROW_KEYS - 1); /* grows at the 9th */
+	CHECK_EQ(tw_op_init(&walked, 100, &walked_ops, NULL), TW_OK);
+	CHECK_EQ(tw_purgatory_try_complete_else_watch(p, &walked, k, len, 1, &w), 0);
+	CHECK(tw_op_force_complete(&walked)); /* its entry holds the last reference */
+	pthread_create(&th, NULL, grow_a_shard, &g);
+	tw_purgatory_purge(p); /* releases walked, then walks shard 1 */
+	pthread_join(th, NULL);
+	CHECK(p->shards[1].nbuckets > (size_t)GROW_KEYS - 1);
+	CHECK_EQ(tw_purgatory_watched(p), (size_t)GROW_KEYS);
+	CHECK_EQ(tw_purgatory_shutdown(p, NULL), GROW_KEYS);
+	tw_purgatory_destroy(p);
+	tw_op_destroy(&walked);
+	for (int i = 0; i < GROW_KEYS; i++)
+		tw_op_destroy(&g.ops[i]);
+}
+
+/* ---- 10: no memory to defer a reference to after a lock ---- */
+
+/*
+ * A reference dropped under a purgatory lock runs on_release there when it
+ * is the last. Three places collected the references they dropped on a
+ * list that grows, and when it could not grow they dropped them in place
+ * or lost them: the unlink of a watch entry (purge, key checks, cancel:
+ * on_release under the shard lock), cancel_for_key's list of claimed ops
+ * (the op claimed, never handed back, never completed) and shutdown's
+ * list of handed-back timeouts (on_release under the shutdown lock and
+ * the service's). Entries are now chained through their own links and the
+ * timeouts' room is reserved before the service's shutdown, so none of
+ * them can fail. Here every push onto a list fails (the test point
+ * "oplist.push": as when it must grow and no memory is left), and
+ * on_release records whether the shard's or the shutdown's lock was held.
+ */
+static struct tw_purgatory *oom_p;
+static atomic_int oom_releases, oom_under_lock, oom_handed, oom_completes;
+
+static bool fail_pushes(const char *point, const void *obj)
+{
+	(void)obj;
+	return !strcmp(point, "oplist.push");
+}
+
+static bool held(pthread_mutex_t *mu)
+{
+	if (pthread_mutex_trylock(mu))
+		return true;
+	pthread_mutex_unlock(mu);
+	return false;
+}
+
+static bool oom_try(struct tw_delayed_op *op)
+{
+	(void)op;
+	return false;
+}
+
+static void oom_complete(struct tw_delayed_op *op)
+{
+	(void)op;
+	atomic_fetch_add(&oom_completes, 1);
+}
+
+static void oom_release(struct tw_delayed_op *op)
+{
+	bool locked = held(&oom_p->shutdown_mu);
+
+	(void)op;
+	for (unsigned i = 0; i < oom_p->nshards; i++)
+		locked |= held(&oom_p->shards[i].mu);
+	atomic_fetch_add(&oom_releases, 1);
+	if (locked)
+		atomic_fetch_add(&oom_under_lock, 1);
+}
+
+static void oom_hand_back(struct tw_delayed_op *op)
+{
+	(void)op;
+	atomic_fetch_add(&oom_handed, 1);
+}
+
+static const struct tw_op_ops oom_ops = { oom_try, oom_complete, oom_complete,
+					  oom_release };
+
+static void oom_watch(struct tw_delayed_op *op, struct tw_watch *w)
+{
+	const void *k[1] = { "topic-0" };
+	size_t len[1] = { 7 };
+
+	oom_p = manual_purgatory_purging(0);
+	atomic_store(&oom_releases, 0);
+	atomic_store(&oom_under_lock, 0);
+	atomic_store(&oom_handed, 0);
+	atomic_store(&oom_completes, 0);
+	CHECK_EQ(tw_op_init(op, 100, &oom_ops, NULL), TW_OK);
+	CHECK_EQ(tw_purgatory_try_complete_else_watch(oom_p, op, k, len, 1, w), 0);
+}
+
+static void test_a_purge_without_memory_releases_outside_the_shard_lock(void)
+{
+	struct tw_delayed_op op;
+	struct tw_watch w;
+
+	oom_watch(&op, &w);
+	CHECK(tw_op_force_complete(&op)); /* its entry holds the last reference */
+	tw__test_set_fail(fail_pushes);
+	tw_purgatory_purge(oom_p);
+	tw__test_set_fail(NULL);
+	CHECK_EQ(atomic_load(&oom_releases), 1);
+	CHECK_EQ(atomic_load(&oom_under_lock), 0);
+	CHECK_EQ(tw_purgatory_watched(oom_p), 0);
+	tw_purgatory_destroy(oom_p);
+	CHECK_EQ(atomic_load(&oom_releases), 1);
+	tw_op_destroy(&op);
+}
+
+static void test_a_cancel_without_memory_hands_back_what_it_claims(void)
+{
+	struct tw_delayed_op op;
+	struct tw_watch w;
+
+	oom_watch(&op, &w);
+	tw__test_set_fail(fail_pushes);
+	CHECK_EQ(tw_purgatory_cancel_for_key(oom_p, "topic-0", 7, oom_hand_back), 1);
+	tw__test_set_fail(NULL);
+	CHECK_EQ(atomic_load(&oom_handed), 1);
+	CHECK_EQ(atomic_load(&oom_releases), 1);
+	CHECK_EQ(atomic_load(&oom_under_lock), 0);
+	CHECK_EQ(tw_purgatory_delayed(oom_p), 0);
+	tw_purgatory_destroy(oom_p);
+	CHECK_EQ(atomic_load(&oom_releases), 1);
+	CHECK_EQ(atomic_load(&oom_completes), 0);
+	tw_op_destroy(&op);
+}
+
+static void *force_op_thread(void *arg)
+{
+	CHECK(tw_op_force_complete(arg));
+	return NULL;
+}
+
+static void *shutdown_thread(void *arg)
+{
+	CHECK_EQ(tw_purgatory_shutdown(arg, oom_hand_back), 0);
+	return NULL;
+}
+
+/* The model's completer between its claim and its cancel: the service's
+ * shutdown holds the op's timeout, so the completer's cancel leaves its
+ * reference to the hand-back, and the completer's own goes first. */
+static void test_a_shutdown_without_memory_releases_outside_its_lock(void)
+{
+	struct tw_delayed_op op;
+	struct tw_watch w;
+	struct sp_thread completer, closer;
+	int claimed, handing;
+
+	oom_watch(&op, &w);
+	claimed = sp_arm("force_complete.claimed", &op);
+	sp_spawn(&completer, force_op_thread, &op);
+	CHECK(sp_wait(claimed, &completer.done));
+	tw_purgatory_purge(oom_p); /* the entry's reference goes */
+	CHECK_EQ(atomic_load(&oom_releases), 0);
+	handing = sp_arm("shutdown.hand_back", &op.timer);
+	sp_spawn(&closer, shutdown_thread, oom_p);
+	CHECK(sp_wait(handing, &closer.done));
+	sp_release(claimed); /* its cancel cannot stop the timeout */
+	sp_join(&completer, "force_complete");
+	CHECK_EQ(atomic_load(&oom_releases), 0); /* the timeout's is the last */
+	tw__test_set_fail(fail_pushes);
+	sp_release(handing);
+	sp_join(&closer, "shutdown");
+	tw__test_set_fail(NULL);
+	CHECK_EQ(atomic_load(&oom_completes), 1);
+	CHECK_EQ(atomic_load(&oom_handed), 0);
+	CHECK_EQ(atomic_load(&oom_releases), 1);
+	CHECK_EQ(atomic_load(&oom_under_lock), 0);
+	tw_purgatory_destroy(oom_p);
+	CHECK_EQ(atomic_load(&oom_releases), 1);
+	tw_op_destroy(&op);
+}
+
+static bool fail_reserve(const char *point, const void *obj)
+{
+	(void)obj;
+	return !strcmp(point, "oplist.reserve");
+}
+
+/* More armed timeouts than shutdown holds without memory (32): with no
+ * room for their references, shutdown changes nothing and says so, and a
+ * later call succeeds; destroy goes on without it. */
+static void test_a_shutdown_without_room_for_its_timeouts_changes_nothing(void)
+{
+	enum { N = 40 };
+	static struct tw_delayed_op ops[N];
+	static struct tw_watch ws[N];
+	const void *k[1] = { "topic-0" };
+	size_t len[1] = { 7 };
+
+	for (int destroy = 0; destroy < 2; destroy++) {
+		oom_watch(&ops[0], &ws[0]);
+		for (int i = 1; i < N; i++) {
+			CHECK_EQ(tw_op_init(&ops[i], 100, &oom_ops, NULL), TW_OK);
+			CHECK_EQ(tw_purgatory_try_complete_else_watch(oom_p, &ops[i], k, len,
+								      1, &ws[i]),
+				 0);
+		}
+		tw__test_set_fail(fail_reserve);
+		if (destroy) {
+			tw_purgatory_destroy(oom_p);
+			tw__test_set_fail(NULL);
+			CHECK_EQ(atomic_load(&oom_releases), N);
+		} else {
+			CHECK_EQ(tw_purgatory_shutdown(oom_p, oom_hand_back), TW_ENOMEM);
+			tw__test_set_fail(NULL);
+			CHECK_EQ(atomic_load(&oom_handed), 0);
+			CHECK_EQ(tw_purgatory_watched(oom_p), (size_t)N);
+			CHECK_EQ(tw_purgatory_delayed(oom_p), (size_t)N);
+			CHECK_EQ(tw_purgatory_shutdown(oom_p, oom_hand_back), N);
+			CHECK_EQ(atomic_load(&oom_handed), N);
+			CHECK_EQ(atomic_load(&oom_releases), N);
+			CHECK_EQ(atomic_load(&oom_under_lock), 0);
+			tw_purgatory_destroy(oom_p);
+		}
+		CHECK_EQ(atomic_load(&oom_releases), N);
+		CHECK_EQ(atomic_load(&oom_completes), 0);
+		for (int i = 0; i < N; i++)
+			tw_op_destroy(&ops[i]);
+	}
+}
+
+int main(int argc, char **argv)
+{
+	sp_install();
+	RUN_IF(test_on_release_runs_outside_the_shutdown_lock);
+	RUN_IF(test_a_purge_beside_a_growing_shard);
+	RUN_IF(test_a_purge_without_memory_releases_outside_the_shard_lock);
+	RUN_IF(test_a_cancel_without_memory_hands_back_what_it_claims);
+	RUN_IF(test_a_shutdown_without_memory_releases_outside_its_lock);
+	RUN_IF(test_a_shutdown_without_room_for_its_timeouts_changes_nothing);
+	return check_report();
+}

@@ -1,0 +1,346 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The wheel's windows (tw_wheel_add_range): each fires inside its edges,
+ * a reschedule inside one stays put; and the drop hook, drain and destroy
+ * that hand back what is pending.
+ */
+
+#include "wheel_recs.h"
+
+static int placed_of[4096]; /* PLACED events per rec id */
+static void count_placed(void *arg, const struct tw_wheel *w,
+			 const struct tw_event *ev)
+{
+	(void)arg;
+	(void)w;
+	if (ev->kind == TW_EV_PLACED)
+		placed_of[tw_container_of(ev->timer, struct rec, timer)->id]++;
+}
+
+static const struct tw_observer placed_counter = { count_placed, NULL };
+
+/* Every window fires inside its edges -- never before earliest, and by
+ * latest plus under one tick -- in an event loop that wakes at next_expiry
+ * and in one-jump advances; a window wide enough for the level that
+ * reaches it (here 3e6 ticks, level 5's span is 2^20) is placed once and
+ * never moved, and those windows share a few buckets. */
+static void test_window_fires_inside_its_edges(void)
+{
+	enum { N = 400 };
+	static struct rec r[N];
+	static int64_t earliest[N], latest[N];
+	static const int64_t widths[] = { 0, 1, 7, 300, 1024, 2000, 40000, 3000000 };
+
+	for (int jump = 0; jump < 2; jump++) {
+		for (int64_t tick = 1; tick <= 10; tick += 9) {
+			struct tw_wheel w;
+			uint64_t x = 99;
+			unsigned where[N][2];
+			int distinct = 0;
+
+			tw_wheel_init(&w, tick, 64, 0, TW_MODE_EXACT);
+			tw_wheel_set_observer(&w, &placed_counter);
+			memset(placed_of, 0, sizeof(placed_of));
+			for (int i = 0; i < N; i++) {
+				x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+				rec_init(&r[i], i);
+				earliest[i] = 1 + (int64_t)((x >> 20) % (5000000 * tick));
+				latest[i] = earliest[i] + widths[i % 8] * tick;
+				CHECK_EQ(tw_wheel_add_range(&w, &r[i].timer, earliest[i],
+							    latest[i]), TW_OK);
+				CHECK_EQ(tw_timer_due(&r[i].timer), earliest[i]);
+				CHECK_EQ(tw_timer_where(&w, &r[i].timer, &where[i][0],
+							&where[i][1]), TW_OK);
+			}
+			CHECK_WHEEL(&w);
+			/* The widest windows: a handful of buckets. */
+			for (int i = 7; i < N; i += 8) {
+				bool seen = false;
+
+				for (int j = 7; j < i; j += 8)
+					seen |= where[j][0] == where[i][0] &&
+						where[j][1] == where[i][1];
+				distinct += !seen;
+			}
+			CHECK(distinct <= 6);
+			if (!jump) {
+				int64_t when;
+
+				while (tw_wheel_next_expiry(&w, &when)) {
+					CHECK_EQ(tw_wheel_advance(&w, when) >= 0, 1);
+					CHECK_WHEEL(&w);
+				}
+			} else {
+				for (int64_t now = 0; tw_wheel_count(&w);) {
+					now += (int64_t)(x % 400000 + 1) * tick;
+					x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+					CHECK_EQ(tw_wheel_advance(&w, now) >= 0, 1);
+					CHECK_WHEEL(&w);
+					for (int i = 0; i < N; i++)
+						if (latest[i] <= now)
+							CHECK_EQ(r[i].fires, 1);
+				}
+			}
+			for (int i = 0; i < N; i++) {
+				CHECK_EQ(r[i].fires, 1);
+				CHECK(r[i].fired_at >= earliest[i]);
+				if (!jump)
+					CHECK(r[i].fired_at < latest[i] + tick);
+				if (widths[i % 8] == 3000000)
+					CHECK_EQ(placed_of[i], 1);
+			}
+			tw_wheel_destroy(&w);
+		}
+	}
+}
+
+/* A window pushed along while its bucket still fires inside it does
+ * not move the timer; one that leaves the bucket behind does. */
+static void test_window_reschedule_inside_stays_put(void)
+{
+	struct tw_wheel w;
+	struct rec a;
+	unsigned level, slot, level2, slot2;
+
+	tw_wheel_init(&w, 1, 64, 0, TW_MODE_EXACT);
+	tw_wheel_set_observer(&w, &placed_counter);
+	memset(placed_of, 0, sizeof(placed_of));
+	rec_init(&a, 1);
+	CHECK_EQ(tw_wheel_add_range(&w, &a.timer, 30000, 33000), TW_OK);
+	CHECK_EQ(tw_timer_where(&w, &a.timer, &level, &slot), TW_OK);
+	CHECK(level > 1);
+	CHECK_EQ(placed_of[1], 1);
+	for (int64_t now = 0; now < 800; now += 100) {
+		CHECK_EQ(tw_wheel_advance(&w, now), 0);
+		CHECK_EQ(tw_wheel_reschedule_range(&w, &a.timer, now + 30000,
+						   now + 33000), 1);
+		CHECK_EQ(tw_timer_where(&w, &a.timer, &level2, &slot2), TW_OK);
+		CHECK(level2 == level && slot2 == slot);
+	}
+	CHECK_EQ(placed_of[1], 1);
+	CHECK_EQ(tw_timer_due(&a.timer), 700 + 30000);
+	/* Later, out of its bucket's reach: a move (still windowed: level 3
+	 * reaches 64 s, and its spans of 1024 ms fit in 3 s). */
+	CHECK_EQ(tw_wheel_reschedule_range(&w, &a.timer, 50000, 53000), 1);
+	CHECK_EQ(placed_of[1], 2);
+	CHECK_EQ(tw_timer_where(&w, &a.timer, &level2, NULL), TW_OK);
+	CHECK_EQ(level2, 3);
+	CHECK_WHEEL(&w);
+	/* Made exact by a plain reschedule, it leaves its place too, even
+	 * to a time its bucket would re-file it at (a windowed timer does
+	 * not stay among the exact ones). */
+	CHECK_EQ(tw_wheel_reschedule(&w, &a.timer, 60000), 1);
+	CHECK_EQ(placed_of[1], 3);
+	CHECK_WHEEL(&w);
+	CHECK_EQ(tw_wheel_advance(&w, 59999), 0);
+	CHECK_EQ(tw_wheel_advance(&w, 60000), 1);
+	CHECK_EQ(a.fired_at, 60000);
+	tw_wheel_destroy(&w);
+}
+
+/* Issue 26's second review: two timers whose bucket still fired inside
+ * the new window were moved. An exact one (due 10, fires at 10) pushed to
+ * [5, 100] stays and keeps its due time; a windowed one whose window's
+ * start has passed but whose bucket pops inside the new window stays and
+ * fires at that pop. */
+static void test_window_reschedule_stays_for_exact_and_passed_earliest(void)
+{
+	struct tw_wheel w;
+	struct rec a, b;
+	unsigned level, slot, level2, slot2;
+	int64_t pop;
+
+	tw_wheel_init(&w, 1, 64, 0, TW_MODE_EXACT);
+	tw_wheel_set_observer(&w, &placed_counter);
+	memset(placed_of, 0, sizeof(placed_of));
+	rec_init(&a, 1);
+	rec_init(&b, 2);
+	CHECK_EQ(tw_wheel_add(&w, &a.timer, 10), TW_OK);
+	CHECK_EQ(tw_timer_where(&w, &a.timer, &level, &slot), TW_OK);
+	CHECK_EQ(tw_wheel_reschedule_range(&w, &a.timer, 5, 100), 1);
+	CHECK_EQ(tw_timer_where(&w, &a.timer, &level2, &slot2), TW_OK);
+	CHECK(level2 == level && slot2 == slot);
+	CHECK_EQ(placed_of[1], 1);
+	CHECK_EQ(tw_timer_due(&a.timer), 10);
+	CHECK_WHEEL(&w);
+
+	CHECK_EQ(tw_wheel_add_range(&w, &b.timer, 30000, 33000), TW_OK);
+	CHECK_EQ(tw_timer_where(&w, &b.timer, &level, &slot), TW_OK);
+	CHECK(level > 1);
+	CHECK_EQ(tw_wheel_advance(&w, 9), 0);
+	CHECK_EQ(tw_wheel_advance(&w, 10), 1); /* a, where it was */
+	CHECK_EQ(a.fired_at, 10);
+	CHECK_EQ(tw_wheel_advance(&w, 30500), 0);
+	CHECK_EQ(b.fires, 0); /* its bucket pops later, inside its window */
+	CHECK_EQ(tw_wheel_reschedule_range(&w, &b.timer, 30200, 33000), 1);
+	CHECK_EQ(tw_timer_where(&w, &b.timer, &level2, &slot2), TW_OK);
+	CHECK(level2 == level && slot2 == slot);
+	CHECK_EQ(placed_of[2], 1);
+	CHECK_WHEEL(&w);
+	CHECK(tw_wheel_next_expiry(&w, &pop));
+	for (int64_t now = 30501; now <= 33000 && !b.fires; now++)
+		CHECK(tw_wheel_advance(&w, now) >= 0);
+	CHECK_EQ(b.fires, 1);
+	CHECK_EQ(b.fired_at, pop);
+	CHECK(b.fired_at >= 30200 && b.fired_at <= 33000);
+	tw_wheel_destroy(&w);
+}
+
+/* A windowed timer in a bucket big enough to drain fires at the pop, not
+ * when the drain reaches it a level tick later (after its latest). */
+static void test_window_in_a_draining_bucket_fires_at_the_pop(void)
+{
+	enum { N = 500 };
+	static struct rec r[N + 1];
+	struct tw_wheel w;
+	/* Level 3 (span 1024 ticks) bucket 40: [40960, 41984), pops at 39936. */
+	const int64_t pop = 39936;
+	int64_t when;
+
+	tw_wheel_init(&w, 1, 64, 0, TW_MODE_EXACT);
+	for (int i = 0; i < N; i++) {
+		rec_init(&r[i], i);
+		tw_wheel_add(&w, &r[i].timer, 40960 + i % 1024);
+	}
+	rec_init(&r[N], N);
+	CHECK_EQ(tw_wheel_add_range(&w, &r[N].timer, pop - 20, pop + 20), TW_OK);
+	CHECK_WHEEL(&w);
+	while (tw_wheel_next_expiry(&w, &when) && !r[N].fires) {
+		tw_wheel_advance(&w, when);
+		CHECK_WHEEL(&w);
+	}
+	CHECK_EQ(r[N].fires, 1);
+	CHECK(r[N].fired_at >= pop - 20 && r[N].fired_at <= pop + 20);
+	CHECK(tw_wheel_count(&w) > N / 2); /* the drain had barely begun */
+	tw_wheel_destroy(&w);
+}
+
+/* Bad windows change nothing; earliest == latest is an add. */
+static void test_window_bad_input_and_the_one_time_window(void)
+{
+	struct tw_wheel w, other, kafka;
+	struct rec a, b;
+	unsigned l1, s1, l2, s2;
+
+	tw_wheel_init(&w, 1, 64, 0, TW_MODE_EXACT);
+	tw_wheel_init(&other, 1, 64, 0, TW_MODE_EXACT);
+	tw_wheel_init(&kafka, 1, 20, 0, TW_MODE_KAFKA);
+	rec_init(&a, 1);
+	rec_init(&b, 2);
+	CHECK_EQ(tw_wheel_add_range(&w, &a.timer, 100, 99), TW_EINVAL);
+	CHECK_EQ(tw_wheel_add_range(NULL, &a.timer, 1, 2), TW_EINVAL);
+	CHECK_EQ(tw_wheel_add_range(&w, NULL, 1, 2), TW_EINVAL);
+	CHECK_EQ(tw_wheel_add_range(&kafka, &a.timer, 100, 200), TW_EINVAL);
+	CHECK_EQ(tw_wheel_reschedule_range(&kafka, &a.timer, 100, 200), TW_EINVAL);
+	CHECK(!tw_timer_pending(&a.timer));
+	CHECK_EQ(tw_wheel_count(&w), 0);
+	CHECK_EQ(tw_wheel_add_range(&w, &a.timer, 5000, 9000), TW_OK);
+	CHECK_EQ(tw_timer_where(&w, &a.timer, &l1, &s1), TW_OK);
+	CHECK_EQ(tw_wheel_add_range(&w, &a.timer, 5000, 9000), TW_EBUSY);
+	CHECK_EQ(tw_wheel_reschedule_range(&w, &a.timer, 9000, 5000), TW_EINVAL);
+	CHECK_EQ(tw_wheel_reschedule_range(&other, &a.timer, 1, 2), TW_EOWNER);
+	CHECK_EQ(tw_timer_where(&w, &a.timer, &l2, &s2), TW_OK);
+	CHECK(l1 == l2 && s1 == s2);
+	CHECK_EQ(tw_timer_due(&a.timer), 5000);
+	CHECK_EQ(tw_wheel_count(&w), 1);
+	CHECK_WHEEL(&w);
+	/* One time: the bucket tw_wheel_add picks. */
+	CHECK_EQ(tw_wheel_reschedule_range(&w, &a.timer, 7777, 7777), 1);
+	CHECK_EQ(tw_wheel_add(&w, &b.timer, 7777), TW_OK);
+	CHECK_EQ(tw_timer_where(&w, &a.timer, &l1, &s1), TW_OK);
+	CHECK_EQ(tw_timer_where(&w, &b.timer, &l2, &s2), TW_OK);
+	CHECK(l1 == l2 && s1 == s2);
+	/* Already due: the next advance, as an add. */
+	CHECK_EQ(tw_wheel_reschedule_range(&w, &a.timer, -5, 3), 1);
+	CHECK_EQ(tw_timer_where(&w, &a.timer, &l1, NULL), TW_OK);
+	CHECK_EQ(l1, TW_LEVEL_READY);
+	tw_wheel_destroy(&w);
+	tw_wheel_destroy(&other);
+	tw_wheel_destroy(&kafka);
+}
+
+/* The drop hook: a cascade asks it of every timer it takes out. */
+static int asked[200];
+static bool drop_odd_ids(struct tw_wheel *w, struct tw_timer *t)
+{
+	struct rec *r = tw_container_of(t, struct rec, timer);
+
+	(void)w;
+	CHECK(!tw_timer_pending(t)); /* already unlinked when asked */
+	asked[r->id]++;
+	return r->id % 2;
+}
+
+static void test_drop_hook_removes_timers_at_their_first_cascade(void)
+{
+	for (int mode = 0; mode < 2; mode++) {
+		struct tw_wheel w;
+		struct rec r[200];
+		int fired = 0;
+
+		tw_wheel_init(&w, 1, 4, 0, mode ? TW_MODE_KAFKA : TW_MODE_EXACT);
+		w.drop = drop_odd_ids;
+		memset(asked, 0, sizeof(asked));
+		for (int i = 0; i < 200; i++) {
+			rec_init(&r[i], i);
+			tw_wheel_add(&w, &r[i].timer, 100 + i * 50); /* above level 1 */
+		}
+		CHECK_EQ(tw_wheel_count(&w), 200);
+		CHECK_EQ(tw_wheel_advance(&w, 20000), 100);
+		for (int i = 0; i < 200; i++) {
+			CHECK_EQ(r[i].fires, i % 2 ? 0 : 1);
+			CHECK(!tw_timer_pending(&r[i].timer));
+			/* a dropped one was asked once: at its first cascade */
+			if (i % 2)
+				CHECK_EQ(asked[i], 1);
+			fired += r[i].fires;
+		}
+		CHECK_EQ(fired, 100);
+		CHECK_EQ(tw_wheel_count(&w), 0);
+		tw_wheel_destroy(&w);
+	}
+}
+
+static int handed_back;
+static void hand_back(struct tw_wheel *w, struct tw_timer *t)
+{
+	(void)w;
+	CHECK(!tw_timer_pending(t));
+	handed_back++;
+}
+
+static void test_drain_and_destroy_hand_back_pending(void)
+{
+	struct tw_wheel w;
+	struct rec r[50];
+
+	tw_wheel_init(&w, 1, 8, 0, TW_MODE_KAFKA);
+	for (int i = 0; i < 50; i++) {
+		rec_init(&r[i], i);
+		tw_wheel_add(&w, &r[i].timer, i * 1000 - 5);
+	}
+	handed_back = 0;
+	CHECK_EQ(tw_wheel_drain(&w, hand_back), 50);
+	CHECK_EQ(handed_back, 50);
+	CHECK_EQ(tw_wheel_count(&w), 0);
+	CHECK_WHEEL(&w);
+	CHECK_EQ(tw_wheel_advance(&w, 1000000), 0);
+	for (int i = 0; i < 50; i++)
+		CHECK_EQ(r[i].fires, 0);
+	/* The wheel is still usable; destroy unlinks what is left. */
+	tw_wheel_add(&w, &r[0].timer, 2000000);
+	tw_wheel_destroy(&w);
+	CHECK(!tw_timer_pending(&r[0].timer));
+}
+
+int main(void)
+{
+	RUN(test_drop_hook_removes_timers_at_their_first_cascade);
+	RUN(test_window_fires_inside_its_edges);
+	RUN(test_window_reschedule_inside_stays_put);
+	RUN(test_window_reschedule_stays_for_exact_and_passed_earliest);
+	RUN(test_window_in_a_draining_bucket_fires_at_the_pop);
+	RUN(test_window_bad_input_and_the_one_time_window);
+	RUN(test_drain_and_destroy_hand_back_pending);
+	return check_report();
+}
