@@ -163,6 +163,21 @@ static inline const char *bad_wheel_call(const struct tw_wheel *w,
 }
 #endif
 
+/* The hot public calls (add, cancel, reschedule and their variants).
+ * Compiled as the amalgamation (tools/amalgamate.sh) into the caller's
+ * own translation unit, they are inline definitions there as well as
+ * external ones (the public header declares them without inline, so each
+ * still has its one external definition and the ABI is the library's),
+ * and the compiler puts their bodies into the caller's loop: no call,
+ * and checks the caller's code already settles fold away. */
+#if defined(TW_AMALGAMATION) && defined(__clang__)
+#define public_hot __attribute__((always_inline)) /* clang: no "inline", */
+#elif defined(TW_AMALGAMATION) && defined(__GNUC__) /* which it would take */
+#define public_hot inline __attribute__((always_inline)) /* for C99's  */
+#else /* inline definition; gcc wants it beside always_inline */
+#define public_hot
+#endif
+
 /* The public calls that change a wheel say, in the debug build (TW_DEBUG),
  * that they are inside it (debug.h), so that a second thread coming in
  * meanwhile is named at its call; elsewhere these are nothing. */

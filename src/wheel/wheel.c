@@ -376,7 +376,8 @@ hot_inline int wheel_reschedule(struct tw_wheel *w, struct tw_timer *t, int64_t 
 	return was_pending;
 }
 
-int tw_wheel_add(struct tw_wheel *w, struct tw_timer *t, int64_t due)
+public_hot int tw_wheel_add(struct tw_wheel *w, struct tw_timer *t,
+			    int64_t due)
 {
 	int rc;
 
@@ -386,7 +387,8 @@ int tw_wheel_add(struct tw_wheel *w, struct tw_timer *t, int64_t due)
 	return rc;
 }
 
-int tw_wheel_add_in(struct tw_wheel *w, struct tw_timer *t, int64_t delay)
+public_hot int tw_wheel_add_in(struct tw_wheel *w, struct tw_timer *t,
+			       int64_t delay)
 {
 	int rc;
 
@@ -396,7 +398,7 @@ int tw_wheel_add_in(struct tw_wheel *w, struct tw_timer *t, int64_t delay)
 	return rc;
 }
 
-int tw_wheel_cancel(struct tw_wheel *w, struct tw_timer *t)
+public_hot int tw_wheel_cancel(struct tw_wheel *w, struct tw_timer *t)
 {
 	int rc;
 
@@ -406,7 +408,8 @@ int tw_wheel_cancel(struct tw_wheel *w, struct tw_timer *t)
 	return rc;
 }
 
-int tw_wheel_reschedule(struct tw_wheel *w, struct tw_timer *t, int64_t due)
+public_hot int tw_wheel_reschedule(struct tw_wheel *w, struct tw_timer *t,
+				   int64_t due)
 {
 	int rc;
 

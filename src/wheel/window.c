@@ -225,8 +225,8 @@ hot_inline int wheel_add_range(struct tw_wheel *w, struct tw_timer *t,
 	return TW_OK;
 }
 
-int tw_wheel_add_range(struct tw_wheel *w, struct tw_timer *t, int64_t earliest,
-		       int64_t latest)
+public_hot int tw_wheel_add_range(struct tw_wheel *w, struct tw_timer *t,
+				  int64_t earliest, int64_t latest)
 {
 	int rc;
 
@@ -333,8 +333,9 @@ hot_inline int wheel_reschedule_range(struct tw_wheel *w, struct tw_timer *t,
 	return window_move(w, t, fit, number, earliest);
 }
 
-int tw_wheel_reschedule_range(struct tw_wheel *w, struct tw_timer *t,
-			      int64_t earliest, int64_t latest)
+public_hot int tw_wheel_reschedule_range(struct tw_wheel *w,
+					 struct tw_timer *t, int64_t earliest,
+					 int64_t latest)
 {
 	int rc;
 
