@@ -150,7 +150,8 @@ valgrind: build
 # N = 1e3, 1e6; bench-big: the wheel alone with 1e8 pending timers;
 # bench-instr: instructions per operation of each library in each cell
 # under valgrind's callgrind at N = BENCH_INSTR_N (bench/instr.sh), a
-# table and build/bench/instr.csv.
+# table and build/bench/instr.csv; its last column, timingwheel-inline,
+# is the wheel compiled into the driver's file (the amalgamation).
 bench-deps:
 	@bash tools/deps.sh build bench
 
@@ -175,7 +176,9 @@ BENCH_INSTR_N ?= 100000
 bench-instr: bench-deps
 	@bash tools/deps.sh valgrind
 	$(WHEEL_BENCH)
-	bash bench/instr.sh $(BUILD)/bench/wheel_bench $(BENCH_INSTR_N) $(BUILD)/bench/instr.csv
+	cmake --build $(BUILD) -j $(JOBS) --target wheel_bench_inline
+	bash bench/instr.sh $(BUILD)/bench/wheel_bench $(BENCH_INSTR_N) $(BUILD)/bench/instr.csv \
+	  $(BUILD)/bench/wheel_bench_inline
 
 # The timer service against a binary heap under one mutex (issue 4): a
 # table on stdout and build/bench/service.csv.

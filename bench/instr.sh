@@ -10,28 +10,37 @@
 # reschedules, as in the timed run; the N timers an expiry fires; the N
 # resets). It ends with the time the run took under callgrind.
 # Each dump's total over OPS, as a table (rows: cells, columns: libraries)
-# and as CSV.
-#   instr.sh WHEEL_BENCH [N [CSV]]
+# and as CSV. Further binaries built from the same driver (wheel_bench_inline:
+# the wheel compiled into it) run the same way, their libraries as further
+# columns.
+#   instr.sh WHEEL_BENCH [N [CSV [MORE_BENCH...]]]
 set -euo pipefail
 bench=$1 n=${2:-100000} out=${3:-}
+shift $(( $# < 3 ? $# : 3 ))
 command -v valgrind >/dev/null ||
   { echo "instr.sh: valgrind is not installed (tools/deps.sh valgrind)"; exit 1; }
-[ -x "$bench" ] || { echo "instr.sh: no $bench (build the wheel_bench target)"; exit 1; }
+for b in "$bench" "$@"; do
+  [ -x "$b" ] || { echo "instr.sh: no $b (build the wheel_bench target)"; exit 1; }
+done
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 start=$(date +%s)
-if ! valgrind -q --tool=callgrind --collect-atstart=no \
-    --callgrind-out-file="$dir/cg.out" "$bench" --instr --n "$n" >"$dir/stdout" 2>"$dir/stderr"; then
-  cat "$dir/stdout" "$dir/stderr"
-  echo "instr.sh: wheel_bench --instr failed"
-  exit 1
-fi
+k=0
+for b in "$bench" "$@"; do
+  k=$((k + 1))
+  if ! valgrind -q --tool=callgrind --collect-atstart=no \
+      --callgrind-out-file="$dir/cg$k.out" "$b" --instr --n "$n" >>"$dir/stdout" 2>>"$dir/stderr"; then
+    cat "$dir/stdout" "$dir/stderr"
+    echo "instr.sh: $b --instr failed"
+    exit 1
+  fi
+done
 # What the run said besides its counts: any cell that did not fire N
 # timers (which stderr names).
 grep -v '^instr ' "$dir/stdout" || true
 cat "$dir/stderr"
 # One line per dump: name and instructions ("summary:", or "totals:").
-for f in "$dir"/cg.out.*; do
+for f in "$dir"/cg*.out.*; do
   [ -e "$f" ] || continue
   awk '/^desc: Trigger: Client Request: / { sub(/^desc: Trigger: Client Request: /, ""); name = $0 }
        /^summary:/ { s = $2 } /^totals:/ { t = $2 }

@@ -279,8 +279,14 @@ static void tw_teardown(void)
 	free(tws);
 }
 
+/* wheel_bench_inline.c compiles this file with the library in it (the
+ * amalgamation): the same driver, the hot calls inlined, its own name. */
+#ifndef TW_BENCH_WHEEL_NAME
+#define TW_BENCH_WHEEL_NAME "timingwheel"
+#endif
+
 static const struct peer_ops drv_tw = {
-	"timingwheel", tw_setup, tw_insert, tw_cancel, tw_churn, tw_expire_step,
+	TW_BENCH_WHEEL_NAME, tw_setup, tw_insert, tw_cancel, tw_churn, tw_expire_step,
 	NULL, tw_advance_to, tw_idle_reset, tw_advance_to, tw_fired_count,
 	tw_teardown, tw_advance_unordered, tw_idle_reset_window
 };
@@ -1028,6 +1034,9 @@ static size_t collect_impls(void)
 	size_t n = 0;
 
 	impls[n++] = &drv_tw;
+#ifdef TW_BENCH_WHEEL_ONLY
+	return n; /* wheel_bench_inline: the peers are wheel_bench's */
+#endif
 	impls[n++] = &drv_heap;
 	impls[n++] = &drv_libev;
 	impls[n++] = &drv_libuv;

@@ -13,7 +13,7 @@
 /*
  * One bucket (Kafka's TimerTaskList): the timers whose due times fall in
  * [expiration, expiration + level tick). expiration is in ticks, not time
- * units, so that no level's arithmetic can overflow (see wheel.c).
+ * units, so that no level's arithmetic can overflow (see wheel/wheel.c).
  */
 struct tw_bucket {
 	struct tw_link head;
@@ -23,7 +23,7 @@ struct tw_bucket {
 	int64_t expiration;       /* in ticks; meaningful if has_expiration */
 	int64_t pop_at;           /* when it leaves the queue, in ticks:
 				     expiration, or one level tick earlier
-				     for an early cascade (see wheel.c);
+				     for an early cascade (see wheel/exact.c);
 				     while draining: drained up to here */
 	uint64_t queue_seq;       /* kafka mode: when it entered the queue */
 	size_t queue_index;       /* kafka mode: heap position or
@@ -50,7 +50,7 @@ struct tw_level {
 	uint8_t shift;            /* exact mode: span == 1 << shift */
 	bool windowed;            /* a windowed timer was ever filed here
 				     (next_expiry then looks one bucket
-				     further: see wheel.c) */
+				     further: see wheel/window.c) */
 	uint64_t lead;            /* ticks a bucket pops before its expiration */
 	uint64_t too_far;         /* (size + 1) * span, saturated: a distance
 				     from level 1's clock this large cannot

@@ -2,7 +2,7 @@
 /*
  * The bucket queue: Kafka's DelayQueue[TimerTaskList]. A binary min-heap of
  * the buckets that have an expiration, keyed by (pop time, queue order) —
- * the pop time is the expiration except for early cascades (wheel.c) —
+ * the pop time is the expiration except for early cascades (wheel/exact.c) —
  * with each bucket's heap index kept in the bucket so any bucket can leave
  * the queue in O(log B). B is at most levels * wheel_size, a few hundred in
  * practice, independent of the number of timers.

@@ -4,7 +4,7 @@
  *
  * The checker does not trust any cached value: it walks every bucket, recomputes
  * where each timer belongs from its due time and the level clocks (the same
- * arithmetic as wheel.c), and compares.
+ * arithmetic as src/wheel/), and compares.
  */
 #include <stdarg.h>
 #include <stdio.h>

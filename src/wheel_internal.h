@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Helpers wheel.c shares with inspect.c (the invariant checker recomputes
+ * Helpers the wheel (src/wheel/) shares with inspect.c (the invariant checker recomputes
  * what the wheel computed, the same way). Private to the library.
  */
 #ifndef TW_WHEEL_INTERNAL_H

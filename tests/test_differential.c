@@ -160,7 +160,7 @@ static int64_t window_near_a_reach(int64_t *due)
 /* Model + wheel together: every change goes through these. */
 static void model_add(struct mtimer *m, int64_t due, bool reschedule)
 {
-	unsigned level;
+	unsigned level = 0; /* set by tw_timer_where(), checked */
 	int rc;
 
 	if (reschedule) {
@@ -192,7 +192,7 @@ static void model_add_range(struct mtimer *m, int64_t due, int64_t width,
 {
 	int64_t latest = sat_add(due, width), kept;
 	bool was_pending = m->pending;
-	unsigned level;
+	unsigned level = 0; /* set by tw_timer_where(), checked */
 	int rc;
 
 	if (reschedule) {

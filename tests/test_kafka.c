@@ -56,7 +56,7 @@ static void test_valid_task_is_added_and_queued(void)
 {
 	struct tw_wheel w;
 	struct task t;
-	unsigned level;
+	unsigned level = 0;
 
 	tw_wheel_init(&w, 10, 5, 1000, TW_MODE_KAFKA);
 	task_init(&t, 1);
@@ -73,7 +73,7 @@ static void test_expired_or_current_tick_task_runs_now(void)
 {
 	struct tw_wheel w;
 	struct task past, same_tick, cancelled;
-	unsigned level;
+	unsigned level = 0;
 
 	for (int mode = 0; mode < 2; mode++) {
 		tw_wheel_init(&w, 10, 5, 1000, (enum tw_mode)mode);

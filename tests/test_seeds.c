@@ -244,7 +244,7 @@ static void test_seed004_cascade(void)
 		} else {
 			/* Exact mode: 20 buckets round up to 32, and each
 			 * level ticks at half the interval below (1, 16 ms),
-			 * see wheel.c. */
+			 * see src/wheel/lifecycle.c. */
 			check_where(&w, &a, 2, 21, 336);
 			check_level(&w, 2, 16, 0);
 		}

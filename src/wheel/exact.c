@@ -1,0 +1,425 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * wheel/exact.c — exact mode (TW_MODE_EXACT, the default): its queue of
+ * buckets, early cascades, the next expiry that wakes only to fire, and
+ * the unordered jump.
+ *
+ * What it owns. Filing a timer that the inlined fast path (insert_exact
+ * in internal.h) leaves out of line -- a bucket that turns non-empty, a
+ * level still to be created, a size other than 64 -- and everything an
+ * advance does in exact mode: which bucket pops next, draining a big one
+ * in shares, the jump that fires whole buckets where they are, and
+ * tw_wheel_next_expiry()'s answer when it is not level 1's next bucket.
+ *
+ * Exact mode replaces the heap with one 64-bit occupancy word per level
+ * (bit s set iff slot s holds a queued bucket) and makes every level's
+ * size a power of two, so that filing a timer is a shift and a mask and
+ * finding a level's next bucket is a shift and a count of trailing zeros
+ * from the slot after its clock (wahern/timeout's idea). Advance looks at
+ * level 1's next bucket on every step but at the levels above only when
+ * upper_pop, a lower bound on their next pop, says one of them may come
+ * first: once per bucket that pops, not once per timer.
+ *
+ * Cascades without bursts (exact mode). Flushing a higher bucket moves
+ * every timer in it at once: 200k timers in a 400 ms bucket is a stall of
+ * tens of milliseconds during which nothing fires (Kafka's structure: 11 ms
+ * worst advance with 1e6 timers due over 2 s, measured by wheel_bench). So
+ * in exact mode a level's tick is half the interval of the level below
+ * instead of all of it (64 buckets per level, factor 32); the level below
+ * then spans two of the upper ticks, a bucket [E, E + T) fits there from
+ * E - T on, and it leaves the queue at E - T and drains down in shares
+ * while the clock moves to E, before any of its timers is due (a bucket
+ * of at most SMALL_BUCKET timers moves at once: no stall to avoid). The share
+ * is proportional to the ticks each advance covers, so an event loop that
+ * wakes every tick moves 1/left of the rest each time and one that wakes
+ * rarely moves more per wake (the stall test: 0.3 ms worst advance, where
+ * Kafka's structure takes 11 ms). Same fire times.
+ *
+ * Waking only to fire. Cascades happen on the way of advances that fire
+ * something; next_expiry does not name a time only to cascade a small
+ * bucket. Each bucket keeps min_key, the smallest tick it has held since
+ * it last emptied (a lower bound: a cancel leaves it), and next_expiry is
+ * the smallest of level 1's next bucket and the min_key of each level's
+ * next bucket and of each drain. An event loop that sleeps until
+ * next_expiry and advances there wakes for nothing only when the timer
+ * that set a bucket's min_key was cancelled, or to move a big bucket:
+ * one wake per DRAIN_CHUNK (2048) timers of a bucket bigger than that,
+ * so that no advance is left with all of it (in the benchmark's stepped
+ * loops 81 % of advances fired nothing before this rule, 0 % after).
+ *
+ * Guarantees. A timer never fires before its due time and less than a
+ * tick after it (it is filed under ceil(due / tick)); the clocks move to
+ * the caller's now. Costs: filing is a compare per level walked, a shift,
+ * a mask, a list link and a bit set; an advance is O(buckets popped *
+ * levels / 64 + timers moved or fired), each timer moving down at most
+ * once per level, spread over the tick before it is needed; next_expiry
+ * is O(levels) bit scans, one in the common case.
+ */
+#include "internal.h"
+
+/* ---- filing, out of the inlined path ---- */
+
+/* Any level, any size: the first level whose range holds the key,
+ * creating levels as needed. */
+void tw__insert_exact_slow(struct tw_wheel *w, struct tw_timer *t, int64_t key)
+{
+	uint64_t distance = (uint64_t)key - (uint64_t)w->levels[0].clock;
+
+	for (uint32_t i = 0;; i++) {
+		struct tw_level *lv;
+		struct tw_bucket *b;
+		int64_t number;
+
+		lv = i < w->nlevels ? &w->levels[i] : tw__add_level(w);
+		if (!lv->unbounded && distance >= lv->too_far)
+			continue;
+		number = shift_floor(key, lv->shift);
+		if (!lv->unbounded &&
+		    (uint64_t)number - (uint64_t)lv->clock >= w->size)
+			continue;
+		b = &lv->slots[(uint64_t)number & (w->size - 1)];
+		if (b->count == 0)
+			bucket_fill(w, lv, b, number, key);
+		else if (key < b->min_key)
+			b->min_key = key;
+		bucket_append(b, t);
+		if (w->observer)
+			notify_placed(w, t);
+		return;
+	}
+}
+
+/* ---- early cascades (exact mode) ----
+ *
+ * Kafka pops a higher-level bucket at its start and re-inserts everything
+ * in it at once: with 200k timers in a bucket that is a 30 ms stall during
+ * which nothing fires. In exact mode with wheel_size >= 4 a level's tick is
+ * half the interval of the level below (factor = size / 2), so the level
+ * below spans two of its ticks, and a bucket [E, E + T) fits there from
+ * E - T on. It leaves the queue then (pop_at = E - T), a whole tick before
+ * anything in it is due, and drains down in chunks, proportionally to the
+ * time left, on every advance until E; next_expiry asks for an advance each
+ * tick while a drain is under way. What fires when does not change.
+ */
+
+/* Move up to n timers of a draining bucket down (none fire normally: a
+ * draining bucket's timers are due from its expiration on). */
+static int64_t drain_some(struct tw_wheel *w, struct tw_level *lv, size_t n)
+{
+	struct tw_bucket *b = lv->draining;
+	int64_t fired = tw__move_down(w, b, n);
+
+	if (list_empty(&b->head)) {
+		b->draining = false;
+		lv->draining = NULL;
+		w->ndraining--;
+	}
+	return fired;
+}
+
+/* Spread each drain over the ticks before its deadline (its bucket's
+ * expiration), in proportion to the ticks this advance covers: an event
+ * loop that wakes every tick moves 1/left of the rest each time; one that
+ * wakes less often moves more per wake, never all at once unless the
+ * deadline has come. pop_at remembers how far the drain has got. */
+static int64_t drain_share(struct tw_wheel *w, int64_t limit)
+{
+	int64_t fired = 0;
+
+	for (uint32_t i = 1; w->ndraining && i < w->nlevels; i++) {
+		struct tw_level *lv = &w->levels[i];
+		struct tw_bucket *b = lv->draining;
+		double elapsed, total;
+		size_t share;
+
+		if (!b || limit <= b->pop_at)
+			continue;
+		elapsed = (double)((uint64_t)limit - (uint64_t)b->pop_at);
+		total = (double)((uint64_t)b->expiration - (uint64_t)b->pop_at);
+		share = (size_t)((double)b->count * elapsed / total) + 1;
+		b->pop_at = limit;
+		fired += drain_some(w, lv, share);
+	}
+	return fired;
+}
+
+/* ---- the occupancy bitmaps ----
+ *
+ * level_next() (internal.h) finds a level's next queued bucket with one
+ * shift and one count of trailing zeros; the rest of the queue's
+ * questions are here. */
+
+/* The level's queued bucket after b, in time order (slots wrap from the
+ * clock on), or NULL. */
+static const struct tw_bucket *level_next_after(const struct tw_level *lv,
+						const struct tw_bucket *b)
+{
+	uint64_t rest = lv->occupied & ~((uint64_t)1 << b->slot), ahead;
+	unsigned from = b->slot + 1;
+
+	if (!rest)
+		return NULL;
+	ahead = from < 64 ? rest >> from : 0;
+	return &lv->slots[ahead ? from + (unsigned)__builtin_ctzll(ahead)
+				: (unsigned)__builtin_ctzll(rest)];
+}
+
+/* The next event above level 1: a bucket that pops (starts draining) or
+ * a drain that must end (its deadline has come). A tie goes to the drain:
+ * a drain's timers must be down before anything at its deadline pops.
+ * Refreshes upper_pop. */
+static bool upper_next(struct tw_wheel *w, struct tw_level **level,
+		       struct tw_bucket **pop, int64_t *when)
+{
+	bool found = false, best_drains = false;
+
+	for (uint32_t i = 1; i < w->nlevels; i++) {
+		struct tw_level *lv = &w->levels[i];
+		struct tw_bucket *b;
+
+		if (lv->draining &&
+		    (!found || lv->draining->expiration < *when ||
+		     (lv->draining->expiration == *when && !best_drains))) {
+			found = best_drains = true;
+			*when = lv->draining->expiration;
+			*level = lv;
+			*pop = NULL;
+		}
+		b = level_next(w, lv);
+		if (b && (!found || b->pop_at < *when)) {
+			found = true;
+			best_drains = false;
+			*when = b->pop_at;
+			*level = lv;
+			*pop = b;
+		}
+	}
+	w->upper_pop = found ? *when : INT64_MAX;
+	return found;
+}
+
+static void pop_bucket(struct tw_wheel *w, struct tw_bucket *b)
+{
+	mark_empty(w, b);
+	b->has_expiration = false;
+	notify(w, TW_EV_POPPED, b->level, b->slot,
+	       tw__ticks_to_time(w, b->pop_at), NULL);
+	tw__advance_clocks(w, b->pop_at);
+}
+
+/* The most timers a popped bucket moves down at once rather than in
+ * shares: about a microsecond of work, well under one tick. */
+#define SMALL_BUCKET 32
+
+/* Kafka's advance loop with the heap replaced by the bitmaps: level 1's
+ * next bucket is one bit scan away; the levels above are looked at only
+ * when upper_pop says something up there may be due first, which is once
+ * per bucket that pops, not once per tick or per timer. */
+int64_t tw__advance_exact(struct tw_wheel *w, int64_t limit)
+{
+	struct tw_level *lv = NULL;
+	struct tw_bucket *b0, *up = NULL;
+	int64_t fired = 0, when = 0;
+
+	for (;;) {
+		b0 = level_next(w, &w->levels[0]);
+		if (w->upper_pop <= limit &&
+		    (!b0 || w->upper_pop <= b0->expiration) &&
+		    upper_next(w, &lv, &up, &when) && when <= limit &&
+		    (!b0 || when <= b0->expiration)) {
+			if (!up) {
+				fired += drain_some(w, lv, SIZE_MAX);
+				continue;
+			}
+			pop_bucket(w, up);
+			/* Only a bucket with a windowed timer has a min_key
+			 * before its expiration. */
+			if (up->min_key < up->expiration)
+				fired += tw__fire_windowed(w, up);
+			/* A bucket small enough to move in one step is moved
+			 * now: draining only pays for itself when moving
+			 * everything at once would be a stall. */
+			if (up->count <= SMALL_BUCKET) {
+				fired += tw__move_down(w, up, SIZE_MAX);
+				continue;
+			}
+			/* The level's previous drain ended at this bucket's
+			 * pop time at the latest (its deadline is this pop
+			 * time or earlier, and ties go to the drain), so a
+			 * level drains one bucket at a time (I3). */
+			lv->draining = up;
+			up->draining = true;
+			w->ndraining++;
+			continue;
+		}
+		if (!b0 || b0->expiration > limit)
+			break;
+		pop_bucket(w, b0);
+		fired += tw__move_down(w, b0, SIZE_MAX);
+	}
+	tw__advance_clocks(w, limit);
+	return fired + drain_share(w, limit);
+}
+
+/* ---- one jump without order (tw_wheel_advance_unordered) ----
+ *
+ * An advance that passes a bucket's whole range fires everything in it,
+ * but the ordered advance still files those timers down level by level
+ * (a timer 3 h out moves four times before it fires) so that they run in
+ * tick order: about 1,000 instructions per timer in a one-jump expiry of
+ * 1e5 timers. When the caller does not need that order, such a
+ * bucket is emptied where it is: each timer fires straight from it (or,
+ * if a stays-put reschedule left a later key in it, is filed again). What
+ * is left -- the one bucket per level that straddles the limit, and
+ * level 1 -- then goes through the ordered advance. */
+
+/* The highest bucket number of a level whose range [n * span, (n + 1) *
+ * span) ends at or before limit: floor((limit + 1) / span) - 1, without
+ * overflowing at INT64_MAX. */
+static int64_t last_whole_bucket(const struct tw_level *lv, int64_t limit)
+{
+	int64_t n = shift_floor(limit, lv->shift);
+
+	return ((uint64_t)limit & (lv->span - 1)) == lv->span - 1 ? n : n - 1;
+}
+
+/* The level's next queued bucket whose whole range is due by limit. The
+ * live bucket numbers of a level run from its clock on (level 1) or from
+ * the one after (above), one per slot, so a slot's number is found from
+ * the clock. */
+static struct tw_bucket *whole_due_bucket(const struct tw_wheel *w,
+					  const struct tw_level *lv, int64_t limit)
+{
+	int64_t last = last_whole_bucket(lv, limit);
+	int64_t base = lv == w->levels ? lv->clock : lv->clock + 1;
+	uint64_t occupied = lv->occupied;
+
+	while (occupied) {
+		unsigned s = (unsigned)__builtin_ctzll(occupied);
+		int64_t number = base + (int64_t)(((uint64_t)s - (uint64_t)base) &
+						  (w->size - 1));
+
+		if (number <= last)
+			return &lv->slots[s];
+		occupied &= occupied - 1;
+	}
+	return NULL;
+}
+
+/* Fire (or file again) every timer of a bucket taken out of the queue,
+ * one at a time, so a callback may cancel the ones still waiting. */
+static int64_t empty_bucket(struct tw_wheel *w, struct tw_bucket *b, int64_t limit)
+{
+	int64_t fired = 0;
+
+	while (!list_empty(&b->head)) {
+		struct tw_timer *t = list_timer(b->head.next);
+		int64_t key = exact_key(w, t->due); /* exact mode only */
+
+		prefetch(t->link.next);
+		bucket_take(b, t);
+		if (key <= limit) {
+			fire(w, t);
+			fired++;
+		} else if (w->drop && w->drop(w, t)) {
+			w->count--;
+		} else {
+			insert_exact(w, t, key);
+		}
+	}
+	return fired;
+}
+
+int64_t tw__advance_whole_buckets(struct tw_wheel *w, int64_t limit)
+{
+	int64_t fired = 0;
+
+	for (uint32_t i = w->nlevels; i-- > 0;) {
+		struct tw_level *lv = &w->levels[i];
+		struct tw_bucket *b;
+
+		if (lv->draining && shift_floor(lv->draining->expiration, lv->shift) <=
+					    last_whole_bucket(lv, limit)) {
+			b = lv->draining;
+			b->draining = false;
+			lv->draining = NULL;
+			w->ndraining--;
+			fired += empty_bucket(w, b, limit);
+		}
+		/* Callbacks may fill buckets again (never whole-due ones:
+		 * what they add for a tick up to limit waits in the ready
+		 * list), so each round looks at the bits afresh. */
+		while ((b = whole_due_bucket(w, lv, limit)) != NULL) {
+			mark_empty(w, b);
+			b->has_expiration = false;
+			notify(w, TW_EV_POPPED, b->level, b->slot,
+			       tw__ticks_to_time(w, b->pop_at), NULL);
+			fired += empty_bucket(w, b, limit);
+		}
+	}
+	return fired;
+}
+
+/* The most timers one advance should have to move down: about 0.1-0.2 ms
+ * of work. A bigger bucket asks for wake-ups of its own (below). */
+#define DRAIN_CHUNK 2048
+
+/* The tick at which exact mode next has work: level 1's next bucket, or
+ * the smallest key of the next bucket of each level above and of each
+ * drain -- a tick at which a timer fires, never one at which a bucket only
+ * cascades, so that an event loop is not woken for cascades. Except where
+ * waking only to fire would leave one advance a stall: a bucket of more
+ * than DRAIN_CHUNK timers also asks for its pop tick, and while it drains,
+ * for the tick by which its share reaches DRAIN_CHUNK -- one wake per
+ * DRAIN_CHUNK timers moved, none for a bucket that small. (A loop that
+ * only woke to fire would sleep through a 500,000-timer bucket's whole
+ * drain and move it in one 20-40 ms advance: the service's timers late by
+ * that much.) */
+bool tw__next_key_exact_scan(const struct tw_wheel *w, int64_t *key)
+{
+	bool found = false;
+
+	for (uint32_t i = 0; i < w->nlevels; i++) {
+		const struct tw_level *lv = &w->levels[i];
+		const struct tw_bucket *b = level_next(w, lv);
+		const struct tw_bucket *d = lv->draining;
+		int64_t k;
+
+		/* On level 1 min_key is the bucket's own tick (a stays-put
+		 * reschedule only moves later). */
+		if (b) {
+			const struct tw_bucket *b2;
+
+			k = b->min_key;
+			if (b->count > DRAIN_CHUNK && b->pop_at < k)
+				k = b->pop_at;
+			/* The bucket after it pops at this one's expiration,
+			 * and its windowed timers fire then: possibly before
+			 * this one's first timer (no later bucket's can). */
+			if (lv->windowed && (b2 = level_next_after(lv, b)) != NULL &&
+			    b2->min_key < k)
+				k = b2->min_key;
+			if (!found || k < *key)
+				*key = k;
+			found = true;
+		}
+		if (d && d->count) {
+			k = d->min_key;
+			if (d->count > DRAIN_CHUNK) {
+				/* d->pop_at: drained up to; shares are
+				 * count * elapsed / (expiration - pop_at). */
+				double total = (double)((uint64_t)d->expiration -
+							(uint64_t)d->pop_at);
+				uint64_t step = (uint64_t)(total * DRAIN_CHUNK /
+							   (double)d->count) + 1;
+
+				if ((uint64_t)k - (uint64_t)d->pop_at > step)
+					k = (int64_t)((uint64_t)d->pop_at + step);
+			}
+			if (!found || k < *key)
+				*key = k;
+			found = true;
+		}
+	}
+	return found;
+}

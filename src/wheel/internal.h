@@ -1,0 +1,396 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * What the wheel's own files (the .c files beside this one) share: the small helpers
+ * every path uses, and the hot ones -- the add, the cancel, the filing of
+ * an exact timer -- as static inline functions, so that each public call
+ * compiles to one body with no call inside it whichever file defines it.
+ * Everything here is private to the wheel; what the rest of the library
+ * may use is in ../wheel_internal.h.
+ *
+ * Which file owns what:
+ *   wheel.c      the model both modes share (ticks, levels, buckets, the
+ *                ready lists), the design essay, and the public calls
+ *                that add, cancel, reschedule, advance and ask;
+ *   lifecycle.c  tw_timer_init, tw_wheel_init, tw_wheel_drain,
+ *                tw_wheel_destroy;
+ *   kafka.c      kafka mode: Kafka's filing and its queue of buckets;
+ *   exact.c      exact mode: the occupancy bitmaps, early cascades, the
+ *                next expiry without waking for cascades, the unordered
+ *                jump;
+ *   window.c     timers that may fire anywhere in a window
+ *                (tw_wheel_add_range, tw_wheel_reschedule_range).
+ */
+#ifndef TW_WHEEL_WHEEL_INTERNAL_H
+#define TW_WHEEL_WHEEL_INTERNAL_H
+
+#include <limits.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../bucket.h"
+#include "../debug.h"
+#include "../bucket_queue.h"
+#include "../list.h"
+#include "../wheel_internal.h"
+
+/* The add, cancel and reschedule paths are a few dozen instructions: a
+ * call and its spills would be a good part of them. */
+#if defined(__GNUC__)
+#define hot_inline static inline __attribute__((always_inline))
+#else
+#define hot_inline static inline
+#endif
+
+/* What the hot paths rarely need, out of their way: a call there keeps
+ * them from holding values in scratch registers across it. */
+#if defined(__GNUC__)
+#define cold_path __attribute__((noinline, cold))
+#else
+#define cold_path
+#endif
+/* The same for a function of this header, copied into each file that
+ * includes it (and unused in some). */
+#if defined(__GNUC__)
+#define cold_local static __attribute__((noinline, cold, unused))
+#else
+#define cold_local static
+#endif
+
+#if defined(__GNUC__)
+#define prefetch(p) __builtin_prefetch(p)
+#else
+#define prefetch(p) ((void)(p))
+#endif
+
+/* The tick a timer is filed under: its bucket start in kafka mode (floor),
+ * the first boundary at or after its due time in exact mode (ceil). */
+hot_inline int64_t timer_key(const struct tw_wheel *w, int64_t due)
+{
+	/* Times already in ticks (a 1 ms tick on a ms clock) need no
+	 * division, the slowest instruction on the add path. */
+	if (w->tick == 1)
+		return due;
+	return w->mode == TW_MODE_KAFKA ? tw__floor_div(due, w->tick)
+					: tw__ceil_div(due, w->tick);
+}
+
+/* timer_key() where the mode is known to be exact. */
+hot_inline int64_t exact_key(const struct tw_wheel *w, int64_t due)
+{
+	return w->tick == 1 ? due : tw__ceil_div(due, w->tick);
+}
+
+/* Exact mode's floor(key / span) with span = 1 << shift: the compiler's
+ * >> on a negative int64_t must be arithmetic (gcc and clang document it;
+ * checked here so that a compiler that differs fails to build). */
+_Static_assert((-3 >> 1) == -2, "right shift of a negative value must floor");
+
+static inline int64_t shift_floor(int64_t key, unsigned shift)
+{
+	return key >> shift;
+}
+
+static inline void mark_empty(struct tw_wheel *w, struct tw_bucket *b)
+{
+	w->levels[b->level - 1].occupied &= ~((uint64_t)1 << b->slot);
+}
+
+/* Out of line in wheel.c: the hot paths only test for an observer. */
+cold_path void tw__notify_observer(const struct tw_wheel *w,
+				   enum tw_event_kind kind, unsigned level,
+				   unsigned slot, int64_t time,
+				   const struct tw_timer *t);
+
+/* A macro, so that without an observer the event's arguments (some of
+ * them multiplications that saturate) are never computed. */
+#define notify(w, kind, level, slot, time, t)                                 \
+	do {                                                                  \
+		if ((w)->observer)                                            \
+			tw__notify_observer((w), (kind), (level), (slot),     \
+					    (time), (t));                     \
+	} while (0)
+
+static inline void bucket_append(struct tw_bucket *b, struct tw_timer *t)
+{
+	list_append(&b->head, &t->link);
+	b->count++;
+	t->bucket = b;
+}
+
+static inline void bucket_take(struct tw_bucket *b, struct tw_timer *t)
+{
+	list_unlink(&t->link);
+	b->count--;
+	t->bucket = NULL;
+}
+
+#ifdef TW_DEBUG
+/* The debug build's table (debug.h) holds every timer pending in a wheel
+ * of the caller's, so that tw_timer_init() on one is named at the call
+ * instead of crashing a later advance in the bucket list it broke. The
+ * service's wheel (it has an expire function) is left out: its timers are
+ * tracked as the service's, and their init is tw_service_timer_init(). */
+static inline void debug_pending(const struct tw_wheel *w,
+				 const struct tw_timer *t, bool pending)
+{
+	if (!w->expire)
+		tw__debug_set(TW_DBG_WHEEL_TIMER, t, pending, (uintptr_t)w);
+}
+#else
+#define debug_pending(w, t, pending) ((void)0)
+#endif
+
+/* A wheel with an expire function (the service's) fires every timer
+ * through it and never reads a timer's fn: the service keeps its own use
+ * for that field, which a timer's owner may rewrite while the wheel holds
+ * the timer (tw_service_timer_reinit after a plain cancel). */
+static inline bool no_callback(const struct tw_wheel *w, const struct tw_timer *t)
+{
+	return !w->expire && !t->fn;
+}
+
+#ifdef TW_DEBUG
+/* Why a wheel call's arguments are refused (the debug build says so). */
+static inline const char *bad_wheel_call(const struct tw_wheel *w,
+					 const struct tw_timer *t)
+{
+	return !w	    ? "the wheel is NULL"
+	       : !w->buckets ? "the wheel is not initialised (tw_wheel_init)"
+	       : !t	    ? "the timer is NULL"
+			    : "the timer has no callback (tw_timer_init(t, fn) "
+			      "with a non-NULL fn)";
+}
+#endif
+
+/* The hot public calls (add, cancel, reschedule and their variants).
+ * Compiled as the amalgamation (tools/amalgamate.sh) into the caller's
+ * own translation unit, they are inline definitions there as well as
+ * external ones (the public header declares them without inline, so each
+ * still has its one external definition and the ABI is the library's),
+ * and the compiler puts their bodies into the caller's loop: no call,
+ * and checks the caller's code already settles fold away. */
+#if defined(TW_AMALGAMATION) && defined(__clang__)
+#define public_hot __attribute__((always_inline)) /* clang: no "inline", */
+#elif defined(TW_AMALGAMATION) && defined(__GNUC__) /* which it would take */
+#define public_hot inline __attribute__((always_inline)) /* for C99's  */
+#else /* inline definition; gcc wants it beside always_inline */
+#define public_hot
+#endif
+
+/* The public calls that change a wheel say, in the debug build (TW_DEBUG),
+ * that they are inside it (debug.h), so that a second thread coming in
+ * meanwhile is named at its call; elsewhere these are nothing. */
+#define WHEEL_ENTER(w, call)                                                  \
+	do {                                                                  \
+		if (w)                                                        \
+			TW_DEBUG_WHEEL_ENTER((w), (call));                    \
+	} while (0)
+#define WHEEL_LEAVE(w)                                                        \
+	do {                                                                  \
+		if (w)                                                        \
+			TW_DEBUG_WHEEL_LEAVE(w);                              \
+	} while (0)
+
+/* ---- shared by the files, out of line ---- */
+
+/* wheel.c */
+struct tw_level *tw__add_level(struct tw_wheel *w);
+void tw__advance_clocks(struct tw_wheel *w, int64_t key);
+int64_t tw__move_down(struct tw_wheel *w, struct tw_bucket *b, size_t n);
+/* kafka.c */
+void tw__insert_kafka(struct tw_wheel *w, struct tw_timer *t, int64_t key);
+int64_t tw__advance_kafka(struct tw_wheel *w, int64_t limit);
+/* exact.c */
+void tw__insert_exact_slow(struct tw_wheel *w, struct tw_timer *t, int64_t key);
+int64_t tw__advance_exact(struct tw_wheel *w, int64_t limit);
+int64_t tw__advance_whole_buckets(struct tw_wheel *w, int64_t limit);
+bool tw__next_key_exact_scan(const struct tw_wheel *w, int64_t *key);
+/* window.c */
+int64_t tw__fire_windowed(struct tw_wheel *w, struct tw_bucket *b);
+
+/* ---- the hot paths, inlined into each public call ---- */
+
+/* What the hot paths rarely need, out of their way but in each file that
+ * inlines them: the compiler then knows which registers a call to one of
+ * them leaves alone, and the hot path saves none around it (a call to
+ * another file would make it keep values on the stack). */
+
+/* A bucket that turns non-empty: its expiration and pop time, its
+ * min_key, its occupancy bit, and upper_pop if it is above level 1. */
+cold_local void bucket_fill(struct tw_wheel *w, struct tw_level *lv,
+			    struct tw_bucket *b, int64_t number, int64_t key)
+{
+	b->expiration = (int64_t)((uint64_t)number << lv->shift);
+	/* (number - 1) * span, saturated at the bottom of int64 (lead ==
+	 * span above level 1). */
+	b->pop_at = !lv->lead ? b->expiration
+		    : b->expiration < INT64_MIN + (int64_t)lv->lead
+			    ? INT64_MIN
+			    : b->expiration - (int64_t)lv->lead;
+	b->has_expiration = true;
+	b->min_key = key;
+	lv->occupied |= (uint64_t)1 << b->slot;
+	if (lv != w->levels && b->pop_at < w->upper_pop)
+		w->upper_pop = b->pop_at;
+}
+
+cold_local void notify_placed(const struct tw_wheel *w,
+			      const struct tw_timer *t)
+{
+	const struct tw_bucket *b = t->bucket;
+
+	tw__notify_observer(w, TW_EV_PLACED, b->level, b->slot,
+			    tw__ticks_to_time(w, b->expiration), t);
+}
+
+/* File a timer that is new (from add or reschedule). A timer due now
+ * waits in the ready list for the next advance. In kafka mode "due now"
+ * is Kafka's test (its tick has been reached by level 1's clock) -- and,
+ * from a callback, also any tick up to the one the advance under way runs
+ * to: Kafka's clock lags the caller's, so such a timer went into a bucket
+ * this very advance was about to pop, and a callback that re-added itself
+ * ran again in the same advance. Kafka itself runs an add that is
+ * already due at once, on an executor thread, so its callers cannot rely
+ * on either order; ours can rely on "the next advance". */
+cold_local void place_ready(struct tw_wheel *w, struct tw_timer *t)
+{
+	bucket_append(tw__ready_list(w, w->ready_cur), t);
+	notify(w, TW_EV_READY, TW_LEVEL_READY, 0, w->now, t);
+}
+
+/* Exact mode's insert: the same levels, found the same way, but a bucket
+ * number is a shift and its slot a mask, and a bucket is queued by setting
+ * its level's occupancy bit. A bucket also keeps the smallest key it has
+ * held since it last emptied, so next_expiry can name the tick its first
+ * timer fires at instead of the tick it cascades at.
+ *
+ * It is split for speed: the add every caller makes -- the level found
+ * at once, the bucket already queued -- is a few dozen instructions with
+ * no call in it, so the compiler keeps it in scratch registers and saves
+ * none; a bucket that fills, a level still to be created, the top level
+ * and an observer are handled out of line (above, and the slow path in
+ * exact.c). */
+hot_inline void insert_exact(struct tw_wheel *w, struct tw_timer *t, int64_t key)
+{
+	uint64_t distance = (uint64_t)key - (uint64_t)w->levels[0].clock;
+	struct tw_level *lv;
+	struct tw_bucket *b;
+	int64_t number;
+	unsigned i;
+
+	/* With 64 buckets a level holds distances below 2^(5L + 6) at most,
+	 * so the count of distance's bits names the level: no loop over the
+	 * levels below, whose branch a random due time would mispredict. */
+	if (__builtin_expect(w->size != 64, 0))
+		goto slow;
+	/* (bits - 2) / 5 levels up; "| 2" makes a distance below 64 give
+	 * level 1 without a branch. */
+	i = (unsigned)(62 - __builtin_clzll(distance | 2)) / 5;
+	if (__builtin_expect(i >= w->nlevels, 0))
+		goto slow;
+	lv = &w->levels[i];
+	number = shift_floor(key, lv->shift);
+	if (__builtin_expect((uint64_t)number - (uint64_t)lv->clock >= 64, 0))
+		goto slow;
+	b = &lv->slots[(uint64_t)number & 63];
+	if (__builtin_expect(b->count == 0, 0))
+		bucket_fill(w, lv, b, number, key);
+	else if (key < b->min_key)
+		b->min_key = key;
+	bucket_append(b, t);
+	if (__builtin_expect(w->observer != NULL, 0))
+		notify_placed(w, t);
+	return;
+slow:
+	tw__insert_exact_slow(w, t, key);
+}
+
+hot_inline void place_new(struct tw_wheel *w, struct tw_timer *t)
+{
+	int64_t key;
+
+	w->count++;
+	debug_pending(w, t, true);
+	/* The mode is tested once: exact mode's add is the one to keep
+	 * short. */
+	if (w->mode == TW_MODE_EXACT) {
+		if (t->due <= w->now)
+			place_ready(w, t);
+		else
+			insert_exact(w, t, exact_key(w, t->due));
+		return;
+	}
+	key = timer_key(w, t->due);
+	if (key <= w->levels[0].clock ||
+	    (w->advancing && key <= tw__due_limit(w, w->now)))
+		place_ready(w, t);
+	else
+		tw__insert_kafka(w, t, key);
+}
+
+hot_inline void unlink_pending(struct tw_wheel *w, struct tw_timer *t)
+{
+	struct tw_bucket *b = t->bucket;
+
+	bucket_take(b, t);
+	w->count--;
+	debug_pending(w, t, false);
+	/* Exact mode keeps only non-empty buckets queued, so next_expiry
+	 * never reports a time when there is nothing to do. */
+	if (w->mode == TW_MODE_EXACT && b->count == 0 && b->has_expiration) {
+		mark_empty(w, b);
+		b->has_expiration = false;
+	}
+}
+
+static inline void fire(struct tw_wheel *w, struct tw_timer *t)
+{
+	w->count--;
+	debug_pending(w, t, false);
+	notify(w, TW_EV_FIRED, 0, 0, w->now, t);
+	(w->expire ? w->expire : t->fn)(w, t);
+}
+
+/* ---- exact mode's queue: the occupancy bitmaps ----
+ *
+ * A level's queued buckets are the set bits of its occupied word; the
+ * buckets ahead of its clock, in time order, are the slots from
+ * (clock + 1) & mask onwards, wrapping. So the next one is a shift and a
+ * count of trailing zeros, and no heap is kept. */
+static inline struct tw_bucket *level_next(const struct tw_wheel *w,
+					   const struct tw_level *lv)
+{
+	uint64_t occupied = lv->occupied, ahead;
+	unsigned start;
+
+	if (!occupied)
+		return NULL;
+	/* Level 1 from its clock on: when a bucket above pops at the tick
+	 * of a level 1 bucket (ties go up first), the clock reaches that
+	 * bucket before it is flushed. */
+	start = (unsigned)((uint64_t)(lv == w->levels ? lv->clock : lv->clock + 1) &
+			   (w->size - 1));
+	ahead = occupied >> start;
+	return &lv->slots[ahead ? start + (unsigned)__builtin_ctzll(ahead)
+				: (unsigned)__builtin_ctzll(occupied)];
+}
+
+/* An event loop asks before every advance, so the common answer is kept
+ * to one bit scan: with nothing draining, every bucket above level 1 pops
+ * at upper_pop or later (I4) and holds no key below its pop time, so a
+ * level 1 bucket at or before upper_pop is the answer; the scan of every
+ * level (exact.c) is left for the rest. */
+static inline bool next_key_exact(const struct tw_wheel *w, int64_t *key)
+{
+	const struct tw_bucket *b;
+
+	if (!w->ndraining && (b = level_next(w, w->levels)) != NULL &&
+	    b->min_key <= w->upper_pop) {
+		*key = b->min_key;
+		return true;
+	}
+	return tw__next_key_exact_scan(w, key);
+}
+
+#endif

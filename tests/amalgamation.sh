@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# The amalgamation (tools/amalgamate.sh; docs/performance.md), generated
+# from this tree, with each of gcc and clang that is installed:
+#   - on its own, it compiles with warnings as errors (the project's
+#     warnings and -O2), defines the shared library's API, every call as
+#     an external definition and nothing else outside tw_, and the
+#     wheel's tests (test_wheel, test_kafka, test_differential) linked
+#     against it pass;
+#   - included into the file that calls the wheel, it compiles the same
+#     way with test_kafka and test_differential, they pass, and no call to
+#     tw_wheel_add, _cancel, _reschedule, _add_range or
+#     _reschedule_range is left in them (inlined), while each is still
+#     defined.
+#   amalgamation.sh SOURCE_DIR BUILD_DIR
+set -euo pipefail
+src=$1 build=$2
+dir=$build/amalgamation-test
+rm -rf "$dir"
+mkdir -p "$dir"
+bash "$src/tools/amalgamate.sh" "$src" "$dir/timingwheel.c" >/dev/null
+flags=(-std=c11 -O2 -Wall -Wextra -Werror -Wpedantic -Wshadow -Wstrict-prototypes
+       -I"$src/include" -I"$src/tests" -I"$dir" -pthread)
+hot='tw_wheel_(add|cancel|reschedule|add_range|reschedule_range)'
+so=$(ls "$build"/libtimingwheel.so.*.* 2>/dev/null | head -1)
+fail=0 ran=0
+for cc in gcc clang; do
+	if ! command -v "$cc" >/dev/null; then
+		echo "skipped: amalgamation with $cc ($cc is not installed)"
+		continue
+	fi
+	ran=$((ran + 1))
+	"$cc" "${flags[@]}" -c "$dir/timingwheel.c" -o "$dir/tw-$cc.o"
+	defined=$(nm -g --defined-only "$dir/tw-$cc.o" | awk 'NF == 3 { print $3 }' | sort)
+	if grep -v '^tw_' <<<"$defined"; then
+		echo "$cc: the amalgamation defines the symbols above outside tw_"
+		fail=1
+	fi
+	if [ -n "$so" ]; then
+		api=$(nm -D --defined-only "$so" | awk '{ print $3 }' | sort -u)
+		mine=$(grep -v '^tw__' <<<"$defined" || true)
+		if [ "$api" != "$mine" ]; then
+			echo "$cc: the amalgamation's API differs from $so's:"
+			diff <(echo "$api") <(echo "$mine") || true
+			fail=1
+		fi
+	fi
+	for t in test_wheel test_kafka test_differential; do
+		"$cc" "${flags[@]}" "$src/tests/$t.c" "$dir/tw-$cc.o" -o "$dir/$t-$cc"
+		args=()
+		[ "$t" = test_differential ] && args=(100000)
+		"$dir/$t-$cc" "${args[@]}" >"$dir/$t-$cc.log" 2>&1 ||
+			{ tail -20 "$dir/$t-$cc.log"; echo "$cc: $t against the amalgamation failed"; fail=1; }
+	done
+	for t in test_kafka test_differential; do
+		printf '#include "timingwheel.c"\n#include "%s.c"\n' "$t" >"$dir/inline-$t.c"
+		"$cc" "${flags[@]}" "$dir/inline-$t.c" -o "$dir/inline-$t-$cc"
+		args=()
+		[ "$t" = test_differential ] && args=(100000)
+		"$dir/inline-$t-$cc" "${args[@]}" >"$dir/inline-$t-$cc.log" 2>&1 ||
+			{ tail -20 "$dir/inline-$t-$cc.log"; echo "$cc: $t with the amalgamation included failed"; fail=1; }
+		calls=$(objdump -d "$dir/inline-$t-$cc" | grep -cE "call.*<$hot>" || true)
+		if [ "$calls" != 0 ]; then
+			echo "$cc: $t with the amalgamation included still calls the hot calls $calls times"
+			fail=1
+		fi
+		if [ "$(nm "$dir/inline-$t-$cc" | grep -cE " T $hot\$")" != 5 ]; then
+			echo "$cc: $t with the amalgamation included lacks an external definition of a hot call"
+			fail=1
+		fi
+	done
+done
+[ "$ran" -gt 0 ] || { echo "skipped: amalgamation (neither gcc nor clang)"; exit 0; }
+[ "$fail" = 0 ] && echo "amalgamation: compiled with $ran compiler(s), tests pass, hot calls inlined"
+exit "$fail"
