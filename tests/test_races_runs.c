@@ -20,6 +20,7 @@ struct runs {
 	atomic_int inside, overlaps; /* runs under way; a run that found one */
 	atomic_int go;
 	atomic_int handed;           /* expiries handed to the running thread */
+	atomic_int let_go;           /* executions over: the thread let go of t */
 	atomic_int resched_rc;       /* run 1's reschedule of itself */
 	atomic_int cancel_rc;        /* run 2's cancel of itself */
 	atomic_int freed;
@@ -78,6 +79,25 @@ static void note_handed(const void *obj, void *arg)
 	atomic_store(&((struct runs *)arg)->handed, 1);
 }
 
+static void note_let_go(const void *obj, void *arg)
+{
+	(void)obj;
+	atomic_fetch_add(&((struct runs *)arg)->let_go, 1);
+}
+
+/*
+ * A periodic run's re-arm comes after its callback returned, on the
+ * executor's thread: the callback's last store (r->finished) says nothing
+ * of it. A loaded machine (ThreadSanitizer, a busy CI host) may hold that
+ * thread between the two, so a test waits for the timer to be back in the
+ * wheel before it moves the clock: one timer, not two chains of runs.
+ */
+static void wait_for_the_rearm(struct tw_service *svc)
+{
+	WAIT_FOR(tw_service_count(svc) >= 1, "the run's re-arm never came");
+	CHECK_EQ(tw_service_count(svc), 1);
+}
+
 /* Run 1 of j (due 1000) under way on an executor; then j rescheduled to
  * d2 (from the test, or from run 1 itself), the clock moved to d2 and
  * polled: the expiry of that reschedule is dispatched while run 1 still
@@ -133,7 +153,7 @@ static void reschedule_during_a_run(bool from_callback)
 	atomic_store(&r.go, 100); /* run 1 returns, then run 2 runs */
 	WAIT_FOR(atomic_load(&r.finished) == 2, "run 2 never ran");
 	CHECK_EQ(r.at[1], 1050);
-	CHECK_EQ(tw_service_count(svc), 1);
+	wait_for_the_rearm(svc);
 	for (int k = 1; k <= 3; k++) {
 		/* D1 + k * 100: nothing (the re-arm of run 1 was replaced) */
 		atomic_store(&virtual_now, 1000 + 100 * k);
@@ -142,7 +162,7 @@ static void reschedule_during_a_run(bool from_callback)
 		CHECK_EQ(tw_service_poll(svc), 1);
 		WAIT_FOR(atomic_load(&r.finished) == 2 + k, "a period's run never ran");
 		CHECK_EQ(atomic_load(&r.started), 2 + k);
-		CHECK_EQ(tw_service_count(svc), 1);
+		wait_for_the_rearm(svc);
 	}
 	CHECK_EQ(atomic_load(&r.overlaps), 0);
 	CHECK_EQ(tw_service_shutdown(svc, NULL, NULL), 1);
@@ -180,6 +200,7 @@ static void test_a_reschedule_during_a_run_sets_the_next_period(void)
 	atomic_store(&r.go, 2);
 	WAIT_FOR(atomic_load(&r.finished) == 2, "run 2 never returned");
 	CHECK_EQ(r.at[1], 1200);
+	wait_for_the_rearm(svc);
 	atomic_store(&r.go, 100);
 	atomic_store(&virtual_now, 1400); /* D1 + 400 */
 	CHECK_EQ(tw_service_poll(svc), 0);
@@ -187,6 +208,7 @@ static void test_a_reschedule_during_a_run_sets_the_next_period(void)
 	CHECK_EQ(tw_service_poll(svc), 1);
 	WAIT_FOR(atomic_load(&r.finished) == 3, "run 3 never ran");
 	CHECK_EQ(r.at[2], 1600);
+	wait_for_the_rearm(svc);
 	CHECK_EQ(atomic_load(&r.overlaps), 0);
 	CHECK_EQ(tw_service_shutdown(svc, NULL, NULL), 1);
 	tw_service_destroy(svc);
@@ -251,6 +273,10 @@ static void test_a_one_shot_readded_by_its_callback_waits_for_it(void)
 
 	tw_service_timer_init(&t, oneshot_readd);
 	sp_on("execute.handed_over", &t, note_handed, &r);
+	/* Two executions let go of t: the one that handed its expiry over,
+	 * and the one that ran both runs. */
+	sp_on("execute.let_go", &t, note_let_go, &r);
+	sp_on("execute.let_go", &t, note_let_go, &r);
 	CHECK_EQ(tw_service_add(svc, &t, 1000), TW_OK);
 	CHECK_EQ(tw_service_poll(svc), 1);
 	WAIT_FOR(atomic_load(&os_readded), "run 1 never re-added it");
@@ -263,6 +289,9 @@ static void test_a_one_shot_readded_by_its_callback_waits_for_it(void)
 	WAIT_FOR(atomic_load(&os_started) == 2 && !atomic_load(&os_inside),
 		 "the re-add never ran");
 	CHECK_EQ(atomic_load(&os_overlaps), 0);
+	/* Once both executions let go, nothing is left of either. */
+	WAIT_FOR(atomic_load(&r.let_go) == 2, "an execution never let go");
+	sp_forget("execute.let_go", &t);
 	CHECK_EQ(tw_service_cancel_sync(svc, &t), TW_SVC_IDLE);
 	CHECK_EQ(tw_service_shutdown(svc, NULL, NULL), 0);
 	tw_service_destroy(svc);
@@ -298,6 +327,8 @@ static void test_a_cancel_sync_from_the_callback_takes_back_a_handed_expiry(void
 	tw_service_periodic_init(&j.p, cancel_sync_after_handover, 100);
 	j.r = &r;
 	sp_on("execute.handed_over", &j.p.timer, note_handed, &r);
+	sp_on("execute.let_go", &j.p.timer, note_let_go, &r); /* as above */
+	sp_on("execute.let_go", &j.p.timer, note_let_go, &r);
 	CHECK_EQ(tw_service_add(svc, &j.p.timer, 1000), TW_OK);
 	CHECK_EQ(tw_service_poll(svc), 1);
 	WAIT_FOR(atomic_load(&r.started) == 1, "run 1 never started");
@@ -312,6 +343,8 @@ static void test_a_cancel_sync_from_the_callback_takes_back_a_handed_expiry(void
 	/* it stopped the reschedule's add, whose expiry was its own thread's */
 	CHECK_EQ(atomic_load(&cs_rc), TW_SVC_STOPPED);
 	atomic_store(&r.go, 100);
+	WAIT_FOR(atomic_load(&r.let_go) == 2, "an execution never let go");
+	sp_forget("execute.let_go", &j.p.timer);
 	CHECK_EQ(tw_service_cancel_sync(svc, &j.p.timer), TW_SVC_IDLE);
 	CHECK_EQ(atomic_load(&r.started), 1);
 	CHECK(!tw_service_timer_pending(&j.p.timer));

@@ -151,6 +151,10 @@ static void execute(struct tw_service *svc, struct tw_service_timer *t,
 		run_entry(svc, t, slot_index);
 	while (!running_let_go(slot, t));
 	tw__svc_wake_sync_waiters(svc); /* cancel_sync may wait for the entry */
+	/* The run and all it was handed are over: a cancel_sync from now on
+	 * finds the timer idle. Only the address is passed on (a one-shot
+	 * timer may be freed by now). */
+	TW_TEST_POINT("execute.let_go", t);
 }
 
 /* Hand the batch to the executors, a ring's worth per lock, or run a
