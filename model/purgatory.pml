@@ -276,9 +276,10 @@ inline maybe_purge() {
 #endif
 }
 
-/* claim(): win the race to complete (run_cb) or to cancel; who: as for
+/* claim(): win the race to complete, and run on_complete (a cancel or
+ * shutdown claims inline and hands the op back); who: as for
  * cancel_sync_timer. */
-inline claim(run_cb, who) {
+inline claim(who) {
 	/* Who may hold references: a watch that is starting is waited out
 	 * (its next two steps); an op nobody watches is marked never watched
 	 * in the same step, so that no watch starts under this call. */
@@ -306,7 +307,7 @@ inline claim(run_cb, who) {
 			fi
 		}
 		if
-		:: won && run_cb -> atomic { assert(!released); completes++ }
+		:: won -> atomic { assert(!released); completes++ }
 		:: else -> skip
 		fi
 	:: else ->
@@ -372,12 +373,9 @@ inline claim(run_cb, who) {
 		:: r == R_STOPPED -> delayed--; op_put()
 		:: else -> skip
 		fi;
-		if
-		:: run_cb -> atomic { assert(!released); completes++ }
-		:: else -> skip
-		fi;
+		atomic { assert(!released); completes++ };
 #if SCEN == 7
-		purge_due = run_cb;
+		purge_due = 1;
 #endif
 #if MUT == 19
 		/* today's: the purge inside claim, under the caller's lock */
@@ -392,7 +390,7 @@ inline claim(run_cb, who) {
 /* The caller's condition, under the op's lock. */
 inline try_complete(done, who) {
 	if
-	:: ready -> claim(1, who); done = won
+	:: ready -> claim(who); done = won
 	:: else -> done = 0
 	fi
 }
@@ -619,7 +617,7 @@ proctype expirer()
 		goto gone   /* its entry taken back by this thread (SCEN 6) */
 	fi;
 	delayed--;
-	claim(1, W_SELF);
+	claim(W_SELF);
 	if
 	:: won -> atomic { assert(!released); expires++ }
 	:: else -> skip
@@ -749,7 +747,7 @@ proctype forcer()
 	byte r, puts;
 	PURGE_LOCALS
 
-	claim(1, W_OUTSIDE);
+	claim(W_OUTSIDE);
 	/* purgatory.h: false for everyone else (it was completed) and for an
 	 * op on its way to on_release -- which only a failed watch (scenario
 	 * 5) leaves uncompleted (the third review of the headers: a force
