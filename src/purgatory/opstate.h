@@ -191,17 +191,6 @@ static inline void op_release_step(struct tw_delayed_op *op)
 #define OP_RELEASE_STEP(op) ((void)0)
 #endif
 
-/*
- * TW_TRANSITION_MUTANT (tests/transition_mutants.sh only): a transition
- * changed on purpose, to show that transitions.c catches it (1-3 are the
- * service's, service/state.h). 4: the reference of a caller that holds
- * none is a holder's plain increment (issue 28's first bug, the model's
- * mutation 18): from ZERO, a step the model does not make; in a run that
- * never meets ZERO, ref_get_unless_zero is a transition of the model the
- * code no longer makes. 5: a claim that wins whatever the flag was
- * (completed set again: 1 -> 1).
- */
-
 /* ---- the transitions ---- */
 
 /* try_complete_else_watch's own reference: the op's first. From here to
@@ -239,10 +228,6 @@ static inline void tr_ref_get(struct tw_delayed_op *op)
  */
 static inline bool tr_ref_get_unless_zero(struct tw_delayed_op *op)
 {
-#if defined(TW_TRANSITION_MUTANT) && TW_TRANSITION_MUTANT == 4
-	tr_ref_get(op);
-	return true;
-#else
 	int n = OP_LOAD(op->refs);
 
 	do {
@@ -252,7 +237,6 @@ static inline bool tr_ref_get_unless_zero(struct tw_delayed_op *op)
 					      __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST));
 	OP_REFS_STEP(ref_get_unless_zero, op, n, n + 1);
 	return true;
-#endif
 }
 
 /* Drop a reference; true if it was the last (the caller releases). */
@@ -281,15 +265,11 @@ static inline void tr_release(struct tw_delayed_op *op)
  * shutdown, exactly one wins the CAS. */
 static inline bool tr_claim(struct tw_delayed_op *op)
 {
-#if defined(TW_TRANSITION_MUTANT) && TW_TRANSITION_MUTANT == 5
-	int was = __atomic_exchange_n(&op->completed, 1, __ATOMIC_SEQ_CST);
-#else
 	int was = 0;
 
 	if (!__atomic_compare_exchange_n(&op->completed, &was, 1, false,
 					 __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
 		return false;
-#endif
 	OP_CLAIM_STEP(op, was);
 	(void)was;
 	return true;

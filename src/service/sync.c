@@ -327,11 +327,7 @@ int tw__service_stop_pending(struct tw_service *svc, struct tw_service_timer *t)
 		if (word_state(old) != ST_PENDING || word_has(old, F_ENTRY) ||
 		    owner_check(svc, old))
 			return TW_SVC_IDLE;
-#if defined(TW_TRANSITION_MUTANT) && TW_TRANSITION_MUTANT == 3
-	} while (!tr_cancel(t, &old)); /* the stop_pending step removed */
-#else
 	} while (!tr_stop_pending(t, &old));
-#endif
 	tw__svc_count_stopped(svc, !word_has(old, F_TOMB));
 	TW_TEST_POINT("stop_pending.stopped", t);
 	/* F_INBOX still set after our own drain: the add that set it has not
