@@ -12,8 +12,10 @@
 # mutants: the service's state word (1 a step the model does not make,
 # 2 a step of the model changed, 3 a transition of the model no longer
 # made) and the purgatory's op (4 a reference taken from zero by a plain
-# increment, 5 a claim that sets completed again). Each patch says, at
-# its top, what it breaks and how it is found.
+# increment, 5 a claim that sets completed again, 6 the first watch
+# naming the purgatory before it holds a reference: an owner-word step
+# the model does not make). Each patch says, at its top, what it breaks
+# and how it is found.
 # usage: tests/transition_mutants.sh SOURCE_DIR [WORK_DIR]
 #   JOBS=n   parallel build jobs (default: the number of CPUs)
 set -uo pipefail

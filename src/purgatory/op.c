@@ -19,7 +19,10 @@ _Static_assert(sizeof(struct tw_watch) == 24,
 #endif
 
 /* The op's timeout is no longer needed: stop it if it is pending, and drop
- * its reference. Never waits (issue 28, item 2): an expired timeout, or
+ * its reference. Never waits: a completion may run on the service's own
+ * thread (another op's on_expiration checking this op's key), where
+ * waiting for this op's expired timeout, queued behind it in the same
+ * batch, would wait for itself. An expired timeout, or
  * one the service's shutdown holds, is left to on_timeout or
  * timeout_handed_back, which find the op completed and drop the reference
  * themselves. */
@@ -110,9 +113,7 @@ static struct tw_purgatory *watched_by(struct tw_delayed_op *op, bool mark_never
 		}
 		if (p || !mark_never)
 			break;
-		if (__atomic_compare_exchange_n(&op->purgatory, &p,
-						OP_NEVER_WATCHED, false,
-						__ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+		if (tr_mark_never(op, &p)) {
 			p = OP_NEVER_WATCHED;
 			break;
 		}
