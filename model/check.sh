@@ -82,7 +82,7 @@ HEAD
 # (STEP lines of its -DRECORD runs), one row per (transition, word before,
 # word after), decoded in a comment for the reader. The scenarios' reach
 # is the whole table: with the count abstracted to ZERO, ONE and MANY
-# there are few words, and the seven scenarios reach every step the C
+# there are few words, and the eight scenarios reach every step the C
 # suite makes (tests/transitions.sh), so no step-relation scenario as the
 # service's 13 is needed.
 purgatory_table() {
@@ -93,20 +93,26 @@ purgatory_table() {
 # its scenarios: transition, word before, word after. The word as
 # src/purgatory/opstate.h abstracts the op's fields: the reference count
 # in bits 0-1 (0 ZERO, 1 ONE, 2 MANY: two or more), +4 completed,
-# +8 released (on_release has begun). A step that leaves the word as it
+# +8 released (on_release has begun); in the owner word's own steps
+# (watch_start, watch_name, mark_never) also op->purgatory, +0 NONE,
+# +16 STARTING, +32 WATCHED, +48 NEVER. A step that leaves the word as it
 # was (a put MANY -> MANY) is a row too. The test-point build of the
 # library aborts on any step of its own that is not a row here
 # (src/purgatory/transitions.c).
 HEAD
 	recorded_steps purgatory |
-		awk 'function dec(w,  s) {
+		awk 'function dec(w, owner,  s) {
 			split("ZERO ONE MANY", n, " ")
+			split("NONE STARTING WATCHED NEVER", o, " ")
 			s = n[w % 4 + 1]
+			if (owner) s = o[int(w / 16) % 4 + 1] "+" s
 			if (int(w / 4) % 2) s = s "+completed"
 			if (int(w / 8) % 2) s = s "+released"
 			return s
 		     }
-		     { printf "%-20s %2d %2d   # %s -> %s\n", $2, $3, $4, dec($3), dec($4) }'
+		     { owner = $2 ~ /^(watch_start|watch_name|mark_never)$/
+		       printf "%-20s %2d %2d   # %s -> %s\n", $2, $3, $4,
+			      dec($3, owner), dec($4, owner) }'
 }
 
 # Compare a generated table with the committed one (or, for update,
@@ -144,30 +150,33 @@ if [ "$what" = all ] || [ "$what" = pass ] || [ "$what" = update ]; then
 fi
 if [ "$what" = all ] || [ "$what" = mutants ]; then
 	echo "== each bug put back: SPIN must find it"
-	# model scenario mutation: issue 13's bug N is mutation N; purgatory
-	# mutation 9 is force_complete's late reference, 10 the timeout
-	# handed back to nobody (found by the model itself), 14 a failed
-	# watch taking back an entry already dropped; service mutation
-	# 11 a batch-full deferral that does not put the timer back, 12
-	# apply() clearing the flags before it unlinks, 13 a cancel_sync
-	# blind to tombstones; issue 28: service 15 a ring check that sees
-	# only its own service, 16 shutdown claiming its list at collect
-	# time, purgatory 17 a completion that waits for the timeout
+	# model scenario mutation (docs/model.md's table says what each bug
+	# is and where it was found): service 1 kick_pending cleared outside
+	# reaper_mu, 3 shutdown's collected timers unmarked, 5 cancel_sync
+	# waiting for a re-added timer's entry, 6 cancel_sync(self) giving
+	# up at once, 7 no cycle detection, 8 reinit wiping the flags;
+	# purgatory 2 no check after watching, 4 shutdown not waiting for
+	# calls in flight, 9 force_complete's late reference, 10 the timeout
+	# handed back to nobody, 14 a failed watch taking back an entry
+	# already dropped; service 11 a batch-full deferral that does not
+	# put the timer back, 12 apply() clearing the flags before it
+	# unlinks, 13 a cancel_sync blind to tombstones, 15 a ring check that
+	# sees only its own service, 16 shutdown claiming its list at collect
+	# time; purgatory 17 a completion that waits for the timeout
 	# (cancel_sync), 18 a reference taken by a plain increment, 19 the
 	# purge inside claim() under the caller's lock; service 20
-	# stop_pending returning before the add it stopped has pushed;
-	# issue 26: service 21 apply loading a timer's due time before it
-	# takes F_INBOX down (a window torn by a reschedule, fired early);
-	# purgatory 22 shutdown dropping its references (on_release) under
-	# its shutdown lock (the second review of the headers: a hang); the
-	# third review: purgatory 23 a force_complete deciding "never
-	# watched" by a load, so a watch started under it (on_release ran
-	# while it was in on_complete), 24 a watch naming the purgatory
-	# before its first reference (a force found none and did nothing);
-	# a timer never runs beside itself: service 25 an expiry run beside
-	# its timer's run under way (not handed to that run's thread), 26 a
-	# cancel_sync from the callback blind to the expiry handed to its own
-	# thread (it waits for itself).
+	# stop_pending returning before the add it stopped has pushed; service
+	# 21 apply loading a timer's due time before it takes F_INBOX down (a
+	# window torn by a reschedule, fired early); purgatory 22 shutdown
+	# dropping its references (on_release) under its shutdown lock (a
+	# hang), 23 a force_complete deciding "never watched" by a load, so a
+	# watch started under it (on_release ran while it was in
+	# on_complete), 24 a watch naming the purgatory before its first
+	# reference (a force found none and did nothing); a timer never runs
+	# beside itself: service 25 an expiry run beside its timer's run
+	# under way (not handed to that run's thread), 26 a cancel_sync from
+	# the callback blind to the expiry handed to its own thread (it waits
+	# for itself).
 	for m in "service 1 1" "service 7 1" "service 2 3" "service 3 5" "service 4 6" \
 		 "service 5 7" "service 6 8" "purgatory 1 2" "purgatory 2 4" \
 		 "purgatory 3 9" "purgatory 4 10" "purgatory 5 14" "service 7 11" "service 8 12" \

@@ -34,19 +34,20 @@
  * a completion that makes a purge due, which drops the last reference of
  * Z, an op that shares the op's lock; 8 force_complete from outside
  * racing the op's first watch, and a key check (op->purgatory: owner).
- * Mutations (MUT): 2 and 4 put back issue 13's bugs 2 and 4; 9 puts back
- * the reference taken after force_complete's claim; 10 the service's
- * shutdown handing an armed timeout back to nobody (found by this model:
- * a completer between its claim and its cancel leaked the timeout's
- * reference, so on_release never ran); 14 the failed watch taking back an
- * entry a key check already dropped (found in the code while removing the
- * entry's list pointer); issue 28: 17 the completion waits for the
- * timeout (cancel_sync: an expired entry, a running callback), 18 a
- * reference taken by a plain increment from zero, 19 the purge inside
+ * Mutations (MUT), each a bug put back that SPIN must find: 2 no second
+ * check after the watch (a lost wake-up); 4 shutdown not waiting for the
+ * calls in flight; 9 the reference taken after force_complete's claim;
+ * 10 the service's shutdown handing an armed timeout back to nobody (a
+ * completer between its claim and its cancel leaks the timeout's
+ * reference, so on_release never runs); 14 the failed watch taking back
+ * an entry a key check already dropped; 17 the completion waiting for
+ * the timeout (cancel_sync: an expired entry, a running callback); 18 a
+ * reference taken by a plain increment from zero; 19 the purge inside
  * claim() under the caller's lock; 22 on_release under the shutdown
- * lock; the third review of the headers: 23 a force_complete that takes
- * the op for never watched by a load (a watch then starts under it), 24
- * a watch that names the purgatory before its first reference.
+ * lock; 23 a force_complete that takes the op for never watched by a
+ * load (a watch then starts under it); 24 a watch that names the
+ * purgatory before its first reference. docs/model.md says where each
+ * was found.
  */
 
 #ifndef SCEN
@@ -88,9 +89,11 @@ bool svc_closed;
 byte svc_handed;         /* MUT 10: timeouts handed back to nobody */
 
 /* op->purgatory (opstate.h): NONE after init; the first watch claims it
- * (STARTING), takes its first reference, then names the purgatory
- * (WATCHED); a completion from outside that finds NONE marks it NEVER
- * (watched) in the same step */
+ * (STARTING, watch_start), takes its first reference, then names the
+ * purgatory (WATCHED, watch_name); a completion from outside that finds
+ * NONE marks it NEVER (watched) in the same step (mark_never). Each of the
+ * three is a STEP: the word is then OWNERWORD, the op's with the owner in
+ * bits 4-5. */
 #define O_NONE 0
 #define O_STARTING 1
 #define O_WATCHED 2
@@ -117,10 +120,11 @@ bool watched_ok;
  * and is not recorded. The two scratch globals are 0 outside a step (each
  * step is inside one atomic), so no stored state differs by them. */
 #define OPWORD(r) (((r) > 1 -> 2 : (r)) + 4 * completed + 8 * released)
+#define OWNERWORD(r) (OPWORD(r) + 16 * owner)
 byte step_from, step_to;
 #ifdef RECORD
 c_decl {
-	static unsigned char tw_op_step_seen[6][16][16];
+	static unsigned char tw_op_step_seen[9][64][64];
 	static void tw_op_step(int id, const char *name, int from, int to)
 	{
 		if (tw_op_step_seen[id][from][to])
@@ -133,9 +137,15 @@ c_decl {
 #define STEP(name) step_to = OPWORD(refs); \
 	c_code { tw_op_step(S_##name, #name, now.step_from, now.step_to); }; \
 	step_from = 0; step_to = 0
+#define BEGIN_OWNER_STEP step_from = OWNERWORD(refs)
+#define OWNER_STEP(name) step_to = OWNERWORD(refs); \
+	c_code { tw_op_step(S_##name, #name, now.step_from, now.step_to); }; \
+	step_from = 0; step_to = 0
 #else
 #define BEGIN_STEP skip
 #define STEP(name) skip
+#define BEGIN_OWNER_STEP skip
+#define OWNER_STEP(name) skip
 #endif
 #define S_ref_first 0
 #define S_ref_get 1
@@ -143,6 +153,9 @@ c_decl {
 #define S_ref_put 3
 #define S_release 4
 #define S_claim 5
+#define S_watch_start 6
+#define S_watch_name 7
+#define S_mark_never 8
 
 #define lock(m)   atomic { !m -> m = 1 }
 #define unlock(m) m = 0
@@ -184,7 +197,7 @@ inline on_release() {
 		assert(releases == 0);   /* at most once */
 		/* never under the purgatory's shutdown lock: a second
 		 * shutdown, called by a thread that holds a lock on_release
-		 * takes, waits for it (issue 26's second review: a hang) */
+		 * takes, waits for it: a hang) */
 		assert(shutdown_holder != _pid);
 		assert(!in_list && timer != T_ARMED && timer != T_EXPIRED &&
 		       timer != T_CANCELLED);
@@ -276,9 +289,10 @@ inline maybe_purge() {
 #endif
 }
 
-/* claim(): win the race to complete (run_cb) or to cancel; who: as for
+/* claim(): win the race to complete, and run on_complete (a cancel or
+ * shutdown claims inline and hands the op back); who: as for
  * cancel_sync_timer. */
-inline claim(run_cb, who) {
+inline claim(who) {
 	/* Who may hold references: a watch that is starting is waited out
 	 * (its next two steps); an op nobody watches is marked never watched
 	 * in the same step, so that no watch starts under this call. */
@@ -289,7 +303,9 @@ inline claim(run_cb, who) {
 		/* the first version: never watched, decided by a load */
 		:: owner == O_NONE -> unwatched = 1
 #else
-		:: owner == O_NONE -> owner = O_NEVER; unwatched = 1
+		:: owner == O_NONE ->
+			BEGIN_OWNER_STEP; owner = O_NEVER; OWNER_STEP(mark_never);
+			unwatched = 1
 #endif
 		:: owner == O_NEVER -> unwatched = 1
 		:: else -> unwatched = 0
@@ -306,7 +322,7 @@ inline claim(run_cb, who) {
 			fi
 		}
 		if
-		:: won && run_cb -> atomic { assert(!released); completes++ }
+		:: won -> atomic { assert(!released); completes++ }
 		:: else -> skip
 		fi
 	:: else ->
@@ -372,12 +388,9 @@ inline claim(run_cb, who) {
 		:: r == R_STOPPED -> delayed--; op_put()
 		:: else -> skip
 		fi;
-		if
-		:: run_cb -> atomic { assert(!released); completes++ }
-		:: else -> skip
-		fi;
+		atomic { assert(!released); completes++ };
 #if SCEN == 7
-		purge_due = run_cb;
+		purge_due = 1;
 #endif
 #if MUT == 19
 		/* today's: the purge inside claim, under the caller's lock */
@@ -392,7 +405,7 @@ inline claim(run_cb, who) {
 /* The caller's condition, under the op's lock. */
 inline try_complete(done, who) {
 	if
-	:: ready -> claim(1, who); done = won
+	:: ready -> claim(who); done = won
 	:: else -> done = 0
 	fi
 }
@@ -453,11 +466,13 @@ proctype tcew()
 	atomic {
 		if
 		:: owner == O_NONE ->
+			BEGIN_OWNER_STEP;
 #if MUT == 24
-			owner = O_WATCHED /* the first version: named at once */
+			owner = O_WATCHED; /* the first version: named at once */
 #else
-			owner = O_STARTING
+			owner = O_STARTING;
 #endif
+			OWNER_STEP(watch_start)
 		:: else -> tcew_result = 7; in_flight--
 		fi
 	}
@@ -467,7 +482,8 @@ proctype tcew()
 	fi;
 	/* this call's: the first */
 	atomic { assert(!released); BEGIN_STEP; refs++; STEP(ref_first) }
-	owner = O_WATCHED; /* named only now that it holds a reference */
+	/* named only now that it holds a reference */
+	atomic { BEGIN_OWNER_STEP; owner = O_WATCHED; OWNER_STEP(watch_name) }
 	lock(op_mu);
 	try_complete(done, W_OUTSIDE);
 	if
@@ -619,7 +635,7 @@ proctype expirer()
 		goto gone   /* its entry taken back by this thread (SCEN 6) */
 	fi;
 	delayed--;
-	claim(1, W_SELF);
+	claim(W_SELF);
 	if
 	:: won -> atomic { assert(!released); expires++ }
 	:: else -> skip
@@ -749,11 +765,11 @@ proctype forcer()
 	byte r, puts;
 	PURGE_LOCALS
 
-	claim(1, W_OUTSIDE);
+	claim(W_OUTSIDE);
 	/* purgatory.h: false for everyone else (it was completed) and for an
 	 * op on its way to on_release -- which only a failed watch (scenario
-	 * 5) leaves uncompleted (the third review of the headers: a force
-	 * during the first watch found no reference yet and did nothing) */
+	 * 5) leaves uncompleted (not a force during the first watch: one that
+	 * found no reference yet and did nothing would fail here) */
 	assert(won || completed || SCEN == 5);
 	maybe_purge()
 }
@@ -800,7 +816,7 @@ init
 	run shutdown();
 #elif SCEN == 8
 	/* force_complete from outside racing the op's first watch, and a key
-	 * check (the third review of the headers) */
+	 * check (op->purgatory's steps) */
 	run tcew();
 	run forcer();
 	run checker();

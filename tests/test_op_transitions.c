@@ -5,10 +5,13 @@
  * not make aborts the program and names it, and a step that leaves the
  * abstract word as it was is looked up too. The mutants 4 and 5 of
  * tests/transition_mutants.sh show the same from inside the purgatory;
- * this shows it of the checker alone. Last, a watch that fails for want
- * of memory releases an op that never completed: the model's steps
+ * this shows it of the checker alone, and mutant 6 shows an owner-word
+ * step refused from inside the purgatory. Last, a watch that fails for
+ * want of memory releases an op that never completed: the model's steps
  * ONE -> ZERO and release from an uncompleted op, which the race and
- * stress programs do not make (tests/transitions.sh runs this too).
+ * stress programs do not make; and a completion from outside before any
+ * watch marks the op never watched (mark_never), which tests/transitions.sh
+ * requires of the suite (it runs this too).
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -65,6 +68,37 @@ static void test_no_change_is_looked_up_too(void)
 	CHECK(strstr(out, "op transition claim 5 -> 5") != NULL);
 }
 
+/* The owner word's steps carry op->purgatory in bits 4-5 and the count
+ * and the flag below: the purgatory is named only once the watch holds
+ * its reference, and an op is marked never watched only uncompleted. */
+static void test_the_owner_word_steps_are_checked(void)
+{
+	char out[512];
+
+	CHECK_EQ(report_in_child(OPT_watch_start, OP_OWNER_NONE | OP_ZERO,
+				 OP_OWNER_STARTING | OP_ZERO, out, sizeof(out)), 0);
+	CHECK_EQ(report_in_child(OPT_watch_name, OP_OWNER_STARTING | OP_ONE,
+				 OP_OWNER_WATCHED | OP_ONE, out, sizeof(out)), 0);
+	CHECK_EQ(report_in_child(OPT_mark_never, OP_OWNER_NONE | OP_ZERO,
+				 OP_OWNER_NEVER | OP_ZERO, out, sizeof(out)), 0);
+	/* named before its first reference (transition mutant 6) */
+	CHECK_EQ(report_in_child(OPT_watch_name, OP_OWNER_STARTING | OP_ZERO,
+				 OP_OWNER_WATCHED | OP_ZERO, out, sizeof(out)),
+		 SIGABRT);
+	CHECK(strstr(out, "op transition watch_name 16 -> 32 "
+			  "(STARTING+ZERO -> WATCHED+ZERO) is not a step") != NULL);
+	/* straight from NONE to the purgatory, the claim and the name in one */
+	CHECK_EQ(report_in_child(OPT_watch_start, OP_OWNER_NONE | OP_ZERO,
+				 OP_OWNER_WATCHED | OP_ZERO, out, sizeof(out)),
+		 SIGABRT);
+	CHECK(strstr(out, "op transition watch_start 0 -> 32 "
+			  "(NONE+ZERO -> WATCHED+ZERO)") != NULL);
+	/* a watched op marked never watched */
+	CHECK_EQ(report_in_child(OPT_mark_never, OP_OWNER_WATCHED | OP_ONE,
+				 OP_OWNER_NEVER | OP_ONE, out, sizeof(out)), SIGABRT);
+	CHECK(strstr(out, "op transition mark_never 33 -> 49") != NULL);
+}
+
 struct plain_op {
 	struct tw_delayed_op op;
 	struct tw_watch w[2];
@@ -117,11 +151,37 @@ static void test_a_failed_watch_releases_an_op_never_completed(void)
 	tw_op_destroy(&o.op);
 }
 
+/* A completion from outside before any watch marks the op never watched
+ * (the step mark_never), and a watch after it is refused. */
+static void test_a_completion_before_any_watch_marks_it_never_watched(void)
+{
+	static const struct tw_op_ops ops = { never_ready, count_complete, NULL,
+					      count_release };
+	struct tw_purgatory *p = manual_purgatory_purging(0);
+	struct plain_op o;
+	const void *keys[1] = { key0 };
+	size_t lens[1] = { sizeof(key0) };
+
+	memset(&o, 0, sizeof(o));
+	CHECK_EQ(tw_op_init(&o.op, 100, &ops, NULL), TW_OK);
+	CHECK(tw_op_force_complete(&o.op));
+	CHECK(!tw_op_force_complete(&o.op));
+	CHECK_EQ(tw_purgatory_try_complete_else_watch(p, &o.op, keys, lens, 1, o.w),
+		 TW_EINVAL);
+	CHECK_EQ(atomic_load(&o.completes), 1);
+	CHECK_EQ(atomic_load(&o.releases), 0); /* never watched: no on_release */
+	CHECK_EQ(tw_purgatory_watched(p), 0);
+	tw_purgatory_destroy(p);
+	tw_op_destroy(&o.op);
+}
+
 int main(void)
 {
 	RUN(test_a_step_of_the_model_passes);
 	RUN(test_a_step_the_model_does_not_make_aborts_and_is_named);
 	RUN(test_no_change_is_looked_up_too);
+	RUN(test_the_owner_word_steps_are_checked);
 	RUN(test_a_failed_watch_releases_an_op_never_completed);
+	RUN(test_a_completion_before_any_watch_marks_it_never_watched);
 	return check_report();
 }

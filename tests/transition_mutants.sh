@@ -1,39 +1,89 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
-# Show that the transition check has teeth (docs/model.md): build the
-# test-point library with each TW_TRANSITION_MUTANT (src/service/state.h
-# and sync.c: 1 a step the model does not make, 2 a step of the model
-# changed, 3 a transition of the model no longer made; the purgatory's op,
-# src/purgatory/opstate.h: 4 a reference taken from zero by a plain
-# increment, 5 a claim that sets completed again) and require
-# tests/transitions.sh to fail on each.
+# Show that the transition check has teeth (docs/model.md). Each mutant is
+# a patch in tests/mutants/ that changes one transition on purpose; the
+# shipped sources carry none of them. The script copies the tree once to
+# WORK_DIR/tree, builds its test-point programs unchanged (tests/
+# transitions.sh must pass there, or a mutant "found" proves nothing),
+# then, for each patch in turn, applies it (exactly: no fuzz, so a patch
+# that no longer fits the code fails here instead of testing something
+# else), rebuilds (only what the patch touched), requires
+# tests/transitions.sh to fail, and takes the patch back out. The
+# mutants: the service's state word (1 a step the model does not make,
+# 2 a step of the model changed, 3 a transition of the model no longer
+# made) and the purgatory's op (4 a reference taken from zero by a plain
+# increment, 5 a claim that sets completed again, 6 the first watch
+# naming the purgatory before it holds a reference: an owner-word step
+# the model does not make). Each patch says, at its top, what it breaks
+# and how it is found.
 # usage: tests/transition_mutants.sh SOURCE_DIR [WORK_DIR]
+#   JOBS=n   parallel build jobs (default: the number of CPUs)
 set -uo pipefail
 src=$(cd "$1" && pwd)
 work=${2:-$(mktemp -d)}
-jobs=$(nproc 2>/dev/null || echo 2)
-fail=0
-for m in 1 2 3 4 5; do
-	dir=$work/mutant$m
-	if ! { cmake -S "$src" -B "$dir" -DTW_BUILD_BENCH=OFF -DTW_WERROR=ON \
-		"-DCMAKE_C_FLAGS=-DTW_TRANSITION_MUTANT=$m" >/dev/null &&
-	       cmake --build "$dir" -j "$jobs" --target test_races \
-		test_races_purgatory test_races_runs \
-		test_promises_service test_promises_service_runs \
-		test_promises_purgatory test_promises_purgatory_watch \
-		test_promises_purgatory_locks \
-		test_service_shaken test_purgatory_shaken \
-		test_op_transitions >/dev/null; }; then
-		echo "transition mutant $m: the build failed"
+mkdir -p "$work"
+work=$(cd "$work" && pwd)
+jobs=${JOBS:-$(nproc 2>/dev/null || echo 2)}
+tree=$work/tree build=$work/build
+targets="test_races test_races_purgatory test_races_runs
+	test_promises_service test_promises_service_runs
+	test_promises_purgatory test_promises_purgatory_watch
+	test_promises_purgatory_locks
+	test_service_shaken test_purgatory_shaken test_op_transitions"
+
+# A fresh copy every run: a build left from a previous run was last made
+# from a mutated file, which the copy would put back with an older time.
+rm -rf "$tree" "$build"
+mkdir -p "$tree"
+if git -C "$src" rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+	# what git tracks and what it would (not the builds, not .git)
+	(cd "$src" && git ls-files -z --cached --others --exclude-standard |
+		tar --null -T - -cf -) | tar -C "$tree" -xf -
+else
+	(cd "$src" && tar --exclude=./.git --exclude='./build*' -cf - .) |
+		tar -C "$tree" -xf -
+fi
+
+build_programs() {
+	# shellcheck disable=SC2086
+	cmake --build "$build" -j "$jobs" --target $targets >"$work/build.log" 2>&1
+}
+
+if ! cmake -S "$tree" -B "$build" -DTW_BUILD_BENCH=OFF -DTW_WERROR=ON \
+	>"$work/build.log" 2>&1 || ! build_programs; then
+	cat "$work/build.log"
+	echo "transition mutants: the unmutated tree does not build"
+	exit 1
+fi
+if ! out=$(bash "$tree/tests/transitions.sh" "$tree" "$build" 2>&1); then
+	echo "$out"
+	echo "transition mutants: the unmutated tree fails tests/transitions.sh"
+	exit 1
+fi
+
+fail=0 n=0
+for patch in "$src"/tests/mutants/*.patch; do
+	m=$(basename "$patch" .patch)
+	n=$((n + 1))
+	if ! (cd "$tree" && patch -p1 --fuzz=0 -s <"$patch"); then
+		echo "transition mutant $m: the patch no longer applies (tests/mutants/)"
 		fail=1
 		continue
 	fi
-	out=$(bash "$src/tests/transitions.sh" "$src" "$dir" 2>&1)
-	if [ $? = 0 ]; then
+	if ! build_programs; then
+		cat "$work/build.log"
+		echo "transition mutant $m: the build failed"
+		fail=1
+	elif out=$(bash "$tree/tests/transitions.sh" "$tree" "$build" 2>&1); then
 		echo "transition mutant $m: NOT FOUND: the check has no teeth for it"
 		fail=1
 	else
 		echo "transition mutant $m: found: $(echo "$out" | grep -m1 -E 'not a step|never made')"
 	fi
+	if ! (cd "$tree" && patch -p1 -R --fuzz=0 -s <"$patch"); then
+		echo "transition mutant $m: the patch does not come back out"
+		exit 1
+	fi
 done
-[ $fail = 0 ] && echo "transitions: every mutant found" || exit 1
+[ "$n" -gt 0 ] || { echo "transition mutants: none in tests/mutants/"; exit 1; }
+[ $fail = 0 ] && echo "transitions: every mutant found ($n)" || exit 1

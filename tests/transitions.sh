@@ -7,8 +7,10 @@
 # aborts on a transition model/service.transitions or
 # model/purgatory.transitions does not have; this also fails when a
 # transition of a model is one the C code never makes (a transition
-# removed from the code), and prints how much of each model's table the C
-# suite reaches.
+# removed from the code), or when a row of the purgatory's owner word
+# (watch_start, watch_name, mark_never: one row each, every op makes them)
+# is never made, and prints how much of each model's table the C suite
+# reaches.
 # usage: tests/transitions.sh SOURCE_DIR BUILD_DIR
 set -euo pipefail
 src=$1 build=$2
@@ -33,12 +35,15 @@ for t in test_races test_races_purgatory test_races_runs \
 done
 run "$build/tests/test_service_shaken" 200000 4 1 8 1 5
 run "$build/tests/test_purgatory_shaken" 10000 2 1 5
-run "$build/tests/test_op_transitions" # a watch that fails: ONE -> ZERO uncompleted
+# a watch that fails: ONE -> ZERO uncompleted; a completion before any
+# watch: mark_never
+run "$build/tests/test_op_transitions"
 
-# check WHAT TABLE SEEN: every step made is a row of the model's table,
-# and every transition of the table is made at least once
+# check WHAT TABLE SEEN [NAMES]: every step made is a row of the model's
+# table, every transition of the table is made at least once, and every
+# row of each transition in NAMES is made
 check() {
-	local what=$1 table made outside missing="" name
+	local what=$1 table made outside missing="" rows="" name row
 	table=$(grep '^[a-z]' "$2" | awk '{ print $1, $2, $3 }' | sort -u)
 	made=$(sort -u "$3")
 	outside=$(comm -13 <(echo "$table") <(echo "$made"))
@@ -54,6 +59,13 @@ check() {
 			missing="$missing $name"
 		fi
 	done
+	for name in ${4:-}; do
+		while read -r row; do
+			if ! grep -qxF "$row" <<<"$made"; then
+				rows="$rows; $row"
+			fi
+		done < <(grep "^$name " <<<"$table")
+	done
 	echo "transitions: the C suite made $(echo "$made" | grep -c .) of the" \
 		"$what model's $(echo "$table" | grep -c .) steps; every one is the model's"
 	for name in $(echo "$table" | awk '{ print $1 }' | sort -u); do
@@ -65,6 +77,11 @@ check() {
 		echo "transitions: FAILED: the $what model's transitions$missing are never made by the C code"
 		exit 1
 	fi
+	if [ -n "$rows" ]; then
+		echo "transitions: FAILED: rows of the $what model never made by the C code: ${rows#; }"
+		exit 1
+	fi
 }
 check service "$src/model/service.transitions" "$seen"
-check purgatory "$src/model/purgatory.transitions" "$op_seen"
+check purgatory "$src/model/purgatory.transitions" "$op_seen" \
+	"watch_start watch_name mark_never"

@@ -19,7 +19,10 @@ _Static_assert(sizeof(struct tw_watch) == 24,
 #endif
 
 /* The op's timeout is no longer needed: stop it if it is pending, and drop
- * its reference. Never waits (issue 28, item 2): an expired timeout, or
+ * its reference. Never waits: a completion may run on the service's own
+ * thread (another op's on_expiration checking this op's key), where
+ * waiting for this op's expired timeout, queued behind it in the same
+ * batch, would wait for itself. An expired timeout, or
  * one the service's shutdown holds, is left to on_timeout or
  * timeout_handed_back, which find the op completed and drop the reference
  * themselves. */
@@ -110,9 +113,7 @@ static struct tw_purgatory *watched_by(struct tw_delayed_op *op, bool mark_never
 		}
 		if (p || !mark_never)
 			break;
-		if (__atomic_compare_exchange_n(&op->purgatory, &p,
-						OP_NEVER_WATCHED, false,
-						__ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+		if (tr_mark_never(op, &p)) {
 			p = OP_NEVER_WATCHED;
 			break;
 		}
@@ -120,21 +121,21 @@ static struct tw_purgatory *watched_by(struct tw_delayed_op *op, bool mark_never
 	return p == OP_NEVER_WATCHED ? NULL : p;
 }
 
-/* Win the race to complete (or, with run_callback false, to cancel). The
+/* Win the race to complete, and run on_complete (a cancel or shutdown
+ * claims with tr_claim alone and hands the op back instead). The
  * reference comes first: once the CAS succeeds, every other holder may see
  * the op completed and drop its own (a key check unlinks the entries, the
  * timeout runs and puts), and a reference taken after the CAS could come
  * after on_release. No purge here: a claim usually runs in try_complete,
  * under the caller's lock, and a purge may release another op that shares
- * it (issue 28, item 3); the purgatory's own calls purge once they let go
- * of the op's lock. */
-static bool claim(struct tw_delayed_op *op, bool run_callback)
+ * that lock, whose on_release may take it; the purgatory's own calls purge
+ * once they let go of the op's lock. */
+static bool claim(struct tw_delayed_op *op)
 {
 	/* NULL: never watched. Then nothing else refers to the op, and it
-	 * takes no reference and has no on_release to run (the second
-	 * review: a claim's own put ran on_release of an op the purgatory
-	 * never saw, under the caller's lock, and a later watch ran it
-	 * again). */
+	 * takes no reference and has no on_release to run (a put of its own
+	 * would run on_release of an op the purgatory never saw, under the
+	 * caller's lock, and a later watch would run it again). */
 	struct tw_purgatory *p = watched_by(op, true);
 
 	if (p && !tr_ref_get_unless_zero(op))
@@ -150,8 +151,7 @@ static bool claim(struct tw_delayed_op *op, bool run_callback)
 		if (OP_LOAD(op->linked))
 			atomic_fetch_add(&p->completed_since_purge, 1);
 	}
-	if (run_callback)
-		op->ops->on_complete(op);
+	op->ops->on_complete(op);
 	if (p)
 		op_put(op);
 	return true;
@@ -161,7 +161,7 @@ bool tw_op_force_complete(struct tw_delayed_op *op)
 {
 	if (!op)
 		return false;
-	return claim(op, true);
+	return claim(op);
 }
 
 /* The caller holds a reference across it (see tw_op_safe_try_complete). */
@@ -208,7 +208,7 @@ static void on_timeout(struct tw_service *svc, struct tw_service_timer *t)
 
 	(void)svc;
 	atomic_fetch_sub(&p->delayed, 1);
-	if (claim(op, true) && op->ops->on_expiration)
+	if (claim(op) && op->ops->on_expiration)
 		op->ops->on_expiration(op);
 	op_put(op); /* the timeout's reference */
 	tw__pg_maybe_purge(p);

@@ -1,11 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * opstate.h — an op's state: its exactly-once flag (op->completed), its
- * reference count (op->refs), the beginning of its on_release, and every
- * change the purgatory makes to them, each one atomic step named as
- * model/purgatory.pml names it. Nothing outside this file changes either
- * field (tw_op_init's memset excepted: the op is not shared yet); the
- * rest of the purgatory makes the transitions below.
+ * reference count (op->refs), the beginning of its on_release, its owner
+ * word (op->purgatory: who may hold references), and every change the
+ * purgatory makes to them, each one atomic step named as
+ * model/purgatory.pml names it. Nothing outside this file changes any of
+ * these fields (tw_op_init's memset excepted: the op is not shared yet);
+ * the rest of the purgatory makes the transitions below.
  *
  * Not one word. The service timer's state is one word that each
  * transition swaps whole (service/state.h). An op's is two ints of the
@@ -17,9 +18,11 @@
  *   bits 0-1  the count: OP_ZERO, OP_ONE, OP_MANY (two or more)
  *   bit 2     OP_COMPLETED   the flag is set
  *   bit 3     OP_RELEASED    on_release has begun
+ *   bits 4-5  the owner word, in the owner's own steps only (below)
  * Why these and no more: the rules worth holding the code to are about
  * zero and one, not about how many. A reference is never taken from
- * ZERO (no resurrection, issue 28), but by the op's first watch; a put
+ * ZERO (a count at zero is on its way to on_release: taking one would
+ * run on_release twice), but by the op's first watch; a put
  * never starts at ZERO; the last put (ONE -> ZERO) is the only way to
  * release; release happens once, from ZERO; completed goes 0 -> 1 once,
  * by a claim that holds a reference (never at ZERO); and nothing happens
@@ -50,6 +53,16 @@
  *   release              ZERO -> ZERO+RELEASED: on_release begins (after
  *                        the last put, as the model's two steps)
  *   claim                -COMPLETED -> +COMPLETED: the exactly-once CAS
+ * and the owner word's, each with the word above in bits 0-3 (the count
+ * and the flag, as they are at the step: nothing else changes them while
+ * the owner is NONE or STARTING) and op->purgatory in bits 4-5:
+ *   watch_start          NONE -> STARTING: the first watch claims the op
+ *   watch_name           STARTING -> WATCHED: it names the purgatory, once
+ *                        it holds its first reference (ONE, not ZERO)
+ *   mark_never           NONE -> NEVER: a completion from outside claims
+ *                        an op nobody watches
+ * The other steps leave bits 4-5 clear: each is made while the op is
+ * WATCHED (ref_first while STARTING), which the owner's rows pin down.
  * Every call that changes a field is a step, even one that leaves the
  * abstract word as it was (MANY -> MANY): the model's table has those
  * rows too, so nothing is skipped. An op the purgatory never saw
@@ -81,21 +94,21 @@
 /*
  * op->purgatory: who may hold references to the op. NULL after
  * tw_op_init; then, once per init, one of two ways:
- *   NULL -> OP_WATCH_STARTING -> the purgatory: its first watch claims
- *     the op with a compare-and-swap, takes its first reference, and only
- *     then names the purgatory. A completion from outside that finds
- *     STARTING waits for the watch's next two steps (no lock, no user code
- *     between), so it never finds a watched op with no reference yet (the
- *     third review of the headers: a force_complete there did nothing and
- *     returned false).
- *   NULL -> OP_NEVER_WATCHED: a completion from outside claimed it before
- *     any watch; a watch after that is refused. The same compare-and-swap
- *     decides it, so a completion that took the op for never watched
- *     cannot have a watch start under it (the third review: one did, and
- *     the op was released while the completion still ran on_complete).
+ *   NULL -> OP_WATCH_STARTING -> the purgatory (tr_watch_start,
+ *     tr_watch_name): its first watch claims the op with a
+ *     compare-and-swap, takes its first reference, and only then names the
+ *     purgatory. A completion from outside that finds STARTING waits for
+ *     the watch's next two steps (no lock, no user code between), so it
+ *     never finds a watched op with no reference yet (if it did, it would
+ *     take none, do nothing and return false for an op it should have
+ *     completed).
+ *   NULL -> OP_NEVER_WATCHED (tr_mark_never): a completion from outside
+ *     claimed it before any watch; a watch after that is refused. The
+ *     same compare-and-swap decides it, so a completion that took the op
+ *     for never watched cannot have a watch start under it (which would
+ *     release the op while the completion still ran on_complete).
  * Atomic: completions on other threads read it while a watch runs (a
- * plain store and load were a data race, found by TSan in the second
- * review of the headers).
+ * plain store and load would be a data race).
  */
 #define OP_WATCH_STARTING ((struct tw_purgatory *)(uintptr_t)1)
 #define OP_NEVER_WATCHED ((struct tw_purgatory *)(uintptr_t)2)
@@ -117,11 +130,17 @@ static inline struct tw_purgatory *op_purgatory(const struct tw_delayed_op *op)
 #define OP_SUB(field, n) __atomic_fetch_sub(&(field), (n), __ATOMIC_SEQ_CST)
 
 enum { OP_ZERO, OP_ONE, OP_MANY, OP_COMPLETED = 4, OP_RELEASED = 8 };
+/* op->purgatory in the owner's steps (bits 4-5). */
+enum {
+	OP_OWNER_NONE = 0, OP_OWNER_STARTING = 16, OP_OWNER_WATCHED = 32,
+	OP_OWNER_NEVER = 48
+};
 
 /* The transitions, as model/purgatory.pml names them (the table's names). */
 enum tw__pg_op_transition {
 	OPT_ref_first, OPT_ref_get, OPT_ref_get_unless_zero, OPT_ref_put,
-	OPT_release, OPT_claim,
+	OPT_release, OPT_claim, OPT_watch_start, OPT_watch_name,
+	OPT_mark_never,
 	OPT_COUNT
 };
 
@@ -149,10 +168,10 @@ static inline void op_refs_step(enum tw__pg_op_transition tr,
 
 /* A put's step, with the flag its caller loaded before the put: after a
  * put that was not the last, another thread's last put may release the
- * op and free it, so nothing of the op may be read then (the third review
- * of the headers: this check read the flag after the put, a use after
- * free in the test-point build). A claim between that load and the put
- * makes the step one from an uncompleted op, which the model makes too. */
+ * op and free it, so nothing of the op may be read then (reading the flag
+ * after the put is a use after free in the test-point build). A claim
+ * between that load and the put makes the step one from an uncompleted
+ * op, which the model makes too. */
 static inline void op_put_step(int from, int to, int completed)
 {
 	tw__pg_op_transition(OPT_ref_put, op_word(from, completed, false),
@@ -178,29 +197,37 @@ static inline void op_release_step(struct tw_delayed_op *op)
 			     op_word(0, completed, true));
 }
 
+/* The count and the flag at an owner step, loaded while nobody else
+ * changes them: the owner is NONE or STARTING (before the step that
+ * leaves it, or just after the one that enters STARTING). */
+static inline unsigned op_owner_counts(struct tw_delayed_op *op)
+{
+	return op_word(OP_LOAD(op->refs), OP_LOAD(op->completed), false);
+}
+
+static inline void op_owner_step(enum tw__pg_op_transition tr,
+				 unsigned counts, unsigned from, unsigned to)
+{
+	tw__pg_op_transition(tr, counts | from, counts | to);
+}
+
 #define OP_REFS_STEP(tr, op, from, to) op_refs_step(OPT_##tr, op, from, to)
 #define OP_PUT_FLAG(op) OP_LOAD((op)->completed)
 #define OP_PUT_STEP(from, to, completed) op_put_step(from, to, completed)
 #define OP_CLAIM_STEP(op, was) op_claim_step(op, was)
 #define OP_RELEASE_STEP(op) op_release_step(op)
+#define OP_OWNER_COUNTS(op) op_owner_counts(op)
+#define OP_OWNER_STEP(tr, counts, from, to) \
+	op_owner_step(OPT_##tr, counts, OP_OWNER_##from, OP_OWNER_##to)
 #else
 #define OP_REFS_STEP(tr, op, from, to) ((void)0)
 #define OP_PUT_FLAG(op) 0
 #define OP_PUT_STEP(from, to, completed) ((void)(completed))
 #define OP_CLAIM_STEP(op, was) ((void)0)
 #define OP_RELEASE_STEP(op) ((void)0)
+#define OP_OWNER_COUNTS(op) 0u
+#define OP_OWNER_STEP(tr, counts, from, to) ((void)(counts))
 #endif
-
-/*
- * TW_TRANSITION_MUTANT (tests/transition_mutants.sh only): a transition
- * changed on purpose, to show that transitions.c catches it (1-3 are the
- * service's, service/state.h). 4: the reference of a caller that holds
- * none is a holder's plain increment (issue 28's first bug, the model's
- * mutation 18): from ZERO, a step the model does not make; in a run that
- * never meets ZERO, ref_get_unless_zero is a transition of the model the
- * code no longer makes. 5: a claim that wins whatever the flag was
- * (completed set again: 1 -> 1).
- */
 
 /* ---- the transitions ---- */
 
@@ -234,15 +261,11 @@ static inline void tr_ref_get(struct tw_delayed_op *op)
  * means the last reference went and on_release is due or running: the
  * op is on its way out, and a plain increment would bring the count back
  * to life, to reach zero again at this caller's put, and run on_release a
- * second time (issue 28, item 1). Only for an op the purgatory saw: one
- * it never saw has no references and no on_release to run.
+ * second time. Only for an op the purgatory saw: one it never saw has no
+ * references and no on_release to run.
  */
 static inline bool tr_ref_get_unless_zero(struct tw_delayed_op *op)
 {
-#if defined(TW_TRANSITION_MUTANT) && TW_TRANSITION_MUTANT == 4
-	tr_ref_get(op);
-	return true;
-#else
 	int n = OP_LOAD(op->refs);
 
 	do {
@@ -252,7 +275,6 @@ static inline bool tr_ref_get_unless_zero(struct tw_delayed_op *op)
 					      __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST));
 	OP_REFS_STEP(ref_get_unless_zero, op, n, n + 1);
 	return true;
-#endif
 }
 
 /* Drop a reference; true if it was the last (the caller releases). */
@@ -281,17 +303,60 @@ static inline void tr_release(struct tw_delayed_op *op)
  * shutdown, exactly one wins the CAS. */
 static inline bool tr_claim(struct tw_delayed_op *op)
 {
-#if defined(TW_TRANSITION_MUTANT) && TW_TRANSITION_MUTANT == 5
-	int was = __atomic_exchange_n(&op->completed, 1, __ATOMIC_SEQ_CST);
-#else
 	int was = 0;
 
 	if (!__atomic_compare_exchange_n(&op->completed, &was, 1, false,
 					 __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
 		return false;
-#endif
 	OP_CLAIM_STEP(op, was);
 	(void)was;
+	return true;
+}
+
+/* The first watch claims the op (NONE -> STARTING), in one step: of two
+ * racing watches one fails, and so does a watch after a completion from
+ * outside (NEVER) or after a watch that failed (its on_release has run).
+ * False, with *seen the word found, if the op was not NONE. */
+static inline bool tr_watch_start(struct tw_delayed_op *op,
+				  struct tw_purgatory **seen)
+{
+	*seen = NULL;
+	if (!__atomic_compare_exchange_n(&op->purgatory, seen,
+					 OP_WATCH_STARTING, false,
+					 __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+		return false;
+	OP_OWNER_STEP(watch_start, OP_OWNER_COUNTS(op), NONE, STARTING);
+	return true;
+}
+
+/* The watch names the purgatory (STARTING -> WATCHED), only once it holds
+ * its first reference (tr_ref_first): from here on a completion from
+ * outside takes a reference of its own. The step is reported before the
+ * store, while nothing else can change the count. */
+static inline void tr_watch_name(struct tw_delayed_op *op,
+				 struct tw_purgatory *p)
+{
+	OP_OWNER_STEP(watch_name, OP_OWNER_COUNTS(op), STARTING, WATCHED);
+	__atomic_store_n(&op->purgatory, p, __ATOMIC_RELEASE);
+}
+
+/* A completion from outside claims an op nobody watches
+ * (NONE -> NEVER), in the same compare-and-swap that decides it is not
+ * watched, so no watch can start under the completion. False, with *seen
+ * the word found, if the op was not NONE. The count and the flag are
+ * loaded before: once NEVER, another completion may set the flag. */
+static inline bool tr_mark_never(struct tw_delayed_op *op,
+				 struct tw_purgatory **seen)
+{
+	unsigned counts = OP_OWNER_COUNTS(op);
+
+	*seen = NULL;
+	if (!__atomic_compare_exchange_n(&op->purgatory, seen,
+					 OP_NEVER_WATCHED, false,
+					 __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+		return false;
+	OP_OWNER_STEP(mark_never, counts, NONE, NEVER);
+	(void)counts;
 	return true;
 }
 

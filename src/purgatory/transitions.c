@@ -3,7 +3,9 @@
  * transitions.c — code and model, one machine, for the purgatory's op
  * (test-point build only). Every transition of an op's state the C code
  * makes (opstate.h's tr_*, reported as the abstract word opstate.h
- * defines: the count ZERO, ONE or MANY, +COMPLETED, +RELEASED) is looked
+ * defines: the count ZERO, ONE or MANY, +COMPLETED, +RELEASED, and in
+ * the owner word's own steps op->purgatory: NONE, STARTING, WATCHED,
+ * NEVER) is looked
  * up in the table SPIN derived from model/purgatory.pml:
  * model/purgatory.transitions, every (transition, word before, word
  * after) the model makes in the runs of its scenarios, turned into
@@ -28,13 +30,14 @@
 
 #include "opstate.h"
 
-#define OP_WORDS 16 /* the count (bits 0-1), COMPLETED, RELEASED */
+#define OP_WORDS 64 /* the count (bits 0-1), COMPLETED, RELEASED, the owner */
 #define WORD_OF(w) ((w) & (OP_WORDS - 1))
 
 static const char *const names[OPT_COUNT] = {
 #define NAME(tr) [OPT_##tr] = #tr
 	NAME(ref_first), NAME(ref_get), NAME(ref_get_unless_zero),
-	NAME(ref_put), NAME(release), NAME(claim),
+	NAME(ref_put), NAME(release), NAME(claim), NAME(watch_start),
+	NAME(watch_name), NAME(mark_never),
 #undef NAME
 };
 
@@ -48,8 +51,8 @@ static const struct step {
 };
 
 /* A bit per (transition, from, to): the model's, and the ones seen. */
-static uint16_t allowed[OPT_COUNT][OP_WORDS];
-static _Atomic uint16_t seen[OPT_COUNT][OP_WORDS];
+static uint64_t allowed[OPT_COUNT][OP_WORDS];
+static _Atomic uint64_t seen[OPT_COUNT][OP_WORDS];
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 
 static void dump_seen(void)
@@ -71,17 +74,23 @@ static void load_table(void)
 {
 	for (size_t i = 0; i < sizeof(model_steps) / sizeof(model_steps[0]); i++)
 		allowed[model_steps[i].tr][model_steps[i].from] |=
-			(uint16_t)(1u << model_steps[i].to);
+			(uint64_t)1 << model_steps[i].to;
 	atexit(dump_seen);
 }
 
-/* "MANY+completed": the word as the table's comments decode it. */
-static void describe(unsigned w, char *buf, size_t size)
+/* "MANY+completed", "STARTING+ONE": the word as the table's comments
+ * decode it (the owner named in the owner word's own steps). */
+static void describe(enum tw__pg_op_transition tr, unsigned w, char *buf,
+		     size_t size)
 {
 	static const char *const counts[4] = { "ZERO", "ONE", "MANY", "3?" };
+	static const char *const owners[4] = { "NONE+", "STARTING+", "WATCHED+",
+					       "NEVER+" };
+	bool owner_step = tr == OPT_watch_start || tr == OPT_watch_name ||
+			  tr == OPT_mark_never;
 
-	snprintf(buf, size, "%s%s%s", counts[w & 3],
-		 w & OP_COMPLETED ? "+completed" : "",
+	snprintf(buf, size, "%s%s%s%s", owner_step ? owners[w >> 4 & 3] : "",
+		 counts[w & 3], w & OP_COMPLETED ? "+completed" : "",
 		 w & OP_RELEASED ? "+released" : "");
 }
 
@@ -89,13 +98,13 @@ void tw__pg_op_transition(enum tw__pg_op_transition tr, unsigned from,
 			  unsigned to)
 {
 	unsigned f = WORD_OF(from), t = WORD_OF(to);
-	uint16_t bit = (uint16_t)(1u << t);
-	char was[32], now[32];
+	uint64_t bit = (uint64_t)1 << t;
+	char was[48], now[48];
 
 	pthread_once(&once, load_table);
 	if (!(allowed[tr][f] & bit)) {
-		describe(f, was, sizeof(was));
-		describe(t, now, sizeof(now));
+		describe(tr, f, was, sizeof(was));
+		describe(tr, t, now, sizeof(now));
 		fprintf(stderr,
 			"timingwheel: op transition %s %u -> %u (%s -> %s) is not "
 			"a step of model/purgatory.pml "

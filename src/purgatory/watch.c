@@ -234,17 +234,12 @@ int tw_purgatory_try_complete_else_watch(struct tw_purgatory *p,
 					 "service is in TW_MODE_KAFKA, which has no "
 					 "windows");
 	}
-	/* One watch per tw_op_init, claimed in one step: of two racing
-	 * watches one gets TW_EBUSY (with a load and a separate store both
-	 * succeeded, the second review of the headers found), and so does a
-	 * watch after one that failed, whose on_release has run. */
+	/* One watch per tw_op_init (opstate.h, op->purgatory). */
 	TW_TEST_POINT("watch.claiming", op);
 	{
-		struct tw_purgatory *seen = NULL;
+		struct tw_purgatory *seen;
 
-		if (!__atomic_compare_exchange_n(&op->purgatory, &seen,
-						 OP_WATCH_STARTING, false,
-						 __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+		if (!tr_watch_start(op, &seen)) {
 			leave(stripe);
 			/* Claimed from outside before any watch: completed. */
 			return seen == OP_NEVER_WATCHED ? TW_EINVAL : TW_EBUSY;
@@ -252,8 +247,7 @@ int tw_purgatory_try_complete_else_watch(struct tw_purgatory *p,
 	}
 	TW_TEST_POINT("watch.open", op);
 	tr_ref_first(op, p); /* this call's reference: the op's first */
-	/* Named only now that it holds a reference (opstate.h). */
-	__atomic_store_n(&op->purgatory, p, __ATOMIC_RELEASE);
+	tr_watch_name(op, p); /* only now that it holds a reference */
 
 	/* Kafka's safeTryCompleteOrElse: check, watch, check again, all
 	 * under the op's lock. A key check that ran between the first check

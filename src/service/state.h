@@ -235,17 +235,7 @@ static inline bool tr_rearm(struct tw_service_timer *t, uint32_t *old,
 	return true;
 }
 
-/* TW_TRANSITION_MUTANT (tests/transition_mutants.sh only): a transition
- * changed on purpose, to show that transitions.c catches it. 1: a cancel
- * of an EXPIRED timer marks it a tombstone too (a step the model does not
- * make); 2: apply leaves F_TOMB up (the step the model makes removed);
- * 3 (sync.c): stop_pending's CAS made as a cancel's (a transition of the
- * model the code no longer makes: tests/transitions.sh's coverage). */
-#if defined(TW_TRANSITION_MUTANT) && TW_TRANSITION_MUTANT == 2
-DEFINE_CAS_TRANSITION(apply, from & ~(uint32_t)F_INBOX)
-#else
 DEFINE_CAS_TRANSITION(apply, from & ~(uint32_t)(F_INBOX | F_TOMB))
-#endif
 DEFINE_CAS_TRANSITION(expire, (from & ~ST_MASK) | ST_EXPIRED | F_ENTRY)
 /* EXPIRED: claimed to run; anything else: a cancel won, and this only
  * gives up the entry. */
@@ -255,16 +245,9 @@ DEFINE_CAS_TRANSITION(execute,
 			  (from & F_PERIODIC ? ST_RUNNING : ST_IDLE)
 		: from & ~(uint32_t)F_ENTRY)
 DEFINE_CAS_TRANSITION(release_entry, from & ~(uint32_t)F_ENTRY)
-#if defined(TW_TRANSITION_MUTANT) && TW_TRANSITION_MUTANT == 1
-DEFINE_CAS_TRANSITION(cancel,
-	(from & ~ST_MASK) | ST_IDLE |
-		(word_state(from) == ST_PENDING || word_state(from) == ST_EXPIRED
-			 ? F_TOMB : 0))
-#else
 DEFINE_CAS_TRANSITION(cancel,
 	(from & ~ST_MASK) | ST_IDLE |
 		(word_state(from) == ST_PENDING ? F_TOMB : 0))
-#endif
 DEFINE_CAS_TRANSITION(stop_pending, (from & ~ST_MASK) | ST_IDLE | F_TOMB)
 DEFINE_CAS_TRANSITION(collect, from | F_ENTRY)
 DEFINE_CAS_TRANSITION(hand_back,

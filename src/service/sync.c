@@ -41,7 +41,7 @@ static void take_entry(struct tw_service *svc, struct tw_service_timer *t)
 	/* Shutdown's list is the shutting-down thread's: from its
 	 * hand_back, a timer still on it is taken off here (the cancel that
 	 * got us here stopped it), for that thread cannot wait for itself to
-	 * reach it (issue 28, item 5: it waited for ever). */
+	 * reach it: it would wait for ever. */
 	if (THIS_THREAD.current_svc == svc &&
 	    THIS_THREAD.slot == svc->nexecutors + 1) {
 		for (struct tw_service_timer **pp = &THIS_THREAD.handed; *pp;
@@ -107,10 +107,10 @@ static bool unreferenced(const struct tw_service *svc,
  * The cancel_sync waits of callbacks, of every service in the process: a
  * callback of one service may cancel_sync a timer of another (a service
  * per event loop, a purgatory beside a service), so a ring of waits may
- * cross services, and a check per service saw none of it (issue 28, item
- * 6). A record per waiting callback, on its stack, in one list under one
- * mutex: a record is added and the ring looked for under that mutex, so
- * of two callbacks closing a ring the later sees the earlier's record.
+ * cross services, which a check per service cannot see. A record per
+ * waiting callback, on its stack, in one list under one mutex: a record
+ * is added and the ring looked for under that mutex, so of two callbacks
+ * closing a ring the later sees the earlier's record.
  * Only callbacks that are about to wait come here: the slow path.
  */
 struct sync_wait {
@@ -132,10 +132,10 @@ static struct sync_wait *sync_waits;
  * Under sync_waits_mu: the slot of svc whose thread must act before a wait
  * for t can end: the one running t (a callback or a hand-back), else, for
  * a timer with an entry (F_ENTRY), the thread that holds the entry --
- * shutdown's hand-back slot while its loop runs (the entry is its list:
- * a ring through that list hung, found by the review of issue 28), the
- * scanner's otherwise. Reads t's state word: only for the caller's own
- * target, the one timer known to be alive here. nslots: none.
+ * shutdown's hand-back slot while its loop runs (the entry is its list,
+ * and a ring of waits may run through it), the scanner's otherwise.
+ * Reads t's state word: only for the caller's own target, the one timer
+ * known to be alive here. nslots: none.
  */
 static unsigned holder_slot(const struct tw_service *svc,
 			    const struct tw_service_timer *t,
@@ -250,10 +250,9 @@ static int make_unreferenced(struct tw_service *svc, struct tw_service_timer *t)
 
 		/* Another service's add took the timer after our cancel found
 		 * it fresh: it is that add's, and none of ours to unlink or
-		 * unflag (issue 28's review: this cleared the other
-		 * service's tombstone under our lock, and its count went
-		 * wrong). An owner, once set, changes only by
-		 * tw_service_timer_init(). */
+		 * unflag (unflagging it would clear the other service's
+		 * tombstone under our lock, and put its count wrong). An
+		 * owner, once set, changes only by tw_service_timer_init(). */
 		if (owner_check(svc, st))
 			break;
 		/* A tombstone, or on its way through an inbox: make the
@@ -310,8 +309,8 @@ int tw_service_cancel_sync(struct tw_service *svc, struct tw_service_timer *t)
  * The purgatory's completion (service_internal.h): stop a pending timer and
  * unlink it under wheel_mu, and never wait. Only from PENDING without
  * F_ENTRY: an expired timer's entry, or shutdown's list, still refers to
- * it, and waiting for either is what hung a completer whose caller held a
- * lock the reaper's current callback wanted (issue 28, items 2 and 5).
+ * it, and waiting for either hangs a completer whose caller holds a lock
+ * the reaper's current callback wants.
  * There the caller leaves the timer alone: its callback or its hand-back
  * runs and finds the work done. It does wait for one thing: an add between
  * its CAS and its push (drained below until F_INBOX is gone). wheel_mu is
@@ -327,18 +326,14 @@ int tw__service_stop_pending(struct tw_service *svc, struct tw_service_timer *t)
 		if (word_state(old) != ST_PENDING || word_has(old, F_ENTRY) ||
 		    owner_check(svc, old))
 			return TW_SVC_IDLE;
-#if defined(TW_TRANSITION_MUTANT) && TW_TRANSITION_MUTANT == 3
-	} while (!tr_cancel(t, &old)); /* the stop_pending step removed */
-#else
 	} while (!tr_stop_pending(t, &old));
-#endif
 	tw__svc_count_stopped(svc, !word_has(old, F_TOMB));
 	TW_TEST_POINT("stop_pending.stopped", t);
 	/* F_INBOX still set after our own drain: the add that set it has not
 	 * pushed the timer yet (it does so right after its CAS, a few
 	 * instructions, no lock, no user code). Returning now would let the
-	 * caller free a timer that push is about to link (issue 28's second
-	 * review: a use-after-free in the next drain). So drain until the
+	 * caller free a timer that push is about to link (a use after free
+	 * in the next drain). So drain until the
 	 * push has happened; this waits for that add's next instructions,
 	 * never for a callback. */
 	for (;;) {
