@@ -192,6 +192,17 @@ static int64_t dispatch(struct tw_service *svc)
 		execute(svc, t, svc->nexecutors);
 	}
 	svc->batch_len = svc->batch_pos = 0;
+	/* A big expiry's room goes back; what stays covers the usual ones.
+	 * A shrink that fails leaves the bigger array, which still works. */
+	if (svc->batch_cap > BATCH_KEEP) {
+		struct tw_service_timer **kept =
+			realloc(svc->batch, BATCH_KEEP * sizeof(*kept));
+
+		if (kept) {
+			svc->batch = kept;
+			svc->batch_cap = BATCH_KEEP;
+		}
+	}
 	return n;
 }
 
@@ -326,12 +337,11 @@ int64_t tw_service_poll(struct tw_service *svc)
 	pthread_mutex_unlock(&svc->wheel_mu);
 	if (n == 0) {
 		/* Everything due at this clock reading, however many: an
-		 * advance hands at most BATCH_MAX timers to dispatch and
-		 * leaves the rest due now, so scan again until none was left
-		 * (one poll ran 65,536 of 100,000 due timers, and a manual
-		 * service has no call that says to poll again: issue 28,
-		 * item 8). Only a full batch repeats, so a callback that adds
-		 * timers due now cannot keep the loop going on its own. */
+		 * advance whose batch could not grow (no memory) leaves the
+		 * rest due now, so scan again until none was left (a manual
+		 * service has no call that says to poll again). Only a
+		 * deferral repeats, so a callback that adds timers due now
+		 * cannot keep the loop going on its own. */
 		THIS_THREAD.scanning = svc;
 		do {
 			svc->deferred = false;
