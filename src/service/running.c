@@ -161,13 +161,15 @@ static void execute(struct tw_service *svc, struct tw_service_timer *t,
 #define PREFETCH_AHEAD 8
 
 /* The lines execute() touches: the callback, the state word, the due
- * time (a timer need not sit on one cache line). A prefetch never faults,
- * so a NULL (a slot cancel_sync took back) costs nothing. */
+ * time (a timer need not sit on one cache line). NULL: a slot
+ * cancel_sync took back (its members' addresses are not to be formed). */
 static inline void prefetch_timer(const struct tw_service_timer *t)
 {
 #if defined(__GNUC__)
-	__builtin_prefetch(&t->wheel_timer.fn, 1);
-	__builtin_prefetch(&t->next_due, 1);
+	if (t) {
+		__builtin_prefetch(&t->wheel_timer.fn, 1);
+		__builtin_prefetch(&t->next_due, 1);
+	}
 #else
 	(void)t;
 #endif
