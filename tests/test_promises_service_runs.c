@@ -193,10 +193,10 @@ static void count_run(struct tw_service *svc, struct tw_service_timer *t)
  * service.h, tw_service_poll(): "run (or queue for the executors)
  * everything due at the clock's current time".
  * Forced: 100,000 one-shot timers due at the same time, the clock moved
- * past it, one poll. An advance hands at most 65,536 timers to dispatch;
- * the poll ran those and left 34,464 for a later poll at the same clock
- * reading, which a manual service's caller has no reason to make. Now the
- * one poll dispatches all of them.
+ * past it, one poll. An advance handed at most 65,536 timers to dispatch
+ * (the batch was capped then); the poll ran those and left 34,464 for a
+ * later poll at the same clock reading, which a manual service's caller
+ * has no reason to make. Now the one poll dispatches all of them.
  */
 static void one_poll_runs_everything_due(unsigned executors)
 {

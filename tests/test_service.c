@@ -73,13 +73,17 @@ static void test_one_poll_runs_its_batch_in_tick_order(void)
 	tw_service_destroy(svc);
 }
 
-/* One advance hands at most 65536 timers to dispatch (src/service/core.h's
- * BATCH_MAX): the rest stay pending, due at once, and the same poll
- * advances again until none is left, so one poll runs everything due
- * (issue 28, item 8: it ran 65,536 and left the rest for a poll nobody
- * was told to make). Each runs once, and a cancel or a reschedule from a
- * callback of the first batch still reaches the rest (expired or still
- * pending alike). Which of one tick's timers go first is not promised. */
+/* One poll runs everything due (issue 28, item 8: it ran 65,536 and left
+ * the rest for a poll nobody was told to make), and one advance expires
+ * it all, more than the batch room the service keeps between expiries
+ * (src/service/core.h's BATCH_KEEP): the batch grows. It was capped at
+ * 65536 and the rest deferred to the next advance, which walked and
+ * re-filed every deferred timer once per pass: firing a million timers
+ * took 15 passes and 5-10x the time of the wheel alone. Each runs once,
+ * and a cancel or a reschedule from a callback still reaches timers
+ * expired and waiting in the batch. Which of one tick's timers go first
+ * is not promised. (Deferral when the batch cannot grow is
+ * test_overload's poll without memory.) */
 #define BIG_BATCH 65536
 static atomic_long big_runs;
 static size_t big_left_in_wheel;
@@ -90,8 +94,8 @@ static void on_big(struct tw_service *svc, struct tw_service_timer *t)
 {
 	atomic_fetch_add(&tw_container_of(t, struct job, t)->runs, 1);
 	if (atomic_fetch_add(&big_runs, 1) == 0) {
-		/* The first run: the first batch expired, the rest wait in
-		 * the wheel. */
+		/* The first run: the whole expiry is in the batch, none
+		 * waits in the wheel. */
 		struct job *self = tw_container_of(t, struct job, t);
 
 		big_left_in_wheel = tw_service_count(svc);
@@ -103,7 +107,7 @@ static void on_big(struct tw_service *svc, struct tw_service_timer *t)
 	}
 }
 
-static void test_a_huge_expiry_is_dispatched_in_bounded_batches(void)
+static void test_a_huge_expiry_is_one_batch(void)
 {
 	struct tw_service *svc = manual_service(0);
 	size_t n = BIG_BATCH + 100;
@@ -118,8 +122,10 @@ static void test_a_huge_expiry_is_dispatched_in_bounded_batches(void)
 	}
 	big_jobs = j;
 	set_clock(1020);
-	CHECK_EQ(tw_service_poll(svc), (int64_t)n - 2);
-	CHECK_EQ(big_left_in_wheel, 100);
+	/* Dispatched: all n, the two stopped in the batch before they ran
+	 * included (they expired with the rest). */
+	CHECK_EQ(tw_service_poll(svc), (int64_t)n);
+	CHECK_EQ(big_left_in_wheel, 0);
 	CHECK_EQ(big_cancel_result, TW_SVC_STOPPED);
 	CHECK_EQ(big_move_result, TW_SVC_STOPPED);
 	CHECK_EQ(atomic_load(&big_runs), (long)n - 2);
@@ -482,7 +488,7 @@ int main(void)
 	RUN(test_create_rejects_bad_config);
 	RUN(test_runs_in_order_never_early);
 	RUN(test_one_poll_runs_its_batch_in_tick_order);
-	RUN(test_a_huge_expiry_is_dispatched_in_bounded_batches);
+	RUN(test_a_huge_expiry_is_one_batch);
 	RUN(test_cancel_before_and_after_expiry);
 	RUN(test_reschedule);
 	RUN(test_periodic_does_not_drift);

@@ -449,8 +449,9 @@ int tw_service_cancel_sync(struct tw_service *svc, struct tw_service_timer *t);
 
 /**
  * Manual services: run (or queue for the executors) everything due at the
- * clock's current time, however many timers that is (an advance hands at
- * most 65,536 to dispatch; the poll advances again until none is left).
+ * clock's current time, however many timers that is (one advance expires
+ * them all; where its batch cannot grow for want of memory, the poll
+ * advances again until none is left).
  * A timer that one of these callbacks adds, due already, runs at the next
  * poll.
  * @param svc the service

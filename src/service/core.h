@@ -113,12 +113,16 @@
  * Dispatch hands expired timers to the executor queue (a bounded ring);
  * when the ring is full the reaper runs the callback itself: back-pressure
  * instead of unbounded memory or a lost timer. What one advance expires
- * waits for dispatch in an array (svc->batch, at most 65536 timers): a
- * link in every timer would cost 8 bytes on each of millions of timers
- * that are mostly cancelled, never expired. When the array is full (or
- * cannot grow) a timer stays PENDING and goes back in the wheel due now,
- * so the next advance, at once, expires it: memory stays bounded, nothing
- * is lost, and to the protocol that is an expiry not yet made.
+ * waits for dispatch in an array (svc->batch, grown to what one advance
+ * expires, 8 bytes a timer, and given back down to BATCH_KEEP after
+ * dispatch): a link in every timer would cost 8 bytes on each of millions
+ * of timers that are mostly cancelled, never expired. When the array
+ * cannot grow a timer stays PENDING and goes back in the wheel due now,
+ * so the next advance, at once, expires it: nothing is lost, and to the
+ * protocol that is an expiry not yet made. (A fixed cap made that the
+ * common case: every advance past the cap walked and re-filed all the
+ * rest of the expiry, so firing N timers at once cost N * N / cap visits,
+ * 15 passes over a million timers.)
  *
  * Who is running what is kept per thread (running[]), not in the timer, so
  * a one-shot callback may free its own timer. cancel_sync takes wheel_mu,
@@ -207,9 +211,9 @@
 #define TW_HIDDEN __attribute__((visibility("hidden")))
 
 #define MAX_INBOXES 1024
-/* The most timers one advance hands to dispatch (512 KB of batch); the
- * rest stay pending, due at once, for the next advance (on_expire). */
-#define BATCH_MAX 65536
+/* The batch room kept between expiries (512 KB); a bigger expiry grows
+ * it for as long as its dispatch lasts. */
+#define BATCH_KEEP 65536
 #define BATCH_MIN 256
 #define KICK_EVERY_ADDS 1024
 

@@ -127,7 +127,7 @@ void tw__svc_drain_inboxes(struct tw_service *svc)
 	}
 }
 
-/* A slot in the batch: grow it (doubling, up to BATCH_MAX), or false. */
+/* A slot in the batch: grow it (doubling), or false (no memory). */
 static bool batch_room(struct tw_service *svc)
 {
 	struct tw_service_timer **grown;
@@ -135,7 +135,7 @@ static bool batch_room(struct tw_service *svc)
 
 	if (svc->batch_len < svc->batch_cap)
 		return true;
-	if (svc->batch_cap >= BATCH_MAX)
+	if (svc->batch_cap > SIZE_MAX / 2 / sizeof(*grown))
 		return false;
 	cap = svc->batch_cap ? 2 * svc->batch_cap : BATCH_MIN;
 	grown = realloc(svc->batch, cap * sizeof(*grown));
@@ -147,8 +147,8 @@ static bool batch_room(struct tw_service *svc)
 }
 
 /* The wheel callback, under wheel_mu, on the scanning thread. The wheel
- * has already unlinked the timer. With no room in the batch (full, or
- * out of memory) the timer stays PENDING and goes back in the wheel due
+ * has already unlinked the timer. With no room in the batch (no memory to
+ * grow it) the timer stays PENDING and goes back in the wheel due
  * now: the next advance, which the reaper starts at once (the wheel's
  * next expiry is now), expires it. To the protocol that is an expiry not
  * yet made (model/service.pml's scan defers the same way). */
