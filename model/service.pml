@@ -53,7 +53,9 @@
  * poller and an executor; 13 (no property) the step relation: one call
  * from every word; 15 a periodic timer on two executors rescheduled
  * during its run (by another thread or by the run itself), whose next run
- * cancels and frees it, or whose run cancel_syncs and frees it.
+ * cancels and frees it, or whose run cancel_syncs and frees it; 16 a
+ * ring of one: the poller runs x itself and x cancel_syncs y, which the
+ * only executor takes: no cycle, so no TW_EDEADLK.
  * In every scenario execute asserts, at each claim, that the timer is in
  * no other run (inrun[]): a timer never runs beside itself.
  * In every scenario a monitor checks, in every state, that a timer the
@@ -72,7 +74,9 @@
  * old due time and new window, fires early: scenario 14); issue 38:
  * 25 execute claiming an expiry whose timer another slot runs (no
  * hand-over: two runs at once), 26 cancel_sync from the callback blind to
- * the expiry handed to its own slot (it waits for itself): scenario 15.
+ * the expiry handed to its own slot (it waits for itself): scenario 15;
+ * 27 an executor storing its slot after it let go of q_mu (the entry in
+ * neither the ring nor a slot: a false TW_EDEADLK, scenario 16).
  * model/check.sh checks that SPIN finds each.
  */
 
@@ -112,7 +116,7 @@
 #elif SCEN == 2 || SCEN == 8 || SCEN == 9 || SCEN == 10 || SCEN == 11 || SCEN == 14
 #define NEXEC 0
 #define REAPER 0
-#elif SCEN == 3 || SCEN == 4 || SCEN == 6 || SCEN == 12 || SCEN == 13
+#elif SCEN == 3 || SCEN == 4 || SCEN == 6 || SCEN == 12 || SCEN == 13 || SCEN == 16
 #define NEXEC 1
 #define REAPER 0
 #elif SCEN == 5 || SCEN == 15
@@ -128,7 +132,7 @@
  * reaper or whose polls need not expire anything; scenarios 3-5 script
  * polls that must expire their timers (their processes then wait for the
  * callbacks), so there a deferral would only leave the script waiting. */
-#if SCEN == 3 || SCEN == 4 || SCEN == 5 || SCEN == 9 || SCEN == 14 || SCEN == 15
+#if SCEN == 3 || SCEN == 4 || SCEN == 5 || SCEN == 9 || SCEN == 14 || SCEN == 15 || SCEN == 16
 #define DEFER 0
 #else
 #define DEFER 1
@@ -154,7 +158,11 @@
 #define SCANNER SCANNER_OF(0)
 #define HANDBACK HANDBACK_OF(0)
 #define BATCH(s, j) batch[(s) * NT + (j)]
+#if SCEN == 16
+#define RCAP 1                 /* executor ring: full with one entry */
+#else
 #define RCAP 2                 /* executor ring */
+#endif
 
 /* callback actions */
 #define CB_NONE 0
@@ -205,7 +213,7 @@ byte deadline = MAXT;
 
 /* executors */
 bool q_mu;
-byte ring[RCAP];
+byte ring[2];               /* RCAP of them used */
 byte rhead, rlen;
 bool stop_exec;
 byte exec_done;
@@ -624,7 +632,13 @@ inline unreferenced(t, skip_slot, res) {
 /* Would waiting for t wait for the callback running in slot me?
  * (closes_ring: follow t to the slot of its service that runs it, or
  * holds its entry, to what the thread there waits for, ... ; waiting[] of
- * every service is the one record under sync_waits_mu.) */
+ * every service is the one record under sync_waits_mu.) Every hop is
+ * looked at as things are now, under q_mu (the caller's atomic waits for
+ * it): a timer in no slot holds up its waiter only while its entry is in
+ * the scanner's batch; one in the executors' ring is taken back at the
+ * waiter's next look (holder_slot). */
+#define IN_RING(c) ((rlen > 0 && ring[rhead] == c) || \
+	(rlen > 1 && ring[(rhead + 1) % RCAP] == c))
 inline waits_for_me(t, res) {
 	res = 0;
 	cur = t;
@@ -637,8 +651,9 @@ inline waits_for_me(t, res) {
 		:: else -> break
 		od;
 		if
-		:: k == SVC_OF(cur) * NSLOT + NSLOT && (hop > 0 || !tm[cur].entry) -> break
-		:: k == SVC_OF(cur) * NSLOT + NSLOT -> k = SCANNER_OF(SVC_OF(cur))
+		:: k == SVC_OF(cur) * NSLOT + NSLOT && (!tm[cur].entry || IN_RING(cur)) -> break
+		:: k == SVC_OF(cur) * NSLOT + NSLOT && tm[cur].entry && !IN_RING(cur) ->
+			k = SCANNER_OF(SVC_OF(cur))
 		:: else -> skip
 		fi;
 #if MUT != 15
@@ -757,6 +772,7 @@ inline cancel_sync(t) {
 		if
 		:: me != NONE ->
 			atomic {
+				!q_mu;   /* holder_slot looks under q_mu */
 				d = SIGB;
 				waiting[me] = t;
 				sigb = sigb + SIGB - d;
@@ -988,7 +1004,9 @@ inline rearm(t) {
 }
 
 /*
- * execute(): the slot holds t from before the claim until the run (and
+ * execute(): the slot holds t from where its thread took the entry (an
+ * executor under q_mu, as it takes it off the ring; the scanner as it
+ * takes it from its batch) until the run (and
  * every expiry handed to it meanwhile) is over. An expiry whose timer is
  * running in another executor's (or the scanner's) slot is handed to that
  * slot (again[], the C code's RUN_AGAIN bit, set by a CAS that expects the
@@ -999,7 +1017,6 @@ inline rearm(t) {
  */
 #define SCAN_END(t) (SVC_OF(t) * NSLOT + NEXEC + 1)
 inline execute(t, slot) {
-	running[slot] = t;
 	do
 	:: true ->
 		/* run_entry: hand the expiry over, or claim it */
@@ -1104,12 +1121,14 @@ inline dispatch(sid) {
 			unlock(q_mu);
 			t2 = BATCH(sid, i);
 			BATCH(sid, i) = NONE;
+			running[SCANNER_OF(sid)] = t2;
 			execute(t2, SCANNER_OF(sid));
 			i++
 		fi
 #else
 		t2 = BATCH(sid, i);
 		BATCH(sid, i) = NONE;
+		running[SCANNER_OF(sid)] = t2;
 		execute(t2, SCANNER_OF(sid));
 		i++
 #endif
@@ -1188,11 +1207,25 @@ proctype executor(byte e)
 			t2 = ring[rhead];
 			rhead = (rhead + 1) % RCAP;
 			rlen--;
+#if MUT == 27
+			/* the slot stored after the unlock: the entry is in
+			 * neither the ring nor a slot for a moment */
+			unlock(q_mu);
+			if
+			:: t2 != NONE -> running[e] = t2; execute(t2, e)
+			:: else -> skip
+			fi
+#else
+			if
+			:: t2 != NONE -> running[e] = t2
+			:: else -> skip
+			fi;
 			unlock(q_mu);
 			if
 			:: t2 != NONE -> execute(t2, e)
 			:: else -> skip
 			fi
+#endif
 		:: rlen == 0 && stop_exec -> unlock(q_mu); break
 		:: rlen == 0 && !stop_exec -> unlock(q_mu); (rlen > 0 || stop_exec)
 		fi
@@ -1637,6 +1670,18 @@ init
 	poll(0);
 	cb_finished[0] && cb_finished[1];
 	assert(cb_result[0] == R_EDEADLK || cb_result[1] == R_EDEADLK);
+	shutdown();
+#elif SCEN == 16
+	/* a ring of one: y fills it, x runs on the poller and cancel_syncs
+	 * y, which the executor may have taken off the ring meanwhile. No
+	 * cycle of waits: it must not get TW_EDEADLK. */
+	tm[1].cb = CB_SYNC_OTHER;
+	run executor(0);
+	add_or_reschedule(0, 0, 0);
+	add_or_reschedule(1, 0, 0);
+	poll(0);
+	cb_finished[1];
+	assert(cb_result[1] != R_EDEADLK);
 	shutdown();
 #elif SCEN == 6
 	/* a plain cancel of an expired timer, then reinit and re-add */

@@ -353,7 +353,9 @@ int tw_service_reschedule(struct tw_service *svc, struct tw_service_timer *t,
 
 /**
  * Add with a window: the timer runs no earlier than earliest and no later
- * than latest (plus the reaper's own lateness, as every timer). The
+ * than the first tick at or after latest -- under one tick after latest,
+ * as a timer added at latest (tw_wheel_add_range() says the same) --
+ * plus the reaper's own lateness, as every timer. The
  * service's wheel files it once, in the coarsest bucket that fires inside
  * the window (tw_wheel_add_range()), where it is never moved before it
  * fires, and timers whose windows overlap there fire in one wake-up of
@@ -364,7 +366,7 @@ int tw_service_reschedule(struct tw_service *svc, struct tw_service_timer *t,
  * down to a multiple of the tick (and to at most 2^32 - 1 ticks), so it
  * only ever narrows. earliest == latest is tw_service_add(svc, t,
  * earliest). A periodic timer keeps its window at each re-arm: every run
- * in [due, due + the window].
+ * in [due, due + the window], its end under one tick late as above.
  * @param svc the service
  * @param t an initialised timer
  * @param earliest the first time it may run, absolute, in clock units
@@ -465,8 +467,9 @@ int64_t tw_service_poll(struct tw_service *svc);
 /**
  * Manual services: when tw_service_poll() next has work to do, for an event
  * loop (tw_wheel_next_expiry() of the service's wheel). Never later than
- * the earliest pending timer's due time (rounded up to its tick), or the
- * end of its window: a loop that sleeps until then and polls misses
+ * the earliest pending timer's due time, or the end of its window, each
+ * rounded up to its tick (under one tick after it): a loop that sleeps
+ * until then and polls misses
  * nothing and runs nothing early (the poll never does). It may be earlier
  * (a bucket of a higher level only moves its timers down, a cancelled
  * timer's bucket still expires); the loop then polls and asks again.

@@ -140,13 +140,14 @@ static void run_entry(struct tw_service *svc, struct tw_service_timer *t,
 
 /* Run one expired timer, and whatever expiry of it other threads hand
  * over meanwhile (run_entry); then let go of the slot. This consumes the
- * timer's entry (F_ENTRY). */
+ * timer's entry (F_ENTRY). The caller has stored t in the slot already,
+ * where it took the entry: an executor under q_mu, as it takes the entry
+ * off the ring (executor_main says why). */
 static void execute(struct tw_service *svc, struct tw_service_timer *t,
 		    unsigned slot_index)
 {
 	_Atomic(struct tw_service_timer *) *slot = &svc->running[slot_index];
 
-	running_store(slot, t);
 	do
 		run_entry(svc, t, slot_index);
 	while (!running_let_go(slot, t));
@@ -217,6 +218,7 @@ static int64_t dispatch(struct tw_service *svc)
 		if (!t)
 			continue;
 		n++;
+		running_store(&svc->running[svc->nexecutors], t);
 		execute(svc, t, svc->nexecutors);
 	}
 	svc->batch_len = svc->batch_pos = 0;
@@ -336,9 +338,20 @@ void *tw__svc_executor_main(void *arg)
 		if (svc->ring_len > PREFETCH_AHEAD)
 			prefetch_timer(svc->ring[(svc->ring_head + PREFETCH_AHEAD) %
 						 svc->ring_cap]);
-		pthread_mutex_unlock(&svc->q_mu);
+		/* The entry goes from the ring to this slot in one step under
+		 * q_mu, so a cancel_sync that took q_mu and did not find it
+		 * in the ring finds it here. Stored after the unlock, it was
+		 * in neither for a moment; a waiter's ring check then took the
+		 * scanning thread for its holder, and a callback the scanning
+		 * thread ran itself (a full queue) got TW_EDEADLK with no cycle
+		 * of waits, waiting on nobody but this executor. */
 		if (t) /* NULL: taken back by cancel_sync */
+			running_store(&svc->running[index], t);
+		pthread_mutex_unlock(&svc->q_mu);
+		if (t) {
+			TW_TEST_POINT("executor.took", t);
 			execute(svc, t, index);
+		}
 	}
 	return NULL;
 }

@@ -115,50 +115,72 @@ static bool unreferenced(const struct tw_service *svc,
  */
 struct sync_wait {
 	struct sync_wait *next;
-	const struct tw_service *run_svc; /* the service whose callback (or
-					     hand-back) this thread runs */
-	unsigned run_slot;                /* in run_svc->running[] */
-	const struct tw_service *target_svc;
+	struct tw_service *run_svc; /* the service whose callback (or
+				       hand-back) this thread runs */
+	unsigned run_slot;          /* in run_svc->running[] */
+	struct tw_service *target_svc;
 	const struct tw_service_timer *target; /* what it waits for */
-	unsigned held_slot; /* the slot of target_svc whose thread holds the
-			       target's entry (scanner, or shutdown's
-			       hand-back), as its owner last saw; nslots: none */
 };
 
 static pthread_mutex_t sync_waits_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct sync_wait *sync_waits;
 
+/* Under q_mu: whether t's entry waits in the executors' queue. */
+static bool on_queue(const struct tw_service *svc,
+		     const struct tw_service_timer *t)
+{
+	for (size_t i = 0; i < svc->ring_len; i++)
+		if (svc->ring[(svc->ring_head + i) % svc->ring_cap] == t)
+			return true;
+	return false;
+}
+
 /*
  * Under sync_waits_mu: the slot of svc whose thread must act before a wait
- * for t can end: the one running t (a callback or a hand-back), else, for
- * a timer with an entry (F_ENTRY), the thread that holds the entry --
- * shutdown's hand-back slot while its loop runs (the entry is its list,
- * and a ring of waits may run through it), the scanner's otherwise.
- * Reads t's state word: only for the caller's own target, the one timer
- * known to be alive here. nslots: none.
+ * for t can end, as things are now: the one running t (a callback or a
+ * hand-back; me's own slot aside), else, for a timer with an entry
+ * (F_ENTRY), the thread that holds the entry -- shutdown's hand-back
+ * slot while its loop runs (the entry is its list, and a ring of waits
+ * may run through it), the scanner's while it is in the scanner's
+ * batch. An entry in the executors' queue blocks nobody: the waiter takes
+ * it back at its next look. nslots: none.
+ *
+ * Looked at under q_mu: an entry moves between the batch, the queue and
+ * an executor's slot only under it, so the look finds it where it is.
+ * What each waiter found at its own last look could be stale by now (its
+ * target's run had ended, and a check through it found a ring that was
+ * not there). t is the target of a waiter whose record is posted, so that
+ * waiter is still inside its cancel_sync of t (it leaves the list only
+ * under sync_waits_mu), and t may not be freed while a call on it is
+ * under way: its word may be read here.
  */
-static unsigned holder_slot(const struct tw_service *svc,
+static unsigned holder_slot(struct tw_service *svc,
 			    const struct tw_service_timer *t,
 			    const struct sync_wait *me)
 {
-	for (unsigned i = 0; i < svc->nslots; i++)
+	unsigned holder = svc->nslots;
+
+	pthread_mutex_lock(&svc->q_mu);
+	for (unsigned i = 0; i < svc->nslots; i++) {
 		if (!(svc == me->run_svc && i == me->run_slot) &&
-		    running_load(&svc->running[i]) == t)
-			return i;
-	if (!word_has(word_load(t), F_ENTRY))
-		return svc->nslots;
-	return atomic_load(&svc->handing_back) ? svc->nexecutors + 1
-					       : svc->nexecutors;
+		    running_load(&svc->running[i]) == t) {
+			holder = i;
+			break;
+		}
+	}
+	if (holder == svc->nslots && word_has(word_load(t), F_ENTRY) &&
+	    !on_queue(svc, t))
+		holder = atomic_load(&svc->handing_back) ? svc->nexecutors + 1
+							 : svc->nexecutors;
+	pthread_mutex_unlock(&svc->q_mu);
+	return holder;
 }
 
 /*
  * Under sync_waits_mu: whether me's wait closes a ring. Follow it: the
  * slot that holds me's target, the record of the thread in that slot,
  * the slot that holds what it waits for, ... until a slot is me's own.
- * Another waiter's target may be freed as soon as its wait ends, so its
- * state word is not read here: a slot running it is found by comparing
- * pointers, and an entry's holder is the one that waiter found itself
- * (held_slot, refreshed each time it looks). A service on the path is
+ * Each hop is looked at now (holder_slot). A service on the path is
  * alive, as a thread waits in it or runs one of its callbacks.
  */
 static bool closes_ring(const struct sync_wait *me)
@@ -166,16 +188,10 @@ static bool closes_ring(const struct sync_wait *me)
 	const struct sync_wait *cur = me;
 
 	for (unsigned hop = 0; hop <= 4096; hop++) {
-		const struct tw_service *svc = cur->target_svc;
+		struct tw_service *svc = cur->target_svc;
 		const struct sync_wait *r;
-		unsigned i = 0;
+		unsigned i = holder_slot(svc, cur->target, me);
 
-		while (i < svc->nslots &&
-		       ((svc == me->run_svc && i == me->run_slot) ||
-			running_load(&svc->running[i]) != cur->target))
-			i++;
-		if (i == svc->nslots)
-			i = cur->held_slot;
 		if (i >= svc->nslots)
 			return false;
 		if (svc == me->run_svc && i == me->run_slot)
@@ -201,7 +217,6 @@ static bool wait_closes_ring(struct sync_wait *me, bool *posted)
 	bool ring;
 
 	pthread_mutex_lock(&sync_waits_mu);
-	me->held_slot = holder_slot(me->target_svc, me->target, me);
 	if (!*posted) {
 		me->next = sync_waits;
 		sync_waits = me;
@@ -240,8 +255,7 @@ static int make_unreferenced(struct tw_service *svc, struct tw_service_timer *t)
 	unsigned skip = in_callback && self->current == t ? self->slot : svc->nslots;
 	/* A callback of any service can be in a ring; another thread cannot
 	 * (nobody waits for it). */
-	struct sync_wait me = { NULL, self->current_svc, self->slot, svc, t,
-				svc->nslots };
+	struct sync_wait me = { NULL, self->current_svc, self->slot, svc, t };
 	bool posted = false;
 	int rc = TW_OK;
 
