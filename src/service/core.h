@@ -185,7 +185,7 @@
  * it would wait for wants.
  *
  * All of this is modelled in model/service.pml and checked by SPIN (make
- * model); tests/test_races.c forces each interleaving that once broke it
+ * model); tests/test_races*.c force each interleaving that once broke it
  * through the test points of test_point.h (docs/model.md).
  */
 #ifndef TW_SERVICE_CORE_H
