@@ -242,8 +242,12 @@ static bool number_of_slot(const struct tw_wheel *w, const struct tw_level *lv,
 			  (int64_t)w->size) == slot;
 }
 
-static int check_bucket(const struct tw_wheel *w, uint32_t li, uint32_t slot,
-			char *why, size_t why_len)
+/* A bucket's own fields against the wheel's: its place, its list, how it
+ * is queued (kafka mode's queue, exact mode's occupancy bit), its pop
+ * against the upper levels' next pop. Holds for every bucket, of a level
+ * that exists or not. */
+static int check_bucket_place(const struct tw_wheel *w, uint32_t li,
+			      uint32_t slot, char *why, size_t why_len)
 {
 	const struct tw_level *lv = &w->levels[li];
 	const struct tw_bucket *b = &lv->slots[slot];
@@ -274,11 +278,19 @@ static int check_bucket(const struct tw_wheel *w, uint32_t li, uint32_t slot,
 	    b->expiration < w->upper_pop)
 		BROKEN("L%u#%u drains by %lld, before upper_pop %lld", li + 1,
 		       slot, (long long)b->expiration, (long long)w->upper_pop);
-	if (li >= w->nlevels) {
-		if (b->count || queued)
-			BROKEN("L%u#%u used before its level exists", li + 1, slot);
-		return TW_OK;
-	}
+	return TW_OK;
+}
+
+/* A bucket of a level that exists: its expiration, draining state and
+ * queue time agree with its timers and its level, and (exact mode) its
+ * expiration is a live number of its own slot. */
+static int check_bucket_expiration(const struct tw_wheel *w, uint32_t li,
+				   uint32_t slot, char *why, size_t why_len)
+{
+	const struct tw_level *lv = &w->levels[li];
+	const struct tw_bucket *b = &lv->slots[slot];
+	bool queued = tw__bucket_queued(w, b);
+
 	if (w->mode == TW_MODE_EXACT && queued && b->count == 0)
 		BROKEN("L%u#%u: empty bucket queued in exact mode", li + 1, slot);
 	if (b->count && !b->has_expiration && !b->draining)
@@ -302,6 +314,19 @@ static int check_bucket(const struct tw_wheel *w, uint32_t li, uint32_t slot,
 		if (!number_of_slot(w, lv, number, b->expiration, slot))
 			BROKEN("L%u#%u: expiration is not its slot's", li + 1, slot);
 	}
+	return TW_OK;
+}
+
+/* Each timer of a bucket is where it may be: a windowed one (exact
+ * mode, above level 1) before the exact ones and no later than the
+ * bucket's pop; an exact one not overdue, at or after the bucket's
+ * smallest key and its tick (exact mode), or in the live bucket its key
+ * names (kafka mode). */
+static int check_bucket_timers(const struct tw_wheel *w, uint32_t li,
+			       uint32_t slot, char *why, size_t why_len)
+{
+	const struct tw_level *lv = &w->levels[li];
+	const struct tw_bucket *b = &lv->slots[slot];
 	bool exact_seen = false;
 
 	for (const struct tw_link *l = b->head.next; l != &b->head; l = l->next) {
@@ -358,6 +383,25 @@ static int check_bucket(const struct tw_wheel *w, uint32_t li, uint32_t slot,
 			       (long long)t->due, li + 1, slot);
 	}
 	return TW_OK;
+}
+
+/* One bucket, every rule: its place, then (its level existing) its
+ * expiration and its timers. The first rule broken is reported. */
+static int check_bucket(const struct tw_wheel *w, uint32_t li, uint32_t slot,
+			char *why, size_t why_len)
+{
+	const struct tw_bucket *b = &w->levels[li].slots[slot];
+
+	if (check_bucket_place(w, li, slot, why, why_len))
+		return TW_ECORRUPT;
+	if (li >= w->nlevels) {
+		if (b->count || tw__bucket_queued(w, b))
+			BROKEN("L%u#%u used before its level exists", li + 1, slot);
+		return TW_OK;
+	}
+	if (check_bucket_expiration(w, li, slot, why, why_len))
+		return TW_ECORRUPT;
+	return check_bucket_timers(w, li, slot, why, why_len);
 }
 
 static int check_ready(const struct tw_wheel *w, char *why, size_t why_len)

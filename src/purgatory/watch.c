@@ -192,6 +192,86 @@ static void unwatch(struct tw_purgatory *p, struct tw_watch *w,
 	chain_put_all(&puts);
 }
 
+/* The call's arguments, before anything changes: TW_EINVAL (saying which)
+ * or TW_OK. */
+static int check_watch_args(const struct tw_purgatory *p,
+			    const struct tw_delayed_op *op,
+			    const void *const *keys, const size_t *lens,
+			    size_t nkeys, const struct tw_watch *watches)
+{
+	if (!p || !op || !keys || !lens || !watches || nkeys == 0)
+		return TW_EINVAL_BECAUSE("tw_purgatory_try_complete_else_watch",
+					 "%s", nkeys == 0 ? "no keys (nkeys 0)"
+					 : "a NULL purgatory, op, keys, lens or "
+					   "watches");
+	for (size_t i = 0; i < nkeys; i++)
+		if (!keys[i] || lens[i] == 0 || lens[i] > TW_KEY_MAX)
+			return TW_EINVAL_BECAUSE("tw_purgatory_try_complete_else_watch",
+						 "key %zu is %s", i,
+						 !keys[i] ? "NULL"
+						 : lens[i] == 0 ? "empty"
+						 : "longer than TW_KEY_MAX (4096)");
+	return TW_OK;
+}
+
+/*
+ * Kafka's safeTryCompleteOrElse: check, watch, check again, all under the
+ * op's lock. A key check that ran between the first check and the watch
+ * saw no entry of this op: the second check sees the condition it was
+ * checking for. *done: the op's condition held at either check. A watch
+ * that fails (no memory) takes back the entries made before it and
+ * returns its code.
+ */
+static int check_watch_check(struct tw_purgatory *p, struct tw_delayed_op *op,
+			     const void *const *keys, const size_t *lens,
+			     size_t nkeys, struct tw_watch *watches, bool *done)
+{
+	int rc = TW_OK;
+	size_t i;
+
+	lock_op(op);
+	*done = op->ops->try_complete(op);
+	TW_TEST_POINT("watch.checked", op);
+	for (i = 0; !*done && i < nkeys && rc == TW_OK; i++)
+		rc = watch(p, op, keys[i], lens[i], &watches[i]);
+	if (!*done && rc == TW_OK)
+		*done = op->ops->try_complete(op);
+	unlock_op(op);
+	if (rc) {
+		TW_TEST_POINT("watch.failed", op);
+		while (i-- > 1)
+			unwatch(p, &watches[i - 1], keys[i - 1], lens[i - 1]);
+	}
+	return rc;
+}
+
+/* Arm the timeout of a watched op not completed yet, with its own
+ * reference. One the clock cannot reach (now + timeout overflows) is the
+ * end of time, not no timeout (the op would then wait for its condition
+ * alone, and delayed() would not count it). One that cannot be armed at
+ * all gives its count and reference back; one completed meanwhile is
+ * taken out again. */
+static void arm_timeout(struct tw_purgatory *p, struct tw_delayed_op *op)
+{
+	int64_t tolerance = op_tolerance(op);
+	int rc;
+
+	atomic_fetch_add(&p->delayed, 1);
+	tr_ref_get(op); /* the timeout's reference */
+	rc = tolerance ? tw__service_add_in_range(p->svc, &op->timer,
+						  op->timeout, tolerance)
+		       : tw_service_add_in(p->svc, &op->timer, op->timeout);
+	if (rc == TW_EOVERFLOW)
+		rc = tw_service_add(p->svc, &op->timer, INT64_MAX);
+	if (rc != TW_OK) {
+		atomic_fetch_sub(&p->delayed, 1);
+		op_put(op);
+	} else if (tw_op_is_completed(op)) {
+		/* Completed before its timeout was armed. */
+		tw__pg_drop_timeout(p, op);
+	}
+}
+
 int tw_purgatory_try_complete_else_watch(struct tw_purgatory *p,
 					 struct tw_delayed_op *op,
 					 const void *const *keys,
@@ -200,21 +280,10 @@ int tw_purgatory_try_complete_else_watch(struct tw_purgatory *p,
 {
 	struct entry_stripe *stripe;
 	bool done;
-	int rc = TW_OK;
-	size_t i;
+	int rc = check_watch_args(p, op, keys, lens, nkeys, watches);
 
-	if (!p || !op || !keys || !lens || !watches || nkeys == 0)
-		return TW_EINVAL_BECAUSE("tw_purgatory_try_complete_else_watch",
-					 "%s", nkeys == 0 ? "no keys (nkeys 0)"
-					 : "a NULL purgatory, op, keys, lens or "
-					   "watches");
-	for (i = 0; i < nkeys; i++)
-		if (!keys[i] || lens[i] == 0 || lens[i] > TW_KEY_MAX)
-			return TW_EINVAL_BECAUSE("tw_purgatory_try_complete_else_watch",
-						 "key %zu is %s", i,
-						 !keys[i] ? "NULL"
-						 : lens[i] == 0 ? "empty"
-						 : "longer than TW_KEY_MAX (4096)");
+	if (rc)
+		return rc;
 	stripe = enter(p);
 	if (!stripe)
 		return TW_ESHUTDOWN;
@@ -249,48 +318,14 @@ int tw_purgatory_try_complete_else_watch(struct tw_purgatory *p,
 	tr_ref_first(op, p); /* this call's reference: the op's first */
 	tr_watch_name(op, p); /* only now that it holds a reference */
 
-	/* Kafka's safeTryCompleteOrElse: check, watch, check again, all
-	 * under the op's lock. A key check that ran between the first check
-	 * and the watch saw no entry of this op (bug 2): the second check
-	 * sees the condition it was checking for. */
-	lock_op(op);
-	done = op->ops->try_complete(op);
-	TW_TEST_POINT("watch.checked", op);
-	for (i = 0; !done && i < nkeys && rc == TW_OK; i++)
-		rc = watch(p, op, keys[i], lens[i], &watches[i]);
-	if (!done && rc == TW_OK)
-		done = op->ops->try_complete(op);
-	unlock_op(op);
+	rc = check_watch_check(p, op, keys, lens, nkeys, watches, &done);
 	if (rc) {
-		TW_TEST_POINT("watch.failed", op);
-		while (i-- > 1)
-			unwatch(p, &watches[i - 1], keys[i - 1], lens[i - 1]);
 		op_put(op);
 		leave(stripe);
 		return rc;
 	}
-	if (!done && !tw_op_is_completed(op)) {
-		int64_t tolerance = op_tolerance(op);
-
-		atomic_fetch_add(&p->delayed, 1);
-		tr_ref_get(op); /* the timeout's reference */
-		rc = tolerance ? tw__service_add_in_range(p->svc, &op->timer,
-							  op->timeout, tolerance)
-			       : tw_service_add_in(p->svc, &op->timer, op->timeout);
-		/* A timeout the clock cannot reach (now + timeout overflows):
-		 * the end of time, not no timeout (the op would then wait for
-		 * its condition alone, and delayed() would not count it). */
-		if (rc == TW_EOVERFLOW)
-			rc = tw_service_add(p->svc, &op->timer, INT64_MAX);
-		if (rc != TW_OK) {
-			rc = TW_OK; /* not armed: undo its count and reference */
-			atomic_fetch_sub(&p->delayed, 1);
-			op_put(op);
-		} else if (tw_op_is_completed(op)) {
-			/* Completed before its timeout was armed. */
-			tw__pg_drop_timeout(p, op);
-		}
-	}
+	if (!done && !tw_op_is_completed(op))
+		arm_timeout(p, op);
 	leave(stripe);
 	/* Until this put, another thread's completion cannot release the op
 	 * (purgatory.h: it may be released once the call returns). */
