@@ -116,7 +116,8 @@ VALGRIND_TESTS = test_wheel test_wheel_callbacks test_wheel_windows \
 	test_bad_input_purgatory test_overload test_races \
 	test_races_purgatory test_races_runs test_promises_service \
 	test_promises_service_runs test_promises_purgatory \
-	test_promises_purgatory_watch test_promises_purgatory_locks
+	test_promises_purgatory_watch test_promises_purgatory_locks \
+	test_service_queue_full test_service_window_end
 VALGRIND = valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=all
 
 # memcheck over every test binary and the trace tool (the differential test

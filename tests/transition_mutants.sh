@@ -28,7 +28,7 @@ tree=$work/tree build=$work/build
 targets="test_races test_races_purgatory test_races_runs
 	test_promises_service test_promises_service_runs
 	test_promises_purgatory test_promises_purgatory_watch
-	test_promises_purgatory_locks
+	test_promises_purgatory_locks test_service_queue_full
 	test_service_shaken test_purgatory_shaken test_op_transitions"
 
 # A fresh copy every run: a build left from a previous run was last made

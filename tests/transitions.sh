@@ -30,7 +30,7 @@ run() {
 for t in test_races test_races_purgatory test_races_runs \
 	test_promises_service test_promises_service_runs \
 	test_promises_purgatory test_promises_purgatory_watch \
-	test_promises_purgatory_locks; do
+	test_promises_purgatory_locks test_service_queue_full; do
 	run "$build/tests/$t"
 done
 run "$build/tests/test_service_shaken" 200000 4 1 8 1 5
