@@ -175,8 +175,9 @@ static void do_window(int i, int64_t delta, int64_t width, bool reschedule)
 	kept = tw_timer_due(&timers[i].timer);
 	if (kept != due) {
 		/* An exact timer whose tick is inside the new window stays
-		 * with its own due time, and fires there. */
-		if (!reschedule || !was || kept < due || fire_tick(kept) > fire_tick(latest))
+		 * with its own due time, and a window no coarse bucket holds
+		 * is filed at its aligned tick: either fires there. */
+		if (kept < due || fire_tick(kept) > fire_tick(latest))
 			abort();
 		model_add(i, kept);
 	} else {

@@ -211,8 +211,10 @@ static void model_add_range(struct mtimer *m, int64_t due, int64_t width,
 	m->ready = level == TW_LEVEL_READY;
 	if (kept != due) {
 		/* An exact timer whose tick is inside the new window stays,
-		 * with its own due time: it fires there, as an exact one. */
-		CHECK(reschedule && was_pending && !m->ready);
+		 * with its own due time, and a window that no coarse bucket
+		 * fits is filed at its aligned tick: either fires there, as
+		 * an exact one. */
+		CHECK(!m->ready);
 		CHECK(kept > due && key_of(kept) <= key_of(latest));
 		m->key = key_of(kept);
 		m->latest_key = m->key;

@@ -48,7 +48,8 @@ static void test_window_fires_inside_its_edges(void)
 				latest[i] = earliest[i] + widths[i % 8] * tick;
 				CHECK_EQ(tw_wheel_add_range(&w, &r[i].timer, earliest[i],
 							    latest[i]), TW_OK);
-				CHECK_EQ(tw_timer_due(&r[i].timer), earliest[i]);
+				CHECK(tw_timer_due(&r[i].timer) >= earliest[i] &&
+				      tw_timer_due(&r[i].timer) <= latest[i]);
 				CHECK_EQ(tw_timer_where(&w, &r[i].timer, &where[i][0],
 							&where[i][1]), TW_OK);
 			}
@@ -94,12 +95,112 @@ static void test_window_fires_inside_its_edges(void)
 	}
 }
 
+/* The tick in [e, l] that is a multiple of the largest power of two,
+ * found by trying the powers from the top (the wheel finds it by bit
+ * arithmetic). */
+static int64_t most_aligned(int64_t e, int64_t l)
+{
+	for (int64_t p = (int64_t)1 << 62; p > 1; p >>= 1)
+		if (l / p * p >= e)
+			return l / p * p;
+	return l;
+}
+
+/* Windows that no coarse bucket fits (300 ms at 30 s: the level that
+ * reaches 30 s has buckets of 1024 ms, and most such windows hold no
+ * multiple of it) fire at their most aligned tick, so a thousand
+ * overlapping ones fire at the handful of multiples of 256 ms they
+ * share, not at several hundred earliests; each inside its window. */
+static void test_narrow_windows_share_their_aligned_tick(void)
+{
+	enum { N = 1000 };
+	static struct rec r[N];
+	struct tw_wheel w;
+	int64_t when, at[N];
+	int distinct = 0, wakeups = 0, in_a_bucket = 0;
+
+	tw_wheel_init(&w, 1, 64, 0, TW_MODE_EXACT);
+	for (int i = 0; i < N; i++) {
+		rec_init(&r[i], i);
+		CHECK_EQ(tw_wheel_add_range(&w, &r[i].timer, 30000 + i, 30300 + i), TW_OK);
+		/* Windowed in a 1024 ms bucket when the window holds its
+		 * pop (due says earliest), exact at the aligned tick if not. */
+		if (tw_timer_due(&r[i].timer) != 30000 + i)
+			CHECK_EQ(tw_timer_due(&r[i].timer), most_aligned(30000 + i, 30300 + i));
+		else
+			in_a_bucket++;
+	}
+	while (tw_wheel_next_expiry(&w, &when)) {
+		int64_t fired = tw_wheel_advance(&w, when);
+
+		CHECK(fired >= 0);
+		wakeups += fired > 0;
+	}
+	for (int i = 0; i < N; i++) {
+		bool seen = false;
+
+		CHECK_EQ(r[i].fires, 1);
+		CHECK(r[i].fired_at >= 30000 + i && r[i].fired_at <= 30300 + i);
+		for (int j = 0; j < distinct; j++)
+			seen |= at[j] == r[i].fired_at;
+		if (!seen)
+			at[distinct++] = r[i].fired_at;
+	}
+	CHECK(distinct <= 5);
+	CHECK_EQ(wakeups, distinct);
+	CHECK(in_a_bucket > 0 && in_a_bucket < N); /* both kinds met */
+	tw_wheel_destroy(&w);
+}
+
+/* An exact timer reset to a sliding window on every packet, its bucket
+ * expiring before the window: it never moves, and is due at the window's
+ * aligned tick, where it fires. */
+static void test_window_reset_of_an_exact_timer_stays_at_the_aligned_tick(void)
+{
+	struct tw_wheel w;
+	struct rec a;
+	unsigned level, slot, level2, slot2;
+	int64_t now = 0, due = 30500, moved = 0;
+
+	tw_wheel_init(&w, 1, 64, 0, TW_MODE_EXACT);
+	tw_wheel_set_observer(&w, &placed_counter);
+	memset(placed_of, 0, sizeof(placed_of));
+	rec_init(&a, 1);
+	CHECK_EQ(tw_wheel_add(&w, &a.timer, due), TW_OK);
+	CHECK_EQ(tw_timer_where(&w, &a.timer, &level, &slot), TW_OK);
+	for (now = 0; now < 1000; now += 7) {
+		CHECK_EQ(tw_wheel_advance(&w, now), 0);
+		CHECK_EQ(tw_wheel_reschedule_range(&w, &a.timer, now + 30000,
+						   now + 30300), 1);
+		/* Aligned when the last due time left the window; kept
+		 * while it is inside. */
+		if (due < now + 30000 || due > now + 30300) {
+			due = most_aligned(now + 30000, now + 30300);
+			moved++;
+		}
+		CHECK_EQ(tw_timer_due(&a.timer), due);
+		CHECK_EQ(tw_timer_where(&w, &a.timer, &level2, &slot2), TW_OK);
+		CHECK(level2 == level && slot2 == slot);
+		CHECK_WHEEL(&w);
+	}
+	CHECK_EQ(placed_of[1], 1);
+	CHECK(moved > 1); /* the window left its due time behind, more than once */
+	while (!a.fires) {
+		int64_t when;
+
+		CHECK(tw_wheel_next_expiry(&w, &when));
+		CHECK(tw_wheel_advance(&w, when) >= 0);
+	}
+	CHECK_EQ(a.fired_at, due);
+	tw_wheel_destroy(&w);
+}
+
 /* A window pushed along while its bucket still fires inside it does
  * not move the timer; one that leaves the bucket behind does. */
 static void test_window_reschedule_inside_stays_put(void)
 {
 	struct tw_wheel w;
-	struct rec a;
+	struct rec a, b;
 	unsigned level, slot, level2, slot2;
 
 	tw_wheel_init(&w, 1, 64, 0, TW_MODE_EXACT);
@@ -119,22 +220,37 @@ static void test_window_reschedule_inside_stays_put(void)
 	}
 	CHECK_EQ(placed_of[1], 1);
 	CHECK_EQ(tw_timer_due(&a.timer), 700 + 30000);
-	/* Later, out of its bucket's reach: a move (still windowed: level 3
-	 * reaches 64 s, and its spans of 1024 ms fit in 3 s). */
+	/* Later, out of its bucket's reach: a move, exact at the window's
+	 * aligned tick (a reschedule seeks no coarse bucket), at level 3
+	 * (which reaches 64 s). */
 	CHECK_EQ(tw_wheel_reschedule_range(&w, &a.timer, 50000, 53000), 1);
 	CHECK_EQ(placed_of[1], 2);
-	CHECK_EQ(tw_timer_where(&w, &a.timer, &level2, NULL), TW_OK);
+	CHECK_EQ(tw_timer_due(&a.timer), 51200); /* 50 x 1024 */
+	CHECK_EQ(tw_timer_where(&w, &a.timer, &level2, &slot2), TW_OK);
 	CHECK_EQ(level2, 3);
 	CHECK_WHEEL(&w);
-	/* Made exact by a plain reschedule, it leaves its place too, even
-	 * to a time its bucket would re-file it at (a windowed timer does
-	 * not stay among the exact ones). */
-	CHECK_EQ(tw_wheel_reschedule(&w, &a.timer, 60000), 1);
-	CHECK_EQ(placed_of[1], 3);
+	/* Pushed on from there it stays in that bucket, whose expiration
+	 * is before every later window, and is re-filed when it expires. */
+	for (int64_t now = 800; now < 4000; now += 100) {
+		CHECK_EQ(tw_wheel_advance(&w, now), 0);
+		CHECK_EQ(tw_wheel_reschedule_range(&w, &a.timer, now + 50000,
+						   now + 53000), 1);
+		CHECK_EQ(tw_timer_where(&w, &a.timer, &level, &slot), TW_OK);
+		CHECK(level == level2 && slot == slot2);
+	}
+	CHECK_EQ(placed_of[1], 2);
+	/* A windowed one made exact by a plain reschedule leaves its
+	 * place, even to a time its bucket would re-file it at (a windowed
+	 * timer does not stay among the exact ones). */
+	rec_init(&b, 2);
+	CHECK_EQ(tw_wheel_add_range(&w, &b.timer, 50000, 53000), TW_OK);
+	CHECK_EQ(tw_timer_due(&b.timer), 50000); /* windowed: in a bucket */
+	CHECK_EQ(tw_wheel_reschedule(&w, &b.timer, 60000), 1);
+	CHECK_EQ(placed_of[2], 2);
 	CHECK_WHEEL(&w);
-	CHECK_EQ(tw_wheel_advance(&w, 59999), 0);
+	CHECK_EQ(tw_wheel_advance(&w, 59999), 1); /* a, at its aligned tick */
 	CHECK_EQ(tw_wheel_advance(&w, 60000), 1);
-	CHECK_EQ(a.fired_at, 60000);
+	CHECK_EQ(b.fired_at, 60000);
 	tw_wheel_destroy(&w);
 }
 
@@ -337,6 +453,8 @@ int main(void)
 {
 	RUN(test_drop_hook_removes_timers_at_their_first_cascade);
 	RUN(test_window_fires_inside_its_edges);
+	RUN(test_narrow_windows_share_their_aligned_tick);
+	RUN(test_window_reset_of_an_exact_timer_stays_at_the_aligned_tick);
 	RUN(test_window_reschedule_inside_stays_put);
 	RUN(test_window_reschedule_stays_for_exact_and_passed_earliest);
 	RUN(test_window_in_a_draining_bucket_fires_at_the_pop);

@@ -312,12 +312,19 @@ int tw_wheel_reschedule(struct tw_wheel *wheel, struct tw_timer *timer,
  * windows overlap there share that bucket, so an event loop wakes once for
  * all of them (a connection's 30 s idle timeout with a 1 % window: see
  * docs/performance.md). A window in which no bucket of a level that
- * reaches it pops is filed at earliest, as tw_wheel_add(), and moves down
- * the levels as any timer: one narrower than those levels' buckets, or,
- * on a wheel of few buckets, one that lies past the pops its levels hold
- * (a bucket above the first level pops a bucket's width before it
- * starts, so a level's last bucket pops a width short of its reach). In exact mode earliest == latest is tw_wheel_add(wheel,
- * timer, earliest). tw_timer_due() says earliest. Exact mode only: a
+ * reaches it pops (one narrower than those levels' buckets, or, on a
+ * wheel of few buckets, one that lies past the pops its levels hold: a
+ * bucket above the first level pops a bucket's width before it starts,
+ * so a level's last bucket pops a width short of its reach) is an exact
+ * timer at the window's most aligned tick: the one in the window that is
+ * a multiple of the largest power of two (1 % windows at 30 s, 300 ms
+ * wide, land on multiples of 256 ms), so that overlapping windows still
+ * fire together; it moves down the levels as any timer. A window whose
+ * earliest has passed fires at the next advance. tw_timer_due() says
+ * earliest for a window filed in a bucket, the aligned tick's start
+ * (earliest or latest when the tick is theirs) for one filed exact. In
+ * exact mode earliest == latest is tw_wheel_add(wheel, timer, earliest).
+ * Exact mode only: a
  * kafka-mode wheel refuses every window call, earliest == latest
  * included (the service, above it, takes that one as a plain add).
  * @param wheel an initialised wheel in TW_MODE_EXACT
@@ -334,12 +341,18 @@ int tw_wheel_add_range(struct tw_wheel *wheel, struct tw_timer *timer,
 		       int64_t earliest, int64_t latest);
 
 /**
- * tw_wheel_reschedule() to a window: a timer whose bucket still fires
- * inside the new window is not moved at all (a windowed one takes the new
- * earliest as its due time; an exact one keeps its own if that is later,
- * firing at its tick inside the window), even when earliest has passed;
- * otherwise as
- * tw_wheel_add_range().
+ * tw_wheel_reschedule() to a window, made to be called on every packet: a
+ * timer whose bucket still fires inside the new window is not moved at
+ * all (a windowed one takes the new earliest as its due time; an exact
+ * one keeps its own if that is later, firing at its tick inside the
+ * window), even when earliest has passed; an exact one whose bucket
+ * expires by the window's end is not moved either, and is due at the
+ * window's most aligned tick from that expiration on (the bucket re-files
+ * it when it expires, as tw_wheel_reschedule() leaves a timer pushed
+ * later). Otherwise it moves, exact, to the window's most aligned tick
+ * (see tw_wheel_add_range()): a reschedule seeks no coarse bucket, so
+ * that a window pushed along stays in one bucket until that bucket
+ * expires rather than moving each time the window slides past a pop.
  * @param wheel an initialised wheel in TW_MODE_EXACT
  * @param timer an initialised timer, pending or not
  * @param earliest the first time it may fire

@@ -21,15 +21,33 @@
  * moves the rest over a whole level tick, fires them at the pop, before
  * it starts: tw__fire_windowed) and lower the bucket's min_key to the
  * pop, so that next_expiry wakes for them. A window that no such bucket fits
- * (shorter than the spans of the levels that reach it) is filed at
- * earliest as an exact timer: it fires at ceil(earliest), inside the
- * window. Kafka mode has no windows (Kafka has none to reproduce).
+ * (shorter than the spans of the levels that reach it) is an exact timer
+ * at its most aligned tick (aligned_key): overlapping windows share it,
+ * so they still fire together, at level 1. A reschedule (a window pushed
+ * on every packet) seeks no coarse bucket: an exact timer stays in its
+ * bucket while that expires by the window's end, due at the aligned tick,
+ * and one that must move goes exact to the aligned tick, so a window
+ * pushed along moves about once per bucket span, not each time it slides
+ * past a pop. Kafka mode has no windows (Kafka has none to reproduce).
  *
  * Costs. Choosing the bucket is arithmetic on the window's ticks for at
- * most two levels and a shift per level below them; a push that stays put
- * (the common case of an idle window pushed on every packet) reads the
- * timer and its bucket and writes the due time; a move is a cancel and an
- * add. A windowed timer costs nothing at the pop beyond firing it.
+ * most two levels and a shift per level below them; the aligned tick is
+ * a count of leading zeros and two shifts; a push that stays put (the
+ * common case of an idle window pushed on every packet) reads the timer
+ * and its bucket and writes the due time; a move is a cancel and an add.
+ * A windowed timer costs nothing at the pop beyond firing it; one filed
+ * exact moves down the levels as any timer.
+ *
+ * Worked example (tick 1 ms, 64 buckets, clock 0; levels of 1, 32, 1024
+ * and 32768 ms buckets). add_range [30000, 30300]: the level that
+ * reaches 30 s has 1024 ms buckets, and no multiple of 1024 lies in the
+ * window, so it is exact at 30208 (59 x 512), in level 3's bucket
+ * [29696, 30720). Pushed to [30100, 30400] it stays (30208 is inside).
+ * Pushed to [30500, 30800] its bucket still expires before the window
+ * ends: it stays, due at 30720 (15 x 2048), and fires there. A window
+ * [30720, 33000] holds 32768, where a level-4 bucket pops: add_range
+ * files it there, windowed (its due time says 30720), and it fires at
+ * 32768 without moving down.
  */
 #include "internal.h"
 
@@ -178,18 +196,60 @@ static void file_windowed(struct tw_wheel *w, struct tw_timer *t, struct tw_buck
 		notify_placed(w, t);
 }
 
+/* The tick in [ek, lk] with the most trailing zero bits: lk with every
+ * bit below the highest one in which ek - 1 and lk differ cleared (ek - 1
+ * has that bit clear and lk has it set, so the result is above ek - 1 and
+ * at most lk). Windows that overlap mostly share it: two windows of width
+ * d overlapping by half pick the same multiple of the largest power of two
+ * below d, so a thousand 300 ms windows started a millisecond apart land
+ * on four or five ticks, not on a thousand. The same bit arithmetic
+ * ("slack" rounding) is how a kernel timer with a tolerance used to be
+ * given one; here it is the fallback when no coarse bucket pops inside the
+ * window. */
+hot_inline int64_t aligned_key(int64_t ek, int64_t lk)
+{
+	unsigned bit = (unsigned)(63 - __builtin_clzll(((uint64_t)ek - 1) ^ (uint64_t)lk));
+
+	return (int64_t)(((uint64_t)lk >> bit) << bit);
+}
+
+/* A due time in the window [earliest, latest] (ticks ek..lk) whose key
+ * is a: earliest or latest themselves when the tick is theirs (so that
+ * no multiplication can pass INT64_MAX), a tick's start between them. */
+hot_inline int64_t due_at_key(const struct tw_wheel *w, int64_t a, int64_t earliest,
+			      int64_t latest, int64_t ek, int64_t lk)
+{
+	if (a == ek)
+		return earliest;
+	if (a == lk)
+		return latest;
+	return w->tick == 1 ? a : a * w->tick;
+}
+
+/* The due time of a window [earliest, latest] (ticks ek <= lk) that is
+ * filed as an exact timer: earliest when it is due already or spans one
+ * tick; otherwise its aligned tick's. */
+hot_inline int64_t exact_window_due(const struct tw_wheel *w, int64_t earliest,
+				    int64_t latest, int64_t ek, int64_t lk)
+{
+	if (earliest <= w->now || ek >= lk)
+		return earliest;
+	return due_at_key(w, aligned_key(ek, lk), earliest, latest, ek, lk);
+}
+
 /* A window that is not one time: in a bucket popping inside it, or at
- * earliest. t->due is earliest (never before it). */
+ * its aligned tick. t->due is earliest on entry. */
 static void place_window(struct tw_wheel *w, struct tw_timer *t, int64_t latest)
 {
-	int64_t number = 0;
-	struct tw_bucket *b = window_bucket_for(w, t->due, exact_key(w, t->due),
-						exact_key(w, latest), &number);
+	int64_t number = 0, ek = exact_key(w, t->due), lk = exact_key(w, latest);
+	struct tw_bucket *b = window_bucket_for(w, t->due, ek, lk, &number);
 
-	if (b)
+	if (b) {
 		file_windowed(w, t, b, number);
-	else
+	} else {
+		t->due = exact_window_due(w, t->due, latest, ek, lk);
 		place_new_exact(w, t);
+	}
 }
 
 /* TW_EINVAL (and, in the debug build, why) for a window call's bad
@@ -236,22 +296,30 @@ public_hot int tw_wheel_add_range(struct tw_wheel *w, struct tw_timer *t,
 	return rc;
 }
 
-/* The end of a window call that moves the timer: out of its bucket (if
- * pending) into b (a window's bucket), or filed at earliest when b is
- * NULL. Out of line, so that the calls' common ends (the timer stays)
- * need no registers saved. */
-static int window_move(struct tw_wheel *w, struct tw_timer *t, struct tw_bucket *b,
-		       int64_t number, int64_t earliest)
+/* A window call that moves the timer: out of its bucket (if pending)
+ * into the coarsest bucket that pops inside the window, or exact at the
+ * window's aligned tick (at earliest for a one-time window or one whose
+ * earliest has passed). Out of line and never inlined, so that the
+ * reschedule's common end (the timer stays) is a leaf that saves no
+ * registers: the bucket search and the move are what need them. */
+static __attribute__((noinline)) int window_move(struct tw_wheel *w, struct tw_timer *t,
+						 int64_t earliest, int64_t latest)
 {
 	int was_pending = t->bucket != NULL;
+	int64_t ek = exact_key(w, earliest), lk = exact_key(w, latest), number = 0;
+	struct tw_bucket *fit = NULL;
 
+	if (earliest != latest && !was_pending)
+		fit = window_bucket_for(w, earliest, ek, lk, &number);
 	if (was_pending)
 		unlink_pending(w, t);
-	t->due = earliest;
-	if (b)
-		file_windowed(w, t, b, number);
-	else
+	if (fit) {
+		t->due = earliest;
+		file_windowed(w, t, fit, number);
+	} else {
+		t->due = exact_window_due(w, earliest, latest, ek, lk);
 		place_new_exact(w, t);
+	}
 	return was_pending;
 }
 
@@ -259,25 +327,82 @@ static int window_move(struct tw_wheel *w, struct tw_timer *t, struct tw_bucket 
  * in still fires inside the new window (a connection's idle window
  * pushed on every packet). A timer does not change sides in its list: a
  * windowed one (first in its bucket, fires at the pop) stays if the pop
- * is inside the window and the new earliest still marks it windowed,
- * and takes earliest as its due time; an exact one (fires at its own
- * key's tick) stays if that tick is inside the window, and keeps its due
- * time, or takes earliest if that is later in the same tick (moving
- * either would break the header's "moves nothing"). Otherwise, when no
- * bucket fits the
- * window, it stays as under a plain reschedule (stays_put) if that would
- * keep it: an exact timer pushed later is re-filed at its bucket's
- * expiration by earliest, inside the window. One that a bucket fits
- * moves there once, and its later pushes stay put. All of it is decided
- * here from one look at the timer and its bucket, with each key
- * computed once (the tick is read once: a store to a timer's due time
+ * is inside the window, and takes earliest as its due time; an exact one
+ * (fires at its own key's tick) stays if that tick is inside the window,
+ * and keeps its due time, or takes earliest if that is later in the same
+ * tick (moving either would break the header's "moves nothing"). An
+ * exact one whose bucket expires by the window's end also stays, due at
+ * the window's aligned tick from that expiration on, as under a plain
+ * reschedule (stays_put): the bucket re-files it when it expires. No
+ * coarse bucket is sought for it: that search is what a reset on every
+ * packet cannot afford, and the aligned tick coalesces wake-ups as well
+ * (a bucket expires at a multiple of its span, so the tick after it is as
+ * aligned as the window allows). Otherwise it moves (window_move); its later
+ * pushes then stay put while the window still holds where it fires. All
+ * of it is decided from one look at the timer and its bucket, with each
+ * key computed once (the tick is read once: a store to a timer's due time
  * could otherwise be taken to change it). */
+hot_inline bool window_stays(struct tw_wheel *w, struct tw_timer *t, struct tw_bucket *b,
+			     int64_t earliest, int64_t latest, int64_t ek, int64_t lk,
+			     int64_t key)
+{
+	int64_t expiration = b->expiration;
+
+	if (key >= expiration) {
+		int64_t a;
+
+		if (ek <= key && key <= lk) {
+			/* Never before earliest: an earlier due time in the
+			 * same tick (ek == key) becomes earliest, and the
+			 * key is kept. */
+			if (t->due < earliest)
+				t->due = earliest;
+			return true;
+		}
+		/* Its bucket expires inside the window or before it: it
+		 * stays, due at the window's aligned tick from that
+		 * expiration on, and the bucket re-files it when it expires
+		 * (as a plain reschedule leaves it, stays_put). Only a
+		 * window that ends before the bucket expires moves it. */
+		if (earliest > w->now && expiration <= lk) {
+			a = aligned_key(ek > expiration ? ek : expiration, lk);
+			if (a < b->min_key)
+				b->min_key = a;
+			t->due = due_at_key(w, a, earliest, latest, ek, lk);
+			return true;
+		}
+	} else {
+		/* Windowed: it stays while its bucket pops inside the
+		 * window, even when earliest has passed (it fires at that
+		 * pop as it would have). Otherwise it moves, even where it
+		 * could stay as an exact timer: the windowed ones stay
+		 * first in their bucket. */
+		int64_t pop = b->level == 1 ? expiration : b->pop_at;
+
+		if (ek < expiration && pop >= ek && pop <= lk) {
+			t->due = earliest;
+			return true;
+		}
+	}
+	return false;
+}
+
+/* window_stays() for a tick other than 1, with its divisions: out of
+ * line, so that the common tick of 1 needs no registers saved. */
+static __attribute__((noinline)) bool window_stays_ticks(struct tw_wheel *w, struct tw_timer *t,
+							 struct tw_bucket *b, int64_t earliest,
+							 int64_t latest)
+{
+	int64_t tick = w->tick;
+
+	return window_stays(w, t, b, earliest, latest, tw__ceil_div(earliest, tick),
+			    tw__ceil_div(latest, tick), tw__ceil_div(t->due, tick));
+}
+
 hot_inline int wheel_reschedule_range(struct tw_wheel *w, struct tw_timer *t,
 				      int64_t earliest, int64_t latest)
 {
-	struct tw_bucket *b, *fit = NULL;
-	int64_t number = 0, ek, lk, tick;
-	bool keep = false;
+	struct tw_bucket *b;
 	int rc;
 
 	rc = check_window_call("tw_wheel_reschedule_range", w, t, earliest, latest);
@@ -286,51 +411,12 @@ hot_inline int wheel_reschedule_range(struct tw_wheel *w, struct tw_timer *t,
 	b = t->bucket;
 	if (b && b->wheel != w)
 		return TW_EOWNER;
-	if (earliest == latest)
-		return window_move(w, t, NULL, 0, earliest);
-	tick = w->tick;
-	ek = tick == 1 ? earliest : tw__ceil_div(earliest, tick);
-	lk = tick == 1 ? latest : tw__ceil_div(latest, tick);
-	/* Its bucket still fires inside the new window: it stays, even
-	 * when earliest has passed (then it fires at that pop as it would
-	 * have). */
-	if (b && b->level != TW_LEVEL_READY && !b->draining) {
-		int64_t key = tick == 1 ? t->due : tw__ceil_div(t->due, tick);
-		int64_t expiration = b->expiration;
-
-		if (key >= expiration) {
-			if (ek <= key && key <= lk) {
-				/* Never before earliest: an earlier due time
-				 * in the same tick (ek == key) becomes
-				 * earliest, and the key is kept. */
-				if (t->due < earliest)
-					t->due = earliest;
-				return 1;
-			}
-			keep = ek >= expiration;
-		} else {
-			int64_t pop = b->level == 1 ? expiration : b->pop_at;
-
-			if (ek < expiration && pop >= ek && pop <= lk) {
-				t->due = earliest;
-				return 1;
-			}
-			/* A windowed timer made exact moves, so that the
-			 * windowed ones stay first in their bucket. */
-			keep = ek >= expiration && b->min_key >= expiration;
-		}
-	}
-	if (earliest > w->now) {
-		if (lk > w->levels[0].clock + 1)
-			fit = window_bucket(w, ek, lk, &number);
-		if (!fit && keep) {
-			if (ek < b->min_key)
-				b->min_key = ek;
-			t->due = earliest;
-			return 1;
-		}
-	}
-	return window_move(w, t, fit, number, earliest);
+	if (!b || earliest == latest || b->level == TW_LEVEL_READY || b->draining)
+		return window_move(w, t, earliest, latest);
+	if (w->tick == 1 ? window_stays(w, t, b, earliest, latest, earliest, latest, t->due)
+			 : window_stays_ticks(w, t, b, earliest, latest))
+		return 1;
+	return window_move(w, t, earliest, latest);
 }
 
 public_hot int tw_wheel_reschedule_range(struct tw_wheel *w,

@@ -227,6 +227,7 @@ static void cmd_add(struct trace *tr, char **argv, int argc, bool reschedule)
 	if (reschedule) {
 		tr->placed = false;
 		t->windowed = windowed; /* what the narration of the move says */
+		t->earliest = due;
 		t->latest = latest;
 		rc = windowed ? tw_wheel_reschedule_range(&tr->wheel, &t->timer, due, latest)
 			      : tw_wheel_reschedule(&tr->wheel, &t->timer, due);
@@ -241,6 +242,7 @@ static void cmd_add(struct trace *tr, char **argv, int argc, bool reschedule)
 	if (tw_timer_pending(&t->timer))
 		trace_die(tr, "task '%s' is already pending (use reschedule)", argv[1]);
 	t->windowed = windowed;
+	t->earliest = due;
 	t->latest = latest;
 	rc = windowed ? tw_wheel_add_range(&tr->wheel, &t->timer, due, latest)
 		      : tw_wheel_add(&tr->wheel, &t->timer, due);

@@ -147,8 +147,7 @@ void trace_explain_stay(struct trace *tr, struct task *t)
 	if (t->windowed && tw_timer_due(&t->timer) <= b.expiration - tr->wheel.tick) {
 		fprintf(tr->out, "  %s (window %" PRId64 "..%" PRId64 ") stays in level %u "
 			"bucket %u: it pops at %" PRId64 ", still inside the window\n",
-			t->name, tw_timer_due(&t->timer), t->latest, level, slot,
-			b.pops_at);
+			t->name, t->earliest, t->latest, level, slot, b.pops_at);
 		return;
 	}
 	if (t->windowed && tw_timer_due(&t->timer) <= b.end) {
@@ -202,9 +201,10 @@ void trace_on_event(void *arg, const struct tw_wheel *w,
 				": fires then, never moved\n",
 				task->name, when, ev->level, ev->slot, b.pops_at);
 		else
-			fprintf(tr->out, "  %s (window %s, no bucket pops inside it) -> level %u "
-				"bucket %u, expiration %" PRId64 ", as at its earliest\n",
-				task->name, when, ev->level, ev->slot, ev->time);
+			fprintf(tr->out, "  %s (window %s) -> exact, at its aligned tick %" PRId64
+				": level %u bucket %u, expiration %" PRId64 "\n",
+				task->name, when, tw_timer_due(ev->timer), ev->level,
+				ev->slot, ev->time);
 		break;
 	}
 	case TW_EV_READY:

@@ -47,7 +47,7 @@ const char *trace_task_when(const struct tw_timer *t, char *buf, size_t len)
 	const struct task *task = tw_container_of(t, struct task, timer);
 
 	if (task->windowed)
-		snprintf(buf, len, "%" PRId64 "..%" PRId64, tw_timer_due(t), task->latest);
+		snprintf(buf, len, "%" PRId64 "..%" PRId64, task->earliest, task->latest);
 	else
 		snprintf(buf, len, "%" PRId64, tw_timer_due(t));
 	return buf;

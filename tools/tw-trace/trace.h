@@ -34,7 +34,8 @@
 struct task {
 	char name[NAME_MAX_LEN + 1];
 	struct tw_timer timer;
-	bool windowed;          /* added with a window: due (earliest) .. latest */
+	bool windowed;          /* added with a window: earliest .. latest */
+	int64_t earliest;
 	int64_t latest;
 };
 
