@@ -6,7 +6,8 @@
  *
  * What it owns. Filing a timer that the inlined fast path (insert_exact
  * in internal.h) leaves out of line -- a bucket that turns non-empty, a
- * level still to be created, a size other than 64 -- and everything an
+ * level still to be created, a size other than the inlined one (64, 128
+ * and 256 get the same path here) -- and everything an
  * advance does in exact mode: which bucket pops next, draining a big one
  * in shares, the jump that fires whole buckets where they are, and
  * tw_wheel_next_expiry()'s answer when it is not level 1's next bucket.
@@ -61,11 +62,18 @@
 /* ---- filing, out of the inlined path ---- */
 
 /* Any level, any size: the first level whose range holds the key,
- * creating levels as needed. */
+ * creating levels as needed. The wide sizes first try the inlined path
+ * with their own bits (a division by a constant, not by a size read at
+ * run time). */
 void tw__insert_exact_slow(struct tw_wheel *w, struct tw_timer *t, int64_t key)
 {
 	uint64_t distance = (uint64_t)key - (uint64_t)w->levels[0].clock;
 
+	if (w->size != 1u << TW_EXACT_INLINE_BITS &&
+	    ((w->size == 64 && insert_exact_bits(w, t, key, 6)) ||
+	     (w->size == 128 && insert_exact_bits(w, t, key, 7)) ||
+	     (w->size == 256 && insert_exact_bits(w, t, key, 8))))
+		return;
 	for (uint32_t i = 0;; i++) {
 		struct tw_level *lv;
 		struct tw_bucket *b;

@@ -274,7 +274,10 @@ cold_local void place_ready(struct tw_wheel *w, struct tw_timer *t)
  * none; a bucket that fills, a level still to be created, the top level
  * and an observer are handled out of line (above, and the slow path in
  * exact.c). */
-hot_inline void insert_exact(struct tw_wheel *w, struct tw_timer *t, int64_t key)
+/* The add at 2^bits buckets a level (bits a constant where it is
+ * inlined); false, having done nothing, where the slow path must file. */
+hot_inline bool insert_exact_bits(struct tw_wheel *w, struct tw_timer *t,
+				  int64_t key, unsigned bits)
 {
 	uint64_t distance = (uint64_t)key - (uint64_t)w->levels[0].clock;
 	struct tw_level *lv;
@@ -282,21 +285,21 @@ hot_inline void insert_exact(struct tw_wheel *w, struct tw_timer *t, int64_t key
 	int64_t number;
 	unsigned i;
 
-	/* With 64 buckets a level holds distances below 2^(5L + 6) at most,
-	 * so the count of distance's bits names the level: no loop over the
-	 * levels below, whose branch a random due time would mispredict. */
-	if (__builtin_expect(w->size != 64, 0))
-		goto slow;
-	/* (bits - 2) / 5 levels up; "| 2" makes a distance below 64 give
-	 * level 1 without a branch. */
-	i = (unsigned)(62 - __builtin_clzll(distance | 2)) / 5;
+	/* With 2^bits buckets a level, each ticking at half the interval
+	 * below, a level holds distances below 2^((bits - 1)L + bits) at
+	 * most, so the count of distance's bits names the level: no loop
+	 * over the levels below, whose branch a random due time would
+	 * mispredict. (log2 - 1) / (bits - 1) levels up; "| 2" makes a
+	 * distance below 2^bits give level 1 without a branch. */
+	i = (unsigned)(62 - __builtin_clzll(distance | 2)) / (bits - 1);
 	if (__builtin_expect(i >= w->nlevels, 0))
-		goto slow;
+		return false;
 	lv = &w->levels[i];
 	number = shift_floor(key, lv->shift);
-	if (__builtin_expect((uint64_t)number - (uint64_t)lv->clock >= 64, 0))
-		goto slow;
-	b = &lv->slots[(uint64_t)number & 63];
+	if (__builtin_expect((uint64_t)number - (uint64_t)lv->clock >=
+				     (uint64_t)1 << bits, 0))
+		return false;
+	b = &lv->slots[(uint64_t)number & (((uint64_t)1 << bits) - 1)];
 	if (__builtin_expect(b->count == 0, 0))
 		bucket_fill(w, lv, b, number, key);
 	else if (key < b->min_key)
@@ -304,8 +307,24 @@ hot_inline void insert_exact(struct tw_wheel *w, struct tw_timer *t, int64_t key
 	bucket_append(b, t);
 	if (__builtin_expect(w->observer != NULL, 0))
 		notify_placed(w, t);
-	return;
-slow:
+	return true;
+}
+
+/* The size whose add is inlined into every public call: the default's,
+ * 64 buckets a level (2^6). A build that makes another size its default
+ * inlines that one instead (-DTW_EXACT_INLINE_BITS=8 for 256: how the
+ * geometry section of docs/performance.md measured 256 as a default);
+ * the other sizes take the same path out of line, with their own
+ * constants. */
+#ifndef TW_EXACT_INLINE_BITS
+#define TW_EXACT_INLINE_BITS 6
+#endif
+
+hot_inline void insert_exact(struct tw_wheel *w, struct tw_timer *t, int64_t key)
+{
+	if (__builtin_expect(w->size == 1u << TW_EXACT_INLINE_BITS, 1) &&
+	    insert_exact_bits(w, t, key, TW_EXACT_INLINE_BITS))
+		return;
 	tw__insert_exact_slow(w, t, key);
 }
 
