@@ -18,7 +18,7 @@ TW_WERROR ?= ON
 WERROR = -DTW_WERROR=$(TW_WERROR)
 
 .PHONY: coverage fuzz docs all build demo test sanitize tsan flaky soak model clang valgrind install deps deps-all clean abi-baseline deb install-tsan install-asan \
-	bench-service bench-purgatory bench bench-quick bench-big bench-deps bench-instr \
+	bench-service bench-purgatory bench bench-quick bench-big bench-deps bench-instr bench-geometry \
 	install-debug configs configs-all
 
 all: build
@@ -181,6 +181,18 @@ bench-instr: bench-deps
 	cmake --build $(BUILD) -j $(JOBS) --target wheel_bench_inline
 	bash bench/instr.sh $(BUILD)/bench/wheel_bench $(BENCH_INSTR_N) $(BUILD)/bench/instr.csv \
 	  $(BUILD)/bench/wheel_bench_inline
+
+# bench-geometry: the wheel alone at each of GEOMETRY_SIZES buckets a level
+# (wheel_bench --wheel-size), every cell's instructions per operation side
+# by side (bench/instr.sh), then each geometry's fixed memory and how idle
+# timeouts coalesce; table and build/bench/geometry.csv.
+GEOMETRY_SIZES ?= 64 256
+bench-geometry: bench-deps
+	@bash tools/deps.sh valgrind
+	$(WHEEL_BENCH)
+	bash bench/instr.sh "$(BUILD)/bench/wheel_bench --wheel-only --wheel-size $(firstword $(GEOMETRY_SIZES))" \
+	  $(BENCH_INSTR_N) $(BUILD)/bench/geometry.csv \
+	  $(foreach s,$(wordlist 2,99,$(GEOMETRY_SIZES)),"$(BUILD)/bench/wheel_bench --wheel-only --wheel-size $(s)")
 
 # The timer service against a binary heap under one mutex (issue 4): a
 # table on stdout and build/bench/service.csv.

@@ -12,7 +12,10 @@
 # Each dump's total over OPS, as a table (rows: cells, columns: libraries)
 # and as CSV. Further binaries built from the same driver (wheel_bench_inline:
 # the wheel compiled into it) run the same way, their libraries as further
-# columns.
+# columns. Each WHEEL_BENCH or MORE_BENCH is a path, or a path and the
+# driver's own arguments in one word split at spaces ("build/bench/wheel_bench
+# --wheel-only --wheel-size 256": make bench-geometry), so one driver can
+# give several columns.
 #   instr.sh WHEEL_BENCH [N [CSV [MORE_BENCH...]]]
 set -euo pipefail
 bench=$1 n=${2:-100000} out=${3:-}
@@ -20,7 +23,8 @@ shift $(( $# < 3 ? $# : 3 ))
 command -v valgrind >/dev/null ||
   { echo "instr.sh: valgrind is not installed (tools/deps.sh valgrind)"; exit 1; }
 for b in "$bench" "$@"; do
-  [ -x "$b" ] || { echo "instr.sh: no $b (build the wheel_bench target)"; exit 1; }
+  read -ra cmd <<<"$b"
+  [ -x "${cmd[0]}" ] || { echo "instr.sh: no ${cmd[0]} (build the wheel_bench target)"; exit 1; }
 done
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
@@ -28,8 +32,9 @@ start=$(date +%s)
 k=0
 for b in "$bench" "$@"; do
   k=$((k + 1))
+  read -ra cmd <<<"$b"
   if ! valgrind -q --tool=callgrind --collect-atstart=no \
-      --callgrind-out-file="$dir/cg$k.out" "$b" --instr --n "$n" >>"$dir/stdout" 2>>"$dir/stderr"; then
+      --callgrind-out-file="$dir/cg$k.out" "${cmd[@]}" --instr --n "$n" >>"$dir/stdout" 2>>"$dir/stderr"; then
     cat "$dir/stdout" "$dir/stderr"
     echo "instr.sh: $b --instr failed"
     exit 1

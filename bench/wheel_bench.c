@@ -67,8 +67,12 @@
  * moved its ratio (docs/performance.md, "Fifth measurement").
  *
  * usage: [TW_BENCH_WHEEL_SIZE=n] [TW_BENCH_WINDOW_PCT=p]
- *        wheel_bench [--quick|--issue|--big|--n N]
- *                                             [--instr] [CSV]
+ *        wheel_bench [--quick|--issue|--big|--n N] [--wheel-size n]
+ *                    [--wheel-only] [--instr] [CSV]
+ *   --wheel-size n (or TW_BENCH_WHEEL_SIZE=n): the wheel's buckets per
+ *   level (default 64; exact mode rounds it up to a power of two within
+ *   what it supports); at any size in use other than 64 the wheel's
+ *   column is named timingwheel-SIZE. --wheel-only: no peers.
  *   N = 1e3 .. 1e7; --quick: 1e3 and 1e6; --issue: 1e5, 1e6, 1e7 (issue
  *   14's table); --n N: that N alone; --big: the wheel alone at 1e8, one
  *   run (do 1e8 pending timers fit, and what do they cost).
@@ -77,7 +81,9 @@
  *   one N (--n, default 1e5; churn's C stays 1e6), collection on for
  *   exactly each cell's timed loop and a dump named "library/cell" after
  *   it, and a line "instr LIBRARY CELL OPS" for instr.sh to divide by; no
- *   timings.
+ *   timings. After the cells, the wheel's geometry: its fixed memory, and
+ *   how idle timeouts coalesce (moves per fired timer, exact and 1 %
+ *   windows, and the stepped idle expiries' wake-ups).
  * Each figure is the median of 3 runs, with the spread and its multiple of
  * the floor; memory per timer is from the allocator (mallinfo2) after
  * insert, all internal structures and the timers' array included. At the
@@ -169,14 +175,20 @@ static void tw_fn(struct tw_wheel *w, struct tw_timer *t)
 	tw_fired++;
 }
 
+/* Buckets per level asked for by --wheel-size (0: not given). */
+static long wheel_size_arg;
+
 /* Buckets per level: the default configuration's, 64 in exact mode (the
  * README's and the service's) and Kafka's 20 in kafka mode, unless
- * TW_BENCH_WHEEL_SIZE says otherwise (to measure what the size buys). */
+ * --wheel-size or TW_BENCH_WHEEL_SIZE says otherwise (to measure what the
+ * size buys; the wheel's column is then named with the size in use). */
 static uint32_t wheel_size(void)
 {
 	const char *env = getenv("TW_BENCH_WHEEL_SIZE");
 	long fallback = tw_bench_mode == TW_MODE_KAFKA ? 20 : 64;
-	long v = env ? strtol(env, NULL, 10) : fallback;
+	long v = wheel_size_arg ? wheel_size_arg
+		 : env		? strtol(env, NULL, 10)
+				: fallback;
 
 	return v >= TW_WHEEL_SIZE_MIN && v <= TW_WHEEL_SIZE_MAX ? (uint32_t)v
 							       : (uint32_t)fallback;
@@ -285,7 +297,10 @@ static void tw_teardown(void)
 #define TW_BENCH_WHEEL_NAME "timingwheel"
 #endif
 
-static const struct peer_ops drv_tw = {
+/* Not const: a wheel of another size than the default gets its own name
+ * (main, wheel_column_name), so that two geometries' columns can sit in
+ * one table. */
+static struct peer_ops drv_tw = {
 	TW_BENCH_WHEEL_NAME, tw_setup, tw_insert, tw_cancel, tw_churn, tw_expire_step,
 	NULL, tw_advance_to, tw_idle_reset, tw_advance_to, tw_fired_count,
 	tw_teardown, tw_advance_unordered, tw_idle_reset_window
@@ -1118,11 +1133,53 @@ static void report_moves(void)
 		tw_teardown();
 	}
 	printf("  %-11s idle expiry moves a timer down %.2f times per timer it "
-	       "fires; with windows of %lld ms, %.2f\n", "timingwheel", per[0],
+	       "fires; with windows of %lld ms, %.2f\n", drv_tw.name, per[0],
 	       (long long)window_ms, per[1]);
 	if (csv)
 		fprintf(csv, "timingwheel,idle-moves,%zu,%.3f,0\ntimingwheel,"
 			"idle-moves-win,%zu,%.3f,0\n", N, per[0], N, per[1]);
+}
+
+/* The wheel's name in the tables: TW_BENCH_WHEEL_NAME at the default
+ * 64 buckets a level, with "-SIZE" appended for any other size in use
+ * (exact mode rounds the size asked for; the name says what ran). */
+static void wheel_column_name(void)
+{
+	static char name[64];
+	struct tw_wheel probe;
+
+	if (tw_wheel_init(&probe, 1, wheel_size(), 0, tw_bench_mode) != 0)
+		return;
+	if (probe.size != 64) {
+		snprintf(name, sizeof(name), "%s-%u", TW_BENCH_WHEEL_NAME,
+			 (unsigned)probe.size);
+		drv_tw.name = name;
+	}
+	tw_wheel_destroy(&probe);
+}
+
+/* What a geometry costs and buys beside the instruction counts: the
+ * fixed block an initialised wheel allocates (the allocator's count, all
+ * levels' buckets and the level array), and how idle timeouts coalesce
+ * (moves per fired timer from report_moves, and the stepped idle
+ * expiries' wake-ups). Under --instr, after the cells. */
+static void report_geometry(void)
+{
+	struct tw_wheel probe;
+	double before = bench_allocated();
+
+	if (tw_wheel_init(&probe, 1, wheel_size(), 0, tw_bench_mode) != 0)
+		return;
+	printf("  %-11s geometry: %u buckets a level, %u levels, fixed memory "
+	       "%.0f B (allocator, after tw_wheel_init)\n", drv_tw.name,
+	       (unsigned)probe.size, (unsigned)probe.max_levels,
+	       bench_allocated() - before);
+	tw_wheel_destroy(&probe);
+	printf("  %-11s idle-expire: %ld advances, %ld fired nothing; "
+	       "idle-expire-win: %ld advances, %ld fired nothing\n",
+	       drv_tw.name, steps[0][1][0], steps[0][1][1], steps[0][2][0],
+	       steps[0][2][1]);
+	report_moves();
 }
 
 static void measure_floor(void)
@@ -1182,6 +1239,10 @@ int main(int argc, char **argv)
 			nruns = 1;
 		} else if (!strcmp(argv[i], "--instr")) {
 			instr = 1;
+		} else if (!strcmp(argv[i], "--wheel-size") && i + 1 < argc) {
+			wheel_size_arg = strtol(argv[++i], NULL, 10);
+		} else if (!strcmp(argv[i], "--wheel-only")) {
+			nimpls = 1;
 		} else {
 			csv = fopen(argv[i], "w");
 		}
@@ -1208,6 +1269,7 @@ int main(int argc, char **argv)
 			fprintf(stderr, "wheel_bench: N must be at least 2\n");
 			return 2;
 		}
+	wheel_column_name();
 	CPU_ZERO(&cpus);
 	CPU_SET(0, &cpus);
 	if (sched_setaffinity(0, sizeof(cpus), &cpus) != 0)
@@ -1217,6 +1279,7 @@ int main(int argc, char **argv)
 		prepare(ns[0]);
 		for (size_t i = 0; i < nimpls; i++)
 			run_cells(i, 0);
+		report_geometry();
 		return 0;
 	}
 	if (csv)

@@ -10,6 +10,9 @@
 
 #define TW_NOT_QUEUED SIZE_MAX
 
+/* Exact mode's most buckets a level (four occupancy words). */
+#define TW_EXACT_SIZE_MAX 256
+
 /*
  * One bucket (Kafka's TimerTaskList): the timers whose due times fall in
  * [expiration, expiration + level tick). expiration is in ticks, not time
@@ -44,18 +47,32 @@ struct tw_level {
 	uint64_t span;            /* ticks per bucket: factor^(level-1) */
 	int64_t clock;            /* floor(current time in ticks / span) */
 	struct tw_bucket *slots;  /* size buckets */
-	uint64_t occupied;        /* exact mode: bit s set iff slots[s] is
-				     queued (non-empty and not draining) */
-	bool unbounded;           /* span * size does not fit: top level */
-	uint8_t shift;            /* exact mode: span == 1 << shift */
-	bool windowed;            /* a windowed timer was ever filed here
-				     (next_expiry then looks one bucket
-				     further: see wheel/window.c) */
 	uint64_t lead;            /* ticks a bucket pops before its expiration */
 	uint64_t too_far;         /* (size + 1) * span, saturated: a distance
 				     from level 1's clock this large cannot
 				     fit this level */
 	struct tw_bucket *draining; /* this level's bucket moving down */
+	bool unbounded;           /* span * size does not fit: top level */
+	uint8_t shift;            /* exact mode: span == 1 << shift */
+	bool windowed;            /* a windowed timer was ever filed here
+				     (next_expiry then looks one bucket
+				     further: see wheel/window.c) */
+	/* Exact mode: bit s % 64 of word s / 64 set iff slots[s] is queued
+	 * (non-empty and not draining); words past size / 64 stay 0, and
+	 * kafka mode's are all 0. Word 0, all a level of up to 64 buckets
+	 * uses, ends the first 64 bytes with every field above; the
+	 * padding makes a level 128 bytes (on 64-bit targets), so that an
+	 * index into the levels stays a shift. */
+	uint64_t occupied[TW_EXACT_SIZE_MAX / 64];
+	uint64_t padding_[5];
 };
+
+/* Whether slot's occupancy bit is set (kafka mode's levels may hold more
+ * buckets than there are bits: none past them). */
+static inline bool tw__occupied(const struct tw_level *lv, uint32_t slot)
+{
+	return slot < TW_EXACT_SIZE_MAX &&
+	       ((lv->occupied[slot / 64] >> (slot % 64)) & 1);
+}
 
 #endif

@@ -252,8 +252,7 @@ static int check_bucket_place(const struct tw_wheel *w, uint32_t li,
 	const struct tw_level *lv = &w->levels[li];
 	const struct tw_bucket *b = &lv->slots[slot];
 	bool queued = tw__bucket_queued(w, b);
-	/* Kafka mode's levels may exceed 64 buckets: no bit past the word. */
-	bool bit = slot < 64 && ((lv->occupied >> slot) & 1);
+	bool bit = tw__occupied(lv, slot);
 
 	if (b->wheel != w || b->level != li + 1 || b->slot != slot)
 		BROKEN("L%u#%u belongs to another wheel or place", li + 1, slot);

@@ -155,13 +155,13 @@ static void test_occupancy_damage(void)
 	if (!b || !empty || !lv)
 		return;
 
-	lv->occupied &= ~((uint64_t)1 << b->slot);
+	lv->occupied[0] &= ~((uint64_t)1 << b->slot);
 	EXPECT_BROKEN(&f.w, "has expiration 1 but queued 0");
-	lv->occupied |= (uint64_t)1 << b->slot;
+	lv->occupied[0] |= (uint64_t)1 << b->slot;
 
-	lv->occupied |= (uint64_t)1 << empty->slot;
+	lv->occupied[0] |= (uint64_t)1 << empty->slot;
 	EXPECT_BROKEN(&f.w, "has expiration 0 but queued 1");
-	lv->occupied &= ~((uint64_t)1 << empty->slot);
+	lv->occupied[0] &= ~((uint64_t)1 << empty->slot);
 
 	b->min_key += 1000;
 	EXPECT_BROKEN(&f.w, "smallest key");
@@ -199,9 +199,9 @@ static void test_kafka_occupancy_damage(void)
 
 	setup_mode(&f, TW_MODE_KAFKA);
 	b = f.w.queue[0];
-	f.w.levels[b->level - 1].occupied |= (uint64_t)1 << b->slot;
+	f.w.levels[b->level - 1].occupied[0] |= (uint64_t)1 << b->slot;
 	EXPECT_BROKEN(&f.w, "occupancy bit 1 but queued 1");
-	f.w.levels[b->level - 1].occupied = 0;
+	f.w.levels[b->level - 1].occupied[0] = 0;
 	b->queue_seq = f.w.queue_seq + 1;
 	EXPECT_BROKEN(&f.w, "occupancy bit 0 but queued 1");
 	b->queue_seq = 0;
@@ -413,11 +413,11 @@ static void test_bucket_state_damage(void)
 
 	/* Timers in a bucket that will never be popped (exact mode queues
 	 * a bucket by its level's occupancy bit). */
-	f.w.levels[b->level - 1].occupied &= ~((uint64_t)1 << b->slot);
+	f.w.levels[b->level - 1].occupied[0] &= ~((uint64_t)1 << b->slot);
 	b->has_expiration = false;
 	EXPECT_BROKEN(&f.w, "timers but no expiration");
 	b->has_expiration = true;
-	f.w.levels[b->level - 1].occupied |= (uint64_t)1 << b->slot;
+	f.w.levels[b->level - 1].occupied[0] |= (uint64_t)1 << b->slot;
 	CHECK_WHEEL(&f.w);
 
 	/* A bucket of a level that does not exist yet, queued. */
@@ -425,9 +425,9 @@ static void test_bucket_state_damage(void)
 	unused = &f.w.levels[f.w.max_levels - 1].slots[0];
 	unused->has_expiration = true;
 	unused->expiration = unused->pop_at = INT64_MAX;
-	f.w.levels[f.w.max_levels - 1].occupied |= 1;
+	f.w.levels[f.w.max_levels - 1].occupied[0] |= 1;
 	EXPECT_BROKEN(&f.w, "used before its level exists");
-	f.w.levels[f.w.max_levels - 1].occupied &= ~(uint64_t)1;
+	f.w.levels[f.w.max_levels - 1].occupied[0] &= ~(uint64_t)1;
 	unused->has_expiration = false;
 	teardown(&f);
 }

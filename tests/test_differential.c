@@ -335,7 +335,7 @@ static int64_t model_count(void)
 static void run_scenario(enum tw_mode mode, long ops, bool callbacks)
 {
 	static const int64_t ticks[] = { 1, 2, 3, 10, 1000 };
-	static const uint32_t sizes[] = { 2, 3, 4, 8, 20, 64 };
+	static const uint32_t sizes[] = { 2, 3, 4, 8, 20, 64, 100, 256 };
 	int64_t start;
 
 	int64_t tick = ticks[rnd_range(5)];
@@ -368,7 +368,7 @@ static void run_scenario(enum tw_mode mode, long ops, bool callbacks)
 		start = (int64_t)(rnd() >> 3);
 		break;
 	}
-	CHECK_EQ(tw_wheel_init(&wheel, tick, sizes[rnd_range(6)], start, mode),
+	CHECK_EQ(tw_wheel_init(&wheel, tick, sizes[rnd_range(8)], start, mode),
 		 TW_OK);
 	for (int i = 0; i < NTIMERS; i++) {
 		memset(&timers[i], 0, sizeof(timers[i]));

@@ -193,10 +193,11 @@ static inline int64_t tw_timer_due(const struct tw_timer *timer)
  * @param wheel_size buckets per level, TW_WHEEL_SIZE_MIN..TW_WHEEL_SIZE_MAX.
  *        Kafka mode uses it as given (Kafka's wheelSize; Kafka uses 20).
  *        Exact mode uses the smallest power of two >= wheel_size, at
- *        least 4 and at most 64: a wheel_size above 64 is taken as 64 (one
- *        occupancy word per level; 64 is the fastest and needs 13 levels
- *        for the whole int64 range). Its levels tick at half the interval
- *        below; tw_wheel_check() and the inspector report the size in use.
+ *        least 4 and at most 256: a wheel_size above 256 is taken as 256
+ *        (a level keeps four occupancy words; 64, one word, needs 13
+ *        levels for the whole int64 range, 256 needs 10). Its levels tick
+ *        at half the interval below; tw_wheel_check() and the inspector
+ *        report the size in use.
  * @param start the clock's first reading
  * @param mode TW_MODE_EXACT (never early) or TW_MODE_KAFKA
  * @retval 0 success

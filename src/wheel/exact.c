@@ -6,13 +6,15 @@
  *
  * What it owns. Filing a timer that the inlined fast path (insert_exact
  * in internal.h) leaves out of line -- a bucket that turns non-empty, a
- * level still to be created, a size other than 64 -- and everything an
+ * level still to be created, a size other than the inlined one (64, 128
+ * and 256 get the same path here) -- and everything an
  * advance does in exact mode: which bucket pops next, draining a big one
  * in shares, the jump that fires whole buckets where they are, and
  * tw_wheel_next_expiry()'s answer when it is not level 1's next bucket.
  *
  * Exact mode replaces the heap with one 64-bit occupancy word per level
- * (bit s set iff slot s holds a queued bucket) and makes every level's
+ * (bit s set iff slot s holds a queued bucket; four words at 256 buckets
+ * a level, the most it takes) and makes every level's
  * size a power of two, so that filing a timer is a shift and a mask and
  * finding a level's next bucket is a shift and a count of trailing zeros
  * from the slot after its clock (wahern/timeout's idea). Advance looks at
@@ -60,11 +62,18 @@
 /* ---- filing, out of the inlined path ---- */
 
 /* Any level, any size: the first level whose range holds the key,
- * creating levels as needed. */
+ * creating levels as needed. The wide sizes first try the inlined path
+ * with their own bits (a division by a constant, not by a size read at
+ * run time). */
 void tw__insert_exact_slow(struct tw_wheel *w, struct tw_timer *t, int64_t key)
 {
 	uint64_t distance = (uint64_t)key - (uint64_t)w->levels[0].clock;
 
+	if (w->size != 1u << TW_EXACT_INLINE_BITS &&
+	    ((w->size == 64 && insert_exact_bits(w, t, key, 6)) ||
+	     (w->size == 128 && insert_exact_bits(w, t, key, 7)) ||
+	     (w->size == 256 && insert_exact_bits(w, t, key, 8))))
+		return;
 	for (uint32_t i = 0;; i++) {
 		struct tw_level *lv;
 		struct tw_bucket *b;
@@ -149,14 +158,40 @@ static int64_t drain_share(struct tw_wheel *w, int64_t limit)
  * shift and one count of trailing zeros; the rest of the queue's
  * questions are here. */
 
+/* A level of more than 64 buckets: its first queued slot from start on,
+ * wrapping, or NULL. The start word's bits below start are looked at last,
+ * when the scan comes round to that word again. */
+struct tw_bucket *tw__level_scan(const struct tw_wheel *w,
+				 const struct tw_level *lv, unsigned start)
+{
+	unsigned nwords = w->size / 64, wi = start / 64;
+	uint64_t bits = lv->occupied[wi] & (~(uint64_t)0 << (start % 64));
+
+	for (unsigned k = 0; k <= nwords; k++) {
+		if (bits)
+			return &lv->slots[wi * 64 + (unsigned)__builtin_ctzll(bits)];
+		wi = (wi + 1) & (nwords - 1);
+		bits = lv->occupied[wi];
+	}
+	return NULL;
+}
+
 /* The level's queued bucket after b, in time order (slots wrap from the
  * clock on), or NULL. */
-static const struct tw_bucket *level_next_after(const struct tw_level *lv,
+static const struct tw_bucket *level_next_after(const struct tw_wheel *w,
+						const struct tw_level *lv,
 						const struct tw_bucket *b)
 {
-	uint64_t rest = lv->occupied & ~((uint64_t)1 << b->slot), ahead;
+	uint64_t rest, ahead;
 	unsigned from = b->slot + 1;
 
+	if (w->size > 64) {
+		const struct tw_bucket *next =
+			tw__level_scan(w, lv, from & (w->size - 1));
+
+		return next == b ? NULL : next;
+	}
+	rest = lv->occupied[0] & ~((uint64_t)1 << b->slot);
 	if (!rest)
 		return NULL;
 	ahead = from < 64 ? rest >> from : 0;
@@ -168,8 +203,8 @@ static const struct tw_bucket *level_next_after(const struct tw_level *lv,
  * a drain that must end (its deadline has come). A tie goes to the drain:
  * a drain's timers must be down before anything at its deadline pops.
  * Refreshes upper_pop. */
-static bool upper_next(struct tw_wheel *w, struct tw_level **level,
-		       struct tw_bucket **pop, int64_t *when)
+hot_inline bool upper_next(struct tw_wheel *w, struct tw_level **level,
+			   struct tw_bucket **pop, int64_t *when, bool wide)
 {
 	bool found = false, best_drains = false;
 
@@ -185,7 +220,7 @@ static bool upper_next(struct tw_wheel *w, struct tw_level **level,
 			*level = lv;
 			*pop = NULL;
 		}
-		b = level_next(w, lv);
+		b = level_next_in(w, lv, wide);
 		if (b && (!found || b->pop_at < *when)) {
 			found = true;
 			best_drains = false;
@@ -214,18 +249,20 @@ static void pop_bucket(struct tw_wheel *w, struct tw_bucket *b)
 /* Kafka's advance loop with the heap replaced by the bitmaps: level 1's
  * next bucket is one bit scan away; the levels above are looked at only
  * when upper_pop says something up there may be due first, which is once
- * per bucket that pops, not once per tick or per timer. */
-int64_t tw__advance_exact(struct tw_wheel *w, int64_t limit)
+ * per bucket that pops, not once per tick or per timer. Compiled twice,
+ * for levels of one occupancy word and of several (wide), so that the
+ * loop's many bit scans do not each ask which. */
+hot_inline int64_t advance_exact(struct tw_wheel *w, int64_t limit, bool wide)
 {
 	struct tw_level *lv = NULL;
 	struct tw_bucket *b0, *up = NULL;
 	int64_t fired = 0, when = 0;
 
 	for (;;) {
-		b0 = level_next(w, &w->levels[0]);
+		b0 = level_next_in(w, &w->levels[0], wide);
 		if (w->upper_pop <= limit &&
 		    (!b0 || w->upper_pop <= b0->expiration) &&
-		    upper_next(w, &lv, &up, &when) && when <= limit &&
+		    upper_next(w, &lv, &up, &when, wide) && when <= limit &&
 		    (!b0 || when <= b0->expiration)) {
 			if (!up) {
 				fired += drain_some(w, lv, SIZE_MAX);
@@ -261,6 +298,12 @@ int64_t tw__advance_exact(struct tw_wheel *w, int64_t limit)
 	return fired + drain_share(w, limit);
 }
 
+int64_t tw__advance_exact(struct tw_wheel *w, int64_t limit)
+{
+	return w->size > 64 ? advance_exact(w, limit, true)
+			     : advance_exact(w, limit, false);
+}
+
 /* ---- one jump without order (tw_wheel_advance_unordered) ----
  *
  * An advance that passes a bucket's whole range fires everything in it,
@@ -292,16 +335,20 @@ static struct tw_bucket *whole_due_bucket(const struct tw_wheel *w,
 {
 	int64_t last = last_whole_bucket(lv, limit);
 	int64_t base = lv == w->levels ? lv->clock : lv->clock + 1;
-	uint64_t occupied = lv->occupied;
+	unsigned nwords = w->size > 64 ? w->size / 64 : 1;
 
-	while (occupied) {
-		unsigned s = (unsigned)__builtin_ctzll(occupied);
-		int64_t number = base + (int64_t)(((uint64_t)s - (uint64_t)base) &
-						  (w->size - 1));
+	for (unsigned wi = 0; wi < nwords; wi++) {
+		uint64_t occupied = lv->occupied[wi];
 
-		if (number <= last)
-			return &lv->slots[s];
-		occupied &= occupied - 1;
+		while (occupied) {
+			unsigned s = wi * 64 + (unsigned)__builtin_ctzll(occupied);
+			int64_t number = base + (int64_t)(((uint64_t)s - (uint64_t)base) &
+							  (w->size - 1));
+
+			if (number <= last)
+				return &lv->slots[s];
+			occupied &= occupied - 1;
+		}
 	}
 	return NULL;
 }
@@ -375,13 +422,13 @@ int64_t tw__advance_whole_buckets(struct tw_wheel *w, int64_t limit)
  * only woke to fire would sleep through a 500,000-timer bucket's whole
  * drain and move it in one 20-40 ms advance: the service's timers late by
  * that much.) */
-bool tw__next_key_exact_scan(const struct tw_wheel *w, int64_t *key)
+hot_inline bool next_key_scan(const struct tw_wheel *w, int64_t *key, bool wide)
 {
 	bool found = false;
 
 	for (uint32_t i = 0; i < w->nlevels; i++) {
 		const struct tw_level *lv = &w->levels[i];
-		const struct tw_bucket *b = level_next(w, lv);
+		const struct tw_bucket *b = level_next_in(w, lv, wide);
 		const struct tw_bucket *d = lv->draining;
 		int64_t k;
 
@@ -396,7 +443,7 @@ bool tw__next_key_exact_scan(const struct tw_wheel *w, int64_t *key)
 			/* The bucket after it pops at this one's expiration,
 			 * and its windowed timers fire then: possibly before
 			 * this one's first timer (no later bucket's can). */
-			if (lv->windowed && (b2 = level_next_after(lv, b)) != NULL &&
+			if (lv->windowed && (b2 = level_next_after(w, lv, b)) != NULL &&
 			    b2->min_key < k)
 				k = b2->min_key;
 			if (!found || k < *key)
@@ -422,4 +469,11 @@ bool tw__next_key_exact_scan(const struct tw_wheel *w, int64_t *key)
 		}
 	}
 	return found;
+}
+
+/* Compiled twice, as the advance is. */
+bool tw__next_key_exact_scan(const struct tw_wheel *w, int64_t *key)
+{
+	return w->size > 64 ? next_key_scan(w, key, true)
+			    : next_key_scan(w, key, false);
 }

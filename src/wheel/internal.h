@@ -93,7 +93,8 @@ static inline int64_t shift_floor(int64_t key, unsigned shift)
 
 static inline void mark_empty(struct tw_wheel *w, struct tw_bucket *b)
 {
-	w->levels[b->level - 1].occupied &= ~((uint64_t)1 << b->slot);
+	w->levels[b->level - 1].occupied[b->slot / 64] &=
+		~((uint64_t)1 << (b->slot % 64));
 }
 
 /* Out of line in wheel.c: the hot paths only test for an observer. */
@@ -206,6 +207,8 @@ void tw__insert_exact_slow(struct tw_wheel *w, struct tw_timer *t, int64_t key);
 int64_t tw__advance_exact(struct tw_wheel *w, int64_t limit);
 int64_t tw__advance_whole_buckets(struct tw_wheel *w, int64_t limit);
 bool tw__next_key_exact_scan(const struct tw_wheel *w, int64_t *key);
+struct tw_bucket *tw__level_scan(const struct tw_wheel *w,
+				 const struct tw_level *lv, unsigned start);
 /* window.c */
 int64_t tw__fire_windowed(struct tw_wheel *w, struct tw_bucket *b);
 
@@ -230,7 +233,7 @@ cold_local void bucket_fill(struct tw_wheel *w, struct tw_level *lv,
 			    : b->expiration - (int64_t)lv->lead;
 	b->has_expiration = true;
 	b->min_key = key;
-	lv->occupied |= (uint64_t)1 << b->slot;
+	lv->occupied[b->slot / 64] |= (uint64_t)1 << (b->slot % 64);
 	if (lv != w->levels && b->pop_at < w->upper_pop)
 		w->upper_pop = b->pop_at;
 }
@@ -271,7 +274,10 @@ cold_local void place_ready(struct tw_wheel *w, struct tw_timer *t)
  * none; a bucket that fills, a level still to be created, the top level
  * and an observer are handled out of line (above, and the slow path in
  * exact.c). */
-hot_inline void insert_exact(struct tw_wheel *w, struct tw_timer *t, int64_t key)
+/* The add at 2^bits buckets a level (bits a constant where it is
+ * inlined); false, having done nothing, where the slow path must file. */
+hot_inline bool insert_exact_bits(struct tw_wheel *w, struct tw_timer *t,
+				  int64_t key, unsigned bits)
 {
 	uint64_t distance = (uint64_t)key - (uint64_t)w->levels[0].clock;
 	struct tw_level *lv;
@@ -279,21 +285,21 @@ hot_inline void insert_exact(struct tw_wheel *w, struct tw_timer *t, int64_t key
 	int64_t number;
 	unsigned i;
 
-	/* With 64 buckets a level holds distances below 2^(5L + 6) at most,
-	 * so the count of distance's bits names the level: no loop over the
-	 * levels below, whose branch a random due time would mispredict. */
-	if (__builtin_expect(w->size != 64, 0))
-		goto slow;
-	/* (bits - 2) / 5 levels up; "| 2" makes a distance below 64 give
-	 * level 1 without a branch. */
-	i = (unsigned)(62 - __builtin_clzll(distance | 2)) / 5;
+	/* With 2^bits buckets a level, each ticking at half the interval
+	 * below, a level holds distances below 2^((bits - 1)L + bits) at
+	 * most, so the count of distance's bits names the level: no loop
+	 * over the levels below, whose branch a random due time would
+	 * mispredict. (log2 - 1) / (bits - 1) levels up; "| 2" makes a
+	 * distance below 2^bits give level 1 without a branch. */
+	i = (unsigned)(62 - __builtin_clzll(distance | 2)) / (bits - 1);
 	if (__builtin_expect(i >= w->nlevels, 0))
-		goto slow;
+		return false;
 	lv = &w->levels[i];
 	number = shift_floor(key, lv->shift);
-	if (__builtin_expect((uint64_t)number - (uint64_t)lv->clock >= 64, 0))
-		goto slow;
-	b = &lv->slots[(uint64_t)number & 63];
+	if (__builtin_expect((uint64_t)number - (uint64_t)lv->clock >=
+				     (uint64_t)1 << bits, 0))
+		return false;
+	b = &lv->slots[(uint64_t)number & (((uint64_t)1 << bits) - 1)];
 	if (__builtin_expect(b->count == 0, 0))
 		bucket_fill(w, lv, b, number, key);
 	else if (key < b->min_key)
@@ -301,8 +307,24 @@ hot_inline void insert_exact(struct tw_wheel *w, struct tw_timer *t, int64_t key
 	bucket_append(b, t);
 	if (__builtin_expect(w->observer != NULL, 0))
 		notify_placed(w, t);
-	return;
-slow:
+	return true;
+}
+
+/* The size whose add is inlined into every public call: the default's,
+ * 64 buckets a level (2^6). A build that makes another size its default
+ * inlines that one instead (-DTW_EXACT_INLINE_BITS=8 for 256: how the
+ * geometry section of docs/performance.md measured 256 as a default);
+ * the other sizes take the same path out of line, with their own
+ * constants. */
+#ifndef TW_EXACT_INLINE_BITS
+#define TW_EXACT_INLINE_BITS 6
+#endif
+
+hot_inline void insert_exact(struct tw_wheel *w, struct tw_timer *t, int64_t key)
+{
+	if (__builtin_expect(w->size == 1u << TW_EXACT_INLINE_BITS, 1) &&
+	    insert_exact_bits(w, t, key, TW_EXACT_INLINE_BITS))
+		return;
 	tw__insert_exact_slow(w, t, key);
 }
 
@@ -354,26 +376,37 @@ static inline void fire(struct tw_wheel *w, struct tw_timer *t)
 
 /* ---- exact mode's queue: the occupancy bitmaps ----
  *
- * A level's queued buckets are the set bits of its occupied word; the
+ * A level's queued buckets are the set bits of its occupied words; the
  * buckets ahead of its clock, in time order, are the slots from
  * (clock + 1) & mask onwards, wrapping. So the next one is a shift and a
- * count of trailing zeros, and no heap is kept. */
-static inline struct tw_bucket *level_next(const struct tw_wheel *w,
-					   const struct tw_level *lv)
+ * count of trailing zeros (at up to 64 buckets a level; a scan of the
+ * words above that, in exact.c), and no heap is kept. */
+/* wide: the wheel has more than 64 buckets a level (a constant where the
+ * caller has tested it once, as exact.c's advance does). */
+hot_inline struct tw_bucket *level_next_in(const struct tw_wheel *w,
+					   const struct tw_level *lv, bool wide)
 {
-	uint64_t occupied = lv->occupied, ahead;
-	unsigned start;
-
-	if (!occupied)
-		return NULL;
+	uint64_t occupied = lv->occupied[0], ahead;
 	/* Level 1 from its clock on: when a bucket above pops at the tick
 	 * of a level 1 bucket (ties go up first), the clock reaches that
 	 * bucket before it is flushed. */
-	start = (unsigned)((uint64_t)(lv == w->levels ? lv->clock : lv->clock + 1) &
-			   (w->size - 1));
+	unsigned start = (unsigned)((uint64_t)(lv == w->levels ? lv->clock
+							       : lv->clock + 1) &
+				    (w->size - 1));
+
+	if (wide)
+		return tw__level_scan(w, lv, start);
+	if (!occupied)
+		return NULL;
 	ahead = occupied >> start;
 	return &lv->slots[ahead ? start + (unsigned)__builtin_ctzll(ahead)
 				: (unsigned)__builtin_ctzll(occupied)];
+}
+
+static inline struct tw_bucket *level_next(const struct tw_wheel *w,
+					   const struct tw_level *lv)
+{
+	return level_next_in(w, lv, w->size > 64);
 }
 
 /* An event loop asks before every advance, so the common answer is kept

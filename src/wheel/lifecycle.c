@@ -5,7 +5,7 @@
  *
  * What it owns. The layout of a wheel in memory: tw_wheel_init() computes
  * the geometry (exact mode rounds wheel_size up to a power of two between
- * 4 and 64 and makes a level's tick half the interval of the level below,
+ * 4 and 256 and makes a level's tick half the interval of the level below,
  * for early cascades; kafka mode keeps Kafka's wheel_size and factor) and
  * allocates, once, every level's buckets, the two ready lists, the list
  * drain hands back from, and kafka mode's queue. Nothing is allocated
@@ -70,12 +70,13 @@ static bool early_cascade(enum tw_mode mode, uint32_t size)
 
 /* Exact mode's buckets per level: wheel_size rounded up to a power of two
  * (a slot is then a mask), at least 4 (so a level spans two ticks of the
- * one above: early cascades) and at most 64 (one occupancy word). */
+ * one above: early cascades) and at most TW_EXACT_SIZE_MAX (the occupancy
+ * words a level keeps). */
 static uint32_t exact_size(uint32_t wheel_size)
 {
 	uint32_t size = 4;
 
-	while (size < wheel_size && size < 64)
+	while (size < wheel_size && size < TW_EXACT_SIZE_MAX)
 		size *= 2;
 	return size;
 }
@@ -221,7 +222,7 @@ static int64_t drain_checked(struct tw_wheel *w, tw_timer_fn *hand_back,
 	}
 	for (uint32_t i = 0; i < w->max_levels; i++) {
 		w->levels[i].draining = NULL;
-		w->levels[i].occupied = 0;
+		memset(w->levels[i].occupied, 0, sizeof(w->levels[i].occupied));
 	}
 	w->ndraining = 0;
 	w->upper_pop = INT64_MAX;

@@ -549,7 +549,7 @@ bool tw__bucket_queued(const struct tw_wheel *w, const struct tw_bucket *b)
 	if (w->mode == TW_MODE_KAFKA)
 		return b->queue_index != TW_NOT_QUEUED;
 	return b->level != TW_LEVEL_READY &&
-	       ((w->levels[b->level - 1].occupied >> b->slot) & 1);
+	       tw__occupied(&w->levels[b->level - 1], b->slot);
 }
 
 unsigned tw__bucket_slot(const struct tw_wheel *w, const struct tw_bucket *b)
