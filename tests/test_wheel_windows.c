@@ -160,7 +160,7 @@ static void test_window_reset_of_an_exact_timer_stays_at_the_aligned_tick(void)
 	struct tw_wheel w;
 	struct rec a;
 	unsigned level, slot, level2, slot2;
-	int64_t now = 0, due = 30500, moved = 0;
+	int64_t now = 0, due = 30500, realigned = 0;
 
 	tw_wheel_init(&w, 1, 64, 0, TW_MODE_EXACT);
 	tw_wheel_set_observer(&w, &placed_counter);
@@ -172,19 +172,19 @@ static void test_window_reset_of_an_exact_timer_stays_at_the_aligned_tick(void)
 		CHECK_EQ(tw_wheel_advance(&w, now), 0);
 		CHECK_EQ(tw_wheel_reschedule_range(&w, &a.timer, now + 30000,
 						   now + 30300), 1);
-		/* Aligned when the last due time left the window; kept
-		 * while it is inside. */
-		if (due < now + 30000 || due > now + 30300) {
-			due = most_aligned(now + 30000, now + 30300);
-			moved++;
-		}
+		/* Re-aligned at each push (its bucket expires at 29696,
+		 * before every window), whether or not its last due time is
+		 * still inside. */
+		if (most_aligned(now + 30000, now + 30300) != due)
+			realigned++;
+		due = most_aligned(now + 30000, now + 30300);
 		CHECK_EQ(tw_timer_due(&a.timer), due);
 		CHECK_EQ(tw_timer_where(&w, &a.timer, &level2, &slot2), TW_OK);
 		CHECK(level2 == level && slot2 == slot);
 		CHECK_WHEEL(&w);
 	}
 	CHECK_EQ(placed_of[1], 1);
-	CHECK(moved > 1); /* the window left its due time behind, more than once */
+	CHECK(realigned > 1); /* the aligned tick changed as the window slid */
 	while (!a.fires) {
 		int64_t when;
 
@@ -254,15 +254,15 @@ static void test_window_reschedule_inside_stays_put(void)
 	tw_wheel_destroy(&w);
 }
 
-/* Issue 26's second review: two timers whose bucket still fired inside
- * the new window were moved. An exact one (due 10, fires at 10) pushed to
- * [5, 100] stays and keeps its due time; a windowed one whose window's
- * start has passed but whose bucket pops inside the new window stays and
- * fires at that pop. */
+/* Timers whose bucket still fires inside the new window are not moved.
+ * An exact one (due 10) pushed to [5, 100] stays, re-aligned to 64; one
+ * pushed to a window already open that holds its tick stays at its tick;
+ * a windowed one whose window's start has passed but whose bucket pops
+ * inside the new window stays and fires at that pop. */
 static void test_window_reschedule_stays_for_exact_and_passed_earliest(void)
 {
 	struct tw_wheel w;
-	struct rec a, b;
+	struct rec a, b, c;
 	unsigned level, slot, level2, slot2;
 	int64_t pop;
 
@@ -271,21 +271,33 @@ static void test_window_reschedule_stays_for_exact_and_passed_earliest(void)
 	memset(placed_of, 0, sizeof(placed_of));
 	rec_init(&a, 1);
 	rec_init(&b, 2);
+	rec_init(&c, 3);
 	CHECK_EQ(tw_wheel_add(&w, &a.timer, 10), TW_OK);
 	CHECK_EQ(tw_timer_where(&w, &a.timer, &level, &slot), TW_OK);
 	CHECK_EQ(tw_wheel_reschedule_range(&w, &a.timer, 5, 100), 1);
 	CHECK_EQ(tw_timer_where(&w, &a.timer, &level2, &slot2), TW_OK);
 	CHECK(level2 == level && slot2 == slot);
 	CHECK_EQ(placed_of[1], 1);
-	CHECK_EQ(tw_timer_due(&a.timer), 10);
+	/* Re-aligned where it is: the window's most aligned tick from its
+	 * bucket's expiration (10) on. */
+	CHECK_EQ(tw_timer_due(&a.timer), 64);
 	CHECK_WHEEL(&w);
+	/* An exact one pushed to a window already open that holds its
+	 * tick stays, due at its own tick. */
+	CHECK_EQ(tw_wheel_add(&w, &c.timer, 50), TW_OK);
+	CHECK_EQ(tw_wheel_advance(&w, 20), 0);
+	CHECK_EQ(tw_wheel_reschedule_range(&w, &c.timer, 15, 80), 1);
+	CHECK_EQ(tw_timer_due(&c.timer), 50);
+	CHECK_EQ(placed_of[3], 1);
 
 	CHECK_EQ(tw_wheel_add_range(&w, &b.timer, 30000, 33000), TW_OK);
 	CHECK_EQ(tw_timer_where(&w, &b.timer, &level, &slot), TW_OK);
 	CHECK(level > 1);
-	CHECK_EQ(tw_wheel_advance(&w, 9), 0);
-	CHECK_EQ(tw_wheel_advance(&w, 10), 1); /* a, where it was */
-	CHECK_EQ(a.fired_at, 10);
+	CHECK_EQ(tw_wheel_advance(&w, 50), 1); /* c, at its tick */
+	CHECK_EQ(c.fired_at, 50);
+	CHECK_EQ(tw_wheel_advance(&w, 63), 0);
+	CHECK_EQ(tw_wheel_advance(&w, 64), 1); /* a, where it was */
+	CHECK_EQ(a.fired_at, 64);
 	CHECK_EQ(tw_wheel_advance(&w, 30500), 0);
 	CHECK_EQ(b.fires, 0); /* its bucket pops later, inside its window */
 	CHECK_EQ(tw_wheel_reschedule_range(&w, &b.timer, 30200, 33000), 1);

@@ -342,18 +342,20 @@ int tw_wheel_add_range(struct tw_wheel *wheel, struct tw_timer *timer,
 		       int64_t earliest, int64_t latest);
 
 /**
- * tw_wheel_reschedule() to a window, made to be called on every packet: a
- * timer whose bucket still fires inside the new window is not moved at
- * all (a windowed one takes the new earliest as its due time; an exact
- * one keeps its own if that is later, firing at its tick inside the
- * window), even when earliest has passed; an exact one whose bucket
- * expires by the window's end is not moved either, and is due at the
- * window's most aligned tick from that expiration on (the bucket re-files
- * it when it expires, as tw_wheel_reschedule() leaves a timer pushed
- * later). Otherwise it moves, exact, to the window's most aligned tick
- * (see tw_wheel_add_range()): a reschedule seeks no coarse bucket, so
- * that a window pushed along stays in one bucket until that bucket
- * expires rather than moving each time the window slides past a pop.
+ * tw_wheel_reschedule() to a window, made to be called on every packet.
+ * A timer whose bucket still fires inside the new window is not moved at
+ * all: a windowed one (filed in a bucket that pops inside its window)
+ * stays while that pop is inside the new window, even when earliest has
+ * passed, and takes the new earliest as its due time; an exact one stays
+ * while its bucket expires by the window's end, due at the window's most
+ * aligned tick from that expiration on (the bucket re-files it when it
+ * expires, as tw_wheel_reschedule() leaves a timer pushed later), so that
+ * timers pushed along together still fire together; pushed to a window
+ * whose earliest has passed, it stays at its own tick if that is inside.
+ * Otherwise it moves, exact, to the window's most aligned tick (see
+ * tw_wheel_add_range()): a reschedule seeks no coarse bucket, so that a
+ * window pushed along stays in one bucket until that bucket expires
+ * rather than moving each time the window slides past a pop.
  * @param wheel an initialised wheel in TW_MODE_EXACT
  * @param timer an initialised timer, pending or not
  * @param earliest the first time it may fire

@@ -328,12 +328,12 @@ static __attribute__((noinline)) int window_move(struct tw_wheel *w, struct tw_t
  * pushed on every packet). A timer does not change sides in its list: a
  * windowed one (first in its bucket, fires at the pop) stays if the pop
  * is inside the window, and takes earliest as its due time; an exact one
- * (fires at its own key's tick) stays if that tick is inside the window,
- * and keeps its due time, or takes earliest if that is later in the same
- * tick (moving either would break the header's "moves nothing"). An
- * exact one whose bucket expires by the window's end also stays, due at
- * the window's aligned tick from that expiration on, as under a plain
- * reschedule (stays_put): the bucket re-files it when it expires. No
+ * (fires at its own key's tick) stays while its bucket expires by the
+ * window's end, due at the window's aligned tick from that expiration on,
+ * as under a plain reschedule (stays_put): the bucket re-files it when it
+ * expires. Re-aligning it even when its own tick is inside the window is
+ * what makes the timers pushed along beside it fire together; a window
+ * whose earliest has passed leaves it at its own tick if that is inside. No
  * coarse bucket is sought for it: that search is what a reset on every
  * packet cannot afford, and the aligned tick coalesces wake-ups as well
  * (a bucket expires at a multiple of its span, so the tick after it is as
@@ -349,26 +349,26 @@ hot_inline bool window_stays(struct tw_wheel *w, struct tw_timer *t, struct tw_b
 	int64_t expiration = b->expiration;
 
 	if (key >= expiration) {
-		int64_t a;
-
-		if (ek <= key && key <= lk) {
-			/* Never before earliest: an earlier due time in the
-			 * same tick (ek == key) becomes earliest, and the
-			 * key is kept. */
-			if (t->due < earliest)
-				t->due = earliest;
-			return true;
-		}
 		/* Its bucket expires inside the window or before it: it
 		 * stays, due at the window's aligned tick from that
-		 * expiration on, and the bucket re-files it when it expires
-		 * (as a plain reschedule leaves it, stays_put). Only a
-		 * window that ends before the bucket expires moves it. */
+		 * expiration on (where the windows pushed beside it land
+		 * too), and the bucket re-files it when it expires (as a
+		 * plain reschedule leaves it, stays_put). Only a window
+		 * that ends before the bucket expires moves it. */
 		if (earliest > w->now && expiration <= lk) {
-			a = aligned_key(ek > expiration ? ek : expiration, lk);
+			int64_t a = aligned_key(ek > expiration ? ek : expiration, lk);
+
 			if (a < b->min_key)
 				b->min_key = a;
 			t->due = due_at_key(w, a, earliest, latest, ek, lk);
+			return true;
+		}
+		/* A window already open that holds its tick: it fires
+		 * there, never before earliest (an earlier due time in the
+		 * same tick becomes earliest, and the key is kept). */
+		if (ek <= key && key <= lk) {
+			if (t->due < earliest)
+				t->due = earliest;
 			return true;
 		}
 	} else {
@@ -387,25 +387,33 @@ hot_inline bool window_stays(struct tw_wheel *w, struct tw_timer *t, struct tw_b
 	return false;
 }
 
-/* window_stays() for a tick other than 1, with its divisions: out of
- * line, so that the common tick of 1 needs no registers saved. */
-static __attribute__((noinline)) bool window_stays_ticks(struct tw_wheel *w, struct tw_timer *t,
-							 struct tw_bucket *b, int64_t earliest,
-							 int64_t latest)
+/* The end of wheel_reschedule_range() for a tick other than 1, with its
+ * divisions: out of line (and ending in the move itself), so that the
+ * common tick of 1 saves no registers and only jumps. */
+static __attribute__((noinline)) int reschedule_range_ticks(struct tw_wheel *w,
+							    struct tw_timer *t,
+							    struct tw_bucket *b,
+							    int64_t earliest, int64_t latest)
 {
 	int64_t tick = w->tick;
 
-	return window_stays(w, t, b, earliest, latest, tw__ceil_div(earliest, tick),
-			    tw__ceil_div(latest, tick), tw__ceil_div(t->due, tick));
+	if (window_stays(w, t, b, earliest, latest, tw__ceil_div(earliest, tick),
+			 tw__ceil_div(latest, tick), tw__ceil_div(t->due, tick)))
+		return 1;
+	return window_move(w, t, earliest, latest);
 }
 
-hot_inline int wheel_reschedule_range(struct tw_wheel *w, struct tw_timer *t,
-				      int64_t earliest, int64_t latest)
+/* Every case of wheel_reschedule_range() but the common one: bad input
+ * (each refusal as tw_wheel_add_range() gives it), a timer pending in
+ * another wheel, not pending, ready or in a draining bucket, a one-time
+ * window, a tick other than 1. */
+static __attribute__((noinline)) int reschedule_range_rest(struct tw_wheel *w,
+							   struct tw_timer *t,
+							   int64_t earliest, int64_t latest)
 {
+	int rc = check_window_call("tw_wheel_reschedule_range", w, t, earliest, latest);
 	struct tw_bucket *b;
-	int rc;
 
-	rc = check_window_call("tw_wheel_reschedule_range", w, t, earliest, latest);
 	if (rc)
 		return rc;
 	b = t->bucket;
@@ -413,8 +421,24 @@ hot_inline int wheel_reschedule_range(struct tw_wheel *w, struct tw_timer *t,
 		return TW_EOWNER;
 	if (!b || earliest == latest || b->level == TW_LEVEL_READY || b->draining)
 		return window_move(w, t, earliest, latest);
-	if (w->tick == 1 ? window_stays(w, t, b, earliest, latest, earliest, latest, t->due)
-			 : window_stays_ticks(w, t, b, earliest, latest))
+	return reschedule_range_ticks(w, t, b, earliest, latest);
+}
+
+/* The common case -- a pending timer of this wheel, tick 1, pushed to a
+ * window -- decided with one test of everything that would send it
+ * elsewhere (a pending timer's bucket names its wheel, so that wheel is
+ * initialised), then stays or moves; all else is reschedule_range_rest. */
+hot_inline int wheel_reschedule_range(struct tw_wheel *w, struct tw_timer *t,
+				      int64_t earliest, int64_t latest)
+{
+	struct tw_bucket *b;
+
+	if (__builtin_expect(!w || !t || !(b = t->bucket) || b->wheel != w ||
+			     earliest >= latest || w->tick != 1 ||
+			     w->mode != TW_MODE_EXACT || no_callback(w, t) ||
+			     b->level == TW_LEVEL_READY || b->draining, 0))
+		return reschedule_range_rest(w, t, earliest, latest);
+	if (window_stays(w, t, b, earliest, latest, earliest, latest, t->due))
 		return 1;
 	return window_move(w, t, earliest, latest);
 }
