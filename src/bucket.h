@@ -19,7 +19,8 @@ struct tw_bucket {
 	struct tw_link head;
 	size_t count;
 	int64_t min_key;          /* exact mode: no timer here has a smaller
-				     key (a bound: a cancel leaves it) */
+				     key (a bound: a cancel leaves it);
+				     INT64_MAX while the bucket is empty */
 	int64_t expiration;       /* in ticks; meaningful if has_expiration */
 	int64_t pop_at;           /* when it leaves the queue, in ticks:
 				     expiration, or one level tick earlier
@@ -51,6 +52,11 @@ struct tw_level {
 	bool windowed;            /* a windowed timer was ever filed here
 				     (next_expiry then looks one bucket
 				     further: see wheel/window.c) */
+	uint32_t fast_levels;     /* level 1's only: the levels in use
+				     (nlevels) where the add's short path
+				     applies -- exact mode, a tick of 1, 64
+				     buckets, no observer -- else 0 (see
+				     wheel/internal.h's place_new) */
 	uint64_t lead;            /* ticks a bucket pops before its expiration */
 	uint64_t too_far;         /* (size + 1) * span, saturated: a distance
 				     from level 1's clock this large cannot

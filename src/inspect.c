@@ -173,8 +173,10 @@ int tw_timer_where(const struct tw_wheel *w, const struct tw_timer *t,
 
 void tw_wheel_set_observer(struct tw_wheel *w, const struct tw_observer *obs)
 {
-	if (w)
+	if (w) {
 		w->observer = obs;
+		tw__wheel_fast_levels(w);
+	}
 }
 
 /* ---- the checker ---- */

@@ -57,6 +57,13 @@
 #define cold_local static
 #endif
 
+/* Values read before it are read again after it. */
+#if defined(__GNUC__)
+#define compiler_barrier() __asm__ __volatile__("" ::: "memory")
+#else
+#define compiler_barrier() ((void)0)
+#endif
+
 #if defined(__GNUC__)
 #define prefetch(p) __builtin_prefetch(p)
 #else
@@ -259,69 +266,110 @@ cold_local void place_ready(struct tw_wheel *w, struct tw_timer *t)
 	notify(w, TW_EV_READY, TW_LEVEL_READY, 0, w->now, t);
 }
 
-/* Exact mode's insert: the same levels, found the same way, but a bucket
- * number is a shift and its slot a mask, and a bucket is queued by setting
- * its level's occupancy bit. A bucket also keeps the smallest key it has
- * held since it last emptied, so next_expiry can name the tick its first
- * timer fires at instead of the tick it cascades at.
- *
- * It is split for speed: the add every caller makes -- the level found
- * at once, the bucket already queued -- is a few dozen instructions with
- * no call in it, so the compiler keeps it in scratch registers and saves
- * none; a bucket that fills, a level still to be created, the top level
- * and an observer are handled out of line (above, and the slow path in
- * exact.c). */
-hot_inline void insert_exact(struct tw_wheel *w, struct tw_timer *t, int64_t key)
+/* A filed timer's key at or before its bucket's min_key: the bucket is
+ * empty (an empty level bucket keeps min_key at INT64_MAX, so that the
+ * add has one test for both) or its min_key moves down. */
+cold_local void bucket_first_key(struct tw_wheel *w, struct tw_level *lv,
+				 struct tw_bucket *b, int64_t key)
 {
-	uint64_t distance = (uint64_t)key - (uint64_t)w->levels[0].clock;
+	if (b->count == 0)
+		bucket_fill(w, lv, b, shift_floor(key, lv->shift), key);
+	else if (key < b->min_key)
+		b->min_key = key;
+}
+
+/* Exact mode's level for a distance of at least 1 tick from level 1's
+ * clock, with 64 buckets a level: level L holds distances below
+ * 2^(5L + 6), so the index of distance's highest bit, h, names it:
+ * floor((h - 1) / 5), 0 for h = 0, which (h * 51) >> 8 is for every h in
+ * 0..63 -- a bit scan and a multiply, no loop over the levels below
+ * (whose branch a random due time would mispredict) and no division. */
+static inline unsigned level64(uint64_t distance)
+{
+	return (((unsigned)__builtin_clzll(distance) ^ 63) * 51) >> 8;
+}
+
+/* Exact mode's insert at 64 buckets a level, for a key after level 1's
+ * clock (every caller's: a timer due by then fires or waits in the ready
+ * list) and nlevels levels in use: the level found at once, its bucket
+ * number a shift and its slot a mask, a bucket queued by setting its
+ * level's occupancy bit. A bucket also keeps the smallest key it has held
+ * since it last emptied, so next_expiry can name the tick its first timer
+ * fires at instead of the tick it cascades at.
+ *
+ * It is split for speed: the add every caller makes -- the level found at
+ * once, the bucket already queued -- is a few dozen instructions with no
+ * call in it, so the compiler keeps it in scratch registers and saves
+ * none; a bucket that fills or a key before its bucket's min_key (one
+ * test: above), and (false returned) a level still to be created, or a
+ * key one bucket past the level found, are handled out of line. levels
+ * is w->levels, read by the caller before its stores. */
+hot_inline bool file_exact64(struct tw_level *levels, uint32_t nlevels,
+			     struct tw_wheel *w, struct tw_timer *t, int64_t key)
+{
+	uint64_t distance = (uint64_t)key - (uint64_t)levels[0].clock;
+	/* "| 1": at least 1 when the caller filters nothing (place_new). */
+	unsigned i = level64(distance | 1);
 	struct tw_level *lv;
 	struct tw_bucket *b;
 	int64_t number;
-	unsigned i;
 
-	/* With 64 buckets a level holds distances below 2^(5L + 6) at most,
-	 * so the count of distance's bits names the level: no loop over the
-	 * levels below, whose branch a random due time would mispredict. */
-	if (__builtin_expect(w->size != 64, 0))
-		goto slow;
-	/* (bits - 2) / 5 levels up; "| 2" makes a distance below 64 give
-	 * level 1 without a branch. */
-	i = (unsigned)(62 - __builtin_clzll(distance | 2)) / 5;
-	if (__builtin_expect(i >= w->nlevels, 0))
-		goto slow;
-	lv = &w->levels[i];
+	if (__builtin_expect(i >= nlevels, 0))
+		return false;
+	lv = &levels[i];
 	number = shift_floor(key, lv->shift);
 	if (__builtin_expect((uint64_t)number - (uint64_t)lv->clock >= 64, 0))
-		goto slow;
+		return false;
 	b = &lv->slots[(uint64_t)number & 63];
-	if (__builtin_expect(b->count == 0, 0))
-		bucket_fill(w, lv, b, number, key);
-	else if (key < b->min_key)
-		b->min_key = key;
+	if (__builtin_expect(key <= b->min_key, 0))
+		bucket_first_key(w, lv, b, key);
 	bucket_append(b, t);
-	if (__builtin_expect(w->observer != NULL, 0))
-		notify_placed(w, t);
-	return;
-slow:
+	return true;
+}
+
+/* Exact mode's insert, any size: file_exact64, or the slow path in
+ * exact.c (any level, any size, levels created as needed). */
+hot_inline void insert_exact(struct tw_wheel *w, struct tw_timer *t, int64_t key)
+{
+	if (__builtin_expect(w->size == 64, 1) &&
+	    file_exact64(w->levels, w->nlevels, w, t, key)) {
+		if (__builtin_expect(w->observer != NULL, 0))
+			notify_placed(w, t);
+		return;
+	}
 	tw__insert_exact_slow(w, t, key);
 }
 
-hot_inline void place_new(struct tw_wheel *w, struct tw_timer *t)
+/* File a timer that is new (from add or reschedule), due at due (already
+ * in t->due). The wheels most callers make (exact mode, a tick of 1, 64
+ * buckets, no observer) have their levels in use in levels[0].fast_levels
+ * (others 0): a due time after now is filed by file_exact64 with no other
+ * test, on fields read before the first store; anything it does not file
+ * takes the general path, which tests it all again. */
+hot_inline void place_new(struct tw_wheel *w, struct tw_timer *t, int64_t due)
 {
+	struct tw_level *levels = w->levels;
 	int64_t key;
 
 	w->count++;
 	debug_pending(w, t, true);
+	if (__builtin_expect(due > w->now, 1) &&
+	    __builtin_expect(file_exact64(levels, levels->fast_levels, w, t, due), 1))
+		return;
+	/* The general path reads the wheel afresh: what the short path
+	 * read, kept in registers for it, would cost the short path a move
+	 * each (an empty asm: no instruction). */
+	compiler_barrier();
 	/* The mode is tested once: exact mode's add is the one to keep
 	 * short. */
 	if (w->mode == TW_MODE_EXACT) {
-		if (t->due <= w->now)
+		if (due <= w->now)
 			place_ready(w, t);
 		else
-			insert_exact(w, t, exact_key(w, t->due));
+			insert_exact(w, t, exact_key(w, due));
 		return;
 	}
-	key = timer_key(w, t->due);
+	key = timer_key(w, due);
 	if (key <= w->levels[0].clock ||
 	    (w->advancing && key <= tw__due_limit(w, w->now)))
 		place_ready(w, t);
@@ -329,19 +377,30 @@ hot_inline void place_new(struct tw_wheel *w, struct tw_timer *t)
 		tw__insert_kafka(w, t, key);
 }
 
+/* A level bucket that has just emptied: min_key back to INT64_MAX (see
+ * bucket_first_key); in exact mode, which keeps only non-empty buckets
+ * queued (so next_expiry never reports a time when there is nothing to
+ * do), out of the queue. */
+static inline void bucket_emptied(struct tw_wheel *w, struct tw_bucket *b)
+{
+	b->min_key = INT64_MAX;
+	if (w->mode == TW_MODE_EXACT && b->has_expiration) {
+		mark_empty(w, b);
+		b->has_expiration = false;
+	}
+}
+
+/* The bucket's count last, so that its test needs no reload. */
 hot_inline void unlink_pending(struct tw_wheel *w, struct tw_timer *t)
 {
 	struct tw_bucket *b = t->bucket;
 
-	bucket_take(b, t);
 	w->count--;
 	debug_pending(w, t, false);
-	/* Exact mode keeps only non-empty buckets queued, so next_expiry
-	 * never reports a time when there is nothing to do. */
-	if (w->mode == TW_MODE_EXACT && b->count == 0 && b->has_expiration) {
-		mark_empty(w, b);
-		b->has_expiration = false;
-	}
+	list_unlink(&t->link);
+	t->bucket = NULL;
+	if (--b->count == 0)
+		bucket_emptied(w, b);
 }
 
 static inline void fire(struct tw_wheel *w, struct tw_timer *t)
