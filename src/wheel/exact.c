@@ -327,7 +327,6 @@ static int64_t empty_bucket(struct tw_wheel *w, struct tw_bucket *b, int64_t lim
 			insert_exact(w, t, key);
 		}
 	}
-	b->min_key = INT64_MAX; /* empty: see bucket_first_key */
 	return fired;
 }
 

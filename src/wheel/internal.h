@@ -125,11 +125,14 @@ static inline void bucket_append(struct tw_bucket *b, struct tw_timer *t)
 	t->bucket = b;
 }
 
+/* An empty bucket's min_key is INT64_MAX from the moment it empties,
+ * before any callback can run (see bucket_first_key). */
 static inline void bucket_take(struct tw_bucket *b, struct tw_timer *t)
 {
 	list_unlink(&t->link);
-	b->count--;
 	t->bucket = NULL;
+	if (--b->count == 0)
+		b->min_key = INT64_MAX;
 }
 
 #ifdef TW_DEBUG
@@ -225,8 +228,8 @@ int64_t tw__fire_windowed(struct tw_wheel *w, struct tw_bucket *b);
 
 /* A bucket that turns non-empty: its expiration and pop time, its
  * min_key, its occupancy bit, and upper_pop if it is above level 1. */
-cold_local void bucket_fill(struct tw_wheel *w, struct tw_level *lv,
-			    struct tw_bucket *b, int64_t number, int64_t key)
+static inline void fill_bucket(struct tw_wheel *w, struct tw_level *lv,
+			       struct tw_bucket *b, int64_t number, int64_t key)
 {
 	b->expiration = (int64_t)((uint64_t)number << lv->shift);
 	/* (number - 1) * span, saturated at the bottom of int64 (lead ==
@@ -240,6 +243,12 @@ cold_local void bucket_fill(struct tw_wheel *w, struct tw_level *lv,
 	lv->occupied |= (uint64_t)1 << b->slot;
 	if (lv != w->levels && b->pop_at < w->upper_pop)
 		w->upper_pop = b->pop_at;
+}
+
+cold_local void bucket_fill(struct tw_wheel *w, struct tw_level *lv,
+			    struct tw_bucket *b, int64_t number, int64_t key)
+{
+	fill_bucket(w, lv, b, number, key);
 }
 
 cold_local void notify_placed(const struct tw_wheel *w,
@@ -266,14 +275,16 @@ cold_local void place_ready(struct tw_wheel *w, struct tw_timer *t)
 	notify(w, TW_EV_READY, TW_LEVEL_READY, 0, w->now, t);
 }
 
-/* A filed timer's key at or before its bucket's min_key: the bucket is
- * empty (an empty level bucket keeps min_key at INT64_MAX, so that the
- * add has one test for both) or its min_key moves down. */
+/* A timer just appended with a key at or before its bucket's min_key:
+ * the bucket was empty (an empty bucket keeps min_key at INT64_MAX --
+ * bucket_init, bucket_take, unlink_pending -- so that the add has one
+ * test for both; tw_wheel_check() checks it) or its min_key moves down.
+ * Called last, with nothing of the caller's to keep across it. */
 cold_local void bucket_first_key(struct tw_wheel *w, struct tw_level *lv,
 				 struct tw_bucket *b, int64_t key)
 {
-	if (b->count == 0)
-		bucket_fill(w, lv, b, shift_floor(key, lv->shift), key);
+	if (b->count == 1)
+		fill_bucket(w, lv, b, shift_floor(key, lv->shift), key);
 	else if (key < b->min_key)
 		b->min_key = key;
 }
@@ -321,9 +332,9 @@ hot_inline bool file_exact64(struct tw_level *levels, uint32_t nlevels,
 	if (__builtin_expect((uint64_t)number - (uint64_t)lv->clock >= 64, 0))
 		return false;
 	b = &lv->slots[(uint64_t)number & 63];
+	bucket_append(b, t);
 	if (__builtin_expect(key <= b->min_key, 0))
 		bucket_first_key(w, lv, b, key);
-	bucket_append(b, t);
 	return true;
 }
 

@@ -219,7 +219,6 @@ static int64_t drain_checked(struct tw_wheel *w, tw_timer_fn *hand_back,
 			bucket_append(held, t);
 			taken++;
 		}
-		b->min_key = INT64_MAX;
 	}
 	for (uint32_t i = 0; i < w->max_levels; i++) {
 		w->levels[i].draining = NULL;

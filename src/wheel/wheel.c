@@ -283,8 +283,6 @@ int64_t tw__move_down(struct tw_wheel *w, struct tw_bucket *b, size_t n)
 			tw__insert_kafka(w, t, key);
 		}
 	}
-	if (list_empty(&b->head))
-		b->min_key = INT64_MAX; /* empty: see bucket_first_key */
 	return fired;
 }
 
