@@ -64,6 +64,16 @@
 #define compiler_barrier() ((void)0)
 #endif
 
+/* Out of line, but not cold: gcc moves the code that leads to a cold
+ * call into the function's cold part, and with bucket_first_key that
+ * was the add's whole common path (the instructions the same, laid out
+ * away from the rest and jumped to). */
+#if defined(__GNUC__)
+#define rare_local static __attribute__((noinline, unused))
+#else
+#define rare_local static
+#endif
+
 #if defined(__GNUC__)
 #define prefetch(p) __builtin_prefetch(p)
 #else
@@ -280,7 +290,7 @@ cold_local void place_ready(struct tw_wheel *w, struct tw_timer *t)
  * bucket_init, bucket_take, unlink_pending -- so that the add has one
  * test for both; tw_wheel_check() checks it) or its min_key moves down.
  * Called last, with nothing of the caller's to keep across it. */
-cold_local void bucket_first_key(struct tw_wheel *w, struct tw_level *lv,
+rare_local void bucket_first_key(struct tw_wheel *w, struct tw_level *lv,
 				 struct tw_bucket *b, int64_t key)
 {
 	if (b->count == 1)
@@ -365,7 +375,7 @@ hot_inline void place_new(struct tw_wheel *w, struct tw_timer *t, int64_t due)
 	w->count++;
 	debug_pending(w, t, true);
 	if (__builtin_expect(due > w->now, 1) &&
-	    __builtin_expect(file_exact64(levels, levels->fast_levels, w, t, due), 1))
+	    file_exact64(levels, levels->fast_levels, w, t, due))
 		return;
 	/* The general path reads the wheel afresh: what the short path
 	 * read, kept in registers for it, would cost the short path a move
