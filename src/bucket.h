@@ -22,7 +22,8 @@ struct tw_bucket {
 	struct tw_link head;
 	size_t count;
 	int64_t min_key;          /* exact mode: no timer here has a smaller
-				     key (a bound: a cancel leaves it) */
+				     key (a bound: a cancel leaves it);
+				     INT64_MAX while the bucket is empty */
 	int64_t expiration;       /* in ticks; meaningful if has_expiration */
 	int64_t pop_at;           /* when it leaves the queue, in ticks:
 				     expiration, or one level tick earlier
@@ -57,6 +58,11 @@ struct tw_level {
 	bool windowed;            /* a windowed timer was ever filed here
 				     (next_expiry then looks one bucket
 				     further: see wheel/window.c) */
+	uint32_t fast_levels;     /* level 1's only: the levels in use
+				     (nlevels) where the add's short path
+				     applies -- exact mode, a tick of 1, 64
+				     buckets, no observer -- else 0 (see
+				     wheel/internal.h's place_new) */
 	/* Exact mode: bit s % 64 of word s / 64 set iff slots[s] is queued
 	 * (non-empty and not draining); words past size / 64 stay 0, and
 	 * kafka mode's are all 0. Word 0, all a level of up to 64 buckets

@@ -173,8 +173,10 @@ int tw_timer_where(const struct tw_wheel *w, const struct tw_timer *t,
 
 void tw_wheel_set_observer(struct tw_wheel *w, const struct tw_observer *obs)
 {
-	if (w)
+	if (w) {
 		w->observer = obs;
+		tw__wheel_fast_levels(w);
+	}
 }
 
 /* ---- the checker ---- */
@@ -294,6 +296,10 @@ static int check_bucket_expiration(const struct tw_wheel *w, uint32_t li,
 		BROKEN("L%u#%u: empty bucket queued in exact mode", li + 1, slot);
 	if (b->count && !b->has_expiration && !b->draining)
 		BROKEN("L%u#%u: timers but no expiration", li + 1, slot);
+	/* The add's short path tells an empty bucket by it. */
+	if (!b->count && b->min_key != INT64_MAX)
+		BROKEN("L%u#%u: empty, min_key %lld, not INT64_MAX", li + 1, slot,
+		       (long long)b->min_key);
 	if (b->draining != (lv->draining == b) || (b->draining && queued))
 		BROKEN("L%u#%u: draining state inconsistent", li + 1, slot);
 	if (queued && b->pop_at != (lv->lead ? tw__mul_sat(tw__span_div(b->expiration,

@@ -18,6 +18,9 @@ int64_t tw__ticks_to_time(const struct tw_wheel *w, int64_t key);
 int64_t tw__timer_key(const struct tw_wheel *w, int64_t due);
 int64_t tw__level_clock_time(const struct tw_wheel *w,
 			     const struct tw_level *lv);
+/* After a change to what the add's short path depends on (the observer):
+ * src/wheel/wheel.c. */
+void tw__wheel_fast_levels(struct tw_wheel *w);
 struct tw_bucket *tw__ready_list(const struct tw_wheel *w, unsigned which);
 struct tw_bucket *tw__hand_back_list(const struct tw_wheel *w);
 unsigned tw__bucket_level(const struct tw_wheel *w, const struct tw_bucket *b);

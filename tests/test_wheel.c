@@ -478,6 +478,33 @@ static void test_exact_next_expiry_wakes_only_to_fire(void)
 	}
 }
 
+/* The add's short path leaves the observer out: installing one (or
+ * removing it) between adds must take it out of (or back to) that path,
+ * so that every add made while one is installed is told. */
+static void test_observer_installed_between_adds_sees_them(void)
+{
+	static const struct tw_observer obs = { count_moves, NULL };
+	struct tw_wheel w;
+	struct rec a, b, c;
+
+	tw_wheel_init(&w, 1, 64, 0, TW_MODE_EXACT);
+	rec_init(&a, 1);
+	rec_init(&b, 2);
+	rec_init(&c, 3);
+	moves = 0;
+	CHECK_EQ(tw_wheel_add(&w, &a.timer, 5000), TW_OK);
+	CHECK_EQ(moves, 0);
+	tw_wheel_set_observer(&w, &obs);
+	CHECK_EQ(tw_wheel_add(&w, &b.timer, 6000), TW_OK);
+	CHECK_EQ(moves, 1);
+	tw_wheel_set_observer(&w, NULL);
+	CHECK_EQ(tw_wheel_add(&w, &c.timer, 7000), TW_OK);
+	CHECK_EQ(moves, 1);
+	CHECK_WHEEL(&w);
+	CHECK_EQ(tw_wheel_advance(&w, 7000), 3);
+	tw_wheel_destroy(&w);
+}
+
 int main(void)
 {
 	RUN(test_init_rejects_bad_parameters);
@@ -494,5 +521,6 @@ int main(void)
 	RUN(test_exact_drain_shares_follow_the_ticks_an_advance_covers);
 	RUN(test_exact_next_expiry_wakes_only_to_fire);
 	RUN(test_exact_big_buckets_drain_in_an_event_loop);
+	RUN(test_observer_installed_between_adds_sees_them);
 	return check_report();
 }

@@ -229,9 +229,41 @@ static void test_timeout_clamps(void)
 	tw_wheel_destroy(&w);
 }
 
+/* Near the end of time a due time of INT64_MAX is filed a few levels up,
+ * through the add's short path (exact mode, tick 1, 64 buckets), into a
+ * bucket that is empty: whose min_key, INT64_MAX while empty, equals the
+ * key. The bucket must still be filled and queued; a second timer at the
+ * same key joins it, and a cancel empties it. */
+static void test_int64_max_into_an_empty_bucket(void)
+{
+	struct tw_wheel w;
+	struct rec a, b, c;
+
+	CHECK_EQ(tw_wheel_init(&w, 1, 64, INT64_MAX - 5000, TW_MODE_EXACT), TW_OK);
+	rec_init(&a, 1);
+	rec_init(&b, 2);
+	rec_init(&c, 3);
+	/* Creates level 2 (5000 ticks: past level 1's 64). */
+	CHECK_EQ(tw_wheel_add(&w, &c.timer, INT64_MAX - 1), TW_OK);
+	CHECK_EQ(tw_wheel_cancel(&w, &c.timer), 1);
+	CHECK_EQ(tw_wheel_add(&w, &a.timer, INT64_MAX), TW_OK);
+	CHECK_WHEEL(&w);
+	CHECK_EQ(tw_wheel_add(&w, &b.timer, INT64_MAX), TW_OK);
+	CHECK_WHEEL(&w);
+	CHECK_EQ(tw_wheel_cancel(&w, &b.timer), 1);
+	CHECK_WHEEL(&w);
+	CHECK_EQ(tw_wheel_advance(&w, INT64_MAX - 1), 0);
+	CHECK_EQ(tw_wheel_advance(&w, INT64_MAX), 1);
+	CHECK_EQ(a.fires, 1);
+	CHECK_EQ(tw_wheel_count(&w), 0);
+	CHECK_WHEEL(&w);
+	tw_wheel_destroy(&w);
+}
+
 int main(void)
 {
 	RUN(test_due_times_at_int64_edges);
+	RUN(test_int64_max_into_an_empty_bucket);
 	RUN(test_negative_times_are_described);
 	RUN(test_add_in_refuses_an_overflow);
 	RUN(test_timeout_clamps);

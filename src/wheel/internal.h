@@ -57,6 +57,23 @@
 #define cold_local static
 #endif
 
+/* Values read before it are read again after it. */
+#if defined(__GNUC__)
+#define compiler_barrier() __asm__ __volatile__("" ::: "memory")
+#else
+#define compiler_barrier() ((void)0)
+#endif
+
+/* Out of line, but not cold: gcc moves the code that leads to a cold
+ * call into the function's cold part, and with bucket_first_key that
+ * was the add's whole common path (the instructions the same, laid out
+ * away from the rest and jumped to). */
+#if defined(__GNUC__)
+#define rare_local static __attribute__((noinline, unused))
+#else
+#define rare_local static
+#endif
+
 #if defined(__GNUC__)
 #define prefetch(p) __builtin_prefetch(p)
 #else
@@ -119,11 +136,14 @@ static inline void bucket_append(struct tw_bucket *b, struct tw_timer *t)
 	t->bucket = b;
 }
 
+/* An empty bucket's min_key is INT64_MAX from the moment it empties,
+ * before any callback can run (see bucket_first_key). */
 static inline void bucket_take(struct tw_bucket *b, struct tw_timer *t)
 {
 	list_unlink(&t->link);
-	b->count--;
 	t->bucket = NULL;
+	if (--b->count == 0)
+		b->min_key = INT64_MAX;
 }
 
 #ifdef TW_DEBUG
@@ -221,8 +241,8 @@ int64_t tw__fire_windowed(struct tw_wheel *w, struct tw_bucket *b);
 
 /* A bucket that turns non-empty: its expiration and pop time, its
  * min_key, its occupancy bit, and upper_pop if it is above level 1. */
-cold_local void bucket_fill(struct tw_wheel *w, struct tw_level *lv,
-			    struct tw_bucket *b, int64_t number, int64_t key)
+static inline void fill_bucket(struct tw_wheel *w, struct tw_level *lv,
+			       struct tw_bucket *b, int64_t number, int64_t key)
 {
 	b->expiration = (int64_t)((uint64_t)number << lv->shift);
 	/* (number - 1) * span, saturated at the bottom of int64 (lead ==
@@ -236,6 +256,12 @@ cold_local void bucket_fill(struct tw_wheel *w, struct tw_level *lv,
 	lv->occupied[b->slot / 64] |= (uint64_t)1 << (b->slot % 64);
 	if (lv != w->levels && b->pop_at < w->upper_pop)
 		w->upper_pop = b->pop_at;
+}
+
+cold_local void bucket_fill(struct tw_wheel *w, struct tw_level *lv,
+			    struct tw_bucket *b, int64_t number, int64_t key)
+{
+	fill_bucket(w, lv, b, number, key);
 }
 
 cold_local void notify_placed(const struct tw_wheel *w,
@@ -262,20 +288,73 @@ cold_local void place_ready(struct tw_wheel *w, struct tw_timer *t)
 	notify(w, TW_EV_READY, TW_LEVEL_READY, 0, w->now, t);
 }
 
-/* Exact mode's insert: the same levels, found the same way, but a bucket
- * number is a shift and its slot a mask, and a bucket is queued by setting
- * its level's occupancy bit. A bucket also keeps the smallest key it has
- * held since it last emptied, so next_expiry can name the tick its first
- * timer fires at instead of the tick it cascades at.
+/* A timer just appended with a key at or before its bucket's min_key:
+ * the bucket was empty (an empty bucket keeps min_key at INT64_MAX --
+ * bucket_init, bucket_take, unlink_pending -- so that the add has one
+ * test for both; tw_wheel_check() checks it) or its min_key moves down.
+ * Called last, with nothing of the caller's to keep across it. */
+rare_local void bucket_first_key(struct tw_wheel *w, struct tw_level *lv,
+				 struct tw_bucket *b, int64_t key)
+{
+	if (b->count == 1)
+		fill_bucket(w, lv, b, shift_floor(key, lv->shift), key);
+	else if (key < b->min_key)
+		b->min_key = key;
+}
+
+/* Exact mode's level for a distance of at least 1 tick from level 1's
+ * clock, with 64 buckets a level: level L holds distances below
+ * 2^(5L + 6), so the index of distance's highest bit, h, names it:
+ * floor((h - 1) / 5), 0 for h = 0, which (h * 51) >> 8 is for every h in
+ * 0..63 -- a bit scan and a multiply, no loop over the levels below
+ * (whose branch a random due time would mispredict) and no division. */
+static inline unsigned level64(uint64_t distance)
+{
+	return (((unsigned)__builtin_clzll(distance) ^ 63) * 51) >> 8;
+}
+
+/* Exact mode's insert at 64 buckets a level, for a key after level 1's
+ * clock (every caller's: a timer due by then fires or waits in the ready
+ * list) and nlevels levels in use: the level found at once, its bucket
+ * number a shift and its slot a mask, a bucket queued by setting its
+ * level's occupancy bit. A bucket also keeps the smallest key it has held
+ * since it last emptied, so next_expiry can name the tick its first timer
+ * fires at instead of the tick it cascades at.
  *
- * It is split for speed: the add every caller makes -- the level found
- * at once, the bucket already queued -- is a few dozen instructions with
- * no call in it, so the compiler keeps it in scratch registers and saves
- * none; a bucket that fills, a level still to be created, the top level
- * and an observer are handled out of line (above, and the slow path in
- * exact.c). */
-/* The add at 2^bits buckets a level (bits a constant where it is
- * inlined); false, having done nothing, where the slow path must file. */
+ * It is split for speed: the add every caller makes -- the level found at
+ * once, the bucket already queued -- is a few dozen instructions with no
+ * call in it, so the compiler keeps it in scratch registers and saves
+ * none; a bucket that fills or a key before its bucket's min_key (one
+ * test: above), and (false returned) a level still to be created, or a
+ * key one bucket past the level found, are handled out of line. levels
+ * is w->levels, read by the caller before its stores. */
+hot_inline bool file_exact64(struct tw_level *levels, uint32_t nlevels,
+			     struct tw_wheel *w, struct tw_timer *t, int64_t key)
+{
+	uint64_t distance = (uint64_t)key - (uint64_t)levels[0].clock;
+	/* "| 1": at least 1 when the caller filters nothing (place_new). */
+	unsigned i = level64(distance | 1);
+	struct tw_level *lv;
+	struct tw_bucket *b;
+	int64_t number;
+
+	if (__builtin_expect(i >= nlevels, 0))
+		return false;
+	lv = &levels[i];
+	number = shift_floor(key, lv->shift);
+	if (__builtin_expect((uint64_t)number - (uint64_t)lv->clock >= 64, 0))
+		return false;
+	b = &lv->slots[(uint64_t)number & 63];
+	bucket_append(b, t);
+	if (__builtin_expect(key <= b->min_key, 0))
+		bucket_first_key(w, lv, b, key);
+	return true;
+}
+
+/* The same add at 2^bits buckets a level (bits a constant where it is
+ * inlined), for the other sizes of up to 256 (out of line, in exact.c's
+ * slow path) or a build that makes another size its default; false,
+ * having done nothing, where the slow path must file. */
 hot_inline bool insert_exact_bits(struct tw_wheel *w, struct tw_timer *t,
 				  int64_t key, unsigned bits)
 {
@@ -300,50 +379,73 @@ hot_inline bool insert_exact_bits(struct tw_wheel *w, struct tw_timer *t,
 				     (uint64_t)1 << bits, 0))
 		return false;
 	b = &lv->slots[(uint64_t)number & (((uint64_t)1 << bits) - 1)];
-	if (__builtin_expect(b->count == 0, 0))
-		bucket_fill(w, lv, b, number, key);
-	else if (key < b->min_key)
-		b->min_key = key;
 	bucket_append(b, t);
+	if (__builtin_expect(key <= b->min_key, 0))
+		bucket_first_key(w, lv, b, key);
 	if (__builtin_expect(w->observer != NULL, 0))
 		notify_placed(w, t);
 	return true;
 }
 
 /* The size whose add is inlined into every public call: the default's,
- * 64 buckets a level (2^6). A build that makes another size its default
- * inlines that one instead (-DTW_EXACT_INLINE_BITS=8 for 256: how the
- * geometry section of docs/performance.md measured 256 as a default);
- * the other sizes take the same path out of line, with their own
- * constants. */
+ * 64 buckets a level (2^6), by file_exact64. A build that makes another
+ * size its default inlines that one instead (-DTW_EXACT_INLINE_BITS=8 for
+ * 256: how the geometry section of docs/performance.md measured 256 as a
+ * default); the other sizes take the same path out of line, with their
+ * own constants. */
 #ifndef TW_EXACT_INLINE_BITS
 #define TW_EXACT_INLINE_BITS 6
 #endif
 
+/* Exact mode's insert, any size: the inlined size's short path, or the
+ * slow path in exact.c (any level, any size, levels created as needed). */
 hot_inline void insert_exact(struct tw_wheel *w, struct tw_timer *t, int64_t key)
 {
+#if TW_EXACT_INLINE_BITS == 6
+	if (__builtin_expect(w->size == 64, 1) &&
+	    file_exact64(w->levels, w->nlevels, w, t, key)) {
+		if (__builtin_expect(w->observer != NULL, 0))
+			notify_placed(w, t);
+		return;
+	}
+#else
 	if (__builtin_expect(w->size == 1u << TW_EXACT_INLINE_BITS, 1) &&
 	    insert_exact_bits(w, t, key, TW_EXACT_INLINE_BITS))
 		return;
+#endif
 	tw__insert_exact_slow(w, t, key);
 }
 
-hot_inline void place_new(struct tw_wheel *w, struct tw_timer *t)
+/* File a timer that is new (from add or reschedule), due at due (already
+ * in t->due). The wheels most callers make (exact mode, a tick of 1, 64
+ * buckets, no observer) have their levels in use in levels[0].fast_levels
+ * (others 0): a due time after now is filed by file_exact64 with no other
+ * test, on fields read before the first store; anything it does not file
+ * takes the general path, which tests it all again. */
+hot_inline void place_new(struct tw_wheel *w, struct tw_timer *t, int64_t due)
 {
+	struct tw_level *levels = w->levels;
 	int64_t key;
 
 	w->count++;
 	debug_pending(w, t, true);
+	if (__builtin_expect(due > w->now, 1) &&
+	    file_exact64(levels, levels->fast_levels, w, t, due))
+		return;
+	/* The general path reads the wheel afresh: what the short path
+	 * read, kept in registers for it, would cost the short path a move
+	 * each (an empty asm: no instruction). */
+	compiler_barrier();
 	/* The mode is tested once: exact mode's add is the one to keep
 	 * short. */
 	if (w->mode == TW_MODE_EXACT) {
-		if (t->due <= w->now)
+		if (due <= w->now)
 			place_ready(w, t);
 		else
-			insert_exact(w, t, exact_key(w, t->due));
+			insert_exact(w, t, exact_key(w, due));
 		return;
 	}
-	key = timer_key(w, t->due);
+	key = timer_key(w, due);
 	if (key <= w->levels[0].clock ||
 	    (w->advancing && key <= tw__due_limit(w, w->now)))
 		place_ready(w, t);
@@ -351,19 +453,30 @@ hot_inline void place_new(struct tw_wheel *w, struct tw_timer *t)
 		tw__insert_kafka(w, t, key);
 }
 
+/* A level bucket that has just emptied: min_key back to INT64_MAX (see
+ * bucket_first_key); in exact mode, which keeps only non-empty buckets
+ * queued (so next_expiry never reports a time when there is nothing to
+ * do), out of the queue. */
+static inline void bucket_emptied(struct tw_wheel *w, struct tw_bucket *b)
+{
+	b->min_key = INT64_MAX;
+	if (w->mode == TW_MODE_EXACT && b->has_expiration) {
+		mark_empty(w, b);
+		b->has_expiration = false;
+	}
+}
+
+/* The bucket's count last, so that its test needs no reload. */
 hot_inline void unlink_pending(struct tw_wheel *w, struct tw_timer *t)
 {
 	struct tw_bucket *b = t->bucket;
 
-	bucket_take(b, t);
 	w->count--;
 	debug_pending(w, t, false);
-	/* Exact mode keeps only non-empty buckets queued, so next_expiry
-	 * never reports a time when there is nothing to do. */
-	if (w->mode == TW_MODE_EXACT && b->count == 0 && b->has_expiration) {
-		mark_empty(w, b);
-		b->has_expiration = false;
-	}
+	list_unlink(&t->link);
+	t->bucket = NULL;
+	if (--b->count == 0)
+		bucket_emptied(w, b);
 }
 
 static inline void fire(struct tw_wheel *w, struct tw_timer *t)

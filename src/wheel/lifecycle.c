@@ -28,7 +28,7 @@ static void bucket_init(struct tw_wheel *w, struct tw_bucket *b)
 	list_init(&b->head);
 	b->level = in_level ? (uint8_t)(index / w->size + 1) : TW_LEVEL_READY;
 	b->slot = in_level ? (uint32_t)(index % w->size) : 0;
-	b->min_key = 0;
+	b->min_key = INT64_MAX; /* empty: see bucket_first_key */
 	b->expiration = 0;
 	b->queue_seq = 0;
 	b->queue_index = TW_NOT_QUEUED;
@@ -165,6 +165,7 @@ int tw_wheel_init(struct tw_wheel *w, int64_t tick, uint32_t wheel_size,
 	w->nlevels = 1;
 	/* I6: a wheel started at the end of time has reached its last tick. */
 	w->levels[0].clock = tw__due_limit(w, start);
+	tw__wheel_fast_levels(w);
 	return TW_OK;
 }
 

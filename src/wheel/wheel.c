@@ -232,6 +232,7 @@ struct tw_level *tw__add_level(struct tw_wheel *w)
 	struct tw_level *lv = &w->levels[w->nlevels++];
 
 	lv->clock = tw__floor_div(below->clock, (int64_t)w->factor);
+	tw__wheel_fast_levels(w);
 	notify(w, TW_EV_LEVEL_ADDED, w->nlevels, 0, tw__level_clock_time(w, lv),
 	       NULL);
 	return lv;
@@ -287,14 +288,31 @@ int64_t tw__move_down(struct tw_wheel *w, struct tw_bucket *b, size_t n)
 
 /* ---- the public calls ---- */
 
+/* levels[0].fast_levels, from what it depends on: init sets the mode,
+ * the tick and the size for good; tw__add_level() the levels in use, and
+ * tw_wheel_set_observer() the observer, call this. */
+void tw__wheel_fast_levels(struct tw_wheel *w)
+{
+	if (w && w->levels)
+		w->levels[0].fast_levels =
+			w->mode == TW_MODE_EXACT && w->tick == 1 && w->size == 64 &&
+					!w->observer
+				? w->nlevels
+				: 0;
+}
+
+/* The checks in the order that costs the add least: levels (NULL exactly
+ * when buckets is: init and destroy set both) is read here once for the
+ * filing too, and a timer's own callback, set on almost every timer, is
+ * tested before the wheel's expire function. */
 hot_inline int wheel_add(struct tw_wheel *w, struct tw_timer *t, int64_t due)
 {
-	if (!w || !w->buckets || !t || no_callback(w, t))
+	if (!w || !w->levels || !t || (!t->fn && !w->expire))
 		return TW_EINVAL_BECAUSE("tw_wheel_add", "%s", bad_wheel_call(w, t));
 	if (t->bucket)
 		return TW_EBUSY;
 	t->due = due;
-	place_new(w, t);
+	place_new(w, t, due);
 	return TW_OK;
 }
 
@@ -337,20 +355,22 @@ hot_inline bool stays_put(const struct tw_wheel *w, const struct tw_timer *t,
 		      int64_t due)
 {
 	struct tw_bucket *b = t->bucket;
-	int64_t key;
+	int64_t key, expiration, min_key;
 
 	if (w->mode != TW_MODE_EXACT || b->level == TW_LEVEL_READY ||
 	    b->draining || due <= w->now)
 		return false;
-	key = timer_key(w, due);
+	key = exact_key(w, due);
+	expiration = b->expiration;
+	min_key = b->min_key;
 	/* A windowed timer (its key before its bucket's: it fires when the
 	 * bucket pops) sits among the bucket's first timers; made exact, it
 	 * moves, so that those stay together (windows, below). Only a
 	 * bucket whose min_key is before its expiration can hold one. */
-	if (key < b->expiration ||
-	    (b->min_key < b->expiration && timer_key(w, t->due) < b->expiration))
+	if (key < expiration ||
+	    (min_key < expiration && exact_key(w, t->due) < expiration))
 		return false;
-	if (key < b->min_key)
+	if (key < min_key)
 		b->min_key = key;
 	return true;
 }
@@ -372,7 +392,7 @@ hot_inline int wheel_reschedule(struct tw_wheel *w, struct tw_timer *t, int64_t 
 	if (was_pending)
 		unlink_pending(w, t);
 	t->due = due;
-	place_new(w, t);
+	place_new(w, t, due);
 	return was_pending;
 }
 
