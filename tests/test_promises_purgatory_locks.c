@@ -3,7 +3,8 @@
  * on_release outside the purgatory's locks, forced through the test points
  * as in test_promises_purgatory.c: beside shutdown's lock, a purge walk
  * beside a growing shard, and with no memory to defer a reference to
- * after a lock (a purge, a cancel, a shutdown).
+ * after a lock (a purge, a cancel, a shutdown) or to snapshot a key's
+ * list of 100 ops.
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -371,12 +372,12 @@ static bool fail_reserve(const char *point, const void *obj)
 	return !strcmp(point, "oplist.reserve");
 }
 
-/* More armed timeouts than shutdown holds without memory (32): with no
- * room for their references, shutdown changes nothing and says so, and a
- * later call succeeds; destroy goes on without it. */
+/* More armed timeouts than shutdown holds without memory (OPLIST_INLINE):
+ * with no room for their references, shutdown changes nothing and says
+ * so, and a later call succeeds; destroy goes on without it. */
 static void test_a_shutdown_without_room_for_its_timeouts_changes_nothing(void)
 {
-	enum { N = 40 };
+	enum { N = OPLIST_INLINE + 8 };
 	static struct tw_delayed_op ops[N];
 	static struct tw_watch ws[N];
 	const void *k[1] = { "topic-0" };
@@ -414,6 +415,46 @@ static void test_a_shutdown_without_room_for_its_timeouts_changes_nothing(void)
 	}
 }
 
+/*
+ * A key check's snapshot holds every uncompleted op on the key's list:
+ * 30 to 100 at Kafka's rates (3 of 100 keys per request, tens of
+ * thousands of requests a second). With room for 32 on the stack, every
+ * check of a longer list allocated, and with no memory its ops past the
+ * 32nd went untried. Here a push that would have to grow fails (as with
+ * no memory): a check of 100 ops whose condition holds completes all 100
+ * without any.
+ */
+static bool fail_growth(const char *point, const void *obj)
+{
+	const struct oplist *l = obj;
+
+	return !strcmp(point, "oplist.push") && l->len == l->cap;
+}
+
+static void test_a_key_check_of_100_ops_needs_no_memory(void)
+{
+	enum { N = 100 };
+	static struct gop ops[N];
+	struct tw_purgatory *p = manual_purgatory_purging(0);
+
+	for (int i = 0; i < N; i++) {
+		gop_init(&ops[i], p, "topic-0", NULL);
+		CHECK_EQ(gop_watch(&ops[i]), 0);
+		atomic_store(&ops[i].ready, 1);
+	}
+	tw__test_set_fail(fail_growth);
+	CHECK_EQ(check_key(p, "topic-0"), N);
+	tw__test_set_fail(NULL);
+	for (int i = 0; i < N; i++)
+		CHECK_EQ(atomic_load(&ops[i].completes), 1);
+	CHECK_EQ(tw_purgatory_watched(p), 0);
+	tw_purgatory_destroy(p);
+	for (int i = 0; i < N; i++) {
+		CHECK_EQ(atomic_load(&ops[i].releases), 1);
+		tw_op_destroy(&ops[i].op);
+	}
+}
+
 int main(int argc, char **argv)
 {
 	sp_install();
@@ -423,5 +464,6 @@ int main(int argc, char **argv)
 	RUN_IF(test_a_cancel_without_memory_hands_back_what_it_claims);
 	RUN_IF(test_a_shutdown_without_memory_releases_outside_its_lock);
 	RUN_IF(test_a_shutdown_without_room_for_its_timeouts_changes_nothing);
+	RUN_IF(test_a_key_check_of_100_ops_needs_no_memory);
 	return check_report();
 }

@@ -173,11 +173,18 @@ static inline int64_t op_tolerance(const struct tw_delayed_op *op)
 }
 
 /* Ops collected under a shard lock and dealt with after it. Per call, with
- * room for 32 inline, so the common case allocates nothing. */
+ * room for 128 inline (1 KB of stack), so the common case allocates
+ * nothing: a key check's snapshot holds every uncompleted op on the key's
+ * list, and at Kafka's rates (tens of thousands of requests a second, each
+ * watching 3 of 100 keys) that is 30 to 100 ops. A snapshot that outgrows
+ * its room allocates on every check, and with no memory leaves the ops
+ * past it untried. */
+#define OPLIST_INLINE 128
+
 struct oplist {
 	struct tw_delayed_op **ops;
 	size_t len, cap;
-	struct tw_delayed_op *small[32];
+	struct tw_delayed_op *small[OPLIST_INLINE];
 };
 
 static inline void oplist_init(struct oplist *l)
@@ -346,6 +353,19 @@ static inline void unlock_op(struct tw_delayed_op *op)
 		own_lock_release(&op->own_lock);
 }
 
+/* The op's condition checked under its lock; the caller holds a reference
+ * across it (a key check's snapshot, safe_try_complete's own). Inline: a
+ * key check runs it for every op on the key's list. */
+static inline bool try_complete_locked(struct tw_delayed_op *op)
+{
+	bool done;
+
+	lock_op(op);
+	done = op->ops->try_complete(op);
+	unlock_op(op);
+	return done;
+}
+
 /* ---- references (their transitions are opstate.h's) ---- */
 
 /* Drop a reference; the last one releases the op. */
@@ -417,7 +437,6 @@ typedef void tw__pg_list_fn(struct tw_purgatory *p, struct tw_watchers *ws,
 /* op.c */
 TW_PG_HIDDEN void tw__pg_drop_timeout(struct tw_purgatory *p,
 				      struct tw_delayed_op *op);
-TW_PG_HIDDEN bool tw__pg_try_complete_referenced(struct tw_delayed_op *op);
 /* watch.c */
 TW_PG_HIDDEN void tw__pg_walk_lists(struct tw_purgatory *p, bool lock,
 				    tw__pg_list_fn *fn, void *arg);

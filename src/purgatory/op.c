@@ -164,17 +164,6 @@ bool tw_op_force_complete(struct tw_delayed_op *op)
 	return claim(op);
 }
 
-/* The caller holds a reference across it (see tw_op_safe_try_complete). */
-bool tw__pg_try_complete_referenced(struct tw_delayed_op *op)
-{
-	bool done;
-
-	lock_op(op);
-	done = op->ops->try_complete(op);
-	unlock_op(op);
-	return done;
-}
-
 /* A reference across the locked section: if try_complete completes the op
  * and every other reference goes meanwhile, on_release runs after the
  * unlock (it may free the op, lock included), never under the lock. */
@@ -190,7 +179,7 @@ bool tw_op_safe_try_complete(struct tw_delayed_op *op)
 			     to keep */
 	if (held && !tr_ref_get_unless_zero(op))
 		return false; /* completed, and on its way out */
-	done = tw__pg_try_complete_referenced(op);
+	done = try_complete_locked(op);
 	if (held) {
 		op_put(op);
 		/* After the unlock, and not through the op: the put may
