@@ -362,7 +362,9 @@ int tw_service_reschedule(struct tw_service *svc, struct tw_service_timer *t,
  * the reaper. A window in which no bucket of a level that reaches it
  * pops (at a 1 ms tick and 64 buckets, one narrower than 32 ms up to 2 s
  * away, 1.024 s up to 64 s; tw_wheel_add_range() says more) is filed at
- * earliest and moves down the levels as any timer. The window is kept in whole ticks: latest - earliest rounds
+ * its most aligned tick (the one in the window that is a multiple of the
+ * largest power of two, so that overlapping windows still run in one
+ * wake-up) and moves down the levels as any timer. The window is kept in whole ticks: latest - earliest rounds
  * down to a multiple of the tick (and to at most 2^32 - 1 ticks), so it
  * only ever narrows. earliest == latest is tw_service_add(svc, t,
  * earliest). A periodic timer keeps its window at each re-arm: every run
