@@ -424,6 +424,23 @@ static __attribute__((noinline)) int reschedule_range_rest(struct tw_wheel *w,
 	return reschedule_range_ticks(w, t, b, earliest, latest);
 }
 
+/* window_move() for the common case's timers (pending, tick 1, a real
+ * window): out of its bucket, exact at the aligned tick (at earliest if
+ * that has passed), with the add inlined here rather than called. */
+static __attribute__((noinline)) int window_refile(struct tw_wheel *w, struct tw_timer *t,
+						   int64_t earliest, int64_t latest)
+{
+	unlink_pending(w, t);
+	t->due = earliest > w->now ? aligned_key(earliest, latest) : earliest;
+	w->count++;
+	debug_pending(w, t, true);
+	if (t->due <= w->now)
+		place_ready(w, t);
+	else
+		insert_exact(w, t, t->due);
+	return 1;
+}
+
 /* The common case -- a pending timer of this wheel, tick 1, pushed to a
  * window -- decided with one test of everything that would send it
  * elsewhere (a pending timer's bucket names its wheel, so that wheel is
@@ -440,7 +457,7 @@ hot_inline int wheel_reschedule_range(struct tw_wheel *w, struct tw_timer *t,
 		return reschedule_range_rest(w, t, earliest, latest);
 	if (window_stays(w, t, b, earliest, latest, earliest, latest, t->due))
 		return 1;
-	return window_move(w, t, earliest, latest);
+	return window_refile(w, t, earliest, latest);
 }
 
 public_hot int tw_wheel_reschedule_range(struct tw_wheel *w,
