@@ -314,6 +314,32 @@ static void test_window_reschedule_stays_for_exact_and_passed_earliest(void)
 	tw_wheel_destroy(&w);
 }
 
+/* With a tick above 1 an exact timer's due time may lie after a window's
+ * latest in latest's own tick: pushed to a window already open that
+ * holds that tick, it stays, and its due time says the window's latest
+ * (it said 111 for [50, 110]); it still fires at the tick, 112. */
+static void test_window_reschedule_stays_with_a_due_time_inside(void)
+{
+	struct tw_wheel w;
+	struct rec a;
+	unsigned level, slot, level2, slot2;
+
+	tw_wheel_init(&w, 8, 64, 0, TW_MODE_EXACT);
+	rec_init(&a, 1);
+	CHECK_EQ(tw_wheel_add(&w, &a.timer, 111), TW_OK); /* tick 14 */
+	CHECK_EQ(tw_wheel_advance(&w, 60), 0);
+	CHECK_EQ(tw_timer_where(&w, &a.timer, &level, &slot), TW_OK);
+	CHECK_EQ(tw_wheel_reschedule_range(&w, &a.timer, 50, 110), 1);
+	CHECK_EQ(tw_timer_where(&w, &a.timer, &level2, &slot2), TW_OK);
+	CHECK(level2 == level && slot2 == slot);
+	CHECK_EQ(tw_timer_due(&a.timer), 110);
+	CHECK_WHEEL(&w);
+	CHECK_EQ(tw_wheel_advance(&w, 111), 0);
+	CHECK_EQ(tw_wheel_advance(&w, 112), 1);
+	CHECK_EQ(a.fired_at, 112);
+	tw_wheel_destroy(&w);
+}
+
 /* A windowed timer in a bucket big enough to drain fires at the pop, not
  * when the drain reaches it a level tick later (after its latest). */
 static void test_window_in_a_draining_bucket_fires_at_the_pop(void)
@@ -469,6 +495,7 @@ int main(void)
 	RUN(test_window_reset_of_an_exact_timer_stays_at_the_aligned_tick);
 	RUN(test_window_reschedule_inside_stays_put);
 	RUN(test_window_reschedule_stays_for_exact_and_passed_earliest);
+	RUN(test_window_reschedule_stays_with_a_due_time_inside);
 	RUN(test_window_in_a_draining_bucket_fires_at_the_pop);
 	RUN(test_window_bad_input_and_the_one_time_window);
 	RUN(test_drain_and_destroy_hand_back_pending);

@@ -351,7 +351,8 @@ int tw_wheel_add_range(struct tw_wheel *wheel, struct tw_timer *timer,
  * aligned tick from that expiration on (the bucket re-files it when it
  * expires, as tw_wheel_reschedule() leaves a timer pushed later), so that
  * timers pushed along together still fire together; pushed to a window
- * whose earliest has passed, it stays at its own tick if that is inside.
+ * whose earliest has passed, it stays at its own tick if that is inside
+ * (its due time, if outside the window, moved to the nearer edge).
  * Otherwise it moves, exact, to the window's most aligned tick (see
  * tw_wheel_add_range()): a reschedule seeks no coarse bucket, so that a
  * window pushed along stays in one bucket until that bucket expires

@@ -365,10 +365,14 @@ hot_inline bool window_stays(struct tw_wheel *w, struct tw_timer *t, struct tw_b
 		}
 		/* A window already open that holds its tick: it fires
 		 * there, never before earliest (an earlier due time in the
-		 * same tick becomes earliest, and the key is kept). */
+		 * same tick becomes earliest, a later one latest -- with a
+		 * tick above 1 both can share the window's edge ticks --
+		 * and the key is kept), so its due time says the window. */
 		if (ek <= key && key <= lk) {
 			if (t->due < earliest)
 				t->due = earliest;
+			else if (t->due > latest)
+				t->due = latest;
 			return true;
 		}
 	} else {
