@@ -35,8 +35,10 @@
 #include "../wheel_internal.h"
 
 /* The add, cancel and reschedule paths are a few dozen instructions: a
- * call and its spills would be a good part of them. */
-#if defined(__GNUC__)
+ * call and its spills would be a good part of them. Not in the coverage
+ * build (-O0): there each function is one copy, so that a branch counts
+ * once, for the code, not once per call site it is forced into. */
+#if defined(__GNUC__) && !defined(TW_COVERAGE)
 #define hot_inline static inline __attribute__((always_inline))
 #else
 #define hot_inline static inline
