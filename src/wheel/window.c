@@ -337,7 +337,8 @@ static __attribute__((noinline)) int window_move(struct tw_wheel *w, struct tw_t
  * coarse bucket is sought for it: that search is what a reset on every
  * packet cannot afford, and the aligned tick coalesces wake-ups as well
  * (a bucket expires at a multiple of its span, so the tick after it is as
- * aligned as the window allows). Otherwise it moves (window_move); its later
+ * aligned as the window allows). Otherwise it moves (window_refile; window_move off the
+ * common path); its later
  * pushes then stay put while the window still holds where it fires. All
  * of it is decided from one look at the timer and its bucket, with each
  * key computed once (the tick is read once: a store to a timer's due time
