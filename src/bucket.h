@@ -38,6 +38,12 @@ struct tw_bucket {
 	bool has_expiration;      /* queued (kafka: in the heap; exact: its
 				     level's occupancy bit is set) */
 	bool draining;            /* popped early, moving down in chunks */
+	/* A window call's short path does not keep a timer here: a ready
+	 * list, every bucket of a wheel in kafka mode or with a tick other
+	 * than 1 (all set for good at init), or a bucket while it drains.
+	 * One byte tested instead of four fields on every windowed reset;
+	 * set_draining() keeps it in step with draining. */
+	bool no_window_stay;
 };
 
 /*

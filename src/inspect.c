@@ -302,6 +302,10 @@ static int check_bucket_expiration(const struct tw_wheel *w, uint32_t li,
 		       (long long)b->min_key);
 	if (b->draining != (lv->draining == b) || (b->draining && queued))
 		BROKEN("L%u#%u: draining state inconsistent", li + 1, slot);
+	if (b->no_window_stay != (b->draining || w->mode != TW_MODE_EXACT ||
+				  w->tick != 1))
+		BROKEN("L%u#%u: no_window_stay %d disagrees with its drain, mode "
+		       "and tick", li + 1, slot, b->no_window_stay);
 	if (queued && b->pop_at != (lv->lead ? tw__mul_sat(tw__span_div(b->expiration,
 									 lv->span) - 1,
 							    lv->lead)
@@ -420,6 +424,8 @@ static int check_ready(const struct tw_wheel *w, char *why, size_t why_len)
 		BROKEN("timers left in the ready list being run");
 	if (waiting->has_expiration || waiting->queue_index != TW_NOT_QUEUED)
 		BROKEN("ready list is queued");
+	if (!waiting->no_window_stay || !other->no_window_stay)
+		BROKEN("a window call's short path would keep a ready timer");
 	for (const struct tw_link *l = waiting->head.next; l != &waiting->head;
 	     l = l->next) {
 		const struct tw_timer *t = list_timer((struct tw_link *)l);

@@ -387,6 +387,12 @@ static void test_window_bad_input_and_the_one_time_window(void)
 	CHECK_EQ(tw_wheel_add_range(&kafka, &a.timer, 100, 200), TW_EINVAL);
 	CHECK_EQ(tw_wheel_reschedule_range(&kafka, &a.timer, 100, 200), TW_EINVAL);
 	CHECK(!tw_timer_pending(&a.timer));
+	/* Pending in kafka mode, it is refused too, and stays where it was
+	 * (the windowed reset's short path must not take it). */
+	CHECK_EQ(tw_wheel_add(&kafka, &b.timer, 150), TW_OK);
+	CHECK_EQ(tw_wheel_reschedule_range(&kafka, &b.timer, 100, 200), TW_EINVAL);
+	CHECK_EQ(tw_timer_due(&b.timer), 150);
+	CHECK_EQ(tw_wheel_cancel(&kafka, &b.timer), 1);
 	CHECK_EQ(tw_wheel_count(&w), 0);
 	CHECK_EQ(tw_wheel_add_range(&w, &a.timer, 5000, 9000), TW_OK);
 	CHECK_EQ(tw_timer_where(&w, &a.timer, &l1, &s1), TW_OK);

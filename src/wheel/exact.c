@@ -119,7 +119,7 @@ static int64_t drain_some(struct tw_wheel *w, struct tw_level *lv, size_t n)
 	int64_t fired = tw__move_down(w, b, n);
 
 	if (list_empty(&b->head)) {
-		b->draining = false;
+		set_draining(w, b, false);
 		lv->draining = NULL;
 		w->ndraining--;
 	}
@@ -285,7 +285,7 @@ hot_inline int64_t advance_exact(struct tw_wheel *w, int64_t limit, bool wide)
 			 * time or earlier, and ties go to the drain), so a
 			 * level drains one bucket at a time (I3). */
 			lv->draining = up;
-			up->draining = true;
+			set_draining(w, up, true);
 			w->ndraining++;
 			continue;
 		}
@@ -388,7 +388,7 @@ int64_t tw__advance_whole_buckets(struct tw_wheel *w, int64_t limit)
 		if (lv->draining && shift_floor(lv->draining->expiration, lv->shift) <=
 					    last_whole_bucket(lv, limit)) {
 			b = lv->draining;
-			b->draining = false;
+			set_draining(w, b, false);
 			lv->draining = NULL;
 			w->ndraining--;
 			fired += empty_bucket(w, b, limit);

@@ -164,6 +164,16 @@ static inline void debug_pending(const struct tw_wheel *w,
 #define debug_pending(w, t, pending) ((void)0)
 #endif
 
+/* A bucket starts or stops draining (exact mode): no_window_stay follows,
+ * on top of what init fixed for good (a ready list never drains). */
+static inline void set_draining(const struct tw_wheel *w, struct tw_bucket *b,
+				bool draining)
+{
+	b->draining = draining;
+	b->no_window_stay = draining || b->level == TW_LEVEL_READY ||
+			    w->mode != TW_MODE_EXACT || w->tick != 1;
+}
+
 /* A wheel with an expire function (the service's) fires every timer
  * through it and never reads a timer's fn: the service keeps its own use
  * for that field, which a timer's owner may rewrite while the wheel holds

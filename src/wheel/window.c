@@ -213,17 +213,19 @@ hot_inline int64_t aligned_key(int64_t ek, int64_t lk)
 	return (int64_t)(((uint64_t)lk >> bit) << bit);
 }
 
-/* A due time in the window [earliest, latest] (ticks ek..lk) whose key
- * is a: earliest or latest themselves when the tick is theirs (so that
- * no multiplication can pass INT64_MAX), a tick's start between them. */
-hot_inline int64_t due_at_key(const struct tw_wheel *w, int64_t a, int64_t earliest,
+/* A due time in the window [earliest, latest] (ticks ek..lk of tick
+ * time units) whose key is a: earliest or latest themselves when the tick
+ * is theirs (so that no multiplication can pass INT64_MAX), a tick's
+ * start between them. A caller that knows the tick is 1 passes the
+ * constant, and all of it folds to a. */
+hot_inline int64_t due_at_key(int64_t tick, int64_t a, int64_t earliest,
 			      int64_t latest, int64_t ek, int64_t lk)
 {
 	if (a == ek)
 		return earliest;
 	if (a == lk)
 		return latest;
-	return w->tick == 1 ? a : a * w->tick;
+	return tick == 1 ? a : a * tick;
 }
 
 /* The due time of a window [earliest, latest] (ticks ek <= lk) that is
@@ -234,7 +236,7 @@ hot_inline int64_t exact_window_due(const struct tw_wheel *w, int64_t earliest,
 {
 	if (earliest <= w->now || ek >= lk)
 		return earliest;
-	return due_at_key(w, aligned_key(ek, lk), earliest, latest, ek, lk);
+	return due_at_key(w->tick, aligned_key(ek, lk), earliest, latest, ek, lk);
 }
 
 /* A window that is not one time: in a bucket popping inside it, or at
@@ -337,15 +339,16 @@ static __attribute__((noinline)) int window_move(struct tw_wheel *w, struct tw_t
  * coarse bucket is sought for it: that search is what a reset on every
  * packet cannot afford, and the aligned tick coalesces wake-ups as well
  * (a bucket expires at a multiple of its span, so the tick after it is as
- * aligned as the window allows). Otherwise it moves (window_refile; window_move off the
- * common path); its later
- * pushes then stay put while the window still holds where it fires. All
+ * aligned as the window allows). Otherwise it moves (window_refile;
+ * window_move off the common path); its later pushes then stay put while
+ * the window still holds where it fires. All
  * of it is decided from one look at the timer and its bucket, with each
- * key computed once (the tick is read once: a store to a timer's due time
- * could otherwise be taken to change it). */
+ * key computed once (the tick is read once, by the caller, which passes
+ * the constant 1 on the common path: a store to a timer's due time could
+ * otherwise be taken to change it). */
 hot_inline bool window_stays(struct tw_wheel *w, struct tw_timer *t, struct tw_bucket *b,
-			     int64_t earliest, int64_t latest, int64_t ek, int64_t lk,
-			     int64_t key)
+			     int64_t earliest, int64_t latest, int64_t tick, int64_t ek,
+			     int64_t lk, int64_t key)
 {
 	int64_t expiration = b->expiration;
 
@@ -361,7 +364,7 @@ hot_inline bool window_stays(struct tw_wheel *w, struct tw_timer *t, struct tw_b
 
 			if (a < b->min_key)
 				b->min_key = a;
-			t->due = due_at_key(w, a, earliest, latest, ek, lk);
+			t->due = due_at_key(tick, a, earliest, latest, ek, lk);
 			return true;
 		}
 		/* A window already open that holds its tick: it fires
@@ -402,7 +405,7 @@ static __attribute__((noinline)) int reschedule_range_ticks(struct tw_wheel *w,
 {
 	int64_t tick = w->tick;
 
-	if (window_stays(w, t, b, earliest, latest, tw__ceil_div(earliest, tick),
+	if (window_stays(w, t, b, earliest, latest, tick, tw__ceil_div(earliest, tick),
 			 tw__ceil_div(latest, tick), tw__ceil_div(t->due, tick)))
 		return 1;
 	return window_move(w, t, earliest, latest);
@@ -448,19 +451,20 @@ static __attribute__((noinline)) int window_refile(struct tw_wheel *w, struct tw
 
 /* The common case -- a pending timer of this wheel, tick 1, pushed to a
  * window -- decided with one test of everything that would send it
- * elsewhere (a pending timer's bucket names its wheel, so that wheel is
- * initialised), then stays or moves; all else is reschedule_range_rest. */
+ * elsewhere, then stays or moves; all else is reschedule_range_rest. A
+ * pending timer's bucket names its wheel, so a NULL or uninitialised
+ * wheel fails b->wheel != w; the bucket's no_window_stay holds the rest
+ * (kafka mode, a tick other than 1, a ready list, a drain). */
 hot_inline int wheel_reschedule_range(struct tw_wheel *w, struct tw_timer *t,
 				      int64_t earliest, int64_t latest)
 {
 	struct tw_bucket *b;
 
-	if (__builtin_expect(!w || !t || !(b = t->bucket) || b->wheel != w ||
-			     earliest >= latest || w->tick != 1 ||
-			     w->mode != TW_MODE_EXACT || no_callback(w, t) ||
-			     b->level == TW_LEVEL_READY || b->draining, 0))
+	if (__builtin_expect(!t || !(b = t->bucket) || b->wheel != w ||
+			     earliest >= latest || b->no_window_stay, 0) ||
+	    no_callback(w, t))
 		return reschedule_range_rest(w, t, earliest, latest);
-	if (window_stays(w, t, b, earliest, latest, earliest, latest, t->due))
+	if (window_stays(w, t, b, earliest, latest, 1, earliest, latest, t->due))
 		return 1;
 	return window_refile(w, t, earliest, latest);
 }
