@@ -70,10 +70,13 @@ void tw__insert_exact_slow(struct tw_wheel *w, struct tw_timer *t, int64_t key)
 	uint64_t distance = (uint64_t)key - (uint64_t)w->levels[0].clock;
 
 	if (w->size != 1u << TW_EXACT_INLINE_BITS &&
-	    ((w->size == 64 && insert_exact_bits(w, t, key, 6)) ||
-	     (w->size == 128 && insert_exact_bits(w, t, key, 7)) ||
-	     (w->size == 256 && insert_exact_bits(w, t, key, 8))))
+	    ((w->size == 64 && file_exact(w->levels, w->nlevels, w, t, key, 6)) ||
+	     (w->size == 128 && file_exact(w->levels, w->nlevels, w, t, key, 7)) ||
+	     (w->size == 256 && file_exact(w->levels, w->nlevels, w, t, key, 8)))) {
+		if (w->observer)
+			notify_placed(w, t);
 		return;
+	}
 	for (uint32_t i = 0;; i++) {
 		struct tw_level *lv;
 		struct tw_bucket *b;

@@ -164,14 +164,13 @@ static inline void debug_pending(const struct tw_wheel *w,
 #define debug_pending(w, t, pending) ((void)0)
 #endif
 
-/* A bucket starts or stops draining (exact mode): no_window_stay follows,
- * on top of what init fixed for good (a ready list never drains). */
+/* A level bucket of exact mode (the only kind that drains) starts or
+ * stops draining: no_window_stay follows, on top of the tick. */
 static inline void set_draining(const struct tw_wheel *w, struct tw_bucket *b,
 				bool draining)
 {
 	b->draining = draining;
-	b->no_window_stay = draining || b->level == TW_LEVEL_READY ||
-			    w->mode != TW_MODE_EXACT || w->tick != 1;
+	b->no_window_stay = draining || w->tick != 1;
 }
 
 /* A wheel with an expire function (the service's) fires every timer
@@ -325,27 +324,37 @@ static inline unsigned level64(uint64_t distance)
 	return (((unsigned)__builtin_clzll(distance) ^ 63) * 51) >> 8;
 }
 
-/* Exact mode's insert at 64 buckets a level, for a key after level 1's
- * clock (every caller's: a timer due by then fires or waits in the ready
- * list) and nlevels levels in use: the level found at once, its bucket
- * number a shift and its slot a mask, a bucket queued by setting its
- * level's occupancy bit. A bucket also keeps the smallest key it has held
- * since it last emptied, so next_expiry can name the tick its first timer
+/* Exact mode's insert at 2^bits buckets a level (bits a constant
+ * wherever it is inlined: 6 on every public call of the default size,
+ * 7 and 8 out of line in exact.c), for a key after level 1's clock
+ * (every caller's: a timer due by then fires or waits in the ready list)
+ * and nlevels levels in use: the level found at once, its bucket number a
+ * shift and its slot a mask, a bucket queued by setting its level's
+ * occupancy bit. A bucket also keeps the smallest key it has held since
+ * it last emptied, so next_expiry can name the tick its first timer
  * fires at instead of the tick it cascades at.
+ *
+ * With 2^bits buckets a level, each ticking at half the interval below, a
+ * level holds distances below 2^((bits - 1)L + bits), so the count of
+ * distance's bits names the level: (log2 - 1) / (bits - 1) levels up,
+ * level64's multiply for 64 buckets; "| 2" makes a distance below 2^bits
+ * give level 1 without a branch ("| 1" for level64).
  *
  * It is split for speed: the add every caller makes -- the level found at
  * once, the bucket already queued -- is a few dozen instructions with no
  * call in it, so the compiler keeps it in scratch registers and saves
  * none; a bucket that fills or a key before its bucket's min_key (one
- * test: above), and (false returned) a level still to be created, or a
- * key one bucket past the level found, are handled out of line. levels
- * is w->levels, read by the caller before its stores. */
-hot_inline bool file_exact64(struct tw_level *levels, uint32_t nlevels,
-			     struct tw_wheel *w, struct tw_timer *t, int64_t key)
+ * test: above), and (false returned, nothing done) a level still to be
+ * created, or a key one bucket past the level found, are handled out of
+ * line. levels is w->levels, read by the caller before its stores; the
+ * caller tells the observer. */
+hot_inline bool file_exact(struct tw_level *levels, uint32_t nlevels,
+			   struct tw_wheel *w, struct tw_timer *t, int64_t key,
+			   unsigned bits)
 {
 	uint64_t distance = (uint64_t)key - (uint64_t)levels[0].clock;
-	/* "| 1": at least 1 when the caller filters nothing (place_new). */
-	unsigned i = level64(distance | 1);
+	unsigned i = bits == 6 ? level64(distance | 1)
+			       : (unsigned)(62 - __builtin_clzll(distance | 2)) / (bits - 1);
 	struct tw_level *lv;
 	struct tw_bucket *b;
 	int64_t number;
@@ -354,39 +363,6 @@ hot_inline bool file_exact64(struct tw_level *levels, uint32_t nlevels,
 		return false;
 	lv = &levels[i];
 	number = shift_floor(key, lv->shift);
-	if (__builtin_expect((uint64_t)number - (uint64_t)lv->clock >= 64, 0))
-		return false;
-	b = &lv->slots[(uint64_t)number & 63];
-	bucket_append(b, t);
-	if (__builtin_expect(key <= b->min_key, 0))
-		bucket_first_key(w, lv, b, key);
-	return true;
-}
-
-/* The same add at 2^bits buckets a level (bits a constant where it is
- * inlined), for the other sizes of up to 256 (out of line, in exact.c's
- * slow path) or a build that makes another size its default; false,
- * having done nothing, where the slow path must file. */
-hot_inline bool insert_exact_bits(struct tw_wheel *w, struct tw_timer *t,
-				  int64_t key, unsigned bits)
-{
-	uint64_t distance = (uint64_t)key - (uint64_t)w->levels[0].clock;
-	struct tw_level *lv;
-	struct tw_bucket *b;
-	int64_t number;
-	unsigned i;
-
-	/* With 2^bits buckets a level, each ticking at half the interval
-	 * below, a level holds distances below 2^((bits - 1)L + bits) at
-	 * most, so the count of distance's bits names the level: no loop
-	 * over the levels below, whose branch a random due time would
-	 * mispredict. (log2 - 1) / (bits - 1) levels up; "| 2" makes a
-	 * distance below 2^bits give level 1 without a branch. */
-	i = (unsigned)(62 - __builtin_clzll(distance | 2)) / (bits - 1);
-	if (__builtin_expect(i >= w->nlevels, 0))
-		return false;
-	lv = &w->levels[i];
-	number = shift_floor(key, lv->shift);
 	if (__builtin_expect((uint64_t)number - (uint64_t)lv->clock >=
 				     (uint64_t)1 << bits, 0))
 		return false;
@@ -394,13 +370,11 @@ hot_inline bool insert_exact_bits(struct tw_wheel *w, struct tw_timer *t,
 	bucket_append(b, t);
 	if (__builtin_expect(key <= b->min_key, 0))
 		bucket_first_key(w, lv, b, key);
-	if (__builtin_expect(w->observer != NULL, 0))
-		notify_placed(w, t);
 	return true;
 }
 
 /* The size whose add is inlined into every public call: the default's,
- * 64 buckets a level (2^6), by file_exact64. A build that makes another
+ * 64 buckets a level (2^6), by file_exact. A build that makes another
  * size its default inlines that one instead (-DTW_EXACT_INLINE_BITS=8 for
  * 256: how the geometry section of docs/performance.md measured 256 as a
  * default); the other sizes take the same path out of line, with their
@@ -413,25 +387,19 @@ hot_inline bool insert_exact_bits(struct tw_wheel *w, struct tw_timer *t,
  * slow path in exact.c (any level, any size, levels created as needed). */
 hot_inline void insert_exact(struct tw_wheel *w, struct tw_timer *t, int64_t key)
 {
-#if TW_EXACT_INLINE_BITS == 6
-	if (__builtin_expect(w->size == 64, 1) &&
-	    file_exact64(w->levels, w->nlevels, w, t, key)) {
+	if (__builtin_expect(w->size == 1u << TW_EXACT_INLINE_BITS, 1) &&
+	    file_exact(w->levels, w->nlevels, w, t, key, TW_EXACT_INLINE_BITS)) {
 		if (__builtin_expect(w->observer != NULL, 0))
 			notify_placed(w, t);
 		return;
 	}
-#else
-	if (__builtin_expect(w->size == 1u << TW_EXACT_INLINE_BITS, 1) &&
-	    insert_exact_bits(w, t, key, TW_EXACT_INLINE_BITS))
-		return;
-#endif
 	tw__insert_exact_slow(w, t, key);
 }
 
 /* File a timer that is new (from add or reschedule), due at due (already
  * in t->due). The wheels most callers make (exact mode, a tick of 1, 64
  * buckets, no observer) have their levels in use in levels[0].fast_levels
- * (others 0): a due time after now is filed by file_exact64 with no other
+ * (others 0): a due time after now is filed by file_exact with no other
  * test, on fields read before the first store; anything it does not file
  * takes the general path, which tests it all again. */
 hot_inline void place_new(struct tw_wheel *w, struct tw_timer *t, int64_t due)
@@ -442,7 +410,7 @@ hot_inline void place_new(struct tw_wheel *w, struct tw_timer *t, int64_t due)
 	w->count++;
 	debug_pending(w, t, true);
 	if (__builtin_expect(due > w->now, 1) &&
-	    file_exact64(levels, levels->fast_levels, w, t, due))
+	    file_exact(levels, levels->fast_levels, w, t, due, 6))
 		return;
 	/* The general path reads the wheel afresh: what the short path
 	 * read, kept in registers for it, would cost the short path a move

@@ -35,7 +35,8 @@ static void bucket_init(struct tw_wheel *w, struct tw_bucket *b)
 	b->count = 0;
 	b->wheel = w;
 	b->has_expiration = false;
-	set_draining(w, b, false);
+	b->draining = false;
+	b->no_window_stay = !in_level || w->mode != TW_MODE_EXACT || w->tick != 1;
 }
 
 void tw_timer_init(struct tw_timer *timer, tw_timer_fn *fn)
@@ -206,7 +207,8 @@ static int64_t drain_checked(struct tw_wheel *w, tw_timer_fn *hand_back,
 		struct tw_bucket *b = &w->buckets[i];
 
 		b->has_expiration = false;
-		set_draining(w, b, false);
+		if (b->draining)
+			set_draining(w, b, false);
 		b->queue_index = TW_NOT_QUEUED;
 		while (!list_empty(&b->head)) {
 			struct tw_timer *t = list_timer(b->head.next);

@@ -51,17 +51,24 @@
  */
 #include "internal.h"
 
-/* place_new() for the window calls, which run in exact mode only: one
- * copy, out of line (not one more inlined copy of the add per call site,
- * with a kafka half that could never run there). */
-static void place_new_exact(struct tw_wheel *w, struct tw_timer *t)
+/* place_new() for the window calls, which run in exact mode only, with
+ * the key of t->due given: the common move (window_refile, a tick of 1)
+ * inlines it with the key it already has; every other window call shares
+ * one copy out of line, place_new_exact (not one more inlined copy of the
+ * add per call site, with a kafka half that could never run there). */
+hot_inline void file_new_exact(struct tw_wheel *w, struct tw_timer *t, int64_t key)
 {
 	w->count++;
 	debug_pending(w, t, true);
 	if (t->due <= w->now)
 		place_ready(w, t);
 	else
-		insert_exact(w, t, exact_key(w, t->due));
+		insert_exact(w, t, key);
+}
+
+static void place_new_exact(struct tw_wheel *w, struct tw_timer *t)
+{
+	file_new_exact(w, t, exact_key(w, t->due));
 }
 
 /* A popped bucket's windowed timers are its first ones,
@@ -231,12 +238,13 @@ hot_inline int64_t due_at_key(int64_t tick, int64_t a, int64_t earliest,
 /* The due time of a window [earliest, latest] (ticks ek <= lk) that is
  * filed as an exact timer: earliest when it is due already or spans one
  * tick; otherwise its aligned tick's. */
-hot_inline int64_t exact_window_due(const struct tw_wheel *w, int64_t earliest,
-				    int64_t latest, int64_t ek, int64_t lk)
+hot_inline int64_t exact_window_due(const struct tw_wheel *w, int64_t tick,
+				    int64_t earliest, int64_t latest, int64_t ek,
+				    int64_t lk)
 {
 	if (earliest <= w->now || ek >= lk)
 		return earliest;
-	return due_at_key(w->tick, aligned_key(ek, lk), earliest, latest, ek, lk);
+	return due_at_key(tick, aligned_key(ek, lk), earliest, latest, ek, lk);
 }
 
 /* A window that is not one time: in a bucket popping inside it, or at
@@ -249,7 +257,7 @@ static void place_window(struct tw_wheel *w, struct tw_timer *t, int64_t latest)
 	if (b) {
 		file_windowed(w, t, b, number);
 	} else {
-		t->due = exact_window_due(w, t->due, latest, ek, lk);
+		t->due = exact_window_due(w, w->tick, t->due, latest, ek, lk);
 		place_new_exact(w, t);
 	}
 }
@@ -319,7 +327,7 @@ static __attribute__((noinline)) int window_move(struct tw_wheel *w, struct tw_t
 		t->due = earliest;
 		file_windowed(w, t, fit, number);
 	} else {
-		t->due = exact_window_due(w, earliest, latest, ek, lk);
+		t->due = exact_window_due(w, w->tick, earliest, latest, ek, lk);
 		place_new_exact(w, t);
 	}
 	return was_pending;
@@ -434,18 +442,14 @@ static __attribute__((noinline)) int reschedule_range_rest(struct tw_wheel *w,
 
 /* window_move() for the common case's timers (pending, tick 1, a real
  * window): out of its bucket, exact at the aligned tick (at earliest if
- * that has passed), with the add inlined here rather than called. */
+ * that has passed), where with a tick of 1 a key is its due time, with
+ * the add inlined here rather than called. */
 static __attribute__((noinline)) int window_refile(struct tw_wheel *w, struct tw_timer *t,
 						   int64_t earliest, int64_t latest)
 {
 	unlink_pending(w, t);
-	t->due = earliest > w->now ? aligned_key(earliest, latest) : earliest;
-	w->count++;
-	debug_pending(w, t, true);
-	if (t->due <= w->now)
-		place_ready(w, t);
-	else
-		insert_exact(w, t, t->due);
+	t->due = exact_window_due(w, 1, earliest, latest, earliest, latest);
+	file_new_exact(w, t, t->due);
 	return 1;
 }
 
