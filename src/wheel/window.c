@@ -349,11 +349,11 @@ static __attribute__((noinline)) int window_move(struct tw_wheel *w, struct tw_t
  * (a bucket expires at a multiple of its span, so the tick after it is as
  * aligned as the window allows). Otherwise it moves (window_refile;
  * window_move off the common path); its later pushes then stay put while
- * the window still holds where it fires. All
- * of it is decided from one look at the timer and its bucket, with each
- * key computed once (the tick is read once, by the caller, which passes
- * the constant 1 on the common path: a store to a timer's due time could
- * otherwise be taken to change it). */
+ * the window still holds where it fires. All of it is decided from one
+ * look at the timer and its bucket, with each key computed once (the tick
+ * is read once, by the caller, which passes the constant 1 on the common
+ * path: a store to a timer's due time could otherwise be taken to change
+ * it). */
 hot_inline bool window_stays(struct tw_wheel *w, struct tw_timer *t, struct tw_bucket *b,
 			     int64_t earliest, int64_t latest, int64_t tick, int64_t ek,
 			     int64_t lk, int64_t key)
