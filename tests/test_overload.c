@@ -454,7 +454,7 @@ static void job_run(struct tw_service *svc, struct tw_service_timer *t)
 	if (j == &jobs[0]) {
 		struct timespec ms = { 0, 1000000 };
 
-		for (int i = 0; i < 5000 && !atomic_load(&release_executor); i++)
+		for (int i = 0; i < 60000 && !atomic_load(&release_executor); i++)
 			nanosleep(&ms, NULL);
 	}
 	atomic_fetch_add(&total_runs, 1);
@@ -475,14 +475,14 @@ static void test_full_executor_queue(void)
 		jobs[i].due = now + 20000000 + (i ? 1000000 : 0); /* 20 ms, then 21 */
 		CHECK_EQ(tw_service_add(svc, &jobs[i].timer, jobs[i].due), 0);
 	}
-	for (int i = 0; i < 10000; i++) {
+	for (int i = 0; i < 60000; i++) { /* 60 s: guards, not bounds */
 		tw_service_stats(svc, &st);
 		if (st.caller_ran > 0)
 			break;
 		nanosleep(&ms, NULL);
 	}
 	atomic_store(&release_executor, true);
-	for (int i = 0; i < 10000 && atomic_load(&total_runs) < QUEUED_JOBS; i++)
+	for (int i = 0; i < 60000 && atomic_load(&total_runs) < QUEUED_JOBS; i++)
 		nanosleep(&ms, NULL);
 	/* Read after shutdown, which waits for the executors: a run is
 	 * counted after its callback returns, so the last callback's own

@@ -46,7 +46,7 @@ static void release_takes_the_lock(struct tw_delayed_op *op)
 	nanosleep(&(struct timespec){ 0, 100000000 }, NULL); /* A is inside its
 								 shutdown call by now */
 	clock_gettime(CLOCK_REALTIME, &until);
-	until.tv_sec += 3;
+	until.tv_sec += 60; /* a guard against a hang: A lets go in time */
 	if (pthread_mutex_timedlock(&release_lock, &until) == 0) {
 		atomic_store(&release_got_lock, 1);
 		pthread_mutex_unlock(&release_lock);

@@ -15,15 +15,12 @@
 
 /* ---- 1: the reaper's lost wake-up ---- */
 
-/* Due now: only a kick makes the sleeping reaper run it (within 2 s). */
+/* Due now: only a kick makes the sleeping reaper run it (a lost wake-up
+ * leaves it asleep for good, which WAIT_FOR's guard reports). */
 static void add_due_now_and_see_it_run(struct tw_service *svc, struct job *j)
 {
 	CHECK_EQ(tw_service_add(svc, &j->t, 1000), TW_OK);
-	for (int ms = 0; ms < 2000 && !atomic_load(&j->runs); ms++) {
-		struct timespec ts = { 0, 1000000 };
-
-		nanosleep(&ts, NULL);
-	}
+	WAIT_FOR(atomic_load(&j->runs) == 1, "the kicked reaper never ran it");
 	CHECK_EQ(atomic_load(&j->runs), 1);
 }
 
@@ -196,6 +193,52 @@ static void test_cancel_sync_does_not_wait_for_a_readded_timer(void)
 	WAIT_FOR(atomic_load(&y.runs) == 1, "the re-added timer never ran");
 	CHECK_EQ(tw_service_shutdown(svc, NULL, NULL), 0);
 	CHECK_EQ(atomic_load(&y.runs), 1);
+	tw_service_destroy(svc);
+}
+
+/* ---- 5b: cancel_sync of a callback that is running ---- */
+
+static void run_until_go(struct tw_service *svc, struct job *self)
+{
+	(void)svc;
+	atomic_store(&self->in_callback, 1);
+	while (!atomic_load(&self->go))
+		sched_yield();
+	atomic_store(&self->finished, 1);
+}
+
+/* At "cancel_sync.wait", on the cancelling thread: only now may the
+ * callback end. */
+static void let_the_callback_end(const void *obj, void *arg)
+{
+	(void)obj;
+	atomic_store(&((struct job *)arg)->go, 1);
+}
+
+/*
+ * The only executor runs x's callback; a cancel_sync of x from another
+ * thread says it was running and returns only once the callback has
+ * ended. The callback is let go when cancel_sync is about to wait, so
+ * the outcome does not depend on how long either thread was off the CPU
+ * (a version on the real clock let it go 50 ms after the cancel began,
+ * and a cancelling thread preempted for longer found x IDLE).
+ */
+static void test_cancel_sync_waits_for_a_running_callback(void)
+{
+	struct tw_service *svc = service(true, 1);
+	struct job x;
+
+	job_init(&x);
+	x.action = run_until_go;
+	CHECK_EQ(tw_service_add(svc, &x.t, 1000), TW_OK);
+	CHECK_EQ(tw_service_poll(svc), 1); /* queued for the executor */
+	WAIT_FOR(atomic_load(&x.in_callback), "the executor never ran x");
+	sp_on("cancel_sync.wait", &x.t, let_the_callback_end, &x);
+	CHECK_EQ(tw_service_cancel_sync(svc, &x.t), TW_SVC_RUNNING);
+	CHECK_EQ(atomic_load(&x.finished), 1); /* it waited for the end */
+	CHECK_EQ(tw_service_cancel_sync(svc, &x.t), TW_SVC_IDLE);
+	CHECK_EQ(tw_service_shutdown(svc, NULL, NULL), 0);
+	CHECK_EQ(atomic_load(&x.runs), 1);
 	tw_service_destroy(svc);
 }
 
@@ -636,6 +679,7 @@ int main(void)
 	RUN(test_reaper_keeps_waking_after_a_kick_at_its_loop_top);
 	RUN(test_a_kick_that_finds_one_pending_loses_no_timer);
 	RUN(test_cancel_sync_waits_for_shutdowns_hand_back);
+	RUN(test_cancel_sync_waits_for_a_running_callback);
 	RUN(test_cancel_sync_does_not_wait_for_a_readded_timer);
 	RUN(test_cancel_sync_of_self_unlinks_and_reports);
 	RUN(test_cancel_sync_cycle_is_an_error_not_a_hang);

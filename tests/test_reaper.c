@@ -69,7 +69,7 @@ static int64_t next_decision(struct tw_service *svc)
 	pthread_mutex_unlock(&seen_mu);
 	tw_service_kick(svc);
 	clock_gettime(CLOCK_REALTIME, &until);
-	until.tv_sec += 10;
+	until.tv_sec += 60; /* a guard against a hang */
 	pthread_mutex_lock(&seen_mu);
 	while (decided_after <= before)
 		if (pthread_cond_timedwait(&seen_cv, &seen_mu, &until))
@@ -123,7 +123,7 @@ static bool all_ran(struct job *j, int n)
 {
 	struct timespec ms = { 0, 1000000 };
 
-	for (int wait = 0; wait < 10000; wait++) {
+	for (int wait = 0; wait < 60000; wait++) { /* 60 s: a hang guard */
 		int done = 0;
 
 		for (int i = 0; i < n; i++)

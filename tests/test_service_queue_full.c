@@ -40,10 +40,10 @@ struct job {
 	atomic_int started, done;
 };
 
-/* Until *flag is set; false after 10 s (a hang, not a slow machine). */
+/* Until *flag is set; false after 60 s (a hang, not a slow machine). */
 static bool wait_flag(atomic_int *flag)
 {
-	for (int i = 0; i < 100000 && !atomic_load(flag); i++) {
+	for (int i = 0; i < 600000 && !atomic_load(flag); i++) {
 		struct timespec ts = { 0, 100000 };
 
 		nanosleep(&ts, NULL);
