@@ -195,6 +195,39 @@ static void test_window_reset_of_an_exact_timer_stays_at_the_aligned_tick(void)
 	tw_wheel_destroy(&w);
 }
 
+/* A window call on a timer that is not pending files it as
+ * tw_wheel_add_range() does, in the coarsest bucket popping inside the
+ * window; only a pending timer moves exact to the aligned tick (wheel.h,
+ * tw_wheel_reschedule_range). [1, 100] at clock 0: level 2's bucket
+ * popping at 96, against the aligned tick 64. */
+static void test_window_reschedule_of_an_idle_timer_files_as_add_range(void)
+{
+	struct tw_wheel w;
+	struct rec added, idle, pending;
+	unsigned level, slot, level2, slot2;
+
+	tw_wheel_init(&w, 1, 64, 0, TW_MODE_EXACT);
+	rec_init(&added, 1);
+	rec_init(&idle, 2);
+	rec_init(&pending, 3);
+	CHECK_EQ(tw_wheel_add(&w, &pending.timer, 1000), TW_OK);
+	CHECK_EQ(tw_wheel_add_range(&w, &added.timer, 1, 100), TW_OK);
+	CHECK_EQ(tw_wheel_reschedule_range(&w, &idle.timer, 1, 100), 0);
+	CHECK_EQ(tw_wheel_reschedule_range(&w, &pending.timer, 1, 100), 1);
+	CHECK_EQ(tw_timer_where(&w, &added.timer, &level, &slot), TW_OK);
+	CHECK_EQ(tw_timer_where(&w, &idle.timer, &level2, &slot2), TW_OK);
+	CHECK(level == 2 && level2 == 2 && slot2 == slot);
+	CHECK_EQ(tw_timer_due(&idle.timer), 1);
+	CHECK_EQ(tw_timer_due(&pending.timer), 64);
+	CHECK_WHEEL(&w);
+	for (int64_t now = 1; now <= 200; now++)
+		CHECK(tw_wheel_advance(&w, now) >= 0);
+	CHECK_EQ(added.fired_at, 96);
+	CHECK_EQ(idle.fired_at, 96);
+	CHECK_EQ(pending.fired_at, 64);
+	tw_wheel_destroy(&w);
+}
+
 /* A window pushed along while its bucket still fires inside it does
  * not move the timer; one that leaves the bucket behind does. */
 static void test_window_reschedule_inside_stays_put(void)
@@ -499,6 +532,7 @@ int main(void)
 	RUN(test_window_fires_inside_its_edges);
 	RUN(test_narrow_windows_share_their_aligned_tick);
 	RUN(test_window_reset_of_an_exact_timer_stays_at_the_aligned_tick);
+	RUN(test_window_reschedule_of_an_idle_timer_files_as_add_range);
 	RUN(test_window_reschedule_inside_stays_put);
 	RUN(test_window_reschedule_stays_for_exact_and_passed_earliest);
 	RUN(test_window_reschedule_stays_with_a_due_time_inside);
