@@ -106,7 +106,10 @@ enum tw_cancel_result {
 			         that run). From
 			         tw_service_cancel() it may still be running;
 			         from tw_service_cancel_sync() it has finished
-			         (or, from its own callback, it is the caller) */
+			         (or, from its own callback, it is the caller;
+			         or the timer was added again while the call
+			         waited, and may still be running: see
+			         tw_service_cancel_sync()) */
 };
 
 /**
@@ -437,8 +440,10 @@ int tw_service_cancel(struct tw_service *svc, struct tw_service_timer *t);
  *     effect; the other callback may still run, so the timer may not be
  *     freed yet). Cycles through the caller's own locks are the caller's
  *     to avoid, as with the kernel's del_timer_sync().
- *   - If another thread adds the timer again while this call waits, the
- *     call returns: the timer belongs to that add now.
+ *   - If the timer is added again while this call waits -- by another
+ *     thread, or by the very callback it waits for -- the call returns:
+ *     the timer belongs to that add now, its callback may still be
+ *     running, and it may not be freed (a further cancel_sync may).
  *   - If shutdown is handing the timer back, the call returns TW_SVC_IDLE
  *     once its hand_back has returned. A timer still waiting for its turn
  *     to be handed back is pending: the cancel stops it (TW_SVC_STOPPED)
