@@ -443,7 +443,8 @@ int tw_service_cancel(struct tw_service *svc, struct tw_service_timer *t);
  *   - If the timer is added again while this call waits -- by another
  *     thread, or by the very callback it waits for -- the call returns:
  *     the timer belongs to that add now, its callback may still be
- *     running, and it may not be freed (a further cancel_sync may).
+ *     running, and it may not be freed yet (after a cancel_sync that
+ *     returns without such an add, it may).
  *   - If shutdown is handing the timer back, the call returns TW_SVC_IDLE
  *     once its hand_back has returned. A timer still waiting for its turn
  *     to be handed back is pending: the cancel stops it (TW_SVC_STOPPED)
