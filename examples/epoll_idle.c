@@ -26,10 +26,11 @@
  * A second part drives a manual timer service (no reaper thread) from the
  * same kind of loop: tw_service_timeout() is the epoll_wait timeout, and
  * tw_service_poll() runs what is due. A worker thread adds timers while
- * the loop sleeps, then wakes it through an eventfd: an add from another
- * thread waits in the service's inbox, and the loop's next
- * tw_service_timeout() sees it (it applies the inboxes first), but only
- * once the loop is awake to ask.
+ * the loop sleeps: an add from another thread waits in the service's
+ * inbox, and the loop's next tw_service_timeout() sees it (it applies the
+ * inboxes first), but only once the loop is awake to ask. So the loop
+ * gives the service its eventfd (tw_service_set_wake), which the first add
+ * after each question writes to; the loop reads it before it asks again.
  *
  * Exit status 0 when every connection was closed by its idle timeout, none
  * early, and every service timer ran once, none early; 1 otherwise.
@@ -174,12 +175,19 @@ static void on_job(struct tw_service *s, struct tw_service_timer *t)
 	svc_ran++;
 }
 
-/* Another thread's adds: then one write to the eventfd, or the loop may
- * sleep on a timeout computed before them. */
-static void *worker(void *arg)
+/* The loop's wake-up, called by the service from the adding thread: the
+ * loop sleeps on a timeout computed before the add. */
+static void wake_loop(void *arg)
 {
 	uint64_t one = 1;
 
+	if (write(*(int *)arg, &one, sizeof(one)) != sizeof(one))
+		die("write eventfd");
+}
+
+/* Another thread's adds: the service wakes the loop for them. */
+static void *worker(void *arg)
+{
 	(void)arg;
 	for (int i = 0; i < SVC_TIMERS; i++) {
 		struct job *j = &jobs[i];
@@ -189,8 +197,6 @@ static void *worker(void *arg)
 		if (tw_service_add(svc, &j->timer, j->due))
 			die("tw_service_add");
 	}
-	if (write(wake_fd, &one, sizeof(one)) != sizeof(one))
-		die("write eventfd");
 	return NULL;
 }
 
@@ -207,6 +213,8 @@ static int manual_service_in_epoll(void)
 	wake_fd = eventfd(0, EFD_NONBLOCK);
 	if (wake_fd < 0 || epoll_ctl(ep, EPOLL_CTL_ADD, wake_fd, &ev))
 		die("eventfd");
+	if (tw_service_set_wake(svc, wake_loop, &wake_fd))
+		die("tw_service_set_wake");
 	start_ns = tw_service_now(svc);
 	if (pthread_create(&th, NULL, worker, NULL))
 		die("pthread_create");

@@ -18,9 +18,10 @@
  * A second part drives a manual timer service (no reaper thread) the same
  * way: one uv_timer_t set, before each poll, to tw_service_timeout(), and
  * tw_service_poll() when it fires. A worker thread adds timers to the
- * service and wakes the loop with uv_async_send(): its adds wait in the
- * service's inboxes, which tw_service_timeout() applies, once the loop is
- * awake to ask.
+ * service: its adds wait in the service's inboxes, which
+ * tw_service_timeout() applies, once the loop is awake to ask; the service
+ * wakes it with uv_async_send(), the function the loop gave it
+ * (tw_service_set_wake).
  *
  * Exit status 0 when every connection was closed by its idle timeout, none
  * early, and every service timer ran once, none early; 1 otherwise.
@@ -224,6 +225,13 @@ static void svc_woken(uv_async_t *async)
 	(void)async; /* the prepare that follows re-arms the driver */
 }
 
+/* Called by the service from the adding thread, else the loop sleeps on
+ * an older timeout. */
+static void wake_loop(void *arg)
+{
+	uv_async_send(arg);
+}
+
 static void *worker(void *arg)
 {
 	(void)arg;
@@ -235,7 +243,6 @@ static void *worker(void *arg)
 		if (tw_service_add(svc, &j->timer, j->due))
 			exit(1);
 	}
-	uv_async_send(&svc_wake); /* else the loop sleeps on an older timeout */
 	return NULL;
 }
 
@@ -252,6 +259,8 @@ static int manual_service_in_libuv(void)
 	uv_prepare_init(loop, &svc_rearm);
 	uv_prepare_start(&svc_rearm, svc_follow);
 	check(uv_async_init(loop, &svc_wake, svc_woken), "uv_async_init");
+	if (tw_service_set_wake(svc, wake_loop, &svc_wake))
+		return 1;
 	if (pthread_create(&th, NULL, worker, NULL))
 		return 1;
 	while (svc_ran < SVC_TIMERS && uv_now(loop) - start < GIVE_UP_MS) {

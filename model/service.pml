@@ -55,7 +55,10 @@
  * during its run (by another thread or by the run itself), whose next run
  * cancels and frees it, or whose run cancel_syncs and frees it; 16 a
  * ring of one: the poller runs x itself and x cancel_syncs y, which the
- * only executor takes: no cycle, so no TW_EDEADLK.
+ * only executor takes: no cycle, so no TW_EDEADLK; 17 a manual
+ * service's event loop (poll, tw_service_next_expiry, sleep until the
+ * answer or its wake-up) and a periodic timer whose run the poll queues
+ * for the executor: the re-arm must wake the loop.
  * In every scenario execute asserts, at each claim, that the timer is in
  * no other run (inrun[]): a timer never runs beside itself.
  * In every scenario a monitor checks, in every state, that a timer the
@@ -76,7 +79,10 @@
  * hand-over: two runs at once), 26 cancel_sync from the callback blind to
  * the expiry handed to its own slot (it waits for itself): scenario 15;
  * 27 an executor storing its slot after it let go of q_mu (the entry in
- * neither the ring nor a slot: a false TW_EDEADLK, scenario 16).
+ * neither the ring nor a slot: a false TW_EDEADLK, scenario 16); the
+ * eighth review's G1: 28 a manual service's kick that wakes nobody (the
+ * code before tw_service_set_wake), 29 next_expiry clearing kick_pending
+ * after its drain (scenario 17).
  * model/check.sh checks that SPIN finds each.
  */
 
@@ -116,7 +122,7 @@
 #elif SCEN == 2 || SCEN == 8 || SCEN == 9 || SCEN == 10 || SCEN == 11 || SCEN == 14
 #define NEXEC 0
 #define REAPER 0
-#elif SCEN == 3 || SCEN == 4 || SCEN == 6 || SCEN == 12 || SCEN == 13 || SCEN == 16
+#elif SCEN == 3 || SCEN == 4 || SCEN == 6 || SCEN == 12 || SCEN == 13 || SCEN == 16 || SCEN == 17
 #define NEXEC 1
 #define REAPER 0
 #elif SCEN == 5 || SCEN == 15
@@ -132,7 +138,7 @@
  * reaper or whose polls need not expire anything; scenarios 3-5 script
  * polls that must expire their timers (their processes then wait for the
  * callbacks), so there a deferral would only leave the script waiting. */
-#if SCEN == 3 || SCEN == 4 || SCEN == 5 || SCEN == 9 || SCEN == 14 || SCEN == 15 || SCEN == 16
+#if SCEN == 3 || SCEN == 4 || SCEN == 5 || SCEN == 9 || SCEN == 14 || SCEN == 15 || SCEN == 16 || SCEN == 17
 #define DEFER 0
 #else
 #define DEFER 1
@@ -210,6 +216,10 @@ byte nbatch[NSVC];
 /* reaper */
 bool reaper_mu, kicked, kick_pending, stop_reaper, reaper_done;
 byte deadline = MAXT;
+#if SCEN == 17
+/* a manual service's event loop: its eventfd (woken), and its end */
+bool woken, stop_loop, loop_done;
+#endif
 
 /* executors */
 bool q_mu;
@@ -411,6 +421,24 @@ inline kick() {
 		unlock(reaper_mu)
 	:: else -> skip
 	fi
+#elif SCEN == 17
+	/* a manual service's kick: its loop's wake-up (wake_loop), once
+	 * per question (tw_service_next_expiry clears kick_pending). The
+	 * manual deadline stays MAXT, so every add and re-arm comes here.
+	 * (The C code skips the polling thread's own adds, its loop asking
+	 * after the poll; none happen in scenario 17.) */
+#if MUT == 28
+	skip   /* the code before: a manual service's kick did nothing */
+#else
+	if
+	:: kick_pending -> old = 1
+	:: else -> atomic { old = kick_pending; kick_pending = 1 }
+	fi;
+	if
+	:: !old -> woken = 1
+	:: else -> skip
+	fi
+#endif
 #else
 	skip
 #endif
@@ -1554,6 +1582,57 @@ proctype kicker()
 }
 #endif
 
+#if SCEN == 17
+/* An event loop driving a manual service as service.h says: read the
+ * wake-up, poll, ask tw_service_next_expiry (kick_pending cleared under
+ * wheel_mu before the drain), sleep until the answer, a wake or the end. */
+proctype loop()
+{
+	LOCALS;
+	do
+	:: stop_loop -> break
+	:: else ->
+		woken = 0;
+		poll(0);
+		lock(wheel_mu[0]);
+#if MUT != 29
+		kick_pending = 0;
+#endif
+		drain_inboxes(0);
+#if MUT == 29
+		/* cleared after the drain: a push the drain missed may have
+		 * read the last question's kick_pending and not woken it */
+		kick_pending = 0;
+#endif
+		atomic {
+			next = MAXT;
+			i = 0;
+			do
+			:: i < NT ->
+				if
+				:: tm[i].in_wheel && tm[i].due < next -> next = tm[i].due
+				:: else -> skip
+				fi;
+				i++
+			:: else -> break
+			od
+		}
+		unlock(wheel_mu[0]);
+		/* epoll_wait: the eventfd, the timeout, or the end */
+		(woken || stop_loop || (next != MAXT && now >= next))
+	od;
+	loop_done = 1
+}
+
+proctype clock()
+{
+	do
+	:: now < 3 -> now++
+	:: else -> break
+	od
+}
+#endif
+
 #if SCEN == 7
 byte producers_done;
 
@@ -1838,6 +1917,20 @@ init
 	od;
 	shutdown();
 	assert(tm[0].ran == (s15_mode == 2 -> 1 : 2));
+#elif SCEN == 17
+	/* a manual service's loop and one executor: a periodic timer whose
+	 * run the poll queues; the loop asks (maybe while the run is under
+	 * way: nothing in the wheel) and sleeps. The executor's re-arm must
+	 * wake it, or the second run never comes (every process blocked). */
+	tm[0].periodic = 1;
+	run executor(0);
+	run loop();
+	run clock();
+	add_or_reschedule(0, 0, 0);
+	tm[0].ran == 2;
+	stop_loop = 1;
+	loop_done;
+	shutdown();
 #elif SCEN == 11
 	/* stop_pending racing the add it stops: the add's push comes after
 	 * the CAS that made the timer PENDING; then polls drain and fire */

@@ -95,6 +95,12 @@ typedef void tw_service_fn(struct tw_service *svc, struct tw_service_timer *t);
  */
 typedef void tw_service_hand_back_fn(struct tw_service_timer *t, void *arg);
 
+/** A manual service's way to wake its event loop (tw_service_set_wake()):
+ *  write to an eventfd, uv_async_send(), and the like. Called from the
+ *  thread of an add, a reschedule or a periodic timer's re-arm, with no
+ *  lock of the service's held; it must not call into the service. */
+typedef void tw_service_wake_fn(void *arg);
+
 /** What cancel found (non-negative results). */
 enum tw_cancel_result {
 	TW_SVC_IDLE = 0,    /**< not pending: never added, already ran, or
@@ -473,6 +479,29 @@ int tw_service_cancel_sync(struct tw_service *svc, struct tw_service_timer *t);
 int64_t tw_service_poll(struct tw_service *svc);
 
 /**
+ * Manual services: how the service wakes the event loop that polls it when
+ * a timer comes due earlier than the loop was last told
+ * (tw_service_next_expiry(), tw_service_timeout()): an add or a reschedule
+ * from another thread, or the re-arm of a periodic timer whose run the
+ * poll queued for an executor (the executor re-arms it after the loop
+ * asked; no poll sees it, and without a wake the loop sleeps past it).
+ * The service calls wake(arg) at most once between two calls of
+ * tw_service_next_expiry() (any thread's), and never from the thread that
+ * is polling (its loop asks after the poll). The loop must consume its
+ * wake-up (read the eventfd) before it asks tw_service_timeout(), not
+ * after: a wake that comes after the question is then never lost.
+ * Give it before other threads use the service; NULL takes it away.
+ * @param svc a manual service
+ * @param wake the function, or NULL
+ * @param arg passed to wake
+ * @retval 0 done
+ * @retval TW_EINVAL NULL svc, or a service with a reaper (it needs none)
+ * @threadsafety Any thread.
+ */
+int tw_service_set_wake(struct tw_service *svc, tw_service_wake_fn *wake,
+			void *arg);
+
+/**
  * Manual services: when tw_service_poll() next has work to do, for an event
  * loop (tw_wheel_next_expiry() of the service's wheel). Never later than
  * the earliest pending timer's due time, or the end of its window, each
@@ -486,13 +515,18 @@ int64_t tw_service_poll(struct tw_service *svc);
  * applies them. This call applies them first (it takes the wheel's lock,
  * as tw_service_count() does), so every add that returned before it, from
  * any thread, is in its answer, and so is every periodic timer a poll
- * re-armed. An add from another thread after it is not: that thread must
- * wake the loop (an eventfd, uv_async_send()), whose next call sees it.
+ * re-armed. Not in it: an add from another thread after it, and a
+ * periodic timer whose run a poll queued for an executor and that the
+ * executor has not re-armed yet (the answer may then be "nothing
+ * pending"). Both call the function given to tw_service_set_wake(); a
+ * loop without one must wake itself for them (an add's own thread can,
+ * an executor's re-arm cannot: give one when periodic timers run on
+ * executors).
  * @param svc the service
  * @param[out] when the due time, in clock units; the service's latest
  *             clock reading when timers are due already
- * @return false if nothing is pending (or NULL svc or when; *when is then
- *         untouched)
+ * @return false if nothing is pending but what the paragraph above leaves
+ *         out (or NULL svc or when; *when is then untouched)
  * @threadsafety Any thread, callbacks included.
  */
 bool tw_service_next_expiry(struct tw_service *svc, int64_t *when);
@@ -516,7 +550,8 @@ int64_t tw_service_timeout(struct tw_service *svc, int64_t now);
 
 /**
  * Wake the reaper, so it reads the clock again (after moving an injected
- * clock).
+ * clock); for a manual service, call its wake function
+ * (tw_service_set_wake()) unless one is on its way already.
  * @param svc the service (NULL: nothing happens)
  * @threadsafety Any thread.
  */

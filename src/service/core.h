@@ -250,6 +250,11 @@ struct tw_service {
 	bool kicked, stop_reaper;
 	atomic_bool kick_pending;
 	_Atomic int64_t deadline;
+	/* A manual service's wake-up (tw_service_set_wake): the event loop's
+	 * eventfd or uv_async_send. kick_pending then means "a wake is on its
+	 * way since the last tw_service_next_expiry()". */
+	_Atomic(tw_service_wake_fn *) wake;
+	void *_Atomic wake_arg;
 
 	/* The executors and their bounded queue. */
 	pthread_t *executors;

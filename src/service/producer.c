@@ -29,6 +29,33 @@ static atomic_uint producers_seen;
  * the two clears: kicked erased, kick_pending left set, and no kick would
  * ever get through again.)
  */
+/*
+ * A manual service has no reaper: the thread that polls it sleeps in its
+ * own event loop for what tw_service_timeout() said, and what can make
+ * that answer too late is an add it did not see -- from another thread, or
+ * a periodic timer's re-arm on an executor (the poll only queued its run).
+ * Such a producer calls the loop's wake function, once per question:
+ * tw_service_next_expiry() clears kick_pending before it drains the
+ * inboxes (seq_cst, as the reaper's clear is before its drain), so a push
+ * the drain missed comes after the clear, its load of kick_pending reads
+ * the clear or a later kicker's true, and that kicker's wake comes after
+ * the clear, so after the loop last looked at its wake-up (the loop reads
+ * its eventfd before it asks). The manual deadline stays INT64_MAX: every
+ * add takes this path, and the load keeps the common case to one read of
+ * a shared line. The polling thread itself does not wake its own loop: it
+ * asks tw_service_next_expiry() after its poll, which sees its adds.
+ */
+static void wake_loop(struct tw_service *svc)
+{
+	tw_service_wake_fn *fn = atomic_load_explicit(&svc->wake, memory_order_acquire);
+
+	if (!fn || THIS_THREAD.scanning == svc || atomic_load(&svc->kick_pending) ||
+	    atomic_exchange(&svc->kick_pending, true))
+		return;
+	TW_TEST_POINT("wake.calling", svc);
+	fn(atomic_load_explicit(&svc->wake_arg, memory_order_relaxed));
+}
+
 static void kick(struct tw_service *svc)
 {
 	/* Already kicked since it last looked: a load first, because while
@@ -38,7 +65,11 @@ static void kick(struct tw_service *svc)
 	 * clear in the single total order, so did our push, and the drain
 	 * after the clear finds the timer; if after, it reads the clear (or a
 	 * later kick's true). The exchange decides between racing kickers. */
-	if (svc->cfg.manual || atomic_load(&svc->kick_pending) ||
+	if (svc->cfg.manual) {
+		wake_loop(svc);
+		return;
+	}
+	if (atomic_load(&svc->kick_pending) ||
 	    atomic_exchange(&svc->kick_pending, true))
 		return;
 	pthread_mutex_lock(&svc->reaper_mu);
@@ -56,6 +87,22 @@ void tw_service_kick(struct tw_service *svc)
 {
 	if (svc)
 		kick(svc);
+}
+
+int tw_service_set_wake(struct tw_service *svc, tw_service_wake_fn *wake,
+			void *arg)
+{
+	if (!svc)
+		return TW_EINVAL_BECAUSE("tw_service_set_wake", "%s",
+					 "the service is NULL");
+	if (!svc->cfg.manual)
+		return TW_EINVAL_BECAUSE("tw_service_set_wake", "%s",
+					 "only a manual service has a loop to "
+					 "wake (a reaper wakes itself)");
+	/* arg first: a kick that loads the new function reads its arg. */
+	atomic_store_explicit(&svc->wake_arg, arg, memory_order_relaxed);
+	atomic_store_explicit(&svc->wake, wake, memory_order_release);
+	return TW_OK;
 }
 
 /* ---- inboxes ---- */
