@@ -180,7 +180,10 @@ if [ "$what" = all ] || [ "$what" = mutants ]; then
 	# let go of the queue's lock (a false TW_EDEADLK); a manual
 	# service's loop (review G1): service 28 a kick that does not call
 	# the loop's wake-up, 29 next_expiry clearing kick_pending after its
-	# drain instead of before.
+	# drain instead of before; a slot that holds a stopped entry
+	# (review G2): service 30 a cancel counting every slot that holds
+	# the timer as a run (the code before), 31 a slot that gives up a
+	# stopped entry still tagged as if it might claim it.
 	for m in "service 1 1" "service 7 1" "service 2 3" "service 3 5" "service 4 6" \
 		 "service 5 7" "service 6 8" "purgatory 1 2" "purgatory 2 4" \
 		 "purgatory 3 9" "purgatory 4 10" "purgatory 5 14" "service 7 11" "service 8 12" \
@@ -188,7 +191,7 @@ if [ "$what" = all ] || [ "$what" = mutants ]; then
 		 "purgatory 3 18" "purgatory 7 19" "service 11 20" "service 14 21" \
 		 "purgatory 2 22" "purgatory 8 23" "purgatory 8 24" \
 		 "service 15 25" "service 15 26" "service 16 27" \
-		 "service 17 28" "service 17 29"; do
+		 "service 17 28" "service 17 29" "service 12 30" "service 12 31"; do
 		set -- $m
 		if run "$1" "$2" "$3"; then
 			echo "   ^ NOT FOUND: the model has no teeth for this bug"

@@ -53,14 +53,17 @@
  * poller and an executor; 13 (no property) the step relation: one call
  * from every word; 15 a periodic timer on two executors rescheduled
  * during its run (by another thread or by the run itself), whose next run
- * cancels and frees it, or whose run cancel_syncs and frees it; 16 a
+ * cancels and frees it, or whose run cancel_syncs and frees it (mode 3:
+ * the first with a one-shot timer); 16 a
  * ring of one: the poller runs x itself and x cancel_syncs y, which the
  * only executor takes: no cycle, so no TW_EDEADLK; 17 a manual
  * service's event loop (poll, tw_service_next_expiry, sleep until the
  * answer or its wake-up) and a periodic timer whose run the poll queues
  * for the executor: the re-arm must wake the loop.
  * In every scenario execute asserts, at each claim, that the timer is in
- * no other run (inrun[]): a timer never runs beside itself.
+ * no other run (inrun[]): a timer never runs beside itself; and a cancel
+ * that finds the timer IDLE and answers TW_SVC_RUNNING from the slots
+ * asserts that the slot it counted holds a run (slotrun[]).
  * In every scenario a monitor checks, in every state, that a timer the
  * wheel links is PENDING, ADDING or flagged (F_INBOX, F_TOMB).
  * Mutations (MUT): 1, 3, 5, 6, 7, 8 put back issue 13's protocol bugs of
@@ -82,7 +85,10 @@
  * neither the ring nor a slot: a false TW_EDEADLK, scenario 16); the
  * eighth review's G1: 28 a manual service's kick that wakes nobody (the
  * code before tw_service_set_wake), 29 next_expiry clearing kick_pending
- * after its drain (scenario 17).
+ * after its drain (scenario 17); G2: 30 a cancel counting any slot that
+ * holds the timer as a run (the code before the slot tags), 31 a slot
+ * that gives up a stopped entry left tagged T_HELD (scenario 12: the
+ * assertion that a slot taken for a run is one).
  * model/check.sh checks that SPIN finds each.
  */
 
@@ -229,6 +235,16 @@ bool stop_exec;
 byte exec_done;
 
 byte running[NSLOTS];
+/* The slot's tag (core.h: a slot's two low bits): T_RUN a run is under
+ * way (with again[k]: RUN_AGAIN), T_HELD it holds the entry and may be
+ * claiming it, T_NORUN it gives a stopped entry up or hands it over.
+ * slotrun[k] (a ghost): slot k's claim went through and it has not let
+ * go -- what a TW_SVC_RUNNING found in the slots must be (review G2). */
+#define T_RUN 0
+#define T_HELD 2
+#define T_NORUN 3
+byte tag[NSLOTS];
+bool slotrun[NSLOTS];
 bool again[NSLOTS];         /* RUN_AGAIN: an expiry of running[k] handed
 			       to slot k, for after its run */
 byte waiting[NSLOTS];
@@ -486,6 +502,11 @@ inline add_or_reschedule_range(t, d, sl, resched) {
 			:: resched && (s == PENDING || s == EXPIRED) ->
 				tm[t].stopped++; rc = R_STOPPED
 			:: resched && s == RUNNING -> rc = R_RUNNING
+			:: resched && s == IDLE ->
+				/* what a cancel would have returned: a run in
+				 * the slots (stop_result); R_OK stands for IDLE */
+				runs_except(t, HANDBACK_OF(SVC_OF(t)), res);
+				rc = (res -> R_RUNNING : R_OK)
 			:: else -> skip
 			fi;
 			tm[t].next_due = d;
@@ -517,6 +538,35 @@ inline is_running_except(t, skip_slot, res) {
 	od
 }
 
+/* What a cancel that found t IDLE answers: whether a slot of t's service
+ * other than skip_slot runs t (core.h, slot_runs): T_RUN; T_HELD only once
+ * the claim took F_ENTRY away; never T_NORUN. The slot and the word are
+ * two adjacent seq_cst loads in the C code, one step here. Asserted: a
+ * slot taken for a run is one (slotrun). */
+inline runs_except(t, skip_slot, res) {
+	res = 0;
+	j = SVC_OF(t) * NSLOT;
+	do
+	:: j < SVC_OF(t) * NSLOT + NSLOT ->
+		atomic {
+			if
+#if MUT == 30
+			/* the code before: any slot holding t */
+			:: j != skip_slot && running[j] == t ->
+#else
+			:: j != skip_slot && running[j] == t && tag[j] != T_NORUN &&
+			   (tag[j] == T_RUN || !tm[t].entry) ->
+#endif
+				assert(slotrun[j]);
+				res = 1
+			:: else -> skip
+			fi
+		}
+		j++
+	:: else -> break
+	od
+}
+
 /* Take t to IDLE; was gets the state it left. One CAS, no inbox: a
  * PENDING timer stays in the wheel as a tombstone (F_TOMB). */
 inline cancel_state(t) {
@@ -543,7 +593,7 @@ inline cancel_state(t) {
 	:: was == PENDING || was == EXPIRED -> rc = R_STOPPED; tm[t].stopped++
 	:: was == RUNNING -> rc = R_RUNNING
 	:: else ->
-		is_running_except(t, HANDBACK_OF(SVC_OF(t)), res);
+		runs_except(t, HANDBACK_OF(SVC_OF(t)), res);
 		rc = (res -> R_RUNNING : R_IDLE)
 	fi;
 	/* from its own callback: its run is its last, not re-armed
@@ -1058,8 +1108,8 @@ inline execute(t, slot) {
 			:: NEXEC > 0 && w % 8 == EXPIRED ->
 				sk = SVC_OF(t) * NSLOT;
 				do
-				:: sk < SCAN_END(t) && (sk == slot || running[sk] != t) -> sk++
-				:: sk < SCAN_END(t) && sk != slot && running[sk] == t -> break
+				:: sk < SCAN_END(t) && (sk == slot || running[sk] != t || tag[sk] == T_NORUN) -> sk++
+				:: sk < SCAN_END(t) && sk != slot && running[sk] == t && tag[sk] != T_NORUN -> break
 				:: sk == SCAN_END(t) -> break
 				od
 			:: else -> skip
@@ -1067,10 +1117,16 @@ inline execute(t, slot) {
 #endif
 			if
 			:: sk < SCAN_END(t) ->
+				/* ours is no run from here: the runner's claim of
+				 * what it is handed need not wait for this slot to
+				 * let go (runner_of takes a T_HELD slot for a claim
+				 * about to be marked) */
+				tag[slot] = T_NORUN;
 				atomic {
 					if
-					:: running[sk] == t && !again[sk] -> again[sk] = 1; ho = 1
-					:: else -> skip   /* its run ended: look again */
+					:: running[sk] == t && !again[sk] && tag[sk] == T_RUN -> again[sk] = 1; ho = 1
+					:: else -> skip   /* its run ended, or it has not
+							     marked its claim yet: look again */
 					fi
 				};
 				if
@@ -1078,6 +1134,14 @@ inline execute(t, slot) {
 				:: else -> skip
 				fi
 			:: else ->
+				/* the slot's tag for the CAS: T_HELD if it may
+				 * claim, T_NORUN if it only gives up a stopped
+				 * entry */
+#if MUT == 31
+				tag[slot] = T_HELD;   /* a slot that gives up stays T_HELD */
+#else
+				tag[slot] = (w % 8 == EXPIRED -> T_HELD : T_NORUN);
+#endif
 				/* the claim: the CAS from the word read above */
 				atomic {
 					if
@@ -1091,6 +1155,7 @@ inline execute(t, slot) {
 							tm[t].st = (tm[t].periodic -> RUNNING : IDLE);
 							assert(inrun[t] == 0);  /* never two runs */
 							inrun[t] = 1;
+							slotrun[slot] = 1;
 							rdue = tm[t].next_due;
 							rearm_ok = tm[t].periodic
 						:: else -> skip
@@ -1105,6 +1170,7 @@ inline execute(t, slot) {
 		od;
 		if
 		:: !ho && old == EXPIRED ->
+			tag[slot] = T_RUN;   /* running_claimed */
 			tm[t].ran++;
 			me = slot;
 			callback(t);
@@ -1122,9 +1188,10 @@ inline execute(t, slot) {
 		/* running_let_go: empty the slot, unless an expiry was handed
 		 * to it meanwhile (run it: around again) */
 		atomic {
+			slotrun[slot] = 0;
 			if
-			:: again[slot] -> again[slot] = 0
-			:: else -> running[slot] = NONE; break
+			:: again[slot] -> again[slot] = 0; tag[slot] = T_HELD
+			:: else -> running[slot] = NONE; tag[slot] = T_RUN; break
 			fi
 		}
 	od
@@ -1149,14 +1216,14 @@ inline dispatch(sid) {
 			unlock(q_mu);
 			t2 = BATCH(sid, i);
 			BATCH(sid, i) = NONE;
-			running[SCANNER_OF(sid)] = t2;
+			atomic { running[SCANNER_OF(sid)] = t2; tag[SCANNER_OF(sid)] = T_HELD };
 			execute(t2, SCANNER_OF(sid));
 			i++
 		fi
 #else
 		t2 = BATCH(sid, i);
 		BATCH(sid, i) = NONE;
-		running[SCANNER_OF(sid)] = t2;
+		atomic { running[SCANNER_OF(sid)] = t2; tag[SCANNER_OF(sid)] = T_HELD };
 		execute(t2, SCANNER_OF(sid));
 		i++
 #endif
@@ -1240,12 +1307,12 @@ proctype executor(byte e)
 			 * neither the ring nor a slot for a moment */
 			unlock(q_mu);
 			if
-			:: t2 != NONE -> running[e] = t2; execute(t2, e)
+			:: t2 != NONE -> atomic { running[e] = t2; tag[e] = T_HELD }; execute(t2, e)
 			:: else -> skip
 			fi
 #else
 			if
-			:: t2 != NONE -> running[e] = t2
+			:: t2 != NONE -> atomic { running[e] = t2; tag[e] = T_HELD }
 			:: else -> skip
 			fi;
 			unlock(q_mu);
@@ -1483,7 +1550,8 @@ proctype rescheduler()
 	LOCALS;
 	cb_started[0];
 	add_or_reschedule(0, 0, 1);
-	assert(rc == R_RUNNING || rc == R_STOPPED);
+	/* a one-shot's run may be over: then it was IDLE (R_OK) */
+	assert(rc == R_RUNNING || rc == R_STOPPED || (s15_mode == 3 && rc == R_OK));
 	resched_done = 1
 }
 #endif
@@ -1891,13 +1959,14 @@ init
 	 * (the expiry may have been handed to its own thread). Checked: never
 	 * two runs at once (inrun, at every claim), nothing touches the timer
 	 * after its free, every add ends once, no thread waits for ever. */
-	tm[0].periodic = 1;
 	tm[0].cb = CB_TWICE;
 	if
 	:: s15_mode = 0
 	:: s15_mode = 1
 	:: s15_mode = 2
+	:: s15_mode = 3   /* mode 0 with a one-shot timer */
 	fi;
+	tm[0].periodic = (s15_mode != 3);
 	run executor(0);
 	run executor(1);
 	if

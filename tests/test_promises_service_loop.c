@@ -1,11 +1,16 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The eighth hostile reading of service.h (docs/review.md, G1), forced
- * through the test points as in test_promises_service.c: a manual
- * service's loop is woken (tw_service_set_wake) by what its last question
- * could not see: an executor's re-arm of a periodic timer, an add from
- * another thread.
- * Each failed (hung, or answered wrongly) on the code before its fix. One
+ * The eighth hostile reading of service.h (docs/review.md, G1 and G2),
+ * forced through the test points as in test_promises_service.c:
+ *   G1  a manual service's loop is woken (tw_service_set_wake) by what its
+ *       last question could not see: an executor's re-arm of a periodic
+ *       timer, an add from another thread;
+ *   G2  a second cancel of a timer whose stopped entry an executor holds
+ *       says IDLE, not RUNNING: no callback ran;
+ * and the header sentence that reading corrected: cancel_sync returns
+ * when the callback it waits for adds its timer again.
+ * Each G test failed (hung, or answered wrongly) on the code before its
+ * fix; the last pins what the header now says. One
  * test can be run alone by naming it:
  *   test_promises_service_loop test_an_executors_rearm_wakes_the_loop
  */
@@ -215,6 +220,198 @@ static void test_set_wake_refuses_what_has_no_loop(void)
 	tw_service_destroy(reaped);
 }
 
+/* ---- G2: a slot that holds a stopped entry is no run ---- */
+
+/*
+ * service.h: TW_SVC_IDLE "already stopped; nothing was changed",
+ * TW_SVC_RUNNING "its callback was running"; a reschedule returns what a
+ * cancel would have.
+ * Forced: a manual service with one executor; t due now is polled (its
+ * entry goes to the queue) and the executor takes the entry and parks
+ * (executor.took, its slot holding t). A cancel stops t (STOPPED). Before
+ * the fix every later call counted the executor's slot as a run: a second
+ * cancel, a reschedule and, after the reschedule was cancelled, a third
+ * cancel said TW_SVC_RUNNING, for a callback that never ran (the
+ * review's program: 20 times in about a second). Now the slot is tagged
+ * SLOT_HELD while its entry is not claimed, and a held slot is a run only
+ * once F_ENTRY is gone: IDLE, IDLE, STOPPED, IDLE.
+ */
+static void test_a_stopped_entry_an_executor_holds_is_no_run(void)
+{
+	struct tw_service *svc = service(true, 1);
+	struct job j;
+	int took;
+
+	job_init(&j);
+	CHECK_EQ(tw_service_add(svc, &j.t, 1000), TW_OK);
+	took = sp_arm("executor.took", &j.t);
+	CHECK_EQ(tw_service_poll(svc), 1);
+	CHECK(sp_wait(took, NULL));
+	CHECK_EQ(tw_service_cancel(svc, &j.t), TW_SVC_STOPPED);
+	CHECK_EQ(tw_service_cancel(svc, &j.t), TW_SVC_IDLE);
+	CHECK_EQ(tw_service_reschedule(svc, &j.t, 2000), TW_SVC_IDLE);
+	CHECK_EQ(tw_service_cancel(svc, &j.t), TW_SVC_STOPPED);
+	CHECK_EQ(tw_service_cancel(svc, &j.t), TW_SVC_IDLE);
+	sp_release(took);
+	/* It gives the entry up; then nothing refers to the timer. */
+	CHECK_EQ(tw_service_cancel_sync(svc, &j.t), TW_SVC_IDLE);
+	CHECK_EQ(atomic_load(&j.runs), 0);
+	CHECK_EQ(tw_service_shutdown(svc, NULL, NULL), 0);
+	check_exactly_once(svc);
+	tw_service_destroy(svc);
+}
+
+/*
+ * The same in the claim's own window. Forced: the executor has read t
+ * EXPIRED and is about to claim it (execute.claiming, its slot SLOT_HELD);
+ * a cancel stops t, and a second cancel must say IDLE, then its claim
+ * fails and it gives the entry up (parked once more on the way: IDLE
+ * again, the slot SLOT_NO_RUN now).
+ */
+static void test_a_claim_a_cancel_beat_is_no_run(void)
+{
+	struct tw_service *svc = service(true, 1);
+	struct job j;
+	int claiming, giving_up;
+
+	job_init(&j);
+	CHECK_EQ(tw_service_add(svc, &j.t, 1000), TW_OK);
+	claiming = sp_arm("execute.claiming", &j.t);
+	CHECK_EQ(tw_service_poll(svc), 1);
+	CHECK(sp_wait(claiming, NULL));
+	CHECK_EQ(tw_service_cancel(svc, &j.t), TW_SVC_STOPPED);
+	CHECK_EQ(tw_service_cancel(svc, &j.t), TW_SVC_IDLE);
+	giving_up = sp_arm("execute.claiming", &j.t);
+	sp_release(claiming); /* its claim fails: it goes round again */
+	CHECK(sp_wait(giving_up, NULL));
+	CHECK_EQ(tw_service_cancel(svc, &j.t), TW_SVC_IDLE);
+	sp_release(giving_up);
+	CHECK_EQ(tw_service_cancel_sync(svc, &j.t), TW_SVC_IDLE);
+	CHECK_EQ(atomic_load(&j.runs), 0);
+	CHECK_EQ(tw_service_shutdown(svc, NULL, NULL), 0);
+	check_exactly_once(svc);
+	tw_service_destroy(svc);
+}
+
+/* Told by the test when the callback may return. */
+static atomic_int callback_go;
+
+static void wait_for_go(struct tw_service *svc, struct job *self)
+{
+	(void)svc;
+	(void)self;
+	WAIT_FOR(atomic_load(&callback_go), "the test never let the callback return");
+}
+
+/*
+ * What the tags must not lose: a slot whose claim went through is a run.
+ * Forced, one executor: (1) parked right after its claim of a one-shot
+ * (execute.claimed, before it stores SLOT_RUN), a cancel says RUNNING;
+ * (2) while the callback runs, t is added again, polled (its new entry
+ * waits in the queue: the only executor is busy) and cancelled
+ * (STOPPED); another cancel still says RUNNING -- the word says IDLE with
+ * an entry, and the executor's slot is the run, not that entry.
+ */
+static void test_a_claimed_slot_is_a_run(void)
+{
+	struct tw_service *svc = service(true, 1);
+	struct job j;
+	int claimed;
+
+	job_init(&j);
+	j.action = wait_for_go;
+	atomic_store(&callback_go, 0);
+	CHECK_EQ(tw_service_add(svc, &j.t, 1000), TW_OK);
+	claimed = sp_arm("execute.claimed", &j.t);
+	CHECK_EQ(tw_service_poll(svc), 1);
+	CHECK(sp_wait(claimed, NULL));
+	CHECK_EQ(tw_service_cancel(svc, &j.t), TW_SVC_RUNNING);
+	sp_release(claimed);
+	WAIT_FOR(atomic_load(&j.runs) == 1, "the callback never started");
+	CHECK_EQ(tw_service_add(svc, &j.t, 1000), TW_OK);
+	CHECK_EQ(tw_service_poll(svc), 1);
+	CHECK_EQ(tw_service_cancel(svc, &j.t), TW_SVC_STOPPED);
+	CHECK_EQ(tw_service_cancel(svc, &j.t), TW_SVC_RUNNING);
+	atomic_store(&callback_go, 1);
+	/* It waits for the run (and takes the stopped entry back). */
+	CHECK_EQ(tw_service_cancel_sync(svc, &j.t), TW_SVC_RUNNING);
+	CHECK_EQ(atomic_load(&j.runs), 1);
+	CHECK_EQ(tw_service_shutdown(svc, NULL, NULL), 0);
+	check_exactly_once(svc);
+	tw_service_destroy(svc);
+}
+
+/* ---- cancel_sync and a callback that adds its timer again ---- */
+
+static atomic_int readd_now, readd_result;
+
+static void readd_then_wait(struct tw_service *svc, struct job *self)
+{
+	WAIT_FOR(atomic_load(&readd_now), "the test never let it re-add");
+	atomic_store(&readd_result, tw_service_add(svc, &self->t, 5000));
+	wait_for_go(svc, self);
+}
+
+struct sync_call {
+	struct tw_service *svc;
+	struct job *job;
+	atomic_int result;
+};
+
+static void *cancel_sync_call(void *arg)
+{
+	struct sync_call *c = arg;
+
+	atomic_store(&c->result, tw_service_cancel_sync(c->svc, &c->job->t));
+	return NULL;
+}
+
+/*
+ * service.h, tw_service_cancel_sync(): "If the timer is added again while
+ * this call waits -- by another thread, or by the very callback it waits
+ * for -- the call returns: the timer belongs to that add now, its callback
+ * may still be running". Forced: another thread's cancel_sync waits
+ * (cancel_sync.wait) for the running callback, which then adds its own
+ * timer again and blocks. The call returns TW_SVC_RUNNING while the
+ * callback still runs; the new add is pending (a cancel stops it).
+ */
+static void test_cancel_sync_returns_when_the_callback_adds_its_timer_again(void)
+{
+	struct tw_service *svc = service(true, 1);
+	struct sync_call call = { svc, NULL, -1000 };
+	struct sp_thread th;
+	struct job j;
+	int waiting;
+
+	job_init(&j);
+	j.action = readd_then_wait;
+	call.job = &j;
+	atomic_store(&readd_now, 0);
+	atomic_store(&readd_result, -1000);
+	atomic_store(&callback_go, 0);
+	CHECK_EQ(tw_service_add(svc, &j.t, 1000), TW_OK);
+	CHECK_EQ(tw_service_poll(svc), 1);
+	WAIT_FOR(atomic_load(&j.runs) == 1, "the callback never started");
+	waiting = sp_arm("cancel_sync.wait", &j.t);
+	sp_spawn(&th, cancel_sync_call, &call);
+	CHECK(sp_wait(waiting, &th.done));
+	atomic_store(&readd_now, 1);
+	WAIT_FOR(atomic_load(&readd_result) != -1000, "the callback never re-added");
+	CHECK_EQ(atomic_load(&readd_result), TW_OK);
+	sp_release(waiting);
+	sp_join(&th, "cancel_sync");
+	CHECK_EQ(atomic_load(&call.result), TW_SVC_RUNNING);
+	CHECK_EQ(atomic_load(&j.finished), 0); /* the callback still runs */
+	CHECK(tw_service_timer_pending(&j.t));
+	atomic_store(&callback_go, 1);
+	WAIT_FOR(atomic_load(&j.finished), "the callback never returned");
+	CHECK_EQ(tw_service_cancel_sync(svc, &j.t), TW_SVC_STOPPED);
+	CHECK_EQ(atomic_load(&j.runs), 1);
+	CHECK_EQ(tw_service_shutdown(svc, NULL, NULL), 0);
+	check_exactly_once(svc);
+	tw_service_destroy(svc);
+}
+
 int main(int argc, char **argv)
 {
 	only = argc > 1 ? argv[1] : NULL;
@@ -223,6 +420,10 @@ int main(int argc, char **argv)
 	RUN_SELECTED(test_an_add_from_another_thread_wakes_the_loop_once_per_question);
 	RUN_SELECTED(test_the_polling_thread_does_not_wake_its_own_loop);
 	RUN_SELECTED(test_set_wake_refuses_what_has_no_loop);
+	RUN_SELECTED(test_a_stopped_entry_an_executor_holds_is_no_run);
+	RUN_SELECTED(test_a_claim_a_cancel_beat_is_no_run);
+	RUN_SELECTED(test_a_claimed_slot_is_a_run);
+	RUN_SELECTED(test_cancel_sync_returns_when_the_callback_adds_its_timer_again);
 	if (tests_passed + tests_failed == 0) {
 		fprintf(stderr, "no test named %s\n", only);
 		return 2;

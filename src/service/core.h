@@ -81,9 +81,11 @@
  *                out, or shutdown waits for it). The way out (added, or
  *                entered taken back) is release, so what the producer
  *                pushed is visible to shutdown once the counts agree.
- *   running[]    seq_cst: execute stores its slot before it takes EXPIRED
- *                away, cancel reads the slots after its CAS failed (see
- *                running_load).
+ *   running[]    seq_cst: execute stores its slot (SLOT_HELD) before it
+ *                takes EXPIRED away, cancel reads the slots after its CAS
+ *                failed, then the word (see the slot tags below). The
+ *                SLOT_RUN store after a claim is release only: it orders
+ *                nothing a cancel relies on.
  *   sync_waits   the callbacks waiting in cancel_sync, of every service,
  *                under one mutex: a waiter posts itself and looks for a
  *                ring in one critical section (closes_ring).
@@ -394,26 +396,51 @@ static inline int owner_check(const struct tw_service *svc, uint32_t word)
 }
 
 /*
- * running[] slots. execute() stores its timer before it takes EXPIRED
- * away, and cancel() reads the slots after it failed to, both sequentially
- * consistent, so a cancel that finds a one-shot timer IDLE sees the slot of
- * a callback still running it.
+ * running[] slots. A slot holds a timer from where its thread took the
+ * timer's entry (F_ENTRY) until its run, and every expiry handed to it
+ * meanwhile, is over. execute() stores the slot before it takes EXPIRED
+ * away, and cancel() reads the slots after its own step on the word, both
+ * sequentially consistent, so a cancel that finds a one-shot timer IDLE
+ * sees the slot of a callback still running it.
  *
- * A slot's low bit is RUN_AGAIN (a timer is at least 8-aligned): another
- * thread that took an expiry of the same timer found it running here and
- * handed that expiry over (its entry, F_ENTRY, is now this slot's), for
- * this thread to run once its run returns. That is what keeps a timer's
- * runs one at a time (execute). Only the slot's own thread clears the bit,
- * and another sets it only while it holds the timer's one entry.
- * running_load() gives the timer without the bit.
+ * The two low bits of a slot (a timer is at least 4-aligned) say what its
+ * thread is doing with the timer:
+ *   SLOT_RUN        0  a run is under way (claimed; the callback may have
+ *                      returned, the re-arm not yet)
+ *   RUN_AGAIN       1  the same, and another thread that took an expiry
+ *                      of the timer found it running here and handed that
+ *                      expiry over (its entry is now this slot's), for this
+ *                      thread to run once its run returns: what keeps a
+ *                      timer's runs one at a time (execute). Only the
+ *                      slot's thread clears it; another sets it only on a
+ *                      SLOT_RUN slot, while it holds the timer's one entry
+ *   SLOT_HELD       2  it holds the timer's entry and may be claiming it:
+ *                      a run only once the claim took F_ENTRY away (its
+ *                      thread then stores SLOT_RUN, a plain release store:
+ *                      a cancel that still reads SLOT_HELD judges by the
+ *                      word)
+ *   SLOT_NO_RUN     3  no run: an entry a cancel stopped, which its thread
+ *                      gives up (clears F_ENTRY, then the slot), or one it
+ *                      hands over to the slot running the timer
+ * So a slot holding a timer is a run of it (what a cancel of an IDLE timer
+ * answers TW_SVC_RUNNING for) exactly when slot_runs() says so; before
+ * the tags a slot that held a stopped entry made a second cancel say
+ * RUNNING for a callback that never ran (review G2). cancel_sync, which
+ * waits until no slot holds the timer, counts every tag: running_load()
+ * gives the timer without them.
  */
-#define RUN_AGAIN ((uintptr_t)1)
+enum { SLOT_RUN = 0, RUN_AGAIN = 1, SLOT_HELD = 2, SLOT_NO_RUN = 3,
+       SLOT_TAGS = 3 };
+
+static inline uintptr_t slot_value(_Atomic(struct tw_service_timer *) *slot)
+{
+	return (uintptr_t)atomic_load(slot);
+}
 
 static inline struct tw_service_timer *
 running_load(_Atomic(struct tw_service_timer *) *slot)
 {
-	return (struct tw_service_timer *)((uintptr_t)atomic_load(slot) &
-					   ~RUN_AGAIN);
+	return (struct tw_service_timer *)(slot_value(slot) & ~(uintptr_t)SLOT_TAGS);
 }
 
 static inline void running_store(_Atomic(struct tw_service_timer *) *slot,
@@ -422,8 +449,51 @@ static inline void running_store(_Atomic(struct tw_service_timer *) *slot,
 	atomic_store(slot, t);
 }
 
+/* The slot holds t with tag (SLOT_HELD, SLOT_NO_RUN; SLOT_RUN is
+ * running_store). */
+static inline void running_tag(_Atomic(struct tw_service_timer *) *slot,
+			       struct tw_service_timer *t, unsigned tag)
+{
+	atomic_store(slot, (struct tw_service_timer *)((uintptr_t)t | tag));
+}
+
+/* SLOT_HELD -> SLOT_RUN after the claim. Release, not seq_cst: nothing is
+ * ordered by it (the claim's CAS already told a cancel a run is under
+ * way, slot_runs), and a full barrier per fired timer costs. */
+static inline void running_claimed(_Atomic(struct tw_service_timer *) *slot,
+				   struct tw_service_timer *t)
+{
+	atomic_store_explicit(slot, t, memory_order_release);
+}
+
+/* Whether a slot's value (slot_value) is a run of t. A SLOT_HELD slot is
+ * one only once its claim took F_ENTRY away: the word is loaded after the
+ * slot (both seq_cst), so an entry still unclaimed when the slot was read
+ * still shows F_ENTRY, and a word without it means the claim came first.
+ * (The holder may be preempted between its claim and its store of
+ * SLOT_RUN while other threads add, expire and cancel t again, which sets
+ * F_ENTRY for the new entry: then a run looks like none. That needs three
+ * threads on one timer and a preemption inside two instructions; the
+ * answer is then IDLE where RUNNING was due, and nothing waits on it:
+ * cancel_sync counts every tag. The other way round -- RUNNING with no run
+ * under way -- cannot happen; model/service.pml asserts it.) */
+static inline bool slot_runs(uintptr_t value, const struct tw_service_timer *t)
+{
+	if ((value & ~(uintptr_t)SLOT_TAGS) != (uintptr_t)t)
+		return false;
+	switch (value & SLOT_TAGS) {
+	case SLOT_RUN:
+	case RUN_AGAIN:
+		return true;
+	case SLOT_HELD:
+		return !word_has(word_load(t), F_ENTRY);
+	default:
+		return false;
+	}
+}
+
 /* Hand an expiry of t to the slot running it: false if the slot's run of
- * t ended meanwhile (or it is already flagged). */
+ * t ended meanwhile, it is already flagged, or it does not run t yet. */
 static inline bool running_hand_over(_Atomic(struct tw_service_timer *) *slot,
 				     struct tw_service_timer *t)
 {
@@ -438,32 +508,47 @@ static inline bool running_hand_over(_Atomic(struct tw_service_timer *) *slot,
 static inline bool running_again(_Atomic(struct tw_service_timer *) *slot,
 				 const struct tw_service_timer *t)
 {
-	return (uintptr_t)atomic_load(slot) == ((uintptr_t)t | RUN_AGAIN);
+	return slot_value(slot) == ((uintptr_t)t | RUN_AGAIN);
 }
 
-/* The slot's thread is done with t: empty it, unless an expiry was handed
- * over meanwhile; then it keeps t, unflagged, and returns false (the
- * caller runs that expiry). Reads the slot only, never the timer, which a
- * one-shot callback may have freed. */
+/* The slot's thread is done with t (its slot tagged tag: SLOT_RUN after a
+ * run, SLOT_NO_RUN after giving up or handing over an entry): empty it, unless
+ * an expiry was handed over meanwhile (only on SLOT_RUN); then it holds
+ * that entry (SLOT_HELD) and returns false (the caller runs that expiry).
+ * Reads the slot only, never the timer, which a one-shot callback may
+ * have freed. */
 static inline bool running_let_go(_Atomic(struct tw_service_timer *) *slot,
-				  struct tw_service_timer *t)
+				  struct tw_service_timer *t, unsigned tag)
 {
-	struct tw_service_timer *expect = t;
+	struct tw_service_timer *expect =
+		(struct tw_service_timer *)((uintptr_t)t | tag);
 
 	if (atomic_compare_exchange_strong(slot, &expect, NULL))
 		return true;
-	running_store(slot, t);
+	running_tag(slot, t, SLOT_HELD);
 	return false;
 }
 
-/* Whether a callback (or a hand-back) of t is under way in a slot other
- * than skip (skip = nslots: none). */
+/* Whether a slot other than skip (skip = nslots: none) holds t, whatever
+ * its thread does with it: cancel_sync waits until none does. */
+static inline bool is_held_except(const struct tw_service *svc,
+				  const struct tw_service_timer *t,
+				  unsigned skip)
+{
+	for (unsigned i = 0; i < svc->nslots; i++)
+		if (i != skip && running_load(&svc->running[i]) == t)
+			return true;
+	return false;
+}
+
+/* Whether a slot other than skip runs t (slot_runs): what a cancel that
+ * found t IDLE answers TW_SVC_RUNNING for. */
 static inline bool is_running_except(const struct tw_service *svc,
 				     const struct tw_service_timer *t,
 				     unsigned skip)
 {
 	for (unsigned i = 0; i < svc->nslots; i++)
-		if (i != skip && running_load(&svc->running[i]) == t)
+		if (i != skip && slot_runs(slot_value(&svc->running[i]), t))
 			return true;
 	return false;
 }

@@ -111,6 +111,9 @@ static void id_give_back(uint32_t id)
 _Static_assert(sizeof(struct tw_service_timer) == 64,
 	       "a one-shot service timer is 64 bytes on LP64");
 #endif
+/* running[] keeps a tag in a slot's two low bits (core.h). */
+_Static_assert(_Alignof(struct tw_service_timer) >= 4,
+	       "a service timer's address has two low bits free");
 
 /* ---- timers ---- */
 

@@ -48,19 +48,26 @@ void tw__svc_wake_sync_waiters(struct tw_service *svc)
 
 /* The slot, other than self, of an executor (or the scanning thread)
  * whose run of t is under way; nslots if none. The hand-back slot runs no
- * callback. */
+ * callback, nor does a slot tagged SLOT_NO_RUN. The caller holds t's one
+ * entry, so a slot tagged SLOT_HELD is no longer waiting to claim one: its
+ * claim took the entry before ours was made, and its SLOT_RUN store is a
+ * few instructions away. */
 static unsigned runner_of(struct tw_service *svc,
 			  const struct tw_service_timer *t, unsigned self)
 {
-	for (unsigned i = 0; i <= svc->nexecutors; i++)
-		if (i != self && running_load(&svc->running[i]) == t)
+	for (unsigned i = 0; i <= svc->nexecutors; i++) {
+		uintptr_t v = slot_value(&svc->running[i]);
+
+		if (i != self && (v & ~(uintptr_t)SLOT_TAGS) == (uintptr_t)t &&
+		    (v & SLOT_TAGS) != SLOT_NO_RUN)
 			return i;
+	}
 	return svc->nslots;
 }
 
 /*
  * One expiry of t, whose entry (F_ENTRY) this thread holds, its slot
- * already holding t: run it if nobody cancelled it meanwhile -- or, if
+ * holding t (SLOT_HELD): run it if nobody cancelled it meanwhile -- or, if
  * another thread's run of t is under way, hand the expiry to that thread
  * (running_hand_over), which runs it when its own run returns. So a
  * timer's runs never overlap: a schedule that came due while its last run
@@ -70,10 +77,13 @@ static unsigned runner_of(struct tw_service *svc,
  * an entry starts a run, so once the slots show no run of t none can start
  * but this one. The slots need looking at only when a second thread may
  * run callbacks (executors): a scanning thread alone runs one at a time.
+ * Returns the tag the slot has at the end (running_let_go takes it).
  */
-static void run_entry(struct tw_service *svc, struct tw_service_timer *t,
-		      unsigned slot_index)
+static unsigned run_entry(struct tw_service *svc, struct tw_service_timer *t,
+			  unsigned slot_index)
 {
+	_Atomic(struct tw_service_timer *) *slot = &svc->running[slot_index];
+	unsigned tag = SLOT_HELD;
 	tw_service_fn *fn;
 	int64_t period, due;
 	uint32_t old;
@@ -86,14 +96,34 @@ static void run_entry(struct tw_service *svc, struct tw_service_timer *t,
 
 			if (r < svc->nslots) {
 				TW_TEST_POINT("execute.runner_found", t);
+				/* Ours is no run from here, so that r's
+				 * claim of what it is handed need not wait
+				 * for this slot to let go (runner_of takes
+				 * a SLOT_HELD slot for a claim about to be
+				 * marked). */
+				if (tag != SLOT_NO_RUN)
+					running_tag(slot, t, tag = SLOT_NO_RUN);
 				if (running_hand_over(&svc->running[r], t)) {
 					TW_TEST_POINT("execute.handed_over", t);
-					return; /* the entry is r's now */
+					return tag; /* the entry is r's now */
 				}
-				old = word_load(t); /* r let go: look again */
+				/* r let go, or has claimed and not yet
+				 * stored SLOT_RUN: look again */
+				sched_yield();
+				old = word_load(t);
 				continue;
 			}
 		}
+		/* Which slot tag goes with the CAS below: SLOT_HELD if it may
+		 * claim (seq_cst, before the CAS: a cancel that finds the
+		 * timer IDLE after it sees the slot), SLOT_NO_RUN if it only
+		 * gives the entry up (a cancel stopped it: the slot is no run
+		 * while it does, review G2). */
+		if (word_state(old) == ST_EXPIRED ? tag != SLOT_HELD
+						   : tag != SLOT_NO_RUN)
+			running_tag(slot, t,
+				    tag = word_state(old) == ST_EXPIRED ? SLOT_HELD
+									: SLOT_NO_RUN);
 		/* Read before the claim, while the timer is EXPIRED and
 		 * reinit refuses it: once the CAS below takes EXPIRED away, a
 		 * cancel finds it IDLE and the owner may reinit it at once
@@ -104,12 +134,14 @@ static void run_entry(struct tw_service *svc, struct tw_service_timer *t,
 		 * before its writes. */
 		fn = callback_of(t);
 		period = word_has(old, F_PERIODIC) ? period_of(periodic_of(t)) : 0;
+		TW_TEST_POINT("execute.claiming", t);
 		if (tr_execute(t, &old))
 			break;
 	}
 	TW_TEST_POINT("execute.claimed", t);
 	if (word_state(old) != ST_EXPIRED)
-		return; /* stopped by cancel: the entry is given up */
+		return tag; /* stopped by cancel: the entry is given up */
+	running_claimed(slot, t);
 	due = __atomic_load_n(&t->next_due, __ATOMIC_RELAXED);
 
 	THIS_THREAD.current = t;
@@ -136,21 +168,21 @@ static void run_entry(struct tw_service *svc, struct tw_service_timer *t,
 	if (rearm_after)
 		tw__svc_rearm(svc, t, due > INT64_MAX - period ? due : due + period,
 			      due > INT64_MAX - period);
+	return SLOT_RUN;
 }
 
 /* Run one expired timer, and whatever expiry of it other threads hand
  * over meanwhile (run_entry); then let go of the slot. This consumes the
- * timer's entry (F_ENTRY). The caller has stored t in the slot already,
- * where it took the entry: an executor under q_mu, as it takes the entry
- * off the ring (executor_main says why). */
+ * timer's entry (F_ENTRY). The caller has stored t in the slot already
+ * (SLOT_HELD), where it took the entry: an executor under q_mu, as it
+ * takes the entry off the ring (executor_main says why). */
 static void execute(struct tw_service *svc, struct tw_service_timer *t,
 		    unsigned slot_index)
 {
 	_Atomic(struct tw_service_timer *) *slot = &svc->running[slot_index];
 
-	do
-		run_entry(svc, t, slot_index);
-	while (!running_let_go(slot, t));
+	while (!running_let_go(slot, t, run_entry(svc, t, slot_index)))
+		;
 	tw__svc_wake_sync_waiters(svc); /* cancel_sync may wait for the entry */
 	/* The run and all it was handed are over: a cancel_sync from now on
 	 * finds the timer idle. Only the address is passed on (a one-shot
@@ -218,7 +250,7 @@ static int64_t dispatch(struct tw_service *svc)
 		if (!t)
 			continue;
 		n++;
-		running_store(&svc->running[svc->nexecutors], t);
+		running_tag(&svc->running[svc->nexecutors], t, SLOT_HELD);
 		execute(svc, t, svc->nexecutors);
 	}
 	svc->batch_len = svc->batch_pos = 0;
@@ -346,7 +378,7 @@ void *tw__svc_executor_main(void *arg)
 		 * thread ran itself (a full queue) got TW_EDEADLK with no cycle
 		 * of waits, waiting on nobody but this executor. */
 		if (t) /* NULL: taken back by cancel_sync */
-			running_store(&svc->running[index], t);
+			running_tag(&svc->running[index], t, SLOT_HELD);
 		pthread_mutex_unlock(&svc->q_mu);
 		if (t) {
 			TW_TEST_POINT("executor.took", t);

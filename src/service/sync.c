@@ -100,7 +100,7 @@ static bool unreferenced(const struct tw_service *svc,
 	if (word_state(st) != ST_IDLE)
 		return true;
 	return !word_has(st, F_INBOX | F_ENTRY | F_TOMB) &&
-	       !is_running_except(svc, t, skip);
+	       !is_held_except(svc, t, skip);
 }
 
 /*
