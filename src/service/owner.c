@@ -252,7 +252,6 @@ bool tw_service_next_expiry(struct tw_service *svc, int64_t *when)
 	/* Before the drain: an add it misses wakes the loop (wake_loop). */
 	if (svc->cfg.manual)
 		atomic_store(&svc->kick_pending, false);
-	TW_TEST_POINT("next_expiry.cleared", svc);
 	tw__svc_drain_inboxes(svc);
 	any = tw_wheel_next_expiry(&svc->wheel, when);
 	pthread_mutex_unlock(&svc->wheel_mu);

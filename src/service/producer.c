@@ -20,16 +20,6 @@ static atomic_uint producers_seen;
 /* ---- waking the reaper ---- */
 
 /*
- * kick_pending saves producers the reaper's mutex: once one kick is on its
- * way, the rest return here. That is only sound if the reaper clears
- * kick_pending and kicked together, under reaper_mu: then a kick_pending
- * that is set always has a kicker who will set kicked (or already did,
- * since the reaper last cleared it), so the reaper cannot sleep through
- * it. (Clearing kick_pending outside the lock would let a kick fall between
- * the two clears: kicked erased, kick_pending left set, and no kick would
- * ever get through again.)
- */
-/*
  * A manual service has no reaper: the thread that polls it sleeps in its
  * own event loop for what tw_service_timeout() said, and what can make
  * that answer too late is an add it did not see -- from another thread, or
@@ -52,10 +42,19 @@ static void wake_loop(struct tw_service *svc)
 	if (!fn || THIS_THREAD.scanning == svc || atomic_load(&svc->kick_pending) ||
 	    atomic_exchange(&svc->kick_pending, true))
 		return;
-	TW_TEST_POINT("wake.calling", svc);
 	fn(atomic_load_explicit(&svc->wake_arg, memory_order_relaxed));
 }
 
+/*
+ * kick_pending saves producers the reaper's mutex: once one kick is on its
+ * way, the rest return here. That is only sound if the reaper clears
+ * kick_pending and kicked together, under reaper_mu: then a kick_pending
+ * that is set always has a kicker who will set kicked (or already did,
+ * since the reaper last cleared it), so the reaper cannot sleep through
+ * it. (Clearing kick_pending outside the lock would let a kick fall between
+ * the two clears: kicked erased, kick_pending left set, and no kick would
+ * ever get through again.)
+ */
 static void kick(struct tw_service *svc)
 {
 	/* Already kicked since it last looked: a load first, because while
