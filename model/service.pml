@@ -88,7 +88,9 @@
  * after its drain (scenario 17); G2: 30 a cancel counting any slot that
  * holds the timer as a run (the code before the slot tags), 31 a slot
  * that gives up a stopped entry left tagged T_HELD (scenario 12: the
- * assertion that a slot taken for a run is one).
+ * assertion that a slot taken for a run is one); the ninth review: 33 a
+ * held slot judged by the word alone, no second look at the slot (a
+ * give-up between the two loads read as a claim).
  * model/check.sh checks that SPIN finds each.
  */
 
@@ -451,7 +453,8 @@ inline kick() {
 	:: else -> atomic { old = kick_pending; kick_pending = 1 }
 	fi;
 	if
-	:: !old -> woken = 1
+	:: !old && intail -> wo = 1   /* execute wakes it after its let-go */
+	:: !old && !intail -> woken = 1
 	:: else -> skip
 	fi
 #endif
@@ -539,29 +542,53 @@ inline is_running_except(t, skip_slot, res) {
 }
 
 /* What a cancel that found t IDLE answers: whether a slot of t's service
- * other than skip_slot runs t (core.h, slot_runs): T_RUN; T_HELD only once
- * the claim took F_ENTRY away; never T_NORUN. The slot and the word are
- * two adjacent seq_cst loads in the C code, one step here. Asserted: a
+ * other than skip_slot runs t (core.h, slot_runs): T_RUN; T_HELD only if
+ * the word then has no F_ENTRY and the slot, loaded once more, still
+ * holds t and not T_NORUN (a give-up clears F_ENTRY too, after T_NORUN);
+ * never T_NORUN. Three loads, three steps, as in the C code. Asserted: a
  * slot taken for a run is one (slotrun). */
 inline runs_except(t, skip_slot, res) {
 	res = 0;
 	j = SVC_OF(t) * NSLOT;
 	do
 	:: j < SVC_OF(t) * NSLOT + NSLOT ->
+		/* the slot, one load */
 		atomic {
 			if
 #if MUT == 30
 			/* the code before: any slot holding t */
-			:: j != skip_slot && running[j] == t ->
+			:: j != skip_slot && running[j] == t -> assert(slotrun[j]); res = 1; k = 0
 #else
-			:: j != skip_slot && running[j] == t && tag[j] != T_NORUN &&
-			   (tag[j] == T_RUN || !tm[t].entry) ->
+			:: j != skip_slot && running[j] == t && tag[j] == T_RUN ->
+				assert(slotrun[j]); res = 1; k = 0
+			:: j != skip_slot && running[j] == t && tag[j] == T_HELD -> k = 1
 #endif
-				assert(slotrun[j]);
-				res = 1
-			:: else -> skip
+			:: else -> k = 0
 			fi
 		}
+		if
+		:: k ->
+			/* held: the word, then the slot again (three loads) */
+			k = !tm[t].entry;
+			if
+			:: k ->
+#if MUT == 33
+				/* the ninth reading: no second look at the slot */
+				atomic { assert(slotrun[j]); res = 1 }
+#else
+				atomic {
+					if
+					:: running[j] == t && tag[j] != T_NORUN ->
+						assert(slotrun[j]); res = 1
+					:: else -> skip
+					fi
+				}
+#endif
+			:: else -> skip
+			fi;
+			k = 0
+		:: else -> skip
+		fi;
 		j++
 	:: else -> break
 	od
@@ -1176,7 +1203,7 @@ inline execute(t, slot) {
 			callback(t);
 			me = NONE;
 			if
-			:: rearm_ok -> rearm(t)
+			:: rearm_ok -> intail = 1; rearm(t); intail = 0
 			:: else -> skip
 			fi;
 			inrun[t] = 0;
@@ -1194,7 +1221,16 @@ inline execute(t, slot) {
 			:: else -> running[slot] = NONE; tag[slot] = T_RUN; break
 			fi
 		}
-	od
+	od;
+#if SCEN == 17
+	/* the wake a re-arm owes the loop, made once the slot let go */
+	if
+	:: wo -> wo = 0; woken = 1
+	:: else -> skip
+	fi
+#else
+	skip
+#endif
 }
 
 inline dispatch(sid) {
@@ -1244,7 +1280,7 @@ inline poll(sid) {
 
 #define LOCALS byte old, s, rc, was, i, j, k, cur, hop, t2, next, skipslot, h; \
 	bool entered, res, c, oinb, otomb, mine; byte me = NONE; bool taken[NT]; \
-	int siga, sigb, d; byte w, sk, rdue, ho; bool rearm_ok
+	int siga, sigb, d; byte w, sk, rdue, ho; bool rearm_ok, intail, wo
 
 proctype reaper()
 {

@@ -7,11 +7,15 @@
  *       timer, an add from another thread;
  *   G2  a second cancel of a timer whose stopped entry an executor holds
  *       says IDLE, not RUNNING: no callback ran;
- * and the header sentence that reading corrected: cancel_sync returns
- * when the callback it waits for adds its timer again.
- * Each G test failed (hung, or answered wrongly) on the code before its
- * fix; the last pins what the header now says. One
- * test can be run alone by naming it:
+ * the ninth reading's two breaks of those fixes (B1: a give-up between a
+ * cancel's two loads of a held slot read as a claim; B2: an executor's
+ * re-arm calling the loop's wake inside its run); and the header sentence
+ * the eighth reading corrected: cancel_sync returns when the callback it
+ * waits for adds its timer again.
+ * Each G and B test failed (hung, or answered wrongly) on the code
+ * before its fix; test_a_claimed_slot_is_a_run pins what must stay
+ * RUNNING, the cancel_sync test what the header now says. One test can be
+ * run alone by naming it:
  *   test_promises_service_loop test_an_executors_rearm_wakes_the_loop
  */
 #define _POSIX_C_SOURCE 200809L
@@ -341,6 +345,124 @@ static void test_a_claimed_slot_is_a_run(void)
 	tw_service_destroy(svc);
 }
 
+/* ---- the ninth reading: the same two promises, harder ---- */
+
+struct cancel_call {
+	struct tw_service *svc;
+	struct tw_service_timer *t;
+	atomic_int result;
+};
+
+static void *cancel_call(void *arg)
+{
+	struct cancel_call *c = arg;
+
+	atomic_store(&c->result, tw_service_cancel(c->svc, c->t));
+	return NULL;
+}
+
+static void *cancel_sync_call(void *arg)
+{
+	struct cancel_call *c = arg;
+
+	atomic_store(&c->result, tw_service_cancel_sync(c->svc, c->t));
+	return NULL;
+}
+
+/*
+ * G2 again (the ninth reading, B1: 1 in about 150,000 iterations of its
+ * program). A cancel that reads a SLOT_HELD slot and then a word without
+ * F_ENTRY took that for a claim; but the slot's thread may have given the
+ * entry up between the two loads (SLOT_NO_RUN, then the CAS that clears
+ * F_ENTRY). Forced: the executor parks before its claim; a cancel stops
+ * t; a second cancel, on another thread, parks right after it read the
+ * held slot (cancel.held_slot); the executor's claim fails, it gives the
+ * entry up and lets go of the slot; the second cancel goes on: IDLE (it
+ * said RUNNING, with the word read alone).
+ */
+static void test_a_give_up_between_a_cancels_loads_is_no_run(void)
+{
+	struct tw_service *svc = service(true, 1);
+	struct cancel_call call = { svc, NULL, -1000 };
+	struct sp_thread th;
+	struct job j;
+	int claiming, held, let_go;
+
+	job_init(&j);
+	call.t = &j.t;
+	CHECK_EQ(tw_service_add(svc, &j.t, 1000), TW_OK);
+	claiming = sp_arm("execute.claiming", &j.t);
+	CHECK_EQ(tw_service_poll(svc), 1);
+	CHECK(sp_wait(claiming, NULL));
+	CHECK_EQ(tw_service_cancel(svc, &j.t), TW_SVC_STOPPED);
+	held = sp_arm("cancel.held_slot", &j.t);
+	sp_spawn(&th, cancel_call, &call);
+	CHECK(sp_wait(held, &th.done));
+	let_go = sp_arm("execute.let_go", &j.t);
+	sp_release(claiming);
+	CHECK(sp_wait(let_go, NULL)); /* given up, the slot empty */
+	sp_release(held);
+	sp_join(&th, "the second cancel");
+	CHECK_EQ(atomic_load(&call.result), TW_SVC_IDLE);
+	sp_release(let_go);
+	CHECK_EQ(tw_service_cancel_sync(svc, &j.t), TW_SVC_IDLE);
+	CHECK_EQ(atomic_load(&j.runs), 0);
+	CHECK_EQ(tw_service_shutdown(svc, NULL, NULL), 0);
+	check_exactly_once(svc);
+	tw_service_destroy(svc);
+}
+
+static atomic_int in_wake, wake_go;
+
+static void slow_wake(void *arg)
+{
+	(void)arg;
+	atomic_store(&in_wake, 1);
+	WAIT_FOR(atomic_load(&wake_go), "the test never let the wake return");
+}
+
+static void count_run(struct tw_service *svc, struct tw_service_timer *t)
+{
+	(void)svc;
+	(void)t;
+}
+
+/*
+ * The ninth reading, B2: an executor's re-arm called the loop's wake
+ * function inside its run, its slot still marked run. A wake that takes
+ * time (a slow eventfd write, uv_async_send under load) made a cancel
+ * after the callback returned say RUNNING, and a cancel_sync wait for the
+ * user's wake function (a deadlock if that function waits for the
+ * caller). Now the wake is made once the slot let go. Forced: the wake
+ * blocks; meanwhile a cancel stops the re-armed add (STOPPED), a second
+ * says IDLE, and a cancel_sync on another thread returns IDLE at once.
+ */
+static void test_a_rearms_wake_comes_after_its_run(void)
+{
+	struct tw_service *svc = service(true, 1);
+	struct tw_service_periodic p;
+	struct cancel_call call = { svc, &p.timer, -1000 };
+	struct sp_thread th;
+
+	atomic_store(&in_wake, 0);
+	atomic_store(&wake_go, 0);
+	tw_service_periodic_init(&p, count_run, 100);
+	CHECK_EQ(tw_service_add(svc, &p.timer, 1000), TW_OK); /* no wake yet */
+	CHECK_EQ(tw_service_set_wake(svc, slow_wake, NULL), TW_OK);
+	CHECK_EQ(tw_service_timeout(svc, 1000), 0);
+	CHECK_EQ(tw_service_poll(svc), 1);
+	WAIT_FOR(atomic_load(&in_wake), "the re-arm never woke the loop");
+	CHECK_EQ(tw_service_cancel(svc, &p.timer), TW_SVC_STOPPED);
+	CHECK_EQ(tw_service_cancel(svc, &p.timer), TW_SVC_IDLE);
+	sp_spawn(&th, cancel_sync_call, &call);
+	sp_join(&th, "cancel_sync while the wake runs");
+	CHECK_EQ(atomic_load(&call.result), TW_SVC_IDLE);
+	atomic_store(&wake_go, 1);
+	CHECK_EQ(tw_service_shutdown(svc, NULL, NULL), 0);
+	check_exactly_once(svc);
+	tw_service_destroy(svc);
+}
+
 /* ---- cancel_sync and a callback that adds its timer again ---- */
 
 static atomic_int readd_now, readd_result;
@@ -350,20 +472,6 @@ static void readd_then_wait(struct tw_service *svc, struct job *self)
 	WAIT_FOR(atomic_load(&readd_now), "the test never let it re-add");
 	atomic_store(&readd_result, tw_service_add(svc, &self->t, 5000));
 	wait_for_go(svc, self);
-}
-
-struct sync_call {
-	struct tw_service *svc;
-	struct job *job;
-	atomic_int result;
-};
-
-static void *cancel_sync_call(void *arg)
-{
-	struct sync_call *c = arg;
-
-	atomic_store(&c->result, tw_service_cancel_sync(c->svc, &c->job->t));
-	return NULL;
 }
 
 /*
@@ -378,14 +486,14 @@ static void *cancel_sync_call(void *arg)
 static void test_cancel_sync_returns_when_the_callback_adds_its_timer_again(void)
 {
 	struct tw_service *svc = service(true, 1);
-	struct sync_call call = { svc, NULL, -1000 };
+	struct cancel_call call = { svc, NULL, -1000 };
 	struct sp_thread th;
 	struct job j;
 	int waiting;
 
 	job_init(&j);
 	j.action = readd_then_wait;
-	call.job = &j;
+	call.t = &j.t;
 	atomic_store(&readd_now, 0);
 	atomic_store(&readd_result, -1000);
 	atomic_store(&callback_go, 0);
@@ -424,6 +532,8 @@ int main(int argc, char **argv)
 	RUN_SELECTED(test_a_claim_a_cancel_beat_is_no_run);
 	RUN_SELECTED(test_a_claimed_slot_is_a_run);
 	RUN_SELECTED(test_cancel_sync_returns_when_the_callback_adds_its_timer_again);
+	RUN_SELECTED(test_a_give_up_between_a_cancels_loads_is_no_run);
+	RUN_SELECTED(test_a_rearms_wake_comes_after_its_run);
 	if (tests_passed + tests_failed == 0) {
 		fprintf(stderr, "no test named %s\n", only);
 		return 2;

@@ -479,24 +479,31 @@ int tw_service_cancel_sync(struct tw_service *svc, struct tw_service_timer *t);
 int64_t tw_service_poll(struct tw_service *svc);
 
 /**
- * Manual services: how the service wakes the event loop that polls it when
- * a timer comes due earlier than the loop was last told
- * (tw_service_next_expiry(), tw_service_timeout()): an add or a reschedule
+ * Manual services: how the service wakes the event loop that polls it
+ * when something its last answer (tw_service_next_expiry(),
+ * tw_service_timeout()) could not see happens: an add or a reschedule
  * from another thread, or the re-arm of a periodic timer whose run the
  * poll queued for an executor (the executor re-arms it after the loop
  * asked; no poll sees it, and without a wake the loop sleeps past it).
- * The service calls wake(arg) at most once between two calls of
- * tw_service_next_expiry() (any thread's), and never from the thread that
- * is polling (its loop asks after the poll). The loop must consume its
+ * The first such call after each question wakes the loop, whatever its
+ * due time (the loop asks again, and may sleep as long as before); the
+ * service calls wake(arg) at most once between two calls of
+ * tw_service_next_expiry() (any thread's), never from the thread that is
+ * polling while it polls (its loop asks after the poll), and from an
+ * executor only once that run is over (a cancel then finds no run, and a
+ * cancel_sync does not wait for the wake). The loop must consume its
  * wake-up (read the eventfd) before it asks tw_service_timeout(), not
  * after: a wake that comes after the question is then never lost.
- * Give it before other threads use the service; NULL takes it away.
+ * Set it before other threads add to the service or its executors run
+ * periodic timers, and take it away (NULL) only once they have stopped
+ * (or destroy the service): a call that loaded the old function may
+ * still be running, with the old argument or the new one.
  * @param svc a manual service
  * @param wake the function, or NULL
  * @param arg passed to wake
  * @retval 0 done
  * @retval TW_EINVAL NULL svc, or a service with a reaper (it needs none)
- * @threadsafety Any thread.
+ * @threadsafety Any thread, as the paragraph above says.
  */
 int tw_service_set_wake(struct tw_service *svc, tw_service_wake_fn *wake,
 			void *arg);
@@ -551,7 +558,9 @@ int64_t tw_service_timeout(struct tw_service *svc, int64_t now);
 /**
  * Wake the reaper, so it reads the clock again (after moving an injected
  * clock); for a manual service, call its wake function
- * (tw_service_set_wake()) unless one is on its way already.
+ * (tw_service_set_wake()) unless one is on its way already, or the
+ * caller is the thread polling it (from a callback the poll runs: its
+ * loop asks after the poll).
  * @param svc the service (NULL: nothing happens)
  * @threadsafety Any thread.
  */

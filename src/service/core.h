@@ -320,6 +320,12 @@ struct tw__svc_thread {
 	 * list. */
 	struct tw_service_timer *handed;
 	struct tw_service *scanning; /* the service it scans for */
+	/* An executor's run that re-armed its timer owes this service's
+	 * manual loop a wake (wake_loop): made once the slot let go, so
+	 * that a cancel does not count a run that only calls the user's
+	 * wake function, nor a cancel_sync wait for it. */
+	struct tw_service *wake_owed;
+	bool in_run_tail; /* from the re-arm to the slot's let-go */
 };
 extern _Thread_local struct tw__svc_thread tw__svc_this_thread TW_HIDDEN;
 #define THIS_THREAD tw__svc_this_thread
@@ -466,27 +472,35 @@ static inline void running_claimed(_Atomic(struct tw_service_timer *) *slot,
 	atomic_store_explicit(slot, t, memory_order_release);
 }
 
-/* Whether a slot's value (slot_value) is a run of t. A SLOT_HELD slot is
- * one only once its claim took F_ENTRY away: the word is loaded after the
- * slot (both seq_cst), so an entry still unclaimed when the slot was read
- * still shows F_ENTRY, and a word without it means the claim came first.
- * (The holder may be preempted between its claim and its store of
- * SLOT_RUN while other threads add, expire and cancel t again, which sets
- * F_ENTRY for the new entry: then a run looks like none. That needs three
- * threads on one timer and a preemption inside two instructions; the
- * answer is then IDLE where RUNNING was due, and nothing waits on it:
- * cancel_sync counts every tag. The other way round -- RUNNING with no run
- * under way -- cannot happen; model/service.pml asserts it.) */
-static inline bool slot_runs(uintptr_t value, const struct tw_service_timer *t)
+/* Whether slot holds a run of t. SLOT_RUN and RUN_AGAIN are stored only
+ * after a claim went through. A SLOT_HELD slot is a run only once its
+ * claim took F_ENTRY away; but a thread that gives its entry up also
+ * clears F_ENTRY (after storing SLOT_NO_RUN), so "HELD, then a word
+ * without F_ENTRY" is not enough (the ninth reading: a cancel between the
+ * two loads answered RUNNING for a give-up). The slot is read again after
+ * the word: still held or marked run, the claim cleared F_ENTRY. (Held
+ * again only after a give-up, a let-go, a new add, its expiry and a new
+ * take all came between two adjacent loads of the cancelling thread:
+ * model/service.pml makes the three loads three steps, and its assertion
+ * that RUNNING comes from a run holds.) */
+static inline bool slot_runs(_Atomic(struct tw_service_timer *) *slot,
+			     const struct tw_service_timer *t)
 {
-	if ((value & ~(uintptr_t)SLOT_TAGS) != (uintptr_t)t)
+	uintptr_t v = slot_value(slot);
+
+	if ((v & ~(uintptr_t)SLOT_TAGS) != (uintptr_t)t)
 		return false;
-	switch (value & SLOT_TAGS) {
+	switch (v & SLOT_TAGS) {
 	case SLOT_RUN:
 	case RUN_AGAIN:
 		return true;
 	case SLOT_HELD:
-		return !word_has(word_load(t), F_ENTRY);
+		TW_TEST_POINT("cancel.held_slot", t);
+		if (word_has(word_load(t), F_ENTRY))
+			return false;
+		v = slot_value(slot);
+		return (v & ~(uintptr_t)SLOT_TAGS) == (uintptr_t)t &&
+		       (v & SLOT_TAGS) != SLOT_NO_RUN;
 	default:
 		return false;
 	}
@@ -548,13 +562,14 @@ static inline bool is_running_except(const struct tw_service *svc,
 				     unsigned skip)
 {
 	for (unsigned i = 0; i < svc->nslots; i++)
-		if (i != skip && slot_runs(slot_value(&svc->running[i]), t))
+		if (i != skip && slot_runs(&svc->running[i], t))
 			return true;
 	return false;
 }
 
 /* producer.c */
 TW_HIDDEN void tw__svc_kick(struct tw_service *svc);
+TW_HIDDEN void tw__svc_call_wake(struct tw_service *svc);
 TW_HIDDEN void tw__svc_rearm(struct tw_service *svc, struct tw_service_timer *t,
 			     int64_t due, bool last);
 TW_HIDDEN int tw__svc_cancel(struct tw_service *svc, struct tw_service_timer *t);

@@ -33,7 +33,11 @@ static atomic_uint producers_seen;
  * its eventfd before it asks). The manual deadline stays INT64_MAX: every
  * add takes this path, and the load keeps the common case to one read of
  * a shared line. The polling thread itself does not wake its own loop: it
- * asks tw_service_next_expiry() after its poll, which sees its adds.
+ * asks tw_service_next_expiry() after its poll, which sees its adds. An
+ * executor's re-arm owes the wake until its run's slot let go (execute):
+ * called inside the run, a slow wake function kept the slot marked run,
+ * so a cancel said RUNNING after the callback returned and a cancel_sync
+ * waited for the user's function (the ninth reading, B2).
  */
 static void wake_loop(struct tw_service *svc)
 {
@@ -42,7 +46,19 @@ static void wake_loop(struct tw_service *svc)
 	if (!fn || THIS_THREAD.scanning == svc || atomic_load(&svc->kick_pending) ||
 	    atomic_exchange(&svc->kick_pending, true))
 		return;
-	fn(atomic_load_explicit(&svc->wake_arg, memory_order_relaxed));
+	if (THIS_THREAD.in_run_tail) {
+		THIS_THREAD.wake_owed = svc; /* execute() calls it, slot let go */
+		return;
+	}
+	tw__svc_call_wake(svc);
+}
+
+void tw__svc_call_wake(struct tw_service *svc)
+{
+	tw_service_wake_fn *fn = atomic_load_explicit(&svc->wake, memory_order_acquire);
+
+	if (fn)
+		fn(atomic_load_explicit(&svc->wake_arg, memory_order_relaxed));
 }
 
 /*

@@ -165,9 +165,12 @@ static unsigned run_entry(struct tw_service *svc, struct tw_service_timer *t,
 	 * RUNNING here is this run's own (no other run of t can have
 	 * started); anything else means an add, a reschedule or a cancel
 	 * came during the run, and what it asked for stands. */
-	if (rearm_after)
+	if (rearm_after) {
+		THIS_THREAD.in_run_tail = true;
 		tw__svc_rearm(svc, t, due > INT64_MAX - period ? due : due + period,
 			      due > INT64_MAX - period);
+		THIS_THREAD.in_run_tail = false;
+	}
 	return SLOT_RUN;
 }
 
@@ -184,6 +187,13 @@ static void execute(struct tw_service *svc, struct tw_service_timer *t,
 	while (!running_let_go(slot, t, run_entry(svc, t, slot_index)))
 		;
 	tw__svc_wake_sync_waiters(svc); /* cancel_sync may wait for the entry */
+	if (THIS_THREAD.wake_owed) {
+		/* A re-arm's wake of a manual loop, owed since its kick
+		 * (wake_loop): the run is over, and t is not touched. */
+		THIS_THREAD.wake_owed = NULL;
+		TW_TEST_POINT("execute.waking", svc);
+		tw__svc_call_wake(svc);
+	}
 	/* The run and all it was handed are over: a cancel_sync from now on
 	 * finds the timer idle. Only the address is passed on (a one-shot
 	 * timer may be freed by now). */
