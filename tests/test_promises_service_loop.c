@@ -22,6 +22,14 @@
 
 #include "service_promise_jobs.h"
 
+/* Shut down (handed timers handed back), every add ended once, gone. */
+static void shut_down_balanced(struct tw_service *svc, int64_t handed)
+{
+	CHECK_EQ(tw_service_shutdown(svc, NULL, NULL), handed);
+	check_exactly_once(svc);
+	tw_service_destroy(svc);
+}
+
 /* ---- G1: waking the loop ---- */
 
 /* The loop's eventfd: a count of wakes the loop has not read yet. */
@@ -104,9 +112,7 @@ static void test_an_executors_rearm_wakes_the_loop(void)
 	CHECK_EQ(atomic_load(&h.runs), ROUNDS);
 	CHECK_EQ(atomic_load(&w.calls), 1 + ROUNDS); /* one per re-arm */
 	CHECK_EQ(tw_service_cancel(svc, &h.p.timer), TW_SVC_STOPPED);
-	CHECK_EQ(tw_service_shutdown(svc, NULL, NULL), 0);
-	check_exactly_once(svc);
-	tw_service_destroy(svc);
+	shut_down_balanced(svc, 0);
 }
 
 struct adder {
@@ -168,9 +174,7 @@ static void test_an_add_from_another_thread_wakes_the_loop_once_per_question(voi
 	CHECK_EQ(tw_service_timeout(svc, 1050), -1);
 	CHECK_EQ(tw_service_add(svc, &a.t, 2000), TW_OK);
 	CHECK_EQ(atomic_load(&w.calls), 3);
-	CHECK_EQ(tw_service_shutdown(svc, NULL, NULL), 1);
-	check_exactly_once(svc);
-	tw_service_destroy(svc);
+	shut_down_balanced(svc, 1);
 }
 
 static struct job readded;
@@ -206,9 +210,7 @@ static void test_the_polling_thread_does_not_wake_its_own_loop(void)
 	CHECK_EQ(tw_service_timeout(svc, 1000), 0);
 	CHECK_EQ(tw_service_poll(svc), 1);
 	CHECK_EQ(atomic_load(&readded.runs), 1);
-	CHECK_EQ(tw_service_shutdown(svc, NULL, NULL), 0);
-	check_exactly_once(svc);
-	tw_service_destroy(svc);
+	shut_down_balanced(svc, 0);
 }
 
 static void test_set_wake_refuses_what_has_no_loop(void)
@@ -225,6 +227,21 @@ static void test_set_wake_refuses_what_has_no_loop(void)
 }
 
 /* ---- G2: a slot that holds a stopped entry is no run ---- */
+
+/* j, due now, polled to the only executor, which parks at point with it;
+ * returns the parked slot. */
+static int queued_to_the_executor_parked_at(struct tw_service *svc,
+					    struct job *j, const char *point)
+{
+	int parked;
+
+	job_init(j);
+	CHECK_EQ(tw_service_add(svc, &j->t, 1000), TW_OK);
+	parked = sp_arm(point, &j->t);
+	CHECK_EQ(tw_service_poll(svc), 1);
+	CHECK(sp_wait(parked, NULL));
+	return parked;
+}
 
 /*
  * service.h: TW_SVC_IDLE "already stopped; nothing was changed",
@@ -246,11 +263,7 @@ static void test_a_stopped_entry_an_executor_holds_is_no_run(void)
 	struct job j;
 	int took;
 
-	job_init(&j);
-	CHECK_EQ(tw_service_add(svc, &j.t, 1000), TW_OK);
-	took = sp_arm("executor.took", &j.t);
-	CHECK_EQ(tw_service_poll(svc), 1);
-	CHECK(sp_wait(took, NULL));
+	took = queued_to_the_executor_parked_at(svc, &j, "executor.took");
 	CHECK_EQ(tw_service_cancel(svc, &j.t), TW_SVC_STOPPED);
 	CHECK_EQ(tw_service_cancel(svc, &j.t), TW_SVC_IDLE);
 	CHECK_EQ(tw_service_reschedule(svc, &j.t, 2000), TW_SVC_IDLE);
@@ -260,9 +273,7 @@ static void test_a_stopped_entry_an_executor_holds_is_no_run(void)
 	/* It gives the entry up; then nothing refers to the timer. */
 	CHECK_EQ(tw_service_cancel_sync(svc, &j.t), TW_SVC_IDLE);
 	CHECK_EQ(atomic_load(&j.runs), 0);
-	CHECK_EQ(tw_service_shutdown(svc, NULL, NULL), 0);
-	check_exactly_once(svc);
-	tw_service_destroy(svc);
+	shut_down_balanced(svc, 0);
 }
 
 /*
@@ -278,11 +289,7 @@ static void test_a_claim_a_cancel_beat_is_no_run(void)
 	struct job j;
 	int claiming, giving_up;
 
-	job_init(&j);
-	CHECK_EQ(tw_service_add(svc, &j.t, 1000), TW_OK);
-	claiming = sp_arm("execute.claiming", &j.t);
-	CHECK_EQ(tw_service_poll(svc), 1);
-	CHECK(sp_wait(claiming, NULL));
+	claiming = queued_to_the_executor_parked_at(svc, &j, "execute.claiming");
 	CHECK_EQ(tw_service_cancel(svc, &j.t), TW_SVC_STOPPED);
 	CHECK_EQ(tw_service_cancel(svc, &j.t), TW_SVC_IDLE);
 	giving_up = sp_arm("execute.claiming", &j.t);
@@ -292,9 +299,7 @@ static void test_a_claim_a_cancel_beat_is_no_run(void)
 	sp_release(giving_up);
 	CHECK_EQ(tw_service_cancel_sync(svc, &j.t), TW_SVC_IDLE);
 	CHECK_EQ(atomic_load(&j.runs), 0);
-	CHECK_EQ(tw_service_shutdown(svc, NULL, NULL), 0);
-	check_exactly_once(svc);
-	tw_service_destroy(svc);
+	shut_down_balanced(svc, 0);
 }
 
 /* Told by the test when the callback may return. */
@@ -340,9 +345,7 @@ static void test_a_claimed_slot_is_a_run(void)
 	/* It waits for the run (and takes the stopped entry back). */
 	CHECK_EQ(tw_service_cancel_sync(svc, &j.t), TW_SVC_RUNNING);
 	CHECK_EQ(atomic_load(&j.runs), 1);
-	CHECK_EQ(tw_service_shutdown(svc, NULL, NULL), 0);
-	check_exactly_once(svc);
-	tw_service_destroy(svc);
+	shut_down_balanced(svc, 0);
 }
 
 /* ---- the ninth reading: the same two promises, harder ---- */
@@ -388,12 +391,8 @@ static void test_a_give_up_between_a_cancels_loads_is_no_run(void)
 	struct job j;
 	int claiming, held, let_go;
 
-	job_init(&j);
 	call.t = &j.t;
-	CHECK_EQ(tw_service_add(svc, &j.t, 1000), TW_OK);
-	claiming = sp_arm("execute.claiming", &j.t);
-	CHECK_EQ(tw_service_poll(svc), 1);
-	CHECK(sp_wait(claiming, NULL));
+	claiming = queued_to_the_executor_parked_at(svc, &j, "execute.claiming");
 	CHECK_EQ(tw_service_cancel(svc, &j.t), TW_SVC_STOPPED);
 	held = sp_arm("cancel.held_slot", &j.t);
 	sp_spawn(&th, cancel_call, &call);
@@ -407,9 +406,7 @@ static void test_a_give_up_between_a_cancels_loads_is_no_run(void)
 	sp_release(let_go);
 	CHECK_EQ(tw_service_cancel_sync(svc, &j.t), TW_SVC_IDLE);
 	CHECK_EQ(atomic_load(&j.runs), 0);
-	CHECK_EQ(tw_service_shutdown(svc, NULL, NULL), 0);
-	check_exactly_once(svc);
-	tw_service_destroy(svc);
+	shut_down_balanced(svc, 0);
 }
 
 static atomic_int in_wake, wake_go;
@@ -458,9 +455,7 @@ static void test_a_rearms_wake_comes_after_its_run(void)
 	sp_join(&th, "cancel_sync while the wake runs");
 	CHECK_EQ(atomic_load(&call.result), TW_SVC_IDLE);
 	atomic_store(&wake_go, 1);
-	CHECK_EQ(tw_service_shutdown(svc, NULL, NULL), 0);
-	check_exactly_once(svc);
-	tw_service_destroy(svc);
+	shut_down_balanced(svc, 0);
 }
 
 /* ---- cancel_sync and a callback that adds its timer again ---- */
@@ -515,9 +510,7 @@ static void test_cancel_sync_returns_when_the_callback_adds_its_timer_again(void
 	WAIT_FOR(atomic_load(&j.finished), "the callback never returned");
 	CHECK_EQ(tw_service_cancel_sync(svc, &j.t), TW_SVC_STOPPED);
 	CHECK_EQ(atomic_load(&j.runs), 1);
-	CHECK_EQ(tw_service_shutdown(svc, NULL, NULL), 0);
-	check_exactly_once(svc);
-	tw_service_destroy(svc);
+	shut_down_balanced(svc, 0);
 }
 
 int main(int argc, char **argv)
