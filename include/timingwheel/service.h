@@ -482,9 +482,11 @@ int64_t tw_service_poll(struct tw_service *svc);
  * Manual services: how the service wakes the event loop that polls it
  * when something its last answer (tw_service_next_expiry(),
  * tw_service_timeout()) could not see happens: an add or a reschedule
- * from another thread, or the re-arm of a periodic timer whose run the
- * poll queued for an executor (the executor re-arms it after the loop
- * asked; no poll sees it, and without a wake the loop sleeps past it).
+ * from another thread (or from the loop's own thread between polls, which
+ * then wakes itself once, harmlessly), or the re-arm of a periodic timer
+ * whose run the poll queued for an executor (the executor re-arms it
+ * after the loop asked; no poll sees it, and without a wake the loop
+ * sleeps past it).
  * The first such call after each question wakes the loop, whatever its
  * due time (the loop asks again, and may sleep as long as before); the
  * service calls wake(arg) at most once between two calls of
