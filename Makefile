@@ -244,11 +244,15 @@ fuzz:
 	cmake --build $(BUILD)-fuzz -j $(JOBS) --target $(addprefix fuzz_,$(FUZZ_TARGETS))
 	@set -e; for t in $(FUZZ_TARGETS); do \
 	  mkdir -p $(BUILD)-fuzz/corpus/$$t; \
-	  echo "fuzz_$$t: $(FUZZ_SECONDS) s"; \
-	  ( cd $(BUILD)-fuzz && ./fuzz_$$t -max_total_time=$(FUZZ_SECONDS) -max_len=4096 \
-	      -print_final_stats=1 corpus/$$t $(CURDIR)/fuzz/corpus/$$t 2>fuzz_$$t.log ) \
-	    || { tail -40 $(BUILD)-fuzz/fuzz_$$t.log; echo "fuzz_$$t: FOUND A CRASH"; exit 1; }; \
-	  grep -E '^stat::number_of_executed_units|^Done' $(BUILD)-fuzz/fuzz_$$t.log; \
+	  echo "fuzz_$$t: $(FUZZ_SECONDS) s (the targets run side by side, a core each)"; \
+	  ( cd $(BUILD)-fuzz && if ./fuzz_$$t -max_total_time=$(FUZZ_SECONDS) -max_len=4096 \
+	      -print_final_stats=1 corpus/$$t $(CURDIR)/fuzz/corpus/$$t 2>fuzz_$$t.log; \
+	    then echo 0; else echo 1; fi >fuzz_$$t.rc ) & \
+	done; wait; \
+	for t in $(FUZZ_TARGETS); do \
+	  [ "$$(cat $(BUILD)-fuzz/fuzz_$$t.rc)" = 0 ] || \
+	    { tail -40 $(BUILD)-fuzz/fuzz_$$t.log; echo "fuzz_$$t: FOUND A CRASH"; exit 1; }; \
+	  echo "fuzz_$$t:"; grep -E '^stat::number_of_executed_units|^Done' $(BUILD)-fuzz/fuzz_$$t.log; \
 	done; echo "fuzz: no finding"
 
 # The API reference from the public headers: doxygen with warnings as

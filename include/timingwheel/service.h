@@ -488,18 +488,24 @@ int64_t tw_service_poll(struct tw_service *svc);
  * after the loop asked; no poll sees it, and without a wake the loop
  * sleeps past it).
  * The first such call after each question wakes the loop, whatever its
- * due time (the loop asks again, and may sleep as long as before); the
- * service calls wake(arg) at most once between two calls of
- * tw_service_next_expiry() (any thread's), never from the thread that is
- * polling while it polls (its loop asks after the poll), and from an
- * executor only once that run is over (a cancel then finds no run, and a
- * cancel_sync does not wait for the wake). The loop must consume its
- * wake-up (read the eventfd) before it asks tw_service_timeout(), not
- * after: a wake that comes after the question is then never lost.
+ * due time (the loop asks again, and may sleep as long as before): the
+ * service calls wake(arg) once for all that comes after a question
+ * (tw_service_next_expiry(), any thread's), though a call decided before
+ * the question may still be made after it (a spurious wake, never a lost
+ * one). Never from the thread that is polling while it polls (its loop
+ * asks after the poll); for a periodic timer's re-arm on an executor,
+ * only once that run is over (a cancel then finds no run, and a
+ * cancel_sync does not wait for the wake), while an add, a reschedule or
+ * tw_service_kick() from a callback running on an executor calls it
+ * there, inside the run. The loop must consume its wake-up (read the
+ * eventfd) before it asks tw_service_timeout(), not after: a wake that
+ * comes after the question is then never lost.
  * Set it before other threads add to the service or its executors run
- * periodic timers, and take it away (NULL) only once they have stopped
- * (or destroy the service): a call that loaded the old function may
- * still be running, with the old argument or the new one.
+ * periodic timers, and take it away (NULL), or free what wake uses, only
+ * once they have stopped (or the service is destroyed): a call that
+ * loaded the old function may still be running, with the old argument or
+ * the new one, and so may the call of an add still returning when
+ * tw_service_shutdown() returns.
  * @param svc a manual service
  * @param wake the function, or NULL
  * @param arg passed to wake
@@ -560,9 +566,9 @@ int64_t tw_service_timeout(struct tw_service *svc, int64_t now);
 /**
  * Wake the reaper, so it reads the clock again (after moving an injected
  * clock); for a manual service, call its wake function
- * (tw_service_set_wake()) unless one is on its way already, or the
- * caller is the thread polling it (from a callback the poll runs: its
- * loop asks after the poll).
+ * (tw_service_set_wake()) unless one was made (or decided) since the
+ * last tw_service_next_expiry(), or the caller is the thread polling it
+ * (from a callback the poll runs: its loop asks after the poll).
  * @param svc the service (NULL: nothing happens)
  * @threadsafety Any thread.
  */
