@@ -244,7 +244,7 @@ fuzz:
 	cmake --build $(BUILD)-fuzz -j $(JOBS) --target $(addprefix fuzz_,$(FUZZ_TARGETS))
 	@set -e; for t in $(FUZZ_TARGETS); do \
 	  mkdir -p $(BUILD)-fuzz/corpus/$$t; \
-	  echo "fuzz_$$t: $(FUZZ_SECONDS) s (the targets run side by side, a core each)"; \
+	  echo "fuzz_$$t: $(FUZZ_SECONDS) s (the targets side by side)"; \
 	  ( cd $(BUILD)-fuzz && if ./fuzz_$$t -max_total_time=$(FUZZ_SECONDS) -max_len=4096 \
 	      -print_final_stats=1 corpus/$$t $(CURDIR)/fuzz/corpus/$$t 2>fuzz_$$t.log; \
 	    then echo 0; else echo 1; fi >fuzz_$$t.rc ) & \
