@@ -472,6 +472,14 @@ static inline void running_claimed(_Atomic(struct tw_service_timer *) *slot,
 	atomic_store_explicit(slot, t, memory_order_release);
 }
 
+/* Whether a slot's value holds t for a run, under way or to come: any tag
+ * but SLOT_NO_RUN. */
+static inline bool slot_may_run(uintptr_t value, const struct tw_service_timer *t)
+{
+	return (value & ~(uintptr_t)SLOT_TAGS) == (uintptr_t)t &&
+	       (value & SLOT_TAGS) != SLOT_NO_RUN;
+}
+
 /* Whether slot holds a run of t. SLOT_RUN and RUN_AGAIN are stored only
  * after a claim went through. A SLOT_HELD slot is a run only once its
  * claim took F_ENTRY away; but a thread that gives its entry up also
@@ -498,9 +506,7 @@ static inline bool slot_runs(_Atomic(struct tw_service_timer *) *slot,
 		TW_TEST_POINT("cancel.held_slot", t);
 		if (word_has(word_load(t), F_ENTRY))
 			return false;
-		v = slot_value(slot);
-		return (v & ~(uintptr_t)SLOT_TAGS) == (uintptr_t)t &&
-		       (v & SLOT_TAGS) != SLOT_NO_RUN;
+		return slot_may_run(slot_value(slot), t);
 	default:
 		return false;
 	}

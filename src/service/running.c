@@ -55,13 +55,9 @@ void tw__svc_wake_sync_waiters(struct tw_service *svc)
 static unsigned runner_of(struct tw_service *svc,
 			  const struct tw_service_timer *t, unsigned self)
 {
-	for (unsigned i = 0; i <= svc->nexecutors; i++) {
-		uintptr_t v = slot_value(&svc->running[i]);
-
-		if (i != self && (v & ~(uintptr_t)SLOT_TAGS) == (uintptr_t)t &&
-		    (v & SLOT_TAGS) != SLOT_NO_RUN)
+	for (unsigned i = 0; i <= svc->nexecutors; i++)
+		if (i != self && slot_may_run(slot_value(&svc->running[i]), t))
 			return i;
-	}
 	return svc->nslots;
 }
 
@@ -83,7 +79,7 @@ static unsigned run_entry(struct tw_service *svc, struct tw_service_timer *t,
 			  unsigned slot_index)
 {
 	_Atomic(struct tw_service_timer *) *slot = &svc->running[slot_index];
-	unsigned tag = SLOT_HELD;
+	unsigned tag = SLOT_HELD, want;
 	tw_service_fn *fn;
 	int64_t period, due;
 	uint32_t old;
@@ -119,11 +115,9 @@ static unsigned run_entry(struct tw_service *svc, struct tw_service_timer *t,
 		 * timer IDLE after it sees the slot), SLOT_NO_RUN if it only
 		 * gives the entry up (a cancel stopped it: the slot is no run
 		 * while it does, review G2). */
-		if (word_state(old) == ST_EXPIRED ? tag != SLOT_HELD
-						   : tag != SLOT_NO_RUN)
-			running_tag(slot, t,
-				    tag = word_state(old) == ST_EXPIRED ? SLOT_HELD
-									: SLOT_NO_RUN);
+		want = word_state(old) == ST_EXPIRED ? SLOT_HELD : SLOT_NO_RUN;
+		if (tag != want)
+			running_tag(slot, t, tag = want);
 		/* Read before the claim, while the timer is EXPIRED and
 		 * reinit refuses it: once the CAS below takes EXPIRED away, a
 		 * cancel finds it IDLE and the owner may reinit it at once
