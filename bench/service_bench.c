@@ -373,7 +373,7 @@ static void producers(const char *name, enum impl impl, unsigned inboxes)
 			} else if (impl == WHEEL) {
 				wheel_service_init(&b.ws, true);
 			} else {
-				cfg.inboxes = inboxes;
+				cfg.shards = inboxes;
 				cfg.executors = 1;
 				tw_service_create(&b.svc, &cfg);
 			}
@@ -619,7 +619,7 @@ static void lateness(const char *name, enum impl impl, enum tw_mode mode)
 	cfg.executors = (unsigned)env_or("BENCH_EXECUTORS", 1);
 	cfg.mode = mode;
 	cfg.wheel_size = (uint32_t)env_or("BENCH_WHEEL_SIZE", 0); /* default */
-	cfg.inboxes = (unsigned)env_or("BENCH_INBOXES", 0);
+	cfg.shards = (unsigned)env_or("BENCH_SHARDS", 0);
 	cfg.queue_capacity = 65536;
 	if (impl == HEAP)
 		heap_service_init(&hs, N, true);

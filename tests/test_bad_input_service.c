@@ -88,9 +88,9 @@ static void test_service_bad_input(void)
 	bad.wheel_size = 1;
 	CHECK_EQ(tw_service_create(&none, &bad), TW_EINVAL);
 	CHECK(none == NULL);
-	bad.wheel_size = 0, bad.inboxes = 5000;
+	bad.wheel_size = 0, bad.shards = 5000;
 	CHECK_EQ(tw_service_create(&none, &bad), TW_EINVAL);
-	bad.inboxes = 0, bad.tick = -1;
+	bad.shards = 0, bad.tick = -1;
 	CHECK_EQ(tw_service_create(&none, &bad), TW_EINVAL);
 	bad.tick = 0, bad.executors = 5000;
 	CHECK_EQ(tw_service_create(&none, &bad), TW_EINVAL);

@@ -406,7 +406,7 @@ static void bad_arguments(void)
 	struct tw_wheel w;
 	struct tw_timer t;
 	struct tw_service *svc;
-	struct tw_service_config cfg = { .inboxes = 5000 };
+	struct tw_service_config cfg = { .shards = 5000 };
 
 	CHECK_EQ(tw_wheel_init(&w, 0, 64, 0, TW_MODE_EXACT), TW_EINVAL);
 	CHECK_EQ(tw_service_create(&svc, &cfg), TW_EINVAL);
@@ -420,7 +420,7 @@ static void test_einval_says_which_argument_and_goes_on(void)
 {
 	CHECK_EQ(in_child(bad_arguments), 0); /* refused, not aborted */
 	CHECK(strstr(out, "tw_wheel_init: TW_EINVAL: tick must be at least 1, not 0"));
-	CHECK(strstr(out, "tw_service_create: TW_EINVAL: cfg.inboxes must be at most 1024"));
+	CHECK(strstr(out, "tw_service_create: TW_EINVAL: cfg.shards must be at most 1024"));
 	CHECK(strstr(out, "tw_wheel_add: TW_EINVAL: the timer has no callback"));
 }
 

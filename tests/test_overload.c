@@ -259,7 +259,7 @@ static void destroy_wheel(void)
 
 static int create_service(void)
 {
-	struct tw_service_config cfg = { .executors = 2, .inboxes = 3 };
+	struct tw_service_config cfg = { .executors = 2, .shards = 3 };
 	int rc;
 
 	built_service = (struct tw_service *)&cfg; /* must come back NULL */

@@ -300,14 +300,12 @@ static void test_tolerances_at_the_ends_of_time(void)
 }
 
 /*
- * A completion stops its op's timeout and unlinks it before it returns
- * (on_release may free the op), but waits for no other timer: a timeout
- * that was applied long ago (the usual case) is unlinked without a drain
- * of the inboxes. B's timeout, armed after the last poll, is still in its
- * inbox after A completes: the completion did not drain it (it did before,
- * visiting every inbox on each completion). Both are still accounted.
+ * A completion stops its op's timeout under the timeout's shard mutex
+ * before it returns (on_release may free the op): the timeout leaves the
+ * wheel at once, with nothing left for the reaper to meet later, and
+ * another op's timeout stays where it is. Both are still accounted.
  */
-static void test_a_completion_unlinks_its_timeout_without_a_drain(void)
+static void test_a_completion_unlinks_its_timeout_at_once(void)
 {
 	struct tw_purgatory *p = manual_purgatory_purging(0);
 	struct mock a, b;
@@ -315,21 +313,20 @@ static void test_a_completion_unlinks_its_timeout_without_a_drain(void)
 	mock_init(&a, 500);
 	mock_init(&b, 500);
 	CHECK_EQ(watch_on(p, &a, 1, "a", NULL, NULL), 0);
-	CHECK(tw_purgatory_poll(p) >= 0); /* A's timeout is in the wheel */
+	CHECK_EQ(watch_on(p, &b, 1, "b", NULL, NULL), 0);
+	/* Armed: each in its shard's wheel as its watch returns. */
 	CHECK(tw_timer_pending(&a.op.timer.wheel_timer));
-	CHECK_EQ(watch_on(p, &b, 1, "b", NULL, NULL), 0); /* B's in an inbox */
-	CHECK(!tw_timer_pending(&b.op.timer.wheel_timer));
+	CHECK(tw_timer_pending(&b.op.timer.wheel_timer));
 	atomic_store(&a.completable, true);
 	CHECK_EQ(check(p, "a"), 1);
 	CHECK_EQ(atomic_load(&a.completes), 1);
 	CHECK_EQ(atomic_load(&a.releases), 1); /* its timeout's reference went */
 	CHECK(!tw_timer_pending(&a.op.timer.wheel_timer));
-	CHECK(!tw_timer_pending(&b.op.timer.wheel_timer)); /* not drained */
-	CHECK_EQ(tw_purgatory_delayed(p), 1);
-	CHECK(tw_purgatory_poll(p) >= 0);
 	CHECK(tw_timer_pending(&b.op.timer.wheel_timer));
+	CHECK_EQ(tw_purgatory_delayed(p), 1);
 	atomic_store(&virtual_now, 1000 + 600);
 	CHECK(tw_purgatory_poll(p) >= 0);
+	CHECK_EQ(atomic_load(&a.expirations), 0);
 	CHECK_EQ(atomic_load(&b.expirations), 1);
 	CHECK_EQ(tw_purgatory_delayed(p), 0);
 	CHECK_EQ(check(p, "b"), 0); /* its lingering entry goes */
@@ -348,6 +345,6 @@ int main(void)
 	RUN(test_refused_watches_and_late_tolerances);
 	RUN(test_tolerances_at_the_ends_of_time);
 	RUN(test_default_configuration);
-	RUN(test_a_completion_unlinks_its_timeout_without_a_drain);
+	RUN(test_a_completion_unlinks_its_timeout_at_once);
 	return check_report();
 }

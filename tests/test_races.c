@@ -178,15 +178,15 @@ static void test_cancel_sync_does_not_wait_for_a_readded_timer(void)
 	x.action = cancel_other_sync;
 	x.other = &y;
 	atomic_store(&x.result, -1000);
-	/* An inbox is a stack: the last added is placed, and runs, first. */
-	CHECK_EQ(tw_service_add(svc, &y.t, 1000), TW_OK);
+	/* One thread's adds due at one tick expire in the order added. */
 	CHECK_EQ(tw_service_add(svc, &x.t, 1000), TW_OK);
+	CHECK_EQ(tw_service_add(svc, &y.t, 1000), TW_OK);
 	cancelled = sp_arm("cancel_sync.cancelled", &y.t);
 	CHECK_EQ(tw_service_poll(svc), 2); /* x then y queued */
 	CHECK(sp_wait(cancelled, NULL));
-	/* y is IDLE with its old entry queued: add it again, expire it. */
+	/* y is IDLE, stopped before its turn: add it again, expire it. */
 	CHECK_EQ(tw_service_add(svc, &y.t, 1000), TW_OK);
-	CHECK_EQ(tw_service_poll(svc), 0); /* the old entry runs it */
+	CHECK_EQ(tw_service_poll(svc), 1);
 	sp_release(cancelled);
 	WAIT_FOR(atomic_load(&x.finished), "cancel_sync waited for itself");
 	CHECK_EQ(atomic_load(&x.result), TW_SVC_STOPPED);

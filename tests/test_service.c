@@ -24,7 +24,7 @@ static void test_create_rejects_bad_config(void)
 	cfg.wheel_size = 1;
 	CHECK_EQ(tw_service_create(&svc, &cfg), TW_EINVAL);
 	cfg.wheel_size = 0;
-	cfg.inboxes = 5000;
+	cfg.shards = 5000;
 	CHECK_EQ(tw_service_create(&svc, &cfg), TW_EINVAL);
 	/* The defaults work, with threads, and shut down cleanly. */
 	CHECK_EQ(tw_service_create(&svc, NULL), TW_OK);

@@ -197,7 +197,7 @@ static void test_every_add_ends_exactly_once(void)
 
 	cfg.tick = 100000; /* 0.1 ms: many buckets fire during the run */
 	cfg.executors = nexecutors;
-	cfg.inboxes = ninboxes;
+	cfg.shards = ninboxes;
 	cfg.queue_capacity = 256; /* small: the full-queue path runs too */
 	CHECK_EQ(tw_service_create(&svc, &cfg), TW_OK);
 	for (int i = 0; i < POOL; i++) {
@@ -356,7 +356,7 @@ static void test_no_timer_runs_beside_itself(void)
 
 	cfg.tick = 100000;
 	cfg.executors = nexecutors < 2 ? 2 : nexecutors;
-	cfg.inboxes = ninboxes;
+	cfg.shards = ninboxes;
 	cfg.queue_capacity = 16;
 	CHECK_EQ(tw_service_create(&solo_svc, &cfg), TW_OK);
 	for (int i = 0; i < NPER + NONE_SHOT; i++) {

@@ -19,10 +19,11 @@ static void test_a_step_of_the_model_passes(void)
 {
 	char out[512];
 
-	/* cancel: PENDING -> IDLE+tomb, with an owner's bits above */
-	CHECK_EQ(report_in_child(TR_cancel, ST_PENDING | (5u << OWNER_SHIFT),
-				 ST_IDLE | F_TOMB | (5u << OWNER_SHIFT), out,
-				 sizeof(out)), 0);
+	/* stop: PENDING -> IDLE, with a shard's and an owner's bits above */
+	CHECK_EQ(report_in_child(TR_stop,
+				 ST_PENDING | (3u << SHARD_SHIFT) | (5u << OWNER_SHIFT),
+				 ST_IDLE | (3u << SHARD_SHIFT) | (5u << OWNER_SHIFT),
+				 out, sizeof(out)), 0);
 	CHECK_EQ(out[0], '\0');
 }
 
@@ -30,23 +31,23 @@ static void test_a_step_the_model_does_not_make_aborts_and_is_named(void)
 {
 	char out[512];
 
-	/* a cancel that marks an EXPIRED timer a tombstone */
-	CHECK_EQ(report_in_child(TR_cancel, ST_EXPIRED | F_ENTRY,
-				 ST_IDLE | F_ENTRY | F_TOMB, out, sizeof(out)),
+	/* a stop that leaves a taken timer's run mark and shuts it */
+	CHECK_EQ(report_in_child(TR_stop, ST_TAKEN | F_RAN,
+				 ST_IDLE | F_RAN | F_SHUT, out, sizeof(out)),
 		 SIGABRT);
-	CHECK(strstr(out, "transition cancel 19 -> 80 (EXPIRED+entry -> "
-			  "IDLE+entry+tomb) is not a step") != NULL);
+	CHECK(strstr(out, "transition stop 19 -> 48 (TAKEN+ran -> "
+			  "IDLE+ran+shut) is not a step") != NULL);
 	/* the right change under the wrong name */
-	CHECK_EQ(report_in_child(TR_expire, ST_PENDING, ST_IDLE | F_TOMB, out,
+	CHECK_EQ(report_in_child(TR_expire, ST_PENDING, ST_IDLE, out,
 				 sizeof(out)), SIGABRT);
-	CHECK(strstr(out, "transition expire 2 -> 64") != NULL);
+	CHECK(strstr(out, "transition expire 1 -> 0") != NULL);
 }
 
 static void test_no_change_is_no_step(void)
 {
 	char out[512];
 
-	CHECK_EQ(report_in_child(TR_clear_tomb, ST_IDLE | F_PERIODIC,
+	CHECK_EQ(report_in_child(TR_settle, ST_IDLE | F_PERIODIC,
 				 ST_IDLE | F_PERIODIC, out, sizeof(out)), 0);
 }
 

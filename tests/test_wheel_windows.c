@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The wheel's windows (tw_wheel_add_range): each fires inside its edges,
- * a reschedule inside one stays put; and the drop hook, drain and destroy
+ * a reschedule inside one stays put; and drain and destroy
  * that hand back what is pending.
  */
 
@@ -452,48 +452,6 @@ static void test_window_bad_input_and_the_one_time_window(void)
 	tw_wheel_destroy(&kafka);
 }
 
-/* The drop hook: a cascade asks it of every timer it takes out. */
-static int asked[200];
-static bool drop_odd_ids(struct tw_wheel *w, struct tw_timer *t)
-{
-	struct rec *r = tw_container_of(t, struct rec, timer);
-
-	(void)w;
-	CHECK(!tw_timer_pending(t)); /* already unlinked when asked */
-	asked[r->id]++;
-	return r->id % 2;
-}
-
-static void test_drop_hook_removes_timers_at_their_first_cascade(void)
-{
-	for (int mode = 0; mode < 2; mode++) {
-		struct tw_wheel w;
-		struct rec r[200];
-		int fired = 0;
-
-		tw_wheel_init(&w, 1, 4, 0, mode ? TW_MODE_KAFKA : TW_MODE_EXACT);
-		w.drop = drop_odd_ids;
-		memset(asked, 0, sizeof(asked));
-		for (int i = 0; i < 200; i++) {
-			rec_init(&r[i], i);
-			tw_wheel_add(&w, &r[i].timer, 100 + i * 50); /* above level 1 */
-		}
-		CHECK_EQ(tw_wheel_count(&w), 200);
-		CHECK_EQ(tw_wheel_advance(&w, 20000), 100);
-		for (int i = 0; i < 200; i++) {
-			CHECK_EQ(r[i].fires, i % 2 ? 0 : 1);
-			CHECK(!tw_timer_pending(&r[i].timer));
-			/* a dropped one was asked once: at its first cascade */
-			if (i % 2)
-				CHECK_EQ(asked[i], 1);
-			fired += r[i].fires;
-		}
-		CHECK_EQ(fired, 100);
-		CHECK_EQ(tw_wheel_count(&w), 0);
-		tw_wheel_destroy(&w);
-	}
-}
-
 static int handed_back;
 static void hand_back(struct tw_wheel *w, struct tw_timer *t)
 {
@@ -528,7 +486,6 @@ static void test_drain_and_destroy_hand_back_pending(void)
 
 int main(void)
 {
-	RUN(test_drop_hook_removes_timers_at_their_first_cascade);
 	RUN(test_window_fires_inside_its_edges);
 	RUN(test_narrow_windows_share_their_aligned_tick);
 	RUN(test_window_reset_of_an_exact_timer_stays_at_the_aligned_tick);

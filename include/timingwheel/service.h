@@ -25,19 +25,16 @@
  * for the same reason; Java's ScheduledThreadPoolExecutor: "will not
  * concurrently execute".)
  *
- * When may a timer be freed? When it is not pending and its callback is not
- * running: after its callback returned, after tw_service_cancel_sync(), or
+ * When may a timer be freed? When the service holds no reference to it:
+ * after tw_service_timer_shutdown() (the teardown call: it waits for a
+ * running callback and refuses every later add, so nothing can bring the
+ * timer back), after its callback returned with nothing added since,
+ * after tw_service_cancel_sync() returned with no add made meanwhile, or
  * after shutdown handed it back. Inside its own callback, a one-shot timer
  * may free itself as its last act (nothing in the service touches it
  * afterwards); so may a periodic timer once it has cancelled itself in
- * that callback (tw_service_cancel() or tw_service_cancel_sync() of its
- * own timer: the service then neither re-arms it nor touches it again).
- * Both hold as long as nothing added the timer during that run: an add
- * made meanwhile (by another thread, or by the callback itself) may have
- * expired already, and its expiry waits for the run to return. A
- * tw_service_cancel_sync() from the callback takes that expiry back (or
- * waits until it is given up), so after it the timer may be freed; a
- * plain cancel stops the add but leaves its expiry to the service.
+ * that callback. Both hold as long as nothing added the timer during that
+ * run; tw_service_timer_shutdown() from the callback makes sure of it.
  *
  * Time is the clock's unit: nanoseconds of CLOCK_MONOTONIC by default
  * (TW_MS(30) and the like below write them). The wheel (wheel.h) has no unit
@@ -111,44 +108,38 @@ enum tw_cancel_result {
 			         periodic timer will not be re-armed after
 			         that run). From
 			         tw_service_cancel() it may still be running;
-			         from tw_service_cancel_sync() it has finished
+			         from tw_service_cancel_sync() and
+			         tw_service_timer_shutdown() it has finished
 			         (or, from its own callback, it is the caller;
-			         or the timer was added again while the call
-			         waited, and may still be running: see
-			         tw_service_cancel_sync()) */
+			         or, for cancel_sync only, the timer was added
+			         again while the call waited, and may still
+			         be running) */
 };
 
 /**
  * A service timer. Embed it in your object; all fields are private. 64
- * bytes on LP64, each for a reason:
- *  - 40: the wheel's timer (links, bucket, due time in the wheel), whose fn
- *    holds this timer's callback (the service fires all of its timers
- *    through one function);
- *  -  4: the state word: state and flags (one CAS each), and the id of
- *    the owning service, claimed by the first add's CAS, so that a timer
- *    is never in two services' wheels;
- *  -  4: the window asked for, in ticks (tw_service_add_range()): in what
- *    was padding, so windows cost a timer no memory;
- *  -  8: the inbox link: add and reschedule reach the wheel through
- *    lock-free inboxes while the timer may still be linked in the wheel;
- *  -  8: the due time asked for, written by the producer while the wheel's
- *    own copy may be read by the wheel's owner.
+ * bytes on LP64 (56 used), each for a reason:
+ *  - 40: the wheel's timer (links, bucket, due time): its entry in its
+ *    shard's wheel, or in the list of expired timers waiting to run;
+ *  -  8: the callback;
+ *  -  4: the state word: the state and three flags, the shard that holds
+ *    the timer and the id of the owning service, claimed together by the
+ *    first add, so that a timer is never in two services' wheels;
+ *  -  4: the window asked for, in ticks (tw_service_add_range());
+ *  -  4: where its last expiry waits to run: which runner (executor or
+ *    reaper) and the place in that runner's batch.
  * A periodic timer needs its period too: it is a struct tw_service_periodic
  * (72 bytes), which embeds this one, so that the one-shot timeouts most
  * programs hold by the million do not pay for it.
  */
 struct tw_service_timer {
-	struct tw_timer wheel_timer; /**< its entry in the service's wheel
-					  (40 B; its fn holds the callback) */
-	uint32_t state;           /**< state, flags, owner's id (atomic;
-				       src/service/state.h), next to the
-				       wheel's due time: a cascade reads
-				       both */
-	uint32_t next_slack;      /**< latest - earliest asked for, in
-				       ticks (atomic; written with next_due,
-				       read after it) */
-	struct tw_service_timer *inbox_next; /**< next in a producer's inbox */
-	int64_t next_due;         /**< the due time asked for (atomic) */
+	struct tw_timer wheel_timer; /**< its entry in its shard's wheel (40 B) */
+	tw_service_fn *fn;        /**< the callback */
+	uint32_t state;           /**< state, flags, shard, owner's id (atomic;
+				       src/service/state.h) */
+	uint32_t slack;           /**< latest - earliest asked for, in ticks */
+	uint16_t runner;          /**< the runner its last expiry went to */
+	uint16_t place;           /**< its place in that runner's batch */
 };
 
 /**
@@ -196,9 +187,13 @@ struct tw_service_config {
 				       callback that blocks stops the service.
 				       Give executors when callbacks may
 				       block or take long */
-	unsigned inboxes;         /**< lock-free queues from the producing
-				       threads to the wheel (threads share
-				       them round-robin); 0: 8 */
+	unsigned shards;          /**< wheels, each under its own mutex; a
+				       thread adds to one shard, chosen at its
+				       first add (threads share them
+				       round-robin), and a timer stays in the
+				       shard of its first add. 0: the number
+				       of online cores rounded up to a power
+				       of two (at most 256) */
 	size_t queue_capacity;    /**< executor queue; 0: 4096. When it is
 				       full the reaper runs the callback
 				       itself (back-pressure, nothing lost) */
@@ -218,8 +213,10 @@ struct tw_service_stats {
 				       that added == ran + stopped + handed_back
 				       once the service is shut down */
 	uint64_t handed_back;     /**< at shutdown */
-	uint64_t caller_ran;      /**< run by the reaper because the queue was full */
-	uint64_t clock_backwards; /**< reaper saw the clock go back (ignored) */
+	uint64_t caller_ran;      /**< run by the reaper because more than
+				       queue_capacity waited for executors */
+	uint64_t clock_backwards; /**< readings of the clock behind the
+				       latest one (ignored) */
 	uint64_t wakeups;         /**< reaper wake-ups */
 };
 
@@ -228,11 +225,11 @@ struct tw_service_stats {
  * @param[out] out the new service (NULL on failure)
  * @param cfg the configuration, or NULL for the defaults
  * @retval 0 success
- * @retval TW_EINVAL NULL out, tick < 0, bad wheel_size, inboxes > 1024,
+ * @retval TW_EINVAL NULL out, tick < 0, bad wheel_size, shards > 256,
  *         executors > 4096
  * @retval TW_ENOMEM allocation failed
  * @retval TW_EAGAIN a thread could not start (nothing is left running),
- *         or 2^25 - 1 services are alive at once (each needs an owner id
+ *         or 2^18 - 1 services are alive at once (each needs an owner id
  *         no other live one holds), or no memory to record its id
  * @threadsafety Any thread.
  */
@@ -242,13 +239,15 @@ int tw_service_create(struct tw_service **out, const struct tw_service_config *c
  * Prepare a one-shot timer in fresh memory (not pending).
  *
  * Only on memory no service refers to: new memory, or a timer whose last
- * use is over (its callback returned, tw_service_cancel_sync() returned,
- * or shutdown handed it back). Not after a plain tw_service_cancel(): the
- * service may still hold the timer in an inbox, in its wheel or as an
- * expired entry, and wiping those links loses other timers or runs this
- * one twice. To reuse a timer, call tw_service_timer_reinit(), which keeps
+ * use is over (tw_service_timer_shutdown() or tw_service_cancel_sync()
+ * returned, its callback returned with nothing added since, or shutdown
+ * handed it back). Not on a pending timer, nor while its callback may
+ * run: the service links it in its wheel or holds it for a run, and
+ * wiping those links loses other timers or runs this one twice. To give
+ * a timer a new callback, call tw_service_timer_reinit(), which keeps
  * that bookkeeping and says when it cannot. (Nothing can check fresh
- * memory, so this function cannot refuse.)
+ * memory, so this function cannot refuse; the debug build names the
+ * mistake.)
  * @param t the timer (NULL: nothing happens)
  * @param fn its callback (add refuses a timer without one)
  * @threadsafety The timer's owner; no service is touched.
@@ -272,11 +271,12 @@ void tw_service_periodic_init(struct tw_service_periodic *p, tw_service_fn *fn,
 /**
  * Give a timer used before a new callback, keeping what the service knows
  * of it. Safe right after a plain tw_service_cancel(), and from the
- * timer's own callback (a one-shot's run is then over; a periodic timer is
- * RUNNING and refused until it cancelled itself). A run that had already
+ * timer's own callback (a one-shot's run is then over; a periodic timer's
+ * callback is refused until it cancelled itself). A run that had already
  * started when the cancel came (it returned TW_SVC_RUNNING) keeps the
  * callback it expired with; the new one is for the next add. The timer
- * keeps its service, and a periodic timer its period.
+ * keeps its service, and a periodic timer its period. It also lifts
+ * tw_service_timer_shutdown()'s refusal of adds.
  * @param t an initialised timer
  * @param fn its new callback
  * @retval 0 done
@@ -314,8 +314,9 @@ int tw_service_periodic_reinit(struct tw_service_periodic *p, tw_service_fn *fn,
 bool tw_service_timer_pending(const struct tw_service_timer *t);
 
 /**
- * Add at an absolute due time. O(1) and lock-free: a compare-and-swap on
- * the timer and a push onto this thread's inbox; the reaper places it.
+ * Add at an absolute due time. O(1): the timer's shard's mutex, held for
+ * the wheel's add. A timer's first add also claims it for the service,
+ * and for the calling thread's shard, with one compare-and-swap.
  * @param svc the service
  * @param t an initialised timer
  * @param due absolute due time in clock units
@@ -323,7 +324,10 @@ bool tw_service_timer_pending(const struct tw_service_timer *t);
  * @retval TW_EINVAL NULL svc or t, or no callback
  * @retval TW_EBUSY already pending, or expired and waiting to run
  * @retval TW_EOWNER it belongs to another service
- * @retval TW_ESHUTDOWN the service is shut down
+ * @retval TW_ESHUTDOWN the service is shut down, or the timer is
+ *         (tw_service_timer_shutdown(); the debug build names it as the
+ *         mistake it is, unless the add comes from the timer's own
+ *         callback, whose re-add the teardown refuses by design)
  * @threadsafety Any thread, callbacks included.
  */
 int tw_service_add(struct tw_service *svc, struct tw_service_timer *t, int64_t due);
@@ -409,29 +413,28 @@ int tw_service_reschedule_range(struct tw_service *svc,
 				int64_t latest);
 
 /**
- * Stop a timer. Lock-free: one compare-and-swap decides, and the timer
- * stays in the wheel, marked, until the wheel meets it (it drops the timer
- * at its next cascade or its due time, or when it is added again) or
- * tw_service_cancel_sync() unlinks it. Does not wait: if the callback is
- * running, it goes on. Use tw_service_cancel_sync() before freeing the
- * timer.
+ * Stop a timer: under its shard's mutex it leaves the wheel (or the list
+ * of expired timers waiting to run) at once. Does not wait: if the
+ * callback is running, it goes on. Use tw_service_timer_shutdown() (or
+ * tw_service_cancel_sync()) before freeing the timer.
  * @param svc the service
  * @param t a timer
  * @return TW_SVC_STOPPED, TW_SVC_RUNNING or TW_SVC_IDLE (see
  *         enum tw_cancel_result), or TW_EINVAL (NULL) or TW_EOWNER (it
- *         belongs to another service: checked in the same atomic step
- *         that stops it, so a cancel never stops another service's
- *         timer, even one whose first add races it; nothing changed)
+ *         belongs to another service: the owner is set once, by the
+ *         first add, so a cancel never stops another service's timer,
+ *         even one whose first add races it; nothing changed)
  * @threadsafety Any thread, callbacks included.
  */
 int tw_service_cancel(struct tw_service *svc, struct tw_service_timer *t);
 
 /**
- * Like cancel, and then make sure nothing in the service refers to the
- * timer: unlink it from the wheel and the inboxes (under the wheel's lock),
- * take back an expired entry still waiting to run, and wait until its
- * callback is not running (the kernel's del_timer_sync). Afterwards the
- * timer may be freed; after a plain cancel it may not.
+ * Like cancel, and then wait until its callback is not running (the
+ * kernel's del_timer_sync). Afterwards nothing in the service refers to
+ * the timer, and it may be freed -- unless it was added again meanwhile
+ * (below): tw_service_timer_shutdown() refuses those adds, and is the
+ * call to make before freeing a timer that other threads or its own
+ * callback may add again.
  *
  * The rules that come with waiting:
  *   - From the timer's own callback it does everything but wait for that
@@ -450,7 +453,8 @@ int tw_service_cancel(struct tw_service *svc, struct tw_service_timer *t);
  *     thread, or by the very callback it waits for -- the call returns:
  *     the timer belongs to that add now, its callback may still be
  *     running, and it may not be freed yet (after a cancel_sync that
- *     returns without such an add, it may).
+ *     returns without such an add, it may). tw_service_timer_shutdown()
+ *     is this call with those adds refused.
  *   - If shutdown is handing the timer back, the call returns TW_SVC_IDLE
  *     once its hand_back has returned. A timer still waiting for its turn
  *     to be handed back is pending: the cancel stops it (TW_SVC_STOPPED)
@@ -462,6 +466,29 @@ int tw_service_cancel(struct tw_service *svc, struct tw_service_timer *t);
  * @threadsafety Any thread, callbacks and hand_back included.
  */
 int tw_service_cancel_sync(struct tw_service *svc, struct tw_service_timer *t);
+
+/**
+ * Tear a timer down so that it may be freed: tw_service_cancel_sync(), and
+ * from then on every add of the timer -- tw_service_add() and its
+ * variants, a reschedule, a periodic timer's re-arm, its own callback's
+ * re-add -- is refused with TW_ESHUTDOWN, until tw_service_timer_init()
+ * (or tw_service_timer_reinit()) prepares it again. When it returns the
+ * service holds no reference to the timer and its callback is not
+ * running, whatever other threads or the callback itself do meanwhile
+ * (Linux's timer_shutdown_sync()). From the timer's own callback it does
+ * all but wait for that callback: the callback may then free the timer
+ * as its last act. Cycles of waits get TW_EDEADLK as from
+ * tw_service_cancel_sync() (the refusal of adds is in place all the
+ * same). A timer never added is marked too, and refused by every
+ * service.
+ * @param svc the service
+ * @param t a timer
+ * @return what the cancel did (enum tw_cancel_result), or TW_EINVAL
+ *         (NULL), TW_EOWNER (another service's timer; nothing changed)
+ *         or TW_EDEADLK
+ * @threadsafety Any thread, callbacks and hand_back included.
+ */
+int tw_service_timer_shutdown(struct tw_service *svc, struct tw_service_timer *t);
 
 /**
  * Manual services: run (or queue for the executors) everything due at the
@@ -526,11 +553,9 @@ int tw_service_set_wake(struct tw_service *svc, tw_service_wake_fn *wake,
  * (a bucket of a higher level only moves its timers down, a cancelled
  * timer's bucket still expires); the loop then polls and asks again.
  *
- * Adds and reschedules wait in lock-free inboxes until the wheel's owner
- * applies them. This call applies them first (it takes the wheel's lock,
- * as tw_service_count() does), so every add that returned before it, from
- * any thread, is in its answer, and so is every periodic timer a poll
- * re-armed. Not in it: an add from another thread after it, and a
+ * It looks at every shard under its mutex, so every add that returned
+ * before it, from any thread, is in its answer, and so is every periodic
+ * timer a poll re-armed. Not in it: an add from another thread after it, and a
  * periodic timer whose run a poll queued for an executor and that the
  * executor has not re-armed yet (the answer may then be "nothing
  * pending"). Both call the function given to tw_service_set_wake(); a
@@ -590,8 +615,7 @@ int64_t tw_service_now(const struct tw_service *svc);
  * @param svc the service
  * @return timers pending (0 for NULL); with other threads adding and
  *         cancelling, a snapshot
- * @threadsafety Any thread (takes the wheel's lock and applies every
- *               add and reschedule still waiting in the inboxes).
+ * @threadsafety Any thread (takes each shard's mutex in turn).
  */
 size_t tw_service_count(struct tw_service *svc);
 

@@ -127,16 +127,6 @@ struct tw_wheel {
 				       pops, and no drain ends, before this
 				       tick (a bound) */
 	const struct tw_observer *observer; /**< inspect.h's hook, or NULL */
-	tw_timer_fn *expire;      /**< NULL: a timer fires through its own fn.
-				       Set by the timer service, which fires
-				       all its timers through one function and
-				       keeps each timer's own callback in fn
-				       (8 bytes less per service timer) */
-	/** NULL: a cascade moves every timer it meets down a level. Set by
-	 *  the timer service, whose plain cancel leaves the timer linked (a
-	 *  tombstone): asked of each timer a cascade takes out (already
-	 *  unlinked), true drops it there instead of filing it again. */
-	bool (*drop)(struct tw_wheel *wheel, struct tw_timer *timer);
 	uint32_t size;            /**< buckets per level */
 	uint32_t factor;          /**< level tick ratio: size (kafka), size/2
 				       (exact) */

@@ -154,9 +154,9 @@ struct tw_purgatory {
 };
 
 /*
- * An op's tolerance (tw_op_set_tolerance) waits in its timer's next_due
- * until the first watch arms the timeout, whose add writes next_due with
- * the due time: the timer is idle until then, and no service reads it.
+ * An op's tolerance (tw_op_set_tolerance) waits in its timer's wheel due
+ * time until the first watch arms the timeout, whose add writes the due
+ * time there: the timer is idle until then, and no service reads it.
  * The op has no byte to spare for a field of its own (112 bytes, 184 per
  * watched op with three keys: the bound docs/service.md holds it to), and
  * the service timer keeps its window in ticks, which are not known before
@@ -164,12 +164,12 @@ struct tw_purgatory {
  */
 static inline void op_tolerance_store(struct tw_delayed_op *op, int64_t tolerance)
 {
-	op->timer.next_due = tolerance;
+	op->timer.wheel_timer.due = tolerance;
 }
 
 static inline int64_t op_tolerance(const struct tw_delayed_op *op)
 {
-	return op->timer.next_due;
+	return op->timer.wheel_timer.due;
 }
 
 /* Ops collected under a shard lock and dealt with after it. Per call, with

@@ -1,117 +1,116 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * state.h — the service timer's state word: its layout, and every change
- * the protocol makes to it. Nothing outside this file reads the word's
- * bits or changes the word; the rest of the service asks the questions
- * below (word_state, word_has, word_owner) and makes the transitions
- * below, each one atomic step named as model/service.pml names it.
+ * the service makes to it. Nothing outside this file reads the word's
+ * bits or writes the word; the rest of the service asks the questions
+ * below and makes the transitions below, each named as model/service.pml
+ * names it.
  *
  * The word (one 32-bit atomic in the timer):
  *   bits 0-2   the state
- *     IDLE      not pending
- *     ADDING    a producer is writing the due time (others wait or skip)
- *     PENDING   pending: in the wheel, or in an inbox on its way there
- *     EXPIRED   fired; its entry waits in a dispatch batch or the queue
- *     RUNNING   a periodic timer's callback runs; it re-arms afterwards
- *   bit 3      F_INBOX    an inbox holds it; the wheel owner will look at
- *                         its state
- *   bit 4      F_ENTRY    a dispatch batch, the executor queue or
- *                         shutdown's list holds an entry for it
- *   bit 5      F_PERIODIC it is the first member of a struct
- *                         tw_service_periodic (execute reads the period
- *                         behind it and picks RUNNING in its claim)
- *   bit 6      F_TOMB     cancelled from PENDING: the wheel may still
- *                         link it (a tombstone) until the wheel owner
- *                         unlinks it and clears this
- *   bits 7-31  the id of the service that owns it: 0 until the first
- *              add claims it in the same CAS that takes it to ADDING
- *              (a pointer would cost 8 more bytes a timer)
+ *     IDLE      not pending (its last run may still be going on: F_RAN)
+ *     PENDING   in its shard's wheel
+ *     QUEUED    expired: on its shard's list of timers waiting to run
+ *     TAKEN     expired and taken into a runner's batch (t->runner,
+ *               t->place); claimed -- running or run -- once that batch
+ *               slot no longer holds it
+ *     DEFERRED  added while its callback runs on t->runner: that run's
+ *               end files it (one run at a time)
+ *     HANDING   on shutdown's list, to be handed back
+ *   bit 3      F_PERIODIC  the first member of a struct tw_service_periodic
+ *   bit 4      F_RAN       its last expiry went to runner t->runner, whose
+ *                          run of it may still be going on
+ *   bit 5      F_SHUT      tw_service_timer_shutdown(): every add refused
+ *                          until an init or a reinit
+ *   bits 6-13  the shard that holds it (fixed by the first add)
+ *   bits 14-31 the id of the service that owns it: 0 until the first add
+ *              claims it, with the shard, in one compare-and-swap
+ *
+ * Who writes it. The first add's claim (owner and shard, from 0), and
+ * timer_shutdown or reinit of a timer never added, are compare-and-swaps
+ * on a word without an owner. Every other change is made under the mutex
+ * of the timer's shard, by a plain (relaxed) atomic store: whoever needs
+ * the word to decide something holds that mutex, and the few readers
+ * without it (tw_service_timer_pending(), the owner checks that come
+ * before taking the mutex) read a snapshot. The runner that claims a
+ * taken timer does so in its own batch slot, not in the word
+ * (run.c): the word needs no atomic read-modify-write after the claim.
  *
  * The transitions (from -> to; a flag not named is kept):
- *   add           IDLE|PENDING|EXPIRED|RUNNING -> ADDING, owner set
- *                 (an add only from IDLE|RUNNING; a reschedule from any)
- *   publish       ADDING -> PENDING +F_INBOX             add, re-arm
- *   rearm         RUNNING -> ADDING (IDLE once closing)   executor
- *   apply         -F_INBOX -F_TOMB, after the wheel matched the state
- *   clear_tomb    -F_TOMB, after the wheel owner unlinked it
- *   expire        PENDING (no F_INBOX) -> EXPIRED +F_ENTRY   wheel owner
- *   execute       EXPIRED -> IDLE (one-shot) | RUNNING (periodic),
- *                 -F_ENTRY; any other state: -F_ENTRY (a cancel won)
- *   release_entry -F_ENTRY, not EXPIRED: cancel_sync took the entry
- *                 back, or shutdown let go of a timer a cancel stopped
- *   reinit        IDLE -> IDLE, F_PERIODIC as the caller says
- *   cancel        PENDING -> IDLE +F_TOMB; EXPIRED|RUNNING -> IDLE;
- *                 only while the owner is the caller's service
- *   stop_pending  PENDING (no F_ENTRY) -> IDLE +F_TOMB   the purgatory
- *   collect       PENDING -> PENDING +F_ENTRY            shutdown
- *   hand_back     PENDING +F_ENTRY -> IDLE -F_ENTRY      shutdown
- * Each is one CAS (or one atomic and-not), so of two racing calls exactly
- * one wins. The guards (which states a transition starts from) are the
- * callers' decisions and stay in their loops; what a transition writes is
- * decided here, once.
+ *   claim       owner 0 -> owner and shard set (low bits kept)  first add
+ *   add         IDLE -> PENDING, -F_RAN        add, reschedule
+ *   defer       IDLE -> DEFERRED (F_RAN kept)  add during its run
+ *   stop        PENDING|QUEUED|TAKEN|DEFERRED|HANDING -> IDLE (a taken
+ *               timer only while unclaimed)    cancel, reschedule,
+ *                                               stop_pending
+ *   ran         TAKEN (claimed) -> IDLE        found claimed, under mutex
+ *   expire      PENDING -> QUEUED              advance
+ *   take        QUEUED -> TAKEN +F_RAN         a runner's batch
+ *   rearm       TAKEN (claimed) -> PENDING, -F_RAN   periodic, run's end
+ *   place       DEFERRED -> PENDING, -F_RAN    run's end, not due yet
+ *   again       DEFERRED -> TAKEN (claimed)    run's end, due: run again
+ *   collect     PENDING -> HANDING             shutdown
+ *   hand_back   HANDING -> IDLE +F_RAN         shutdown
+ *   settle      IDLE+F_RAN -> IDLE             no run is going on
+ *   shut        +F_SHUT                        timer_shutdown
+ *   reinit      F_PERIODIC as asked, -F_SHUT   reinit
  *
  * Code and model, one machine. In the test-point build (TW_TEST_HOOKS)
- * every transition that changes the word reports (which, from, to) with
- * the owner's bits masked off; transitions.c looks the triple up in the
- * table SPIN derived from model/service.pml (model/service.transitions:
- * every triple the model makes, in its scenarios and from every word) and
- * aborts on one the model never makes. So a race test, a stress test or
- * the soak that drives the C code into a step the model does not have
- * fails at that step (docs/model.md). In every other build the report is
- * nothing.
+ * every transition that changes the word's low six bits reports (which,
+ * from, to); transitions.c looks the triple up in the table SPIN derived
+ * from model/service.pml (model/service.transitions) and aborts on one
+ * the model never makes. In every other build the report is nothing.
  */
 #ifndef TW_SERVICE_STATE_H
 #define TW_SERVICE_STATE_H
 
-#include <sched.h>
 #include <stdbool.h>
 #include <stdint.h>
 
 #include "timingwheel/service.h"
 
 enum {
-	ST_IDLE, ST_ADDING, ST_PENDING, ST_EXPIRED, ST_RUNNING,
+	ST_IDLE, ST_PENDING, ST_QUEUED, ST_TAKEN, ST_DEFERRED, ST_HANDING,
 	ST_MASK = 7,
-	F_INBOX = 8,
-	F_ENTRY = 16,
-	F_PERIODIC = 32,
-	F_TOMB = 64,
-	OWNER_SHIFT = 7,
+	F_PERIODIC = 8,
+	F_RAN = 16,
+	F_SHUT = 32,
+	WORD_LOW = 64, /* the state and the flags: what the model checks */
+	SHARD_SHIFT = 6,
+	SHARD_BITS = 8,
+	OWNER_SHIFT = 14,
 };
 
+#define MAX_SHARDS (1u << SHARD_BITS)
+#define SHARD_MASK ((MAX_SHARDS - 1) << SHARD_SHIFT)
 #define OWNER_MASK (~(uint32_t)0 << OWNER_SHIFT)
 #define OWNER_IDS ((1u << (32 - OWNER_SHIFT)) - 1) /* ids 1 .. OWNER_IDS */
 
 /* The transitions, as model/service.pml names them (the table's names). */
 enum tw__svc_transition {
-	TR_add, TR_publish, TR_rearm, TR_apply, TR_clear_tomb, TR_expire,
-	TR_execute, TR_release_entry, TR_reinit, TR_cancel, TR_stop_pending,
-	TR_collect, TR_hand_back,
+	TR_claim, TR_add, TR_defer, TR_stop, TR_ran, TR_expire, TR_take,
+	TR_rearm, TR_place, TR_again, TR_collect, TR_hand_back, TR_settle,
+	TR_shut, TR_reinit,
 	TR_COUNT
 };
 
 #ifdef TW_TEST_HOOKS
-/* transitions.c: abort unless the model makes this step (if the word
+/* transitions.c: abort unless the model makes this step (if the low bits
  * changed). */
 void tw__svc_transition(enum tw__svc_transition tr, uint32_t from, uint32_t to);
-#define TRANSITION_CHECK(tr, from, to) tw__svc_transition(TR_##tr, from, to)
+#define TRANSITION_CHECK(tr, from, to) tw__svc_transition(tr, from, to)
 #else
 #define TRANSITION_CHECK(tr, from, to) ((void)0)
 #endif
 #ifdef TW_DEBUG
 /* lifecycle.c: the debug build's table of the timers a service holds
- * (src/debug.h), brought up to date after each step from the step's own
- * words, never by reading the timer again (its owner may free it the
- * moment the step lets go of it). */
+ * (src/debug.h), brought up to date from the step's own words. */
 void tw__svc_debug_step(const struct tw_service_timer *t, uint32_t from,
 			uint32_t to);
 #define DEBUG_STEP(t, from, to) tw__svc_debug_step(t, from, to)
 #else
 #define DEBUG_STEP(t, from, to) ((void)0)
 #endif
-/* After each transition, in the function that made it (its timer is t). */
-#define TRANSITION(tr, from, to)                                              \
-	(TRANSITION_CHECK(tr, from, to), DEBUG_STEP(t, from, to))
 
 /* ---- reading the word ---- */
 
@@ -135,34 +134,19 @@ static inline uint32_t word_owner(uint32_t word)
 	return word & OWNER_MASK;
 }
 
-/* A timer that is, or may be about to be, pending: what a reinit refuses
- * and what tw_service_timer_pending() reports. */
-static inline bool word_live(uint32_t word)
+static inline unsigned word_shard(uint32_t word)
+{
+	return (word & SHARD_MASK) >> SHARD_SHIFT;
+}
+
+/* A word whose add has not ended: what tw_service_timer_pending() says
+ * (a TAKEN timer only while its batch slot still holds it: run.c). */
+static inline bool word_waits(uint32_t word)
 {
 	unsigned s = word_state(word);
 
-	return s == ST_ADDING || s == ST_PENDING || s == ST_EXPIRED;
-}
-
-/* A timer the service still holds in any way: pending or on its way, its
- * callback running, or an inbox, an entry or the wheel (a tombstone) still
- * referring to it. Freeing or initialising it then is a mistake. */
-static inline bool word_held(uint32_t word)
-{
-	return word_state(word) != ST_IDLE ||
-	       word_has(word, F_INBOX | F_ENTRY | F_TOMB);
-}
-
-/* The word once no producer is between taking the timer (ADDING) and
- * publishing its due time: a few instructions, unless it was preempted. */
-static inline uint32_t word_settled(const struct tw_service_timer *t,
-				    uint32_t old)
-{
-	while (word_state(old) == ST_ADDING) {
-		sched_yield();
-		old = word_load(t);
-	}
-	return old;
+	return s == ST_PENDING || s == ST_QUEUED || s == ST_DEFERRED ||
+	       s == ST_HANDING;
 }
 
 /* The word of a fresh timer (tw_service_timer_init, periodic_init): not a
@@ -172,124 +156,41 @@ static inline void word_init(struct tw_service_timer *t, bool periodic)
 	t->state = periodic ? F_PERIODIC : 0;
 }
 
-/* ---- the transitions ----
- * Each takes the word the caller last read (*old) and tries once; on
- * failure *old is the word found, for the caller's loop to look at again.
- */
+/* ---- the transitions ---- */
 
+/* A compare-and-swap on a word no service owns yet (claim, and shut or
+ * reinit of a timer never added); on failure *old is the word found. */
 static inline bool word_cas(struct tw_service_timer *t, uint32_t *old,
-			    uint32_t next)
+			    uint32_t next, enum tw__svc_transition tr)
 {
-	return __atomic_compare_exchange_n(&t->state, old, next, false,
-					   __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
-}
+	uint32_t from = *old;
 
-#define DEFINE_CAS_TRANSITION(name, next_of)                                  \
-	static inline bool tr_##name(struct tw_service_timer *t, uint32_t *old) \
-	{                                                                     \
-		uint32_t from = *old, next = next_of;                         \
-		if (!word_cas(t, old, next))                                  \
-			return false;                                         \
-		TRANSITION(name, from, next);                                 \
-		(void)from;                                                   \
-		return true;                                                  \
-	}
-
-/* A claim and a state change in one CAS: two services adding the same
- * fresh timer at once cannot both win. */
-static inline bool tr_add(struct tw_service_timer *t, uint32_t *old,
-			  uint32_t owner_bits)
-{
-	uint32_t from = *old, next = (from & ~ST_MASK) | ST_ADDING | owner_bits;
-
-	if (!word_cas(t, old, next))
+	if (!__atomic_compare_exchange_n(&t->state, old, next, false,
+					 __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
 		return false;
-	TRANSITION(add, from, next);
-	return true;
-}
-
-/* ADDING -> PENDING +F_INBOX. Only flags can change under an ADDING word
- * (its producer is the only one who moves its state), so this retries
- * until it lands; returns the word it replaced: without F_INBOX, the
- * caller pushes the timer (it set the flag). */
-static inline uint32_t tr_publish(struct tw_service_timer *t)
-{
-	uint32_t old = word_load(t), next;
-
-	do
-		next = (old & ~ST_MASK) | ST_PENDING | F_INBOX;
-	while (!word_cas(t, &old, next));
-	TRANSITION(publish, old, next);
-	return old;
-}
-
-static inline bool tr_rearm(struct tw_service_timer *t, uint32_t *old,
-			    bool closing)
-{
-	uint32_t from = *old,
-		 next = (from & ~ST_MASK) | (closing ? ST_IDLE : ST_ADDING);
-
-	if (!word_cas(t, old, next))
-		return false;
-	TRANSITION(rearm, from, next);
-	return true;
-}
-
-DEFINE_CAS_TRANSITION(apply, from & ~(uint32_t)(F_INBOX | F_TOMB))
-DEFINE_CAS_TRANSITION(expire, (from & ~ST_MASK) | ST_EXPIRED | F_ENTRY)
-/* EXPIRED: claimed to run; anything else: a cancel won, and this only
- * gives up the entry. */
-DEFINE_CAS_TRANSITION(execute,
-	word_state(from) == ST_EXPIRED
-		? (from & ~(uint32_t)(ST_MASK | F_ENTRY)) |
-			  (from & F_PERIODIC ? ST_RUNNING : ST_IDLE)
-		: from & ~(uint32_t)F_ENTRY)
-DEFINE_CAS_TRANSITION(release_entry, from & ~(uint32_t)F_ENTRY)
-DEFINE_CAS_TRANSITION(cancel,
-	(from & ~ST_MASK) | ST_IDLE |
-		(word_state(from) == ST_PENDING ? F_TOMB : 0))
-DEFINE_CAS_TRANSITION(stop_pending, (from & ~ST_MASK) | ST_IDLE | F_TOMB)
-DEFINE_CAS_TRANSITION(collect, from | F_ENTRY)
-DEFINE_CAS_TRANSITION(hand_back,
-	(from & ~(uint32_t)(ST_MASK | F_ENTRY)) | ST_IDLE)
-
-/* periodic: 1 sets F_PERIODIC, 0 clears it, -1 keeps it. */
-static inline bool tr_reinit(struct tw_service_timer *t, uint32_t *old,
-			     int periodic)
-{
-	uint32_t from = *old,
-		 next = periodic < 0 ? from
-		      : periodic   ? from | F_PERIODIC
-				   : from & ~(uint32_t)F_PERIODIC;
-
-	if (!word_cas(t, old, next))
-		return false;
-	TRANSITION(reinit, from, next);
-	return true;
-}
-
-/* -F_TOMB whatever the rest of the word is (a cancel may set it again at
- * any time); returns the word before. */
-static inline uint32_t tr_clear_tomb(struct tw_service_timer *t)
-{
-	uint32_t from = __atomic_fetch_and(&t->state, ~(uint32_t)F_TOMB,
-					   __ATOMIC_ACQ_REL);
-
-	TRANSITION(clear_tomb, from, from & ~(uint32_t)F_TOMB);
-	return from;
-}
-
-/* -F_ENTRY whatever the rest of the word is: from shutdown's thread, for
- * a timer on its own list (nobody else consumes that entry). */
-static inline void tr_release_entry_now(struct tw_service_timer *t)
-{
-	uint32_t from = __atomic_fetch_and(&t->state, ~(uint32_t)F_ENTRY,
-					   __ATOMIC_ACQ_REL);
-
-	TRANSITION(release_entry, from, from & ~(uint32_t)F_ENTRY);
+	TRANSITION_CHECK(tr, from, next);
+	DEBUG_STEP(t, from, next);
 	(void)from;
+	(void)tr;
+	return true;
 }
 
-#undef DEFINE_CAS_TRANSITION
+/* Under the shard's mutex: the word becomes next (tr names the step). */
+static inline void word_set(struct tw_service_timer *t, uint32_t from,
+			    uint32_t next, enum tw__svc_transition tr)
+{
+	__atomic_store_n(&t->state, next, __ATOMIC_RELEASE);
+	TRANSITION_CHECK(tr, from, next);
+	DEBUG_STEP(t, from, next);
+	(void)from;
+	(void)tr;
+}
+
+/* The word with its state replaced and the given flags set and cleared. */
+static inline uint32_t word_with(uint32_t word, unsigned state, uint32_t set,
+				 uint32_t clear)
+{
+	return ((word & ~(uint32_t)ST_MASK & ~clear) | state | set);
+}
 
 #endif

@@ -1,11 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * transitions.c — code and model, one machine (test-point build only).
- * Every transition of a state word the C code makes (state.h's tr_*,
- * reported with the owner's bits masked off) is looked up in the table
+ * Every transition of a state word the C code makes (state.h's,
+ * reported with the shard's and the owner's bits masked off) is looked up in the table
  * SPIN derived from model/service.pml: model/service.transitions, every
  * (transition, word before, word after) the model makes in the runs of
- * its scenarios and from every word (scenario 13), turned into
+ * its scenarios, turned into
  * service_transitions.inc by the build. A step the
  * model never makes aborts the program at that step, with the step named,
  * so the race tests, the stress tests and the soak all check that the
@@ -22,14 +22,14 @@
 
 #include "core.h"
 
-#define WORD_BITS 128 /* the state and the four flags: bits 0-6 */
+#define WORD_BITS WORD_LOW /* the state and the three flags: bits 0-5 */
 #define WORD_OF(w) ((w) & (WORD_BITS - 1))
 
 static const char *const names[TR_COUNT] = {
 #define NAME(tr) [TR_##tr] = #tr
-	NAME(add), NAME(publish), NAME(rearm), NAME(apply), NAME(clear_tomb),
-	NAME(expire), NAME(execute), NAME(release_entry), NAME(reinit),
-	NAME(cancel), NAME(stop_pending), NAME(collect), NAME(hand_back),
+	NAME(claim), NAME(add), NAME(defer), NAME(stop), NAME(ran),
+	NAME(expire), NAME(take), NAME(rearm), NAME(place), NAME(again),
+	NAME(collect), NAME(hand_back), NAME(settle), NAME(shut), NAME(reinit),
 #undef NAME
 };
 
@@ -73,17 +73,16 @@ static void load_table(void)
 	atexit(dump_seen);
 }
 
-/* "PENDING+inbox+tomb": the word as the table's comments decode it. */
+/* "TAKEN+periodic+ran": the word as the table's comments decode it. */
 static void describe(unsigned w, char *buf, size_t size)
 {
-	static const char *const states[8] = { "IDLE", "ADDING", "PENDING",
-		"EXPIRED", "RUNNING", "5?", "6?", "7?" };
-	static const char *const flags[4] = { "+inbox", "+entry", "+periodic",
-					      "+tomb" };
+	static const char *const states[8] = { "IDLE", "PENDING", "QUEUED",
+		"TAKEN", "DEFERRED", "HANDING", "6?", "7?" };
+	static const char *const flags[3] = { "+periodic", "+ran", "+shut" };
 	size_t n = (size_t)snprintf(buf, size, "%s", states[w & ST_MASK]);
 
-	for (unsigned i = 0; i < 4 && n < size; i++)
-		if (w & (F_INBOX << i))
+	for (unsigned i = 0; i < 3 && n < size; i++)
+		if (w & (F_PERIODIC << i))
 			n += (size_t)snprintf(buf + n, size - n, "%s", flags[i]);
 }
 

@@ -371,8 +371,6 @@ static int64_t empty_bucket(struct tw_wheel *w, struct tw_bucket *b, int64_t lim
 		if (key <= limit) {
 			fire(w, t);
 			fired++;
-		} else if (w->drop && w->drop(w, t)) {
-			w->count--;
 		} else {
 			insert_exact(w, t, key);
 		}

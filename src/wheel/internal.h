@@ -149,16 +149,15 @@ static inline void bucket_take(struct tw_bucket *b, struct tw_timer *t)
 }
 
 #ifdef TW_DEBUG
-/* The debug build's table (debug.h) holds every timer pending in a wheel
- * of the caller's, so that tw_timer_init() on one is named at the call
- * instead of crashing a later advance in the bucket list it broke. The
- * service's wheel (it has an expire function) is left out: its timers are
- * tracked as the service's, and their init is tw_service_timer_init(). */
+/* The debug build's table (debug.h) holds every timer pending in a wheel,
+ * so that tw_timer_init() on one is named at the call instead of crashing
+ * a later advance in the bucket list it broke. (A service's timers are
+ * in it too; their init is tw_service_timer_init(), which the service's
+ * own table checks.) */
 static inline void debug_pending(const struct tw_wheel *w,
 				 const struct tw_timer *t, bool pending)
 {
-	if (!w->expire)
-		tw__debug_set(TW_DBG_WHEEL_TIMER, t, pending, (uintptr_t)w);
+	tw__debug_set(TW_DBG_WHEEL_TIMER, t, pending, (uintptr_t)w);
 }
 #else
 #define debug_pending(w, t, pending) ((void)0)
@@ -173,13 +172,10 @@ static inline void set_draining(const struct tw_wheel *w, struct tw_bucket *b,
 	b->no_window_stay = draining || w->tick != 1;
 }
 
-/* A wheel with an expire function (the service's) fires every timer
- * through it and never reads a timer's fn: the service keeps its own use
- * for that field, which a timer's owner may rewrite while the wheel holds
- * the timer (tw_service_timer_reinit after a plain cancel). */
 static inline bool no_callback(const struct tw_wheel *w, const struct tw_timer *t)
 {
-	return !w->expire && !t->fn;
+	(void)w;
+	return !t->fn;
 }
 
 #ifdef TW_DEBUG
@@ -464,7 +460,7 @@ static inline void fire(struct tw_wheel *w, struct tw_timer *t)
 	w->count--;
 	debug_pending(w, t, false);
 	notify(w, TW_EV_FIRED, 0, 0, w->now, t);
-	(w->expire ? w->expire : t->fn)(w, t);
+	t->fn(w, t);
 }
 
 /* ---- exact mode's queue: the occupancy bitmaps ----

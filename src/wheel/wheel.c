@@ -275,8 +275,6 @@ int64_t tw__move_down(struct tw_wheel *w, struct tw_bucket *b, size_t n)
 		if (key <= w->levels[0].clock) {
 			fire(w, t);
 			fired++;
-		} else if (w->drop && w->drop(w, t)) {
-			w->count--; /* cancelled by its owner: not filed again */
 		} else if (w->mode == TW_MODE_EXACT) {
 			insert_exact(w, t, key);
 		} else {
@@ -303,11 +301,10 @@ void tw__wheel_fast_levels(struct tw_wheel *w)
 
 /* The checks in the order that costs the add least: levels (NULL exactly
  * when buckets is: init and destroy set both) is read here once for the
- * filing too, and a timer's own callback, set on almost every timer, is
- * tested before the wheel's expire function. */
+ * filing too. */
 hot_inline int wheel_add(struct tw_wheel *w, struct tw_timer *t, int64_t due)
 {
-	if (!w || !w->levels || !t || (!t->fn && !w->expire))
+	if (!w || !w->levels || !t || !t->fn)
 		return TW_EINVAL_BECAUSE("tw_wheel_add", "%s", bad_wheel_call(w, t));
 	if (t->bucket)
 		return TW_EBUSY;

@@ -1,0 +1,608 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * run.c — what runs the callbacks. A shard's expiry (advance under its
+ * mutex: every due timer to the shard's expired list), the batches a
+ * runner takes off that list and runs outside every lock, a run's claim
+ * and its end (the running mark, one run at a time, a periodic timer's
+ * re-arm), the executors and their work list, the reaper's loop and its
+ * sleep, a manual service's poll and next_expiry, and the kicks and wakes
+ * that keep a sleeping reaper or event loop from missing an add.
+ *
+ * A worked example: one reaper, no executors, a 1 ms tick, two shards.
+ * Thread A adds t1 (due 5 ms) to shard 0 and thread B adds t2 (due 5 ms)
+ * to shard 1; each add finds reaper_sees at "never", lowers it to 5 ms and
+ * kicks. The reaper wakes, reads the clock (1 ms), advances both wheels
+ * (nothing due), leaves reaper_sees = 5 ms on each, and sleeps 4 ms. At
+ * 5 ms it advances shard 0: t1 moves to the expired list (QUEUED), the
+ * reaper takes it into its batch (TAKEN, slot 0) and lets go of the
+ * mutex; it stores running = t1, exchanges slot 0 for NULL (the claim),
+ * runs t1's callback and clears running. Had thread A cancelled t1
+ * between the take and the claim, its compare-and-swap of slot 0 would
+ * have won: TW_SVC_STOPPED, and the reaper's exchange would have found
+ * NULL. Then shard 1, the same way.
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include <stdlib.h>
+#include <time.h>
+
+#include "core.h"
+
+_Thread_local struct tw__svc_thread tw__svc_this_thread;
+
+TW_HIDDEN void tw__svc_link(struct tw_service *svc, struct shard *s,
+			    struct tw_service_timer *t, uint32_t word,
+			    int64_t due, uint32_t slack,
+			    enum tw__svc_transition tr, bool *kick);
+
+int64_t tw__svc_monotonic_ns(void *arg)
+{
+	struct timespec ts;
+
+	(void)arg;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* Wait on cv (its clock is CLOCK_MONOTONIC) for at most rel ns. */
+void tw__svc_wait_for_ns(pthread_cond_t *cv, pthread_mutex_t *mu, int64_t rel)
+{
+	int64_t abs_ns = tw__svc_monotonic_ns(NULL) + rel;
+	struct timespec ts = { abs_ns / 1000000000, abs_ns % 1000000000 };
+
+	pthread_cond_timedwait(cv, mu, &ts);
+}
+
+/* The clock through the latest-time rule: a reading behind the latest
+ * one is counted and replaced by it. Only the scanning thread (the reaper
+ * or the one poll) reads the clock this way, so latest has one writer. */
+int64_t tw__svc_read_clock(struct tw_service *svc)
+{
+	int64_t now = clock_now(svc), latest = atomic_load(&svc->latest);
+
+	if (now < latest) {
+		atomic_fetch_add_explicit(&svc->backwards, 1, memory_order_relaxed);
+		return latest;
+	}
+	atomic_store(&svc->latest, now);
+	return now;
+}
+
+void tw__svc_wake_sync_waiters(struct tw_service *svc)
+{
+	if (atomic_load(&svc->sync_waiters)) {
+		pthread_mutex_lock(&svc->idle_mu);
+		pthread_cond_broadcast(&svc->idle_cv);
+		pthread_mutex_unlock(&svc->idle_mu);
+	}
+}
+
+/* ---- waking the reaper, or a manual service's loop ---- */
+
+/*
+ * A manual service has no reaper: the thread that polls it sleeps in its
+ * own event loop for what tw_service_timeout() said. What can make that
+ * answer too late is an add it did not see (another thread's, or an
+ * executor's re-arm). The first of them after each question wakes the
+ * loop: tw_service_next_expiry() arms wake_armed before it looks at the
+ * shards, and an add exchanges it after its shard's mutex let go, so an
+ * add the question missed finds it armed. The polling thread never wakes
+ * its own loop: the loop asks again after the poll.
+ */
+void tw__svc_wake_loop(struct tw_service *svc)
+{
+	tw_service_wake_fn *fn = atomic_load_explicit(&svc->wake, memory_order_acquire);
+
+	if (!fn || THIS_THREAD.scanning == svc || !atomic_load(&svc->wake_armed) ||
+	    !atomic_exchange(&svc->wake_armed, false))
+		return;
+	fn(atomic_load_explicit(&svc->wake_arg, memory_order_relaxed));
+}
+
+void tw__svc_kick(struct tw_service *svc)
+{
+	if (svc->cfg.manual) {
+		tw__svc_wake_loop(svc);
+		return;
+	}
+	pthread_mutex_lock(&svc->reaper_mu);
+	svc->kicked = true;
+	pthread_cond_signal(&svc->reaper_cv);
+	pthread_mutex_unlock(&svc->reaper_mu);
+}
+
+void tw_service_kick(struct tw_service *svc)
+{
+	if (svc)
+		tw__svc_kick(svc);
+}
+
+int tw_service_set_wake(struct tw_service *svc, tw_service_wake_fn *wake,
+			void *arg)
+{
+	if (!svc)
+		return TW_EINVAL_BECAUSE("tw_service_set_wake", "%s",
+					 "the service is NULL");
+	if (!svc->cfg.manual)
+		return TW_EINVAL_BECAUSE("tw_service_set_wake", "%s",
+					 "only a manual service has a loop to "
+					 "wake (a reaper wakes itself)");
+	/* arg first: a wake that loads the new function reads its arg. */
+	atomic_store_explicit(&svc->wake_arg, arg, memory_order_relaxed);
+	atomic_store_explicit(&svc->wake, wake, memory_order_release);
+	return TW_OK;
+}
+
+/* ---- expiry: the wheel's callback, and batches ---- */
+
+/* Every service timer's wheel callback, under its shard's mutex, inside
+ * the scanner's advance: the timer (unlinked by the wheel) joins the
+ * shard's expired list. */
+void tw__svc_fire(struct tw_wheel *w, struct tw_timer *wt)
+{
+	struct shard *s = tw_container_of(w, struct shard, wheel);
+	struct tw_service_timer *t = svc_timer_of(wt);
+	uint32_t word = word_load(t);
+
+	list_append(&s->expired, &wt->link);
+	s->nexpired++;
+	word_set(t, word, word_with(word, ST_QUEUED, 0, 0), TR_expire);
+}
+
+/* Under s->mu: up to BATCH of the shard's expired timers into runner ri's
+ * batch (TAKEN), oldest first. Each timer's callback is read now, while
+ * a reinit cannot change it under a run that has started. */
+static unsigned take_batch(struct tw_service *svc, struct shard *s, unsigned ri,
+			   unsigned most)
+{
+	struct runner *r = &svc->runners[ri];
+	unsigned n = 0;
+
+	while (n < most && !list_empty(&s->expired)) {
+		struct tw_link *link = s->expired.next;
+		struct tw_service_timer *t = svc_timer_of(list_timer(link));
+		uint32_t word = word_load(t);
+
+#if defined(__GNUC__)
+		__builtin_prefetch(link->next);
+#endif
+		list_unlink(link);
+		t->runner = (uint16_t)ri;
+		t->place = (uint16_t)n;
+		r->fn[n] = callback_of(t);
+		atomic_store_explicit(&r->slot[n], t, memory_order_relaxed);
+		word_set(t, word, word_with(word, ST_TAKEN, F_RAN, 0), TR_take);
+		n++;
+	}
+	s->nexpired -= n;
+	if (n)
+		atomic_fetch_sub_explicit(&svc->waiting, n, memory_order_relaxed);
+	r->len = n;
+	return n;
+}
+
+/* Whether due has come (the run's end asks it of a deferred add). */
+static bool due_now(struct tw_service *svc, int64_t due)
+{
+	int64_t now = clock_now(svc), latest = atomic_load(&svc->latest);
+
+	return due <= (now > latest ? now : latest);
+}
+
+/*
+ * A run is over (its callback returned); t is the timer, which a one-shot
+ * callback may have freed unless rearm or a deferred add says otherwise.
+ * Without executors, and with nothing to re-arm, the runner only clears
+ * its mark. Otherwise it clears it by compare-and-swap: a RUN_AGAIN tag
+ * means an add came during the run (DEFERRED), and the timer is alive
+ * (cancel_sync waits for this mark). Then, under the shard's mutex, the
+ * timer is filed -- or, when due already, run again at once here (*fn);
+ * a periodic timer nobody touched during its run is re-armed at its due
+ * time plus its period. Returns whether to run t again.
+ */
+static bool run_end(struct tw_service *svc, unsigned ri,
+		    struct tw_service_timer *t, bool rearm, tw_service_fn **fn)
+{
+	struct runner *r = &svc->runners[ri];
+	struct tw_service_timer *expect = t;
+	bool again = false, kick = false, rearmed = false;
+	struct shard *s;
+	uint32_t word;
+
+	if (!rearm) {
+		if (!svc->nexecutors) {
+			atomic_store_explicit(&r->running, NULL, memory_order_release);
+			return false;
+		}
+		if (atomic_compare_exchange_strong(&r->running, &expect, NULL))
+			return false;
+		TW_TEST_POINT("run.again", t);
+	}
+	/* t is alive: a periodic timer its callback did not cancel, or one
+	 * an add is waiting for (its shard never changes while held). */
+	s = shard_of(svc, word_load(t));
+	pthread_mutex_lock(&s->mu);
+	word = word_load(t);
+	if (word_state(word) == ST_DEFERRED) {
+		if (due_now(svc, t->wheel_timer.due)) {
+			/* Its add ends in the run that follows, here: taken
+			 * and claimed by this runner at once (its batch slot
+			 * was emptied by the claim of the run now over). */
+			word_set(t, word, word_with(word, ST_TAKEN, 0, 0), TR_again);
+			*fn = callback_of(t);
+			again = true;
+		} else {
+			tw__svc_link(svc, s, t, word, t->wheel_timer.due, t->slack,
+				     TR_place, &kick);
+		}
+	} else if (rearm && word_state(word) == ST_TAKEN && t->runner == ri &&
+		   !taken_unclaimed(svc, t)) {
+		/* Nobody touched it during its run: its next period. */
+		int64_t period = period_of(periodic_of(t)), due = t->wheel_timer.due;
+
+		if (s->closed || word_has(word, F_SHUT) || period <= 0 ||
+		    due > INT64_MAX - period) {
+			/* Its last run: shutdown, a teardown, or no time left
+			 * to run at. */
+			word_set(t, word, word_with(word, ST_IDLE, 0, 0), TR_ran);
+		} else {
+			tw__svc_link(svc, s, t, word, due + period, t->slack,
+				     TR_rearm, &kick);
+			rearmed = true;
+		}
+	}
+	atomic_store_explicit(&r->running, again ? t : NULL, memory_order_release);
+	pthread_mutex_unlock(&s->mu);
+	if (kick)
+		tw__svc_kick(svc);
+	else if (rearmed && svc->cfg.manual)
+		tw__svc_wake_loop(svc);
+	return again;
+}
+
+/* Run t, which this runner has claimed, with the callback it expired with;
+ * then every run an add during it asks for (run_end). */
+static void run(struct tw_service *svc, unsigned ri, struct tw_service_timer *t,
+		tw_service_fn *fn)
+{
+	struct runner *r = &svc->runners[ri];
+	struct tw__svc_thread *self = &THIS_THREAD;
+	bool again;
+
+	do {
+		uint32_t word = word_load(t);
+
+		self->current = t;
+		self->current_svc = svc;
+		self->runner = ri;
+		self->rearm = word_has(word, F_PERIODIC);
+		fn(svc, t); /* a one-shot timer may be freed from here on */
+		self->current = NULL;
+		self->current_svc = NULL;
+		bump(&r->ran, 1);
+		if (ri == SCANNER(svc) && svc->nexecutors)
+			bump(&r->caller_ran, 1);
+		again = run_end(svc, ri, t, self->rearm, &fn);
+		TW_TEST_POINT("run.over", t);
+	} while (again);
+	tw__svc_wake_sync_waiters(svc);
+}
+
+/* How far ahead of the timer it runs a runner starts loading the next
+ * one's line. */
+#define PREFETCH_AHEAD 4
+
+/* Run runner ri's batch: claim each timer still in its slot and run it. */
+static void run_batch(struct tw_service *svc, unsigned ri)
+{
+	struct runner *r = &svc->runners[ri];
+
+	for (unsigned i = 0; i < r->len; i++) {
+		struct tw_service_timer *t =
+			atomic_load_explicit(&r->slot[i], memory_order_relaxed);
+
+#if defined(__GNUC__)
+		if (i + PREFETCH_AHEAD < r->len)
+			__builtin_prefetch(atomic_load_explicit(
+				&r->slot[i + PREFETCH_AHEAD], memory_order_relaxed));
+#endif
+		if (!t)
+			continue; /* taken back by a cancel */
+		/* The mark before the claim: a cancel that finds the slot
+		 * claimed sees the run in running (core.h). */
+		atomic_store_explicit(&r->running, t, memory_order_relaxed);
+		TW_TEST_POINT("run.claiming", t);
+		if (atomic_exchange_explicit(&r->slot[i], NULL,
+					     memory_order_acq_rel) != t) {
+			/* A cancel took it back. The mark may have drawn
+			 * an add meanwhile (deferred to this "run"'s end):
+			 * end it as a run, which files that add. */
+			tw_service_fn *fn = NULL;
+
+			if (run_end(svc, ri, t, false, &fn))
+				run(svc, ri, t, fn);
+			else
+				tw__svc_wake_sync_waiters(svc);
+			continue;
+		}
+		TW_TEST_POINT("run.claimed", t);
+		run(svc, ri, t, r->fn[i]);
+	}
+	r->len = 0;
+}
+
+/* ---- the executors' work list ---- */
+
+/* Under s->mu: put the shard on the executors' list (once) and wake one
+ * executor. */
+static void post(struct tw_service *svc, struct shard *s)
+{
+	if (s->posted)
+		return;
+	s->posted = true;
+	pthread_mutex_lock(&svc->work_mu);
+	s->work_next = NULL;
+	if (svc->work_tail)
+		svc->work_tail->work_next = s;
+	else
+		svc->work_head = s;
+	svc->work_tail = s;
+	pthread_cond_signal(&svc->work_cv);
+	pthread_mutex_unlock(&svc->work_mu);
+}
+
+/* An executor's batch: its share of what waits, at least one and at most
+ * BATCH. A callback delays the rest of its batch, so a few expiries are
+ * spread over the executors one each (two callbacks that wait for each
+ * other still run side by side); a big expiry goes a BATCH at a time. */
+static unsigned share(const struct tw_service *svc)
+{
+	int64_t each = atomic_load_explicit(&svc->waiting, memory_order_relaxed) /
+		       (int64_t)svc->nexecutors;
+
+	return each < 1 ? 1 : each > BATCH ? BATCH : (unsigned)each;
+}
+
+void *tw__svc_executor_main(void *arg)
+{
+	struct tw_service *svc = ((struct tw__svc_executor_arg *)arg)->svc;
+	unsigned index = ((struct tw__svc_executor_arg *)arg)->index;
+
+	free(arg);
+	for (;;) {
+		struct shard *s;
+
+		pthread_mutex_lock(&svc->work_mu);
+		while (!svc->work_head && !svc->stop_executors)
+			pthread_cond_wait(&svc->work_cv, &svc->work_mu);
+		s = svc->work_head;
+		if (s) {
+			svc->work_head = s->work_next;
+			if (!svc->work_head)
+				svc->work_tail = NULL;
+		}
+		pthread_mutex_unlock(&svc->work_mu);
+		if (!s)
+			break;
+		pthread_mutex_lock(&s->mu);
+		take_batch(svc, s, index, share(svc));
+		s->posted = false;
+		if (!list_empty(&s->expired))
+			post(svc, s); /* more: the next executor helps */
+		pthread_mutex_unlock(&s->mu);
+		TW_TEST_POINT("executor.took", svc);
+		run_batch(svc, index);
+	}
+	return NULL;
+}
+
+/* ---- scanning ---- */
+
+/*
+ * Advance shard s to now under its mutex and deal with what expired:
+ * without executors the scanner runs it all, a batch per lock hold; with
+ * executors the shard goes on their list, and the scanner runs batches
+ * itself only while more than queue_capacity timers wait. *next gets the
+ * shard's next expiry, which the reaper leaves in reaper_sees.
+ */
+static int64_t scan_shard(struct tw_service *svc, struct shard *s, int64_t now,
+			  int64_t *next, bool reaper)
+{
+	size_t before;
+	int64_t n = 0, when;
+	unsigned me = SCANNER(svc);
+
+	pthread_mutex_lock(&s->mu);
+	before = s->nexpired;
+	tw_wheel_advance(&s->wheel, now);
+	if (s->nexpired > before)
+		atomic_fetch_add_explicit(&svc->waiting,
+					  (int64_t)(s->nexpired - before),
+					  memory_order_relaxed);
+	*next = tw_wheel_next_expiry(&s->wheel, &when) ? when : INT64_MAX;
+	if (reaper)
+		s->reaper_sees = *next;
+	/* Dispatched: every timer this advance expired (one a callback
+	 * cancels before its turn included). */
+	n = (int64_t)(s->nexpired - before);
+	if (svc->nexecutors && s->nexpired)
+		post(svc, s);
+	for (;;) {
+		unsigned most = BATCH;
+
+		if (svc->nexecutors) {
+			/* Back-pressure: only what is past the capacity. */
+			int64_t over = atomic_load_explicit(&svc->waiting,
+							    memory_order_relaxed) -
+				       (int64_t)svc->cfg.queue_capacity;
+
+			if (over <= 0)
+				break;
+			if (over < BATCH)
+				most = (unsigned)over;
+		}
+		if (!take_batch(svc, s, me, most))
+			break;
+		pthread_mutex_unlock(&s->mu);
+		TW_TEST_POINT("scan.batch", svc);
+		run_batch(svc, me);
+		pthread_mutex_lock(&s->mu);
+	}
+	pthread_mutex_unlock(&s->mu);
+	return n;
+}
+
+/* Every shard, each at a fresh reading of the clock (callbacks run here
+ * take time); the earliest next expiry in *next. */
+static int64_t scan(struct tw_service *svc, int64_t now, int64_t *next,
+		    bool reaper)
+{
+	int64_t n = 0;
+
+	*next = INT64_MAX;
+	for (unsigned i = 0; i < svc->nshards; i++) {
+		int64_t when;
+
+		if (i)
+			now = tw__svc_read_clock(svc);
+		n += scan_shard(svc, &svc->shards[i], now, &when, reaper);
+		if (when < *next)
+			*next = when;
+	}
+	return n;
+}
+
+#define MAX_SLEEP_NS (3600 * 1000000000LL)
+
+/* Tests see the reaper's decision at "reaper.sleeping", before it sleeps:
+ * what it chose is exact, how often a busy machine woke it is not. */
+static void reaper_decided(struct tw_service *svc, int64_t sleep_ns)
+{
+#ifdef TW_TEST_HOOKS
+	atomic_store(&svc->test_sleep_ns, sleep_ns);
+	TW_TEST_POINT("reaper.sleeping", svc);
+#else
+	(void)svc;
+	(void)sleep_ns;
+#endif
+}
+
+/* Under reaper_mu: sleep until next on the service's clock, from a
+ * reading that went through the latest-time rule (a reading behind would
+ * make the sleep too long). */
+static void wait_until(struct tw_service *svc, int64_t next)
+{
+	int64_t now, rel;
+
+	if (next == INT64_MAX) {
+		reaper_decided(svc, -1);
+		pthread_cond_wait(&svc->reaper_cv, &svc->reaper_mu);
+		return;
+	}
+	now = tw__svc_read_clock(svc);
+	if (next <= now) {
+		reaper_decided(svc, 0);
+		return;
+	}
+	/* An injected clock may be anywhere in the int64 range: next - now
+	 * need not fit. */
+	rel = now < 0 && next > INT64_MAX + now ? MAX_SLEEP_NS : next - now;
+	if (rel > MAX_SLEEP_NS)
+		rel = MAX_SLEEP_NS;
+	reaper_decided(svc, rel);
+	tw__svc_wait_for_ns(&svc->reaper_cv, &svc->reaper_mu, rel);
+}
+
+void *tw__svc_reaper_main(void *arg)
+{
+	struct tw_service *svc = arg;
+
+	THIS_THREAD.scanning = svc;
+	for (;;) {
+		int64_t next;
+
+		TW_TEST_POINT("reaper.loop_top", svc);
+		pthread_mutex_lock(&svc->reaper_mu);
+		if (svc->stop_reaper) {
+			pthread_mutex_unlock(&svc->reaper_mu);
+			break;
+		}
+		svc->kicked = false;
+		pthread_mutex_unlock(&svc->reaper_mu);
+		TW_TEST_POINT("reaper.cleared", svc);
+
+		scan(svc, tw__svc_read_clock(svc), &next, true);
+
+		pthread_mutex_lock(&svc->reaper_mu);
+		if (!svc->kicked && !svc->stop_reaper)
+			wait_until(svc, next);
+		pthread_mutex_unlock(&svc->reaper_mu);
+		atomic_fetch_add_explicit(&svc->wakeups, 1, memory_order_relaxed);
+	}
+	THIS_THREAD.scanning = NULL;
+	return NULL;
+}
+
+int64_t tw_service_poll(struct tw_service *svc)
+{
+	int64_t now, n, next;
+
+	if (!svc)
+		return TW_EINVAL;
+	if (THIS_THREAD.scanning || THIS_THREAD.current)
+		return TW_EREENTER;
+	if (atomic_load(&svc->closing))
+		return TW_ESHUTDOWN;
+	TW_TEST_POINT("poll.enter", svc);
+	pthread_mutex_lock(&svc->scan_mu);
+	/* Again under scan_mu, which shutdown holds while it sets closing: a
+	 * poll past the check above could otherwise run timers shutdown is
+	 * about to hand back. */
+	if (atomic_load(&svc->closing)) {
+		pthread_mutex_unlock(&svc->scan_mu);
+		return TW_ESHUTDOWN;
+	}
+	now = clock_now(svc);
+	if (now < atomic_load(&svc->latest)) {
+		atomic_fetch_add_explicit(&svc->backwards, 1, memory_order_relaxed);
+		pthread_mutex_unlock(&svc->scan_mu);
+		return TW_ERANGE;
+	}
+	atomic_store(&svc->latest, now);
+	THIS_THREAD.scanning = svc;
+	n = scan(svc, now, &next, false);
+	THIS_THREAD.scanning = NULL;
+	pthread_mutex_unlock(&svc->scan_mu);
+	return n;
+}
+
+bool tw_service_next_expiry(struct tw_service *svc, int64_t *when)
+{
+	bool any = false;
+
+	if (!svc || !when)
+		return false;
+	/* Before the look: an add it misses wakes the loop. */
+	if (svc->cfg.manual)
+		atomic_store(&svc->wake_armed, true);
+	for (unsigned i = 0; i < svc->nshards; i++) {
+		struct shard *s = &svc->shards[i];
+		int64_t w;
+
+		pthread_mutex_lock(&s->mu);
+		if (tw_wheel_next_expiry(&s->wheel, &w) && (!any || w < *when)) {
+			*when = w;
+			any = true;
+		}
+		pthread_mutex_unlock(&s->mu);
+	}
+	return any;
+}
+
+int64_t tw_service_timeout(struct tw_service *svc, int64_t now)
+{
+	int64_t when = 0;
+	bool any = tw_service_next_expiry(svc, &when);
+
+	return tw__timeout_until(any, when, now);
+}

@@ -1,0 +1,440 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * timer.c — the calls any thread makes on a timer: add (and its variants),
+ * reschedule, cancel, the purgatory's stop_pending. Each locks the timer's
+ * shard, reads the state word under that mutex and acts on what it says;
+ * the first add of a timer first claims it for this service and for the
+ * calling thread's shard (core.h).
+ *
+ * What a stop finds, and does, by state (tw__svc_stop_locked):
+ *   PENDING   leaves the wheel                       TW_SVC_STOPPED
+ *   QUEUED    leaves the expired list                TW_SVC_STOPPED
+ *   TAKEN     takes its batch slot back, if the runner has not claimed it
+ *             (one compare-and-swap against the runner's exchange)
+ *                                                    TW_SVC_STOPPED
+ *             claimed: its add ended in that run     RUNNING or IDLE
+ *   DEFERRED  the add made during its run ends       TW_SVC_STOPPED
+ *   HANDING   leaves shutdown's list                 TW_SVC_STOPPED
+ *   IDLE      nothing to stop                        RUNNING or IDLE
+ * RUNNING when the runner its last expiry went to still runs it.
+ *
+ * An add files the timer in its shard's wheel (PENDING) and kicks the
+ * reaper when its window ends before what the reaper last saw for the
+ * shard. With executors, an add of a timer whose callback is running
+ * waits for that run's end instead (DEFERRED), so that no other executor
+ * can run it beside the run (one run at a time, core.h).
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include <stdatomic.h>
+
+#include "core.h"
+
+static _Thread_local unsigned tls_shard_seq; /* 0: not yet */
+static atomic_uint threads_seen;
+
+/* The calling thread's shard: chosen at its first add, round robin. */
+static unsigned my_shard(const struct tw_service *svc)
+{
+	if (!tls_shard_seq)
+		tls_shard_seq = atomic_fetch_add(&threads_seen, 1) + 1;
+	return (tls_shard_seq - 1) % svc->nshards;
+}
+
+/* ---- stop ---- */
+
+int tw__svc_stop_locked(struct tw_service *svc, struct shard *s,
+			struct tw_service_timer *t, uint32_t word)
+{
+	struct tw_service_timer *expect = t;
+
+	switch (word_state(word)) {
+	case ST_PENDING:
+		tw_wheel_cancel(&s->wheel, &t->wheel_timer);
+		break;
+	case ST_QUEUED:
+		list_unlink(&t->wheel_timer.link);
+		s->nexpired--;
+		atomic_fetch_sub_explicit(&svc->waiting, 1, memory_order_relaxed);
+		break;
+	case ST_TAKEN:
+		TW_TEST_POINT("stop.taken", t);
+		if (atomic_compare_exchange_strong(
+			    &svc->runners[t->runner].slot[t->place], &expect, NULL))
+			break;
+		/* The runner claimed it: that run ended this add. */
+		word_set(t, word, word_with(word, ST_IDLE, 0, 0), TR_ran);
+		return tw__svc_idle_result(svc, t, word);
+	case ST_DEFERRED:
+		break;
+	case ST_HANDING:
+		list_unlink(&t->wheel_timer.link);
+		break;
+	default:
+		return tw__svc_idle_result(svc, t, word);
+	}
+	word_set(t, word, word_with(word, ST_IDLE, 0, 0), TR_stop);
+	bump(&s->stopped, 1);
+	return TW_SVC_STOPPED;
+}
+
+/* ---- filing ---- */
+
+/* Link t (word: IDLE) in its shard's wheel at due with a window of slack
+ * ticks: PENDING. F_RAN stays while the run it names goes on (a
+ * cancel_sync still has to wait for it). */
+static void link_pending(struct tw_service *svc, struct shard *s,
+			 struct tw_service_timer *t, uint32_t word, int64_t due,
+			 uint32_t slack, bool run_going, enum tw__svc_transition tr,
+			 bool *kick)
+{
+	int64_t end = tw__svc_window_end(svc, due, slack);
+
+	t->slack = slack;
+	if (slack)
+		tw_wheel_add_range(&s->wheel, &t->wheel_timer, due, end);
+	else
+		tw_wheel_add(&s->wheel, &t->wheel_timer, due);
+	word_set(t, word, word_with(word, ST_PENDING, 0, run_going ? 0 : F_RAN), tr);
+	if (tr != TR_place) /* a deferred add was counted when deferred */
+		bump(&s->added, 1);
+	if (end < s->reaper_sees) {
+		s->reaper_sees = end;
+		*kick = true;
+	}
+}
+
+void tw__svc_file(struct tw_service *svc, struct shard *s,
+		  struct tw_service_timer *t, uint32_t word, int64_t due,
+		  uint32_t slack, enum tw__svc_transition tr, bool *kick)
+{
+	bool going = run_going_on(svc, t, word);
+
+	if (going && svc->nexecutors) {
+		_Atomic(struct tw_service_timer *) *running =
+			&svc->runners[t->runner].running;
+		struct tw_service_timer *expect = t;
+		struct tw_service_timer *tagged =
+			(struct tw_service_timer *)((uintptr_t)t | RUN_AGAIN);
+
+		TW_TEST_POINT("add.run_going_on", t);
+		if (atomic_compare_exchange_strong(running, &expect, tagged) ||
+		    expect == tagged) {
+			t->wheel_timer.due = due;
+			t->slack = slack;
+			word_set(t, word, word_with(word, ST_DEFERRED, 0, 0), TR_defer);
+			bump(&s->added, 1);
+			return;
+		}
+		going = false; /* the run ended meanwhile */
+	}
+	link_pending(svc, s, t, word, due, slack, going, tr, kick);
+}
+
+/* The run's end files a periodic timer again, or a deferred one (run.c). */
+TW_HIDDEN void tw__svc_link(struct tw_service *svc, struct shard *s,
+			    struct tw_service_timer *t, uint32_t word,
+			    int64_t due, uint32_t slack,
+			    enum tw__svc_transition tr, bool *kick);
+void tw__svc_link(struct tw_service *svc, struct shard *s,
+		  struct tw_service_timer *t, uint32_t word, int64_t due,
+		  uint32_t slack, enum tw__svc_transition tr, bool *kick)
+{
+	link_pending(svc, s, t, word, due, slack, false, tr, kick);
+}
+
+/* ---- add and reschedule ---- */
+
+/* A pending timer moved in its wheel: its earlier add ends (stopped), the
+ * new one begins. */
+static void reschedule_pending(struct tw_service *svc, struct shard *s,
+			       struct tw_service_timer *t, int64_t due,
+			       uint32_t slack, bool *kick)
+{
+	int64_t end = tw__svc_window_end(svc, due, slack);
+
+	t->slack = slack;
+	if (slack)
+		tw_wheel_reschedule_range(&s->wheel, &t->wheel_timer, due, end);
+	else
+		tw_wheel_reschedule(&s->wheel, &t->wheel_timer, due);
+	bump(&s->stopped, 1);
+	bump(&s->added, 1);
+	if (end < s->reaper_sees) {
+		s->reaper_sees = end;
+		*kick = true;
+	}
+}
+
+/* An add of a timer torn down by tw_service_timer_shutdown(): refused.
+ * From anywhere but its own callback (whose re-add the teardown refuses
+ * by design) the debug build names the mistake: the timer may well have
+ * been freed since. */
+static int refuse_shut(const struct tw_service *svc,
+		       const struct tw_service_timer *t, const char *call)
+{
+#ifdef TW_DEBUG
+	if (!(THIS_THREAD.current == t && THIS_THREAD.current_svc == svc))
+		tw__debug_fail(call, t,
+			       "this timer was torn down by "
+			       "tw_service_timer_shutdown(), after which it may "
+			       "have been freed; adding it again is refused. "
+			       "Call tw_service_timer_init() (or "
+			       "tw_service_timer_reinit()) before reusing it.");
+#else
+	(void)svc;
+	(void)t;
+	(void)call;
+#endif
+	return TW_ESHUTDOWN;
+}
+
+/* Claim a timer no service owns for svc and the calling thread's shard,
+ * or read who owns it: the word with an owner, or an error. */
+static int claim(struct tw_service *svc, struct tw_service_timer *t,
+		 uint32_t *word, const char *call)
+{
+	for (;;) {
+		if (word_has(*word, F_SHUT))
+			return refuse_shut(svc, t, call);
+		if (word_owner(*word))
+			return owner_check(svc, *word);
+		uint32_t mine = svc->owner_bits | my_shard(svc) << SHARD_SHIFT;
+
+		TW_TEST_POINT("add.claiming", t);
+		if (word_cas(t, word, *word | mine, TR_claim)) {
+			*word |= mine;
+			return TW_OK;
+		}
+	}
+}
+
+static int add_or_reschedule(struct tw_service *svc, struct tw_service_timer *t,
+			     int64_t due, uint32_t slack, bool reschedule,
+			     const char *call)
+{
+	struct shard *s;
+	uint32_t word;
+	bool kick = false;
+	int rc;
+
+	(void)call; /* TW_EINVAL_BECAUSE drops its arguments in release */
+	if (!svc || !t || !callback_of(t))
+		return TW_EINVAL_BECAUSE(call, "%s", !svc ? "the service is NULL"
+					 : !t ? "the timer is NULL"
+					 : "the timer has no callback "
+					   "(tw_service_timer_init(t, fn) with "
+					   "a non-NULL fn)");
+	word = word_load(t);
+	rc = claim(svc, t, &word, call);
+	if (rc)
+		return rc;
+	s = shard_of(svc, word);
+	pthread_mutex_lock(&s->mu);
+	word = word_load(t);
+	if (s->closed) {
+		rc = TW_ESHUTDOWN;
+	} else if (word_has(word, F_SHUT)) {
+		rc = refuse_shut(svc, t, call);
+	} else if (!reschedule &&
+		   (word_waits(word) ||
+		    (word_state(word) == ST_TAKEN && taken_unclaimed(svc, t)))) {
+		rc = TW_EBUSY;
+	} else if (reschedule && word_state(word) == ST_PENDING) {
+		/* Moved where it is: a window that still holds its bucket's
+		 * firing leaves it there (tw_wheel_reschedule_range). */
+		rc = TW_SVC_STOPPED;
+		reschedule_pending(svc, s, t, due, slack, &kick);
+	} else {
+		rc = TW_OK;
+		if (word_state(word) != ST_IDLE) {
+			int stopped = tw__svc_stop_locked(svc, s, t, word);
+
+			if (reschedule)
+				rc = stopped;
+			word = word_load(t);
+		} else if (reschedule) {
+			rc = tw__svc_idle_result(svc, t, word);
+		}
+		if (THIS_THREAD.current == t && THIS_THREAD.current_svc == svc)
+			THIS_THREAD.rearm = false; /* what this call asked stands */
+		tw__svc_file(svc, s, t, word, due, slack, TR_add, &kick);
+	}
+	pthread_mutex_unlock(&s->mu);
+	if (rc >= 0) {
+		if (kick)
+			tw__svc_kick(svc);
+		else if (svc->cfg.manual)
+			tw__svc_wake_loop(svc);
+	}
+	return rc;
+}
+
+int tw_service_add(struct tw_service *svc, struct tw_service_timer *t, int64_t due)
+{
+	return add_or_reschedule(svc, t, due, 0, false, "tw_service_add");
+}
+
+/* now + delay (a negative delay: now), or TW_EOVERFLOW past INT64_MAX. */
+static int due_in(struct tw_service *svc, int64_t delay, int64_t *due)
+{
+	int64_t now = clock_now(svc);
+
+	/* The wheel's rule (tw_wheel_add_in): a sum past either end of the
+	 * int64 range is refused, not clamped. A delay <= 0 is due now. */
+	if ((delay > 0 && now > INT64_MAX - delay) ||
+	    (delay < 0 && now < INT64_MIN - delay))
+		return TW_EOVERFLOW;
+	*due = delay > 0 ? now + delay : now;
+	return TW_OK;
+}
+
+int tw_service_add_in(struct tw_service *svc, struct tw_service_timer *t,
+		      int64_t delay)
+{
+	int64_t due;
+	int rc;
+
+	if (!svc)
+		return TW_EINVAL;
+	rc = due_in(svc, delay, &due);
+	return rc ? rc : add_or_reschedule(svc, t, due, 0, false,
+					   "tw_service_add_in");
+}
+
+int tw_service_reschedule(struct tw_service *svc, struct tw_service_timer *t,
+			  int64_t due)
+{
+	return add_or_reschedule(svc, t, due, 0, true, "tw_service_reschedule");
+}
+
+/* A window's width in whole ticks, rounded down (it may only narrow) and
+ * capped at what the timer's 32 bits hold; or TW_EINVAL. *slack is written
+ * on every path. */
+static int window_slack(const struct tw_service *svc, const char *call,
+			int64_t earliest, int64_t latest, uint32_t *slack)
+{
+	uint64_t ticks;
+
+	*slack = 0;
+	(void)call; /* TW_EINVAL_BECAUSE drops its arguments in release */
+	if (!svc)
+		return TW_EINVAL_BECAUSE(call, "%s", "the service is NULL");
+	if (latest < earliest)
+		return TW_EINVAL_BECAUSE(call, "the window ends (%lld) before it "
+					 "starts (%lld)", (long long)latest,
+					 (long long)earliest);
+	if (latest > earliest && svc->cfg.mode == TW_MODE_KAFKA)
+		return TW_EINVAL_BECAUSE(call, "%s", "a kafka-mode service files "
+					 "timers as Kafka does, which has no "
+					 "windows: use TW_MODE_EXACT");
+	/* The difference of two int64_t with latest >= earliest fits a
+	 * uint64_t; in int64_t it could overflow. */
+	ticks = ((uint64_t)latest - (uint64_t)earliest) / (uint64_t)svc->cfg.tick;
+	*slack = ticks > UINT32_MAX ? UINT32_MAX : (uint32_t)ticks;
+	return TW_OK;
+}
+
+int tw_service_add_range(struct tw_service *svc, struct tw_service_timer *t,
+			 int64_t earliest, int64_t latest)
+{
+	uint32_t slack;
+	int rc = window_slack(svc, "tw_service_add_range", earliest, latest, &slack);
+
+	return rc ? rc : add_or_reschedule(svc, t, earliest, slack, false,
+					  "tw_service_add_range");
+}
+
+int tw__service_add_in_range(struct tw_service *svc, struct tw_service_timer *t,
+			     int64_t delay, int64_t tolerance)
+{
+	/* The purgatory's op has a tolerance >= 0 (tw_op_set_tolerance
+	 * checked it). */
+	int64_t earliest;
+	int rc = due_in(svc, delay, &earliest);
+
+	if (rc)
+		return rc;
+	return tw_service_add_range(svc, t, earliest,
+				    earliest > INT64_MAX - tolerance ? INT64_MAX
+								     : earliest + tolerance);
+}
+
+int tw_service_reschedule_range(struct tw_service *svc,
+				struct tw_service_timer *t, int64_t earliest,
+				int64_t latest)
+{
+	uint32_t slack;
+	int rc = window_slack(svc, "tw_service_reschedule_range", earliest,
+			      latest, &slack);
+
+	return rc ? rc : add_or_reschedule(svc, t, earliest, slack, true,
+					  "tw_service_reschedule_range");
+}
+
+/* ---- cancel ---- */
+
+/* Stop t under its shard's mutex; with shut, also refuse every later add
+ * (F_SHUT). A timer no service owns has nothing to stop: with shut it is
+ * marked all the same. */
+int tw__svc_cancel(struct tw_service *svc, struct tw_service_timer *t, bool shut)
+{
+	struct shard *s;
+	uint32_t word;
+	int rc;
+
+	if (!svc || !t)
+		return TW_EINVAL;
+	word = word_load(t);
+	while (!word_owner(word)) {
+		if (!shut || word_has(word, F_SHUT) ||
+		    word_cas(t, &word, word | F_SHUT, TR_shut))
+			return TW_SVC_IDLE;
+	}
+	rc = owner_check(svc, word);
+	if (rc)
+		return rc;
+	TW_TEST_POINT("cancel.locking", t);
+	s = shard_of(svc, word);
+	pthread_mutex_lock(&s->mu);
+	word = word_load(t);
+	rc = tw__svc_stop_locked(svc, s, t, word);
+	if (shut && !word_has(word = word_load(t), F_SHUT))
+		word_set(t, word, word | F_SHUT, TR_shut);
+	pthread_mutex_unlock(&s->mu);
+	if (THIS_THREAD.current == t && THIS_THREAD.current_svc == svc)
+		THIS_THREAD.rearm = false; /* its run is its last: it may free itself */
+	return rc;
+}
+
+int tw_service_cancel(struct tw_service *svc, struct tw_service_timer *t)
+{
+	return tw__svc_cancel(svc, t, false);
+}
+
+/*
+ * The purgatory's completion (service_internal.h): stop a timeout that has
+ * not started to run, never wait. A running or finished run, or a timer
+ * shutdown is handing back, is left alone: its callback or hand_back
+ * finds the op done.
+ */
+int tw__service_stop_pending(struct tw_service *svc, struct tw_service_timer *t)
+{
+	uint32_t word = word_load(t);
+	struct shard *s;
+	unsigned st;
+	int rc = TW_SVC_IDLE;
+
+	if (!word_owner(word) || owner_check(svc, word))
+		return TW_SVC_IDLE;
+	s = shard_of(svc, word);
+	pthread_mutex_lock(&s->mu);
+	word = word_load(t);
+	st = word_state(word);
+	if (st == ST_PENDING || st == ST_QUEUED || st == ST_DEFERRED ||
+	    (st == ST_TAKEN && taken_unclaimed(svc, t)))
+		rc = tw__svc_stop_locked(svc, s, t, word);
+	pthread_mutex_unlock(&s->mu);
+	TW_TEST_POINT("stop_pending.done", t);
+	return rc == TW_SVC_STOPPED ? TW_SVC_STOPPED : TW_SVC_IDLE;
+}
