@@ -60,8 +60,15 @@ int tw__svc_stop_locked(struct tw_service *svc, struct shard *s,
 	case ST_TAKEN:
 		TW_TEST_POINT("stop.taken", t);
 		if (atomic_compare_exchange_strong(
-			    &svc->runners[t->runner].slot[t->place], &expect, NULL))
-			break;
+			    &svc->runners[t->runner].slot[t->place], &expect,
+			    NULL)) {
+			/* Taken back before its claim: no run of it goes on
+			 * (the runner's mark, stored before its claim, is
+			 * none; a later cancel must not read it as a run). */
+			word_set(t, word, word_with(word, ST_IDLE, 0, F_RAN), TR_stop);
+			bump(&s->stopped, 1);
+			return TW_SVC_STOPPED;
+		}
 		/* The runner claimed it: that run ended this add. */
 		word_set(t, word, word_with(word, ST_IDLE, 0, 0), TR_ran);
 		return tw__svc_idle_result(svc, t, word);
