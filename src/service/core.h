@@ -155,7 +155,7 @@ struct runner {
 	_Atomic(struct tw_service_timer *) slot[BATCH];
 	tw_service_fn *fn[BATCH];     /* each timer's callback when taken */
 	unsigned len;
-	/* Single writer each (this runner), read by stats. */
+	/* Written by this runner, read by stats. */
 	_Atomic uint64_t ran, caller_ran;
 };
 
@@ -164,7 +164,9 @@ struct shard {
 	struct tw_wheel wheel;
 	struct tw_link expired;   /* QUEUED timers, oldest first */
 	struct tw_link handing;   /* shutdown's list */
-	size_t nexpired;
+	/* Timers on the expired list: written under mu, read by executors
+	 * and the scanner sizing their batches (all shards). */
+	_Atomic uint64_t nexpired;
 	/* The earliest time the reaper will look at this shard again, as it
 	 * last saw it: an add that ends before it kicks the reaper. */
 	int64_t reaper_sees;
@@ -188,11 +190,13 @@ struct tw_service {
 	struct runner *runners;
 	unsigned nexecutors, nrunners;
 
-	atomic_bool closing;
+	bool closing;             /* under scan_mu: shutdown began */
 	bool shut_down;
 	pthread_mutex_t shutdown_mu;
 	pthread_mutex_t scan_mu;
-	_Atomic int64_t latest;   /* the latest clock reading */
+	/* The latest clock reading (an int64_t): written by the scanning
+	 * thread only, read by a run's end. */
+	_Atomic uint64_t latest;
 
 	/* The reaper. */
 	pthread_t reaper;
@@ -200,11 +204,12 @@ struct tw_service {
 	pthread_mutex_t reaper_mu;
 	pthread_cond_t reaper_cv;
 	bool kicked, stop_reaper;
-	/* A manual service's wake-up (tw_service_set_wake): armed by each
-	 * tw_service_next_expiry(), used by the first add after it. */
-	_Atomic(tw_service_wake_fn *) wake;
-	void *_Atomic wake_arg;
-	atomic_bool wake_armed;
+	/* A manual service's wake-up (tw_service_set_wake, under
+	 * reaper_mu): armed by each tw_service_next_expiry(), used by the
+	 * first add after it (wake_armed 1: armed). */
+	tw_service_wake_fn *wake;
+	void *wake_arg;
+	_Atomic uint64_t wake_armed;
 
 	/* The executors and their work list. */
 	pthread_t *executors;
@@ -213,14 +218,11 @@ struct tw_service {
 	pthread_cond_t work_cv;
 	struct shard *work_head, *work_tail;
 	bool stop_executors;
-	/* Expired timers waiting for the executors, all shards (changed per
-	 * batch, not per timer). */
-	_Atomic int64_t waiting;
 
 	/* cancel_sync waits here for a run to end. */
 	pthread_mutex_t idle_mu;
 	pthread_cond_t idle_cv;
-	atomic_uint sync_waiters;
+	_Atomic uint64_t sync_waiters; /* changed under idle_mu */
 
 	_Atomic uint64_t handed_back, backwards, wakeups;
 	/* The first timer shutdown found overwritten while the service held
@@ -230,7 +232,7 @@ struct tw_service {
 #ifdef TW_TEST_HOOKS
 	/* The reaper's last decision (ns it went to sleep for, -1 until
 	 * kicked, 0 not at all), for tests that check what it chose. */
-	_Atomic int64_t test_sleep_ns;
+	_Atomic uint64_t test_sleep_ns; /* an int64_t */
 #endif
 };
 
@@ -253,17 +255,36 @@ struct tw__svc_thread {
 extern _Thread_local struct tw__svc_thread tw__svc_this_thread TW_HIDDEN;
 #define THIS_THREAD tw__svc_this_thread
 
-/* A counter with one writer at a time (a shard's, under its mutex; a
- * runner's, on its thread): a load and a store, no locked instruction. */
-static inline void bump(_Atomic uint64_t *c, uint64_t by)
+/* ---- the atomics ----
+ *
+ * Every atomic access of the service is one of the helpers below or one
+ * of state.h's three on the state word: a 64-bit word read, written or
+ * exchanged with no order of its own (counters, flags, the latest clock
+ * reading: what orders them is a mutex, or nothing needs to be), and the
+ * two places where threads meet without a lock, a runner's running mark
+ * and its batch slots. The mutexes do the rest. */
+
+static inline uint64_t load_u64(_Atomic uint64_t *p)
 {
-	atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + by,
-			      memory_order_relaxed);
+	return atomic_load_explicit(p, memory_order_relaxed);
 }
 
-static inline uint64_t counter(_Atomic uint64_t *c)
+static inline void store_u64(_Atomic uint64_t *p, uint64_t v)
 {
-	return atomic_load_explicit(c, memory_order_relaxed);
+	atomic_store_explicit(p, v, memory_order_relaxed);
+}
+
+static inline uint64_t exchange_u64(_Atomic uint64_t *p, uint64_t v)
+{
+	return atomic_exchange_explicit(p, v, memory_order_relaxed);
+}
+
+/* A counter with one writer at a time (a shard's, under its mutex; a
+ * runner's, on its thread): a load and a store, no locked instruction.
+ * A negative by counts down. */
+static inline void bump(_Atomic uint64_t *c, int64_t by)
+{
+	store_u64(c, load_u64(c) + (uint64_t)by);
 }
 
 static inline int64_t clock_now(const struct tw_service *svc)
@@ -294,17 +315,17 @@ static inline int64_t tw__svc_window_end(const struct tw_service *svc,
 	return due + width;
 }
 
-/* The callback: written by init and reinit, read under the shard's mutex
- * when the timer is taken to run (and by a debug check): relaxed atomics,
- * for reinit is the owner's call and need not hold the mutex. */
+/* The callback: written by init (the timer is not shared yet) and by
+ * reinit under the shard's mutex, read under it when the timer is taken
+ * to run (a run uses the copy it was taken with). */
 static inline tw_service_fn *callback_of(const struct tw_service_timer *t)
 {
-	return __atomic_load_n(&t->fn, __ATOMIC_RELAXED);
+	return t->fn;
 }
 
 static inline void set_callback(struct tw_service_timer *t, tw_service_fn *fn)
 {
-	__atomic_store_n(&t->fn, fn, __ATOMIC_RELAXED);
+	t->fn = fn;
 }
 
 /* Only for a timer whose state word carries F_PERIODIC. */
@@ -314,14 +335,15 @@ periodic_of(struct tw_service_timer *t)
 	return tw_container_of(t, struct tw_service_periodic, timer);
 }
 
+/* The period: under the shard's mutex, as the callback. */
 static inline int64_t period_of(struct tw_service_periodic *p)
 {
-	return __atomic_load_n(&p->period, __ATOMIC_RELAXED);
+	return p->period;
 }
 
 static inline void set_period(struct tw_service_periodic *p, int64_t period)
 {
-	__atomic_store_n(&p->period, period > 0 ? period : 0, __ATOMIC_RELAXED);
+	p->period = period > 0 ? period : 0;
 }
 
 /* TW_EOWNER if another service owns the timer. The owner is set once, by
@@ -333,13 +355,61 @@ static inline int owner_check(const struct tw_service *svc, uint32_t word)
 	return owner && owner != svc->owner_bits ? TW_EOWNER : TW_OK;
 }
 
-/* ---- runners ---- */
+/* ---- where threads meet without a lock ----
+ *
+ * A runner's mark: stored (release) before its claim and when its run is
+ * over; tagged, and cleared at the end of a run with executors, by
+ * compare-and-swap. A batch slot: stored under the shard's mutex when the
+ * timer is taken, exchanged by the runner's claim, compared-and-swapped
+ * by a cancel's take-back: of the last two exactly one gets the timer. */
 
-static inline struct tw_service_timer *
-running_of(const struct runner *r)
+static inline struct tw_service_timer *mark_load(struct runner *r)
 {
-	return (struct tw_service_timer *)((uintptr_t)atomic_load(&r->running) &
-					   ~RUN_AGAIN);
+	return atomic_load_explicit(&r->running, memory_order_acquire);
+}
+
+static inline void mark_store(struct runner *r, struct tw_service_timer *t)
+{
+	atomic_store_explicit(&r->running, t, memory_order_release);
+}
+
+/* running from *expect to to; on failure *expect is what it holds. */
+static inline bool mark_cas(struct runner *r, struct tw_service_timer **expect,
+			    struct tw_service_timer *to)
+{
+	return atomic_compare_exchange_strong_explicit(&r->running, expect, to,
+						       memory_order_acq_rel,
+						       memory_order_acquire);
+}
+
+static inline struct tw_service_timer *slot_load(struct runner *r, unsigned i)
+{
+	return atomic_load_explicit(&r->slot[i], memory_order_acquire);
+}
+
+static inline void slot_store(struct runner *r, unsigned i,
+			      struct tw_service_timer *t)
+{
+	atomic_store_explicit(&r->slot[i], t, memory_order_relaxed);
+}
+
+/* The runner's claim: the slot's timer, or NULL if a cancel took it. */
+static inline struct tw_service_timer *slot_claim(struct runner *r, unsigned i)
+{
+	return atomic_exchange_explicit(&r->slot[i], NULL, memory_order_acq_rel);
+}
+
+/* A cancel's take-back of t: whether it won. */
+static inline bool slot_take_back(struct runner *r, unsigned i,
+				  struct tw_service_timer *t)
+{
+	return atomic_compare_exchange_strong_explicit(
+		&r->slot[i], &t, NULL, memory_order_acq_rel, memory_order_acquire);
+}
+
+static inline struct tw_service_timer *running_of(struct runner *r)
+{
+	return (struct tw_service_timer *)((uintptr_t)mark_load(r) & ~RUN_AGAIN);
 }
 
 /* Under the shard's mutex: whether a taken timer's batch slot still holds
@@ -347,8 +417,7 @@ running_of(const struct runner *r)
 static inline bool taken_unclaimed(const struct tw_service *svc,
 				   const struct tw_service_timer *t)
 {
-	return atomic_load_explicit(&svc->runners[t->runner].slot[t->place],
-				    memory_order_acquire) == t;
+	return slot_load(&svc->runners[t->runner], t->place) == t;
 }
 
 /* Whether the timer's last expiry is being run now (its word carries

@@ -26,9 +26,9 @@
  * Owner ids, handed out in turn and, after they wrap, never one a live
  * service holds: two live services with one id would pass each other's
  * owner checks. The registry maps each live id to its service, for the
- * calls that get a timer and no service (tw_service_timer_pending(),
- * reinit, the debug build's checks): two levels of 512, a page made the
- * first time an id in it is used, read without a lock.
+ * calls that get a timer and no service (tw_service_timer_pending() of a
+ * taken timer, reinit, the debug build's checks): two levels of 512, a
+ * page made the first time an id in it is used, all under ids_mu.
  */
 #define REG_BITS 9
 #define REG_PAGE (1u << REG_BITS)
@@ -36,7 +36,7 @@
 static pthread_mutex_t ids_mu = PTHREAD_MUTEX_INITIALIZER;
 static uint32_t ids_next; /* 0 .. OWNER_IDS - 1: the next to try */
 static size_t ids_nlive;
-static _Atomic(struct tw_service *) *_Atomic registry[(OWNER_IDS >> REG_BITS) + 1];
+static struct tw_service **registry[(OWNER_IDS >> REG_BITS) + 1];
 
 #ifdef TW_TEST_HOOKS
 /* Tests: make the next id the one after `id` (a wrap, without 2^18
@@ -52,31 +52,30 @@ void tw__test_service_next_id(uint32_t id)
  * (run.c). */
 int64_t tw__test_service_sleep_ns(const struct tw_service *svc)
 {
-	return atomic_load(&((struct tw_service *)svc)->test_sleep_ns);
+	return (int64_t)load_u64(&((struct tw_service *)svc)->test_sleep_ns);
 }
 #endif
 
-static _Atomic(struct tw_service *) *registry_slot(uint32_t id, bool make)
+/* Under ids_mu. */
+static struct tw_service **registry_slot(uint32_t id, bool make)
 {
-	_Atomic(struct tw_service *) *page = atomic_load(&registry[id >> REG_BITS]);
+	struct tw_service **page = registry[id >> REG_BITS];
 
-	if (!page && make) {
-		page = calloc(REG_PAGE, sizeof(*page));
-		if (page)
-			atomic_store(&registry[id >> REG_BITS], page);
-	}
+	if (!page && make)
+		page = registry[id >> REG_BITS] = calloc(REG_PAGE, sizeof(*page));
 	return page ? &page[id & (REG_PAGE - 1)] : NULL;
 }
 
 struct tw_service *tw__svc_of_owner(uint32_t word)
 {
-	_Atomic(struct tw_service *) *slot;
-	struct tw_service *svc;
+	struct tw_service **slot, *svc;
 
 	if (!word_owner(word))
 		return NULL;
+	pthread_mutex_lock(&ids_mu);
 	slot = registry_slot(word_owner(word) >> OWNER_SHIFT, false);
-	svc = slot ? atomic_load(slot) : NULL;
+	svc = slot ? *slot : NULL;
+	pthread_mutex_unlock(&ids_mu);
 	return svc && word_shard(word) < svc->nshards ? svc : NULL;
 }
 
@@ -89,14 +88,14 @@ static uint32_t id_take(struct tw_service *svc)
 	pthread_mutex_lock(&ids_mu);
 	for (uint32_t tries = 0; tries < OWNER_IDS && ids_nlive < OWNER_IDS; tries++) {
 		uint32_t candidate = ids_next + 1;
-		_Atomic(struct tw_service *) *slot;
+		struct tw_service **slot;
 
 		ids_next = (ids_next + 1) % OWNER_IDS;
 		slot = registry_slot(candidate, true);
 		if (!slot)
 			break;
-		if (!atomic_load(slot)) {
-			atomic_store(slot, svc);
+		if (!*slot) {
+			*slot = svc;
 			ids_nlive++;
 			id = candidate;
 			break;
@@ -109,12 +108,13 @@ static uint32_t id_take(struct tw_service *svc)
 static void id_give_back(uint32_t id)
 {
 	pthread_mutex_lock(&ids_mu);
-	atomic_store(registry_slot(id, false), NULL);
+	*registry_slot(id, false) = NULL;
 	if (--ids_nlive == 0) {
-		/* Nothing left behind at exit. (A timer whose service is
-		 * gone is not asked about at the same time.) */
-		for (size_t i = 0; i < sizeof(registry) / sizeof(registry[0]); i++)
-			free(atomic_exchange(&registry[i], NULL));
+		/* Nothing left behind at exit. */
+		for (size_t i = 0; i < sizeof(registry) / sizeof(registry[0]); i++) {
+			free(registry[i]);
+			registry[i] = NULL;
+		}
 	}
 	pthread_mutex_unlock(&ids_mu);
 }
@@ -418,10 +418,7 @@ static void init_sync(struct tw_service *svc)
 	pthread_mutex_init(&svc->work_mu, NULL);
 	pthread_cond_init(&svc->work_cv, NULL);
 	pthread_mutex_init(&svc->idle_mu, NULL);
-	atomic_init(&svc->closing, false);
-	atomic_init(&svc->wake_armed, true);
-	atomic_init(&svc->sync_waiters, 0);
-	atomic_init(&svc->waiting, 0);
+	store_u64(&svc->wake_armed, 1); /* the loop has not asked yet */
 }
 
 /* The shards (each a wheel starting at the clock's reading now, under
@@ -434,7 +431,7 @@ static int alloc_parts(struct tw_service *svc)
 	svc->nexecutors = svc->cfg.executors;
 	svc->nrunners = svc->nexecutors + 2;
 	svc->nshards = svc->cfg.shards;
-	atomic_init(&svc->latest, now);
+	store_u64(&svc->latest, (uint64_t)now);
 	svc->runners = aligned_alloc(64, svc->nrunners * sizeof(*svc->runners));
 	svc->executors = calloc(svc->nexecutors + 1, sizeof(*svc->executors));
 	svc->shards = aligned_alloc(64, svc->nshards * sizeof(*svc->shards));
@@ -521,16 +518,16 @@ void tw_service_stats(struct tw_service *svc, struct tw_service_stats *out)
 	if (!svc)
 		return;
 	for (unsigned i = 0; i < svc->nshards; i++) {
-		out->added += counter(&svc->shards[i].added);
-		out->stopped += counter(&svc->shards[i].stopped);
+		out->added += load_u64(&svc->shards[i].added);
+		out->stopped += load_u64(&svc->shards[i].stopped);
 	}
 	for (unsigned i = 0; i < svc->nrunners; i++) {
-		out->ran += counter(&svc->runners[i].ran);
-		out->caller_ran += counter(&svc->runners[i].caller_ran);
+		out->ran += load_u64(&svc->runners[i].ran);
+		out->caller_ran += load_u64(&svc->runners[i].caller_ran);
 	}
-	out->handed_back = counter(&svc->handed_back);
-	out->clock_backwards = counter(&svc->backwards);
-	out->wakeups = counter(&svc->wakeups);
+	out->handed_back = load_u64(&svc->handed_back);
+	out->clock_backwards = load_u64(&svc->backwards);
+	out->wakeups = load_u64(&svc->wakeups);
 }
 
 size_t tw_service_count(struct tw_service *svc)
@@ -601,7 +598,7 @@ static void collect_all(struct tw_service *svc)
 			struct tw_timer *wt = list_timer(s->expired.next);
 
 			list_unlink(&wt->link);
-			s->nexpired--;
+			bump(&s->nexpired, -1);
 			collect_pending(&s->wheel, wt);
 		}
 		pthread_mutex_unlock(&s->mu);
@@ -634,7 +631,7 @@ static int64_t hand_back_all(struct tw_service *svc,
 			list_unlink(&t->wheel_timer.link);
 			word = word_load(t);
 			t->runner = (uint16_t)HAND_BACK(svc);
-			atomic_store(&r->running, t);
+			mark_store(r, t);
 			word_set(t, word, word_with(word, ST_IDLE, F_RAN, 0),
 				 TR_hand_back);
 			pthread_mutex_unlock(&s->mu);
@@ -648,7 +645,7 @@ static int64_t hand_back_all(struct tw_service *svc,
 				hand_back(t, arg);
 			self->current = NULL;
 			self->current_svc = NULL;
-			atomic_store(&r->running, NULL);
+			mark_store(r, NULL);
 			tw__svc_wake_sync_waiters(svc);
 		}
 	}
@@ -711,7 +708,7 @@ int64_t tw_service_shutdown(struct tw_service *svc,
 	}
 	/* Serialise with a poll, then refuse adds shard by shard. */
 	pthread_mutex_lock(&svc->scan_mu);
-	atomic_store(&svc->closing, true);
+	svc->closing = true;
 	pthread_mutex_unlock(&svc->scan_mu);
 	for (unsigned i = 0; i < svc->nshards; i++) {
 		pthread_mutex_lock(&svc->shards[i].mu);

@@ -58,19 +58,19 @@ void tw__svc_wait_for_ns(pthread_cond_t *cv, pthread_mutex_t *mu, int64_t rel)
  * or the one poll) reads the clock this way, so latest has one writer. */
 int64_t tw__svc_read_clock(struct tw_service *svc)
 {
-	int64_t now = clock_now(svc), latest = atomic_load(&svc->latest);
+	int64_t now = clock_now(svc), latest = (int64_t)load_u64(&svc->latest);
 
 	if (now < latest) {
-		atomic_fetch_add_explicit(&svc->backwards, 1, memory_order_relaxed);
+		bump(&svc->backwards, 1);
 		return latest;
 	}
-	atomic_store(&svc->latest, now);
+	store_u64(&svc->latest, (uint64_t)now);
 	return now;
 }
 
 void tw__svc_wake_sync_waiters(struct tw_service *svc)
 {
-	if (atomic_load(&svc->sync_waiters)) {
+	if (load_u64(&svc->sync_waiters)) {
 		pthread_mutex_lock(&svc->idle_mu);
 		pthread_cond_broadcast(&svc->idle_cv);
 		pthread_mutex_unlock(&svc->idle_mu);
@@ -91,12 +91,19 @@ void tw__svc_wake_sync_waiters(struct tw_service *svc)
  */
 void tw__svc_wake_loop(struct tw_service *svc)
 {
-	tw_service_wake_fn *fn = atomic_load_explicit(&svc->wake, memory_order_acquire);
+	tw_service_wake_fn *fn;
+	void *arg;
 
-	if (!fn || THIS_THREAD.scanning == svc || !atomic_load(&svc->wake_armed) ||
-	    !atomic_exchange(&svc->wake_armed, false))
+	if (THIS_THREAD.scanning == svc || !load_u64(&svc->wake_armed) ||
+	    !exchange_u64(&svc->wake_armed, 0))
 		return;
-	fn(atomic_load_explicit(&svc->wake_arg, memory_order_relaxed));
+	/* Once per question: the function under its lock. */
+	pthread_mutex_lock(&svc->reaper_mu);
+	fn = svc->wake;
+	arg = svc->wake_arg;
+	pthread_mutex_unlock(&svc->reaper_mu);
+	if (fn)
+		fn(arg);
 }
 
 void tw__svc_kick(struct tw_service *svc)
@@ -127,9 +134,10 @@ int tw_service_set_wake(struct tw_service *svc, tw_service_wake_fn *wake,
 		return TW_EINVAL_BECAUSE("tw_service_set_wake", "%s",
 					 "only a manual service has a loop to "
 					 "wake (a reaper wakes itself)");
-	/* arg first: a wake that loads the new function reads its arg. */
-	atomic_store_explicit(&svc->wake_arg, arg, memory_order_relaxed);
-	atomic_store_explicit(&svc->wake, wake, memory_order_release);
+	pthread_mutex_lock(&svc->reaper_mu);
+	svc->wake = wake;
+	svc->wake_arg = arg;
+	pthread_mutex_unlock(&svc->reaper_mu);
 	return TW_OK;
 }
 
@@ -145,7 +153,7 @@ void tw__svc_fire(struct tw_wheel *w, struct tw_timer *wt)
 	uint32_t word = word_load(t);
 
 	list_append(&s->expired, &wt->link);
-	s->nexpired++;
+	bump(&s->nexpired, 1);
 	word_set(t, word, word_with(word, ST_QUEUED, 0, 0), TR_expire);
 }
 
@@ -170,13 +178,11 @@ static unsigned take_batch(struct tw_service *svc, struct shard *s, unsigned ri,
 		t->runner = (uint16_t)ri;
 		t->place = (uint16_t)n;
 		r->fn[n] = callback_of(t);
-		atomic_store_explicit(&r->slot[n], t, memory_order_relaxed);
+		slot_store(r, n, t);
 		word_set(t, word, word_with(word, ST_TAKEN, F_RAN, 0), TR_take);
 		n++;
 	}
-	s->nexpired -= n;
-	if (n)
-		atomic_fetch_sub_explicit(&svc->waiting, n, memory_order_relaxed);
+	bump(&s->nexpired, -(int64_t)n);
 	r->len = n;
 	return n;
 }
@@ -184,7 +190,7 @@ static unsigned take_batch(struct tw_service *svc, struct shard *s, unsigned ri,
 /* Whether due has come (the run's end asks it of a deferred add). */
 static bool due_now(struct tw_service *svc, int64_t due)
 {
-	int64_t now = clock_now(svc), latest = atomic_load(&svc->latest);
+	int64_t now = clock_now(svc), latest = (int64_t)load_u64(&svc->latest);
 
 	return due <= (now > latest ? now : latest);
 }
@@ -211,10 +217,10 @@ static bool run_end(struct tw_service *svc, unsigned ri,
 
 	if (!rearm) {
 		if (!svc->nexecutors) {
-			atomic_store_explicit(&r->running, NULL, memory_order_release);
+			mark_store(r, NULL);
 			return false;
 		}
-		if (atomic_compare_exchange_strong(&r->running, &expect, NULL))
+		if (mark_cas(r, &expect, NULL))
 			return false;
 		TW_TEST_POINT("run.again", t);
 	}
@@ -251,7 +257,7 @@ static bool run_end(struct tw_service *svc, unsigned ri,
 			rearmed = true;
 		}
 	}
-	atomic_store_explicit(&r->running, again ? t : NULL, memory_order_release);
+	mark_store(r, again ? t : NULL);
 	pthread_mutex_unlock(&s->mu);
 	if (kick)
 		tw__svc_kick(svc);
@@ -298,22 +304,19 @@ static void run_batch(struct tw_service *svc, unsigned ri)
 	struct runner *r = &svc->runners[ri];
 
 	for (unsigned i = 0; i < r->len; i++) {
-		struct tw_service_timer *t =
-			atomic_load_explicit(&r->slot[i], memory_order_relaxed);
+		struct tw_service_timer *t = slot_load(r, i);
 
 #if defined(__GNUC__)
 		if (i + PREFETCH_AHEAD < r->len)
-			__builtin_prefetch(atomic_load_explicit(
-				&r->slot[i + PREFETCH_AHEAD], memory_order_relaxed));
+			__builtin_prefetch(slot_load(r, i + PREFETCH_AHEAD));
 #endif
 		if (!t)
 			continue; /* taken back by a cancel */
 		/* The mark before the claim: a cancel that finds the slot
 		 * claimed sees the run in running (core.h). */
-		atomic_store_explicit(&r->running, t, memory_order_relaxed);
+		mark_store(r, t);
 		TW_TEST_POINT("run.claiming", t);
-		if (atomic_exchange_explicit(&r->slot[i], NULL,
-					     memory_order_acq_rel) != t) {
+		if (slot_claim(r, i) != t) {
 			/* A cancel took it back. The mark may have drawn
 			 * an add meanwhile (deferred to this "run"'s end):
 			 * end it as a run, which files that add. */
@@ -332,6 +335,16 @@ static void run_batch(struct tw_service *svc, unsigned ri)
 }
 
 /* ---- the executors' work list ---- */
+
+/* Expired timers waiting for a runner, all shards. */
+static uint64_t waiting(struct tw_service *svc)
+{
+	uint64_t n = 0;
+
+	for (unsigned i = 0; i < svc->nshards; i++)
+		n += load_u64(&svc->shards[i].nexpired);
+	return n;
+}
 
 /* Under s->mu: put the shard on the executors' list (once) and wake one
  * executor. */
@@ -355,10 +368,9 @@ static void post(struct tw_service *svc, struct shard *s)
  * BATCH. A callback delays the rest of its batch, so a few expiries are
  * spread over the executors one each (two callbacks that wait for each
  * other still run side by side); a big expiry goes a BATCH at a time. */
-static unsigned share(const struct tw_service *svc)
+static unsigned share(struct tw_service *svc)
 {
-	int64_t each = atomic_load_explicit(&svc->waiting, memory_order_relaxed) /
-		       (int64_t)svc->nexecutors;
+	uint64_t each = waiting(svc) / svc->nexecutors;
 
 	return each < 1 ? 1 : each > BATCH ? BATCH : (unsigned)each;
 }
@@ -408,32 +420,27 @@ void *tw__svc_executor_main(void *arg)
 static int64_t scan_shard(struct tw_service *svc, struct shard *s, int64_t now,
 			  int64_t *next, bool reaper)
 {
-	size_t before;
+	uint64_t before;
 	int64_t n = 0, when;
 	unsigned me = SCANNER(svc);
 
 	pthread_mutex_lock(&s->mu);
-	before = s->nexpired;
+	before = load_u64(&s->nexpired);
 	tw_wheel_advance(&s->wheel, now);
-	if (s->nexpired > before)
-		atomic_fetch_add_explicit(&svc->waiting,
-					  (int64_t)(s->nexpired - before),
-					  memory_order_relaxed);
 	*next = tw_wheel_next_expiry(&s->wheel, &when) ? when : INT64_MAX;
 	if (reaper)
 		s->reaper_sees = *next;
 	/* Dispatched: every timer this advance expired (one a callback
 	 * cancels before its turn included). */
-	n = (int64_t)(s->nexpired - before);
-	if (svc->nexecutors && s->nexpired)
+	n = (int64_t)(load_u64(&s->nexpired) - before);
+	if (svc->nexecutors && n)
 		post(svc, s);
 	for (;;) {
 		unsigned most = BATCH;
 
 		if (svc->nexecutors) {
 			/* Back-pressure: only what is past the capacity. */
-			int64_t over = atomic_load_explicit(&svc->waiting,
-							    memory_order_relaxed) -
+			int64_t over = (int64_t)waiting(svc) -
 				       (int64_t)svc->cfg.queue_capacity;
 
 			if (over <= 0)
@@ -479,7 +486,7 @@ static int64_t scan(struct tw_service *svc, int64_t now, int64_t *next,
 static void reaper_decided(struct tw_service *svc, int64_t sleep_ns)
 {
 #ifdef TW_TEST_HOOKS
-	atomic_store(&svc->test_sleep_ns, sleep_ns);
+	store_u64(&svc->test_sleep_ns, (uint64_t)sleep_ns);
 	TW_TEST_POINT("reaper.sleeping", svc);
 #else
 	(void)svc;
@@ -537,7 +544,7 @@ void *tw__svc_reaper_main(void *arg)
 		if (!svc->kicked && !svc->stop_reaper)
 			wait_until(svc, next);
 		pthread_mutex_unlock(&svc->reaper_mu);
-		atomic_fetch_add_explicit(&svc->wakeups, 1, memory_order_relaxed);
+		bump(&svc->wakeups, 1);
 	}
 	THIS_THREAD.scanning = NULL;
 	return NULL;
@@ -551,24 +558,21 @@ int64_t tw_service_poll(struct tw_service *svc)
 		return TW_EINVAL;
 	if (THIS_THREAD.scanning || THIS_THREAD.current)
 		return TW_EREENTER;
-	if (atomic_load(&svc->closing))
-		return TW_ESHUTDOWN;
 	TW_TEST_POINT("poll.enter", svc);
+	/* Under scan_mu, which shutdown holds while it sets closing: a poll
+	 * cannot run timers shutdown is about to hand back. */
 	pthread_mutex_lock(&svc->scan_mu);
-	/* Again under scan_mu, which shutdown holds while it sets closing: a
-	 * poll past the check above could otherwise run timers shutdown is
-	 * about to hand back. */
-	if (atomic_load(&svc->closing)) {
+	if (svc->closing) {
 		pthread_mutex_unlock(&svc->scan_mu);
 		return TW_ESHUTDOWN;
 	}
 	now = clock_now(svc);
-	if (now < atomic_load(&svc->latest)) {
-		atomic_fetch_add_explicit(&svc->backwards, 1, memory_order_relaxed);
+	if (now < (int64_t)load_u64(&svc->latest)) {
+		bump(&svc->backwards, 1);
 		pthread_mutex_unlock(&svc->scan_mu);
 		return TW_ERANGE;
 	}
-	atomic_store(&svc->latest, now);
+	store_u64(&svc->latest, (uint64_t)now);
 	THIS_THREAD.scanning = svc;
 	n = scan(svc, now, &next, false);
 	THIS_THREAD.scanning = NULL;
@@ -584,7 +588,7 @@ bool tw_service_next_expiry(struct tw_service *svc, int64_t *when)
 		return false;
 	/* Before the look: an add it misses wakes the loop. */
 	if (svc->cfg.manual)
-		atomic_store(&svc->wake_armed, true);
+		store_u64(&svc->wake_armed, 1);
 	for (unsigned i = 0; i < svc->nshards; i++) {
 		struct shard *s = &svc->shards[i];
 		int64_t w;

@@ -149,16 +149,16 @@ int tw__svc_wait_unreferenced(struct tw_service *svc, struct tw_service_timer *t
 			break;
 		}
 		TW_TEST_POINT("cancel_sync.wait", t);
-		/* Counted before the look under idle_mu: a run's end that
-		 * clears its mark after this look sees the count and
-		 * broadcasts; one that cleared it just before is seen by the
-		 * look, or within the millisecond. */
-		atomic_fetch_add(&svc->sync_waiters, 1);
+		/* Counted before the look, under idle_mu: a run's end that
+		 * clears its mark after this look usually sees the count and
+		 * broadcasts (it reads it without a fence: when it misses,
+		 * the millisecond's look again finds the mark gone). */
 		pthread_mutex_lock(&svc->idle_mu);
+		bump(&svc->sync_waiters, 1);
 		if (running_of(&svc->runners[runner]) == t)
 			tw__svc_wait_for_ns(&svc->idle_cv, &svc->idle_mu, 1000000);
+		bump(&svc->sync_waiters, -1);
 		pthread_mutex_unlock(&svc->idle_mu);
-		atomic_fetch_sub(&svc->sync_waiters, 1);
 	}
 	if (posted)
 		unpost_wait(&me);

@@ -46,22 +46,17 @@ static unsigned my_shard(const struct tw_service *svc)
 int tw__svc_stop_locked(struct tw_service *svc, struct shard *s,
 			struct tw_service_timer *t, uint32_t word)
 {
-	struct tw_service_timer *expect = t;
-
 	switch (word_state(word)) {
 	case ST_PENDING:
 		tw_wheel_cancel(&s->wheel, &t->wheel_timer);
 		break;
 	case ST_QUEUED:
 		list_unlink(&t->wheel_timer.link);
-		s->nexpired--;
-		atomic_fetch_sub_explicit(&svc->waiting, 1, memory_order_relaxed);
+		bump(&s->nexpired, -1);
 		break;
 	case ST_TAKEN:
 		TW_TEST_POINT("stop.taken", t);
-		if (atomic_compare_exchange_strong(
-			    &svc->runners[t->runner].slot[t->place], &expect,
-			    NULL)) {
+		if (slot_take_back(&svc->runners[t->runner], t->place, t)) {
 			/* Taken back before its claim: no run of it goes on
 			 * (the runner's mark, stored before its claim, is
 			 * none; a later cancel must not read it as a run). */
@@ -118,14 +113,12 @@ void tw__svc_file(struct tw_service *svc, struct shard *s,
 	bool going = run_going_on(svc, t, word);
 
 	if (going && svc->nexecutors) {
-		_Atomic(struct tw_service_timer *) *running =
-			&svc->runners[t->runner].running;
 		struct tw_service_timer *expect = t;
 		struct tw_service_timer *tagged =
 			(struct tw_service_timer *)((uintptr_t)t | RUN_AGAIN);
 
 		TW_TEST_POINT("add.run_going_on", t);
-		if (atomic_compare_exchange_strong(running, &expect, tagged) ||
+		if (mark_cas(&svc->runners[t->runner], &expect, tagged) ||
 		    expect == tagged) {
 			t->wheel_timer.due = due;
 			t->slack = slack;
