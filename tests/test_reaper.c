@@ -38,6 +38,22 @@ static uint64_t scans_begun;      /* "reaper.cleared": a scan is to start */
 static uint64_t decided_after;    /* scans_begun at the last decision */
 static int64_t decided_ns;        /* that decision's sleep */
 
+/* The clock of the test of a reading behind: on the reaper's second read
+ * after a scan begins (the one it sleeps from; the scan of its one shard
+ * takes the first) it reads 3 s behind, once, when armed. */
+static atomic_int arm_behind, reads_to_behind;
+#define BEHIND TW_S(3)
+
+static int64_t clock_one_behind(void *arg)
+{
+	int64_t now = virtual_clock(arg);
+
+	if (atomic_load(&reads_to_behind) > 0 &&
+	    atomic_fetch_sub(&reads_to_behind, 1) == 1)
+		return now - BEHIND;
+	return now;
+}
+
 static void hook(const char *point, const void *obj)
 {
 	if (obj != atomic_load(&watched))
@@ -46,6 +62,8 @@ static void hook(const char *point, const void *obj)
 		pthread_mutex_lock(&seen_mu);
 		scans_begun++;
 		pthread_mutex_unlock(&seen_mu);
+		if (atomic_exchange(&arm_behind, 0))
+			atomic_store(&reads_to_behind, 2);
 	} else if (strcmp(point, "reaper.sleeping") == 0) {
 		pthread_mutex_lock(&seen_mu);
 		decided_after = scans_begun;
@@ -80,7 +98,8 @@ static int64_t next_decision(struct tw_service *svc)
 	return ns;
 }
 
-static struct tw_service *reaper_service(int64_t start, int64_t tick)
+static struct tw_service *reaper_service_on(int64_t start, int64_t tick,
+					    int64_t (*now)(void *))
 {
 	struct tw_service_config cfg = { 0 };
 	struct tw_service *svc = NULL;
@@ -88,7 +107,8 @@ static struct tw_service *reaper_service(int64_t start, int64_t tick)
 	cfg.tick = tick;
 	cfg.wheel_size = 64;
 	cfg.executors = 1;
-	cfg.clock.now = virtual_clock;
+	cfg.shards = 1; /* one clock reading per scan */
+	cfg.clock.now = now;
 	atomic_store(&virtual_now, start);
 	pthread_mutex_lock(&seen_mu);
 	scans_begun = decided_after = 0;
@@ -97,6 +117,11 @@ static struct tw_service *reaper_service(int64_t start, int64_t tick)
 	CHECK_EQ(tw_service_create(&svc, &cfg), TW_OK);
 	atomic_store(&watched, svc);
 	return svc;
+}
+
+static struct tw_service *reaper_service(int64_t start, int64_t tick)
+{
+	return reaper_service_on(start, tick, virtual_clock);
 }
 
 struct job {
@@ -237,11 +262,40 @@ static void test_reaper_sleeps_with_a_clock_near_int64_min(void)
 	tw_service_destroy(svc);
 }
 
+/* service.h: "A clock that goes back is tolerated: the service keeps the
+ * latest time it read, and an earlier reading changes nothing". The
+ * reaper read the clock again to size its sleep, without that rule: one
+ * reading 3 s behind there made a timer due in 100 ms run 3 s late, and
+ * clock_backwards did not count it. Every reading now goes through the
+ * rule. */
+static void test_a_clock_reading_behind_changes_no_sleep(void)
+{
+	int64_t start = TW_S(1000);
+	struct tw_service *svc = reaper_service_on(start, TW_MS(1), clock_one_behind);
+	struct tw_service_stats st;
+	struct job a;
+
+	job_init(&a);
+	CHECK_EQ(tw_service_add(svc, &a.t, start + TW_MS(100)), TW_OK);
+	CHECK_EQ(next_decision(svc), TW_MS(100));
+	atomic_store(&arm_behind, 1);
+	CHECK_EQ(next_decision(svc), TW_MS(100)); /* not 3.1 s */
+	tw_service_stats(svc, &st);
+	CHECK(st.clock_backwards >= 1);
+	atomic_fetch_add(&virtual_now, TW_MS(100));
+	next_decision(svc);
+	CHECK(all_ran(&a, 1));
+	CHECK_EQ(atomic_load(&a.ran_at), start + TW_MS(100));
+	CHECK_EQ(tw_service_shutdown(svc, NULL, NULL), 0);
+	tw_service_destroy(svc);
+}
+
 int main(void)
 {
 	tw__test_set_hook(hook);
 	RUN(test_reaper_wakes_once_for_overlapping_windows);
 	RUN(test_reaper_sleeps_and_is_woken_by_earlier_add);
 	RUN(test_reaper_sleeps_with_a_clock_near_int64_min);
+	RUN(test_a_clock_reading_behind_changes_no_sleep);
 	return check_report();
 }

@@ -1,0 +1,128 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * One expiry of a million timers whose callbacks cancel_sync each other
+ * costs time in proportion to the timers, not to their square: a
+ * cancel_sync finds the timer it stops where the service keeps it (its
+ * shard's expired list, or its place in a runner's batch), without a
+ * search. Two ways: the polling thread runs every callback (no
+ * executors), and one executor with room for one waiting timer, so that
+ * the polling thread runs nearly all of them itself while the executor
+ * runs a few. Each even timer's callback cancel_syncs the next timer:
+ * half run, half are stopped before their turn. A watchdog turns a
+ * quadratic expiry (minutes) into a failure after 60 s.
+ *
+ * usage: test_expiry_scale [N]   (default 1000000)
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "virtual_clock.h"
+
+static size_t n = 1000000;
+
+struct item {
+	struct tw_service_timer t;
+	int result;
+	bool ran;
+};
+
+static struct item *items;
+static atomic_long ran, stopped;
+
+static void on_expire(struct tw_service *svc, struct tw_service_timer *t)
+{
+	struct item *it = tw_container_of(t, struct item, t);
+	size_t i = (size_t)(it - items);
+
+	it->ran = true;
+	atomic_fetch_add(&ran, 1);
+	if (i % 2 == 0 && i + 1 < n) {
+		it->result = tw_service_cancel_sync(svc, &items[i + 1].t);
+		if (it->result == TW_SVC_STOPPED)
+			atomic_fetch_add(&stopped, 1);
+	}
+}
+
+static void *watchdog(void *arg)
+{
+	(void)arg;
+	sleep(60);
+	fprintf(stderr, "test_expiry_scale: one expiry of %zu timers took over "
+		"60 s\n", n);
+	abort();
+}
+
+static void expire_all(unsigned executors)
+{
+	struct tw_service_config cfg = { 0 };
+	struct tw_service *svc = NULL;
+	struct tw_service_stats st;
+	struct timespec ms = { 0, 1000000 };
+
+	cfg.tick = 10;
+	cfg.executors = executors;
+	cfg.queue_capacity = 1;
+	cfg.manual = true;
+	cfg.clock.now = virtual_clock;
+	set_clock(1000);
+	CHECK_EQ(tw_service_create(&svc, &cfg), TW_OK);
+	atomic_store(&ran, 0);
+	atomic_store(&stopped, 0);
+	for (size_t i = 0; i < n; i++) {
+		items[i].ran = false;
+		items[i].result = -1000;
+		tw_service_timer_init(&items[i].t, on_expire);
+		CHECK_EQ(tw_service_add(svc, &items[i].t, 1500), TW_OK);
+	}
+	set_clock(1500);
+	CHECK_EQ(tw_service_poll(svc), (int64_t)n);
+	/* What the executor holds runs before shutdown returns. */
+	for (int wait = 0; wait < 60000 && atomic_load(&ran) + atomic_load(&stopped) <
+					      (long)n; wait++)
+		nanosleep(&ms, NULL);
+	CHECK_EQ(tw_service_shutdown(svc, NULL, NULL), 0);
+	tw_service_stats(svc, &st);
+	CHECK_EQ(atomic_load(&ran), (long)(n + 1) / 2);
+	CHECK_EQ(atomic_load(&stopped), (long)n / 2);
+	CHECK_EQ(st.ran + st.stopped, n);
+	for (size_t i = 0; i + 1 < n; i += 2) {
+		CHECK(items[i].ran && !items[i + 1].ran);
+		if (items[i].result != TW_SVC_STOPPED) {
+			CHECK_EQ(items[i].result, TW_SVC_STOPPED);
+			break;
+		}
+	}
+	CHECK_EQ(tw_service_destroy(svc), TW_OK);
+}
+
+static void test_a_million_cancel_syncs_on_the_polling_thread(void)
+{
+	expire_all(0);
+}
+
+static void test_a_million_cancel_syncs_past_a_full_executor(void)
+{
+	expire_all(1);
+}
+
+int main(int argc, char **argv)
+{
+	pthread_t dog;
+
+	if (argc > 1)
+		n = strtoul(argv[1], NULL, 10);
+	items = calloc(n, sizeof(*items));
+	CHECK(items != NULL);
+	pthread_create(&dog, NULL, watchdog, NULL);
+	pthread_detach(dog);
+	RUN(test_a_million_cancel_syncs_on_the_polling_thread);
+	RUN(test_a_million_cancel_syncs_past_a_full_executor);
+	free(items);
+	return check_report();
+}
