@@ -113,7 +113,7 @@ VALGRIND_TESTS = test_wheel test_wheel_callbacks test_wheel_windows \
 	test_service_windows test_service_threaded test_service_loop \
 	test_purgatory test_purgatory_threads test_purgatory_tolerance \
 	test_check test_bad_input test_bad_input_service \
-	test_bad_input_purgatory test_overload test_races \
+	test_bad_input_purgatory test_overload test_races test_races_claims \
 	test_races_purgatory test_races_runs test_promises_service \
 	test_promises_service_runs test_promises_purgatory \
 	test_promises_purgatory_watch test_promises_purgatory_locks \

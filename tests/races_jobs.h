@@ -3,7 +3,8 @@
  * The fixtures of the forced races (test_races*.c, the test-point build):
  * the stop points, the virtual clock, and a job (a service timer whose
  * callback counts its runs, says when it is inside and finished, and
- * takes an action of the test's).
+ * takes an action of the test's), and RUN_SELECTED: with a test's name as
+ * the program's argument, only that test runs.
  */
 #ifndef TW_TEST_RACES_JOBS_H
 #define TW_TEST_RACES_JOBS_H
@@ -38,6 +39,25 @@ static inline void job_init(struct job *j)
 {
 	memset(j, 0, sizeof(*j));
 	tw_service_timer_init(&j->t, job_run);
+}
+
+/* argv[1], where a program takes it: run only the test of that name. */
+static const char *races_only __attribute__((unused));
+
+#define RUN_SELECTED(test)                                                  \
+	do {                                                                \
+		if (!races_only || strcmp(races_only, #test) == 0)          \
+			RUN(test);                                          \
+	} while (0)
+
+/* The end of a main() that ran its tests through RUN_SELECTED. */
+static inline int races_report(void)
+{
+	if (tests_passed + tests_failed == 0) {
+		fprintf(stderr, "no test named %s\n", races_only);
+		return 2;
+	}
+	return check_report();
 }
 
 #endif

@@ -100,7 +100,7 @@ static inline void quiet_disarm(void)
 }
 
 
-#define POISON 0x84 /* a state word of 0x84848484 reads as RUNNING (4) */
+#define POISON 0x84 /* a state word of 0x84848484 reads as DEFERRED (4) */
 
 static inline bool all_poison(const void *p, size_t n)
 {

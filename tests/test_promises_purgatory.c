@@ -1,26 +1,30 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The purgatory's promises that issue 28's review broke, each forced into
- * the interleaving that broke it (tests/stop_points.h, the hooks build),
- * on a manual purgatory driven by a virtual clock. Each test failed on the
- * code before its fix (the issue's closing note has the outputs).
- *
+ * The purgatory's promises, each forced into the interleaving that could
+ * break it (tests/stop_points.h, the hooks build), on a manual purgatory
+ * driven by a virtual clock:
  *  1. on_release exactly once: a force_complete or safe_try_complete from
  *     outside, while the count is zero and on_release about to run (here:
- *     running), brought the count back to life and released the op again.
+ *     running), takes no reference back from zero and releases nothing
+ *     again.
  *  2. No hang between a completion and the timeout path: a completer in
- *     try_complete, under the op's lock (its own or a shared one), waited
- *     in cancel_sync for the op's expired timeout, queued behind another
- *     op's timeout whose on_expiration checked the op's key and waited for
- *     that lock.
- *  3. on_release under no lock of its op: a completion's purge ran inside
- *     try_complete and released another op that shares the caller's lock.
- *  4. (the review's B8) a completion whose cancel_sync got TW_EDEADLK from
- *     a ring across the purgatory and a service took it for "not
- *     stopped", and the timeout's reference leaked: no on_release, ever.
- *
- * Also 5 to 7: a stop before the timeout's push, an op never watched, a
- * timeout past the clock's end. The first watch racing a completion is in
+ *     try_complete, under the op's lock (its own or a shared one), never
+ *     waits for the op's expired timeout, queued behind another op's
+ *     timeout whose on_expiration checks the op's key and waits for that
+ *     lock.
+ *  3. on_release under no lock of its op: a completion's purge never
+ *     runs inside try_complete, where it could release another op that
+ *     shares the caller's lock.
+ *  4. A completion whose timeout's stop meets TW_EDEADLK from a ring
+ *     across the purgatory and a service still drops the timeout's
+ *     reference: on_release comes.
+ *  5. A completion racing the first add of the op's timeout: the timeout's
+ *     reference is dropped once, and the service has let go of the timer
+ *     by on_release.
+ *  6. An op never watched has no on_release.
+ *  7. A timeout past the clock's end is armed.
+ *  8. A put reads nothing of the op after it.
+ * The first watch racing a completion is in
  * test_promises_purgatory_watch.c; on_release outside the purgatory's
  * locks (shutdown, a growing shard, no memory) in
  * test_promises_purgatory_locks.c.
@@ -28,8 +32,9 @@
 #define _POSIX_C_SOURCE 200809L
 
 #include "purgatory_gops.h"
+#include "service/state.h"
 
-/* ---- 1: a reference taken back from zero ---- */
+/* ---- a reference taken back from zero ---- */
 
 /*
  * The op is completed; a key check drops its last reference (the watch
@@ -68,7 +73,7 @@ static void test_no_second_on_release_from_a_call_at_count_zero(void)
 	tw_op_destroy(&o.op);
 }
 
-/* ---- 2: a completion waiting for an expired timeout ---- */
+/* ---- a completion waiting for an expired timeout ---- */
 
 static _Atomic(struct gop *) first_expired;
 
@@ -150,7 +155,7 @@ static void test_completion_never_waits_for_its_expired_timeout_shared_lock(void
 	completion_racing_its_expired_timeout(true);
 }
 
-/* ---- 3: the purge under the caller's lock ---- */
+/* ---- the purge under the caller's lock ---- */
 
 /*
  * purge_interval 1. Z and X share the caller's lock. Z completes and its
@@ -189,7 +194,7 @@ static void test_no_on_release_under_the_callers_shared_lock(void)
 	pthread_mutex_destroy(&mu);
 }
 
-/* ---- 4: a ring through the purgatory and a service ---- */
+/* ---- a ring through the purgatory and a service ---- */
 
 struct ring {
 	struct tw_service *svc;
@@ -294,18 +299,17 @@ static void test_completion_in_a_ring_with_a_service_keeps_no_reference(void)
 	tw_op_destroy(&ring.y.op);
 }
 
-/* ---- 5: the second review: a stop before the add's push ---- */
+/* ---- a completion racing the first add of the op's timeout ---- */
 
-/* src/service/state.h's F_INBOX: an inbox holds the timer (white box: no
- * public call tells whether the service still refers to a timer it let go
- * of). */
-#define SERVICE_F_INBOX 8u
-
+/* The service has let go of the op's timeout: not pending, and its state
+ * word IDLE (src/service/state.h; white box: no public call says whether
+ * the service still holds a timer that is not pending). */
 static void check_timer_let_go(struct gop *o)
 {
-	CHECK_EQ(__atomic_load_n(&o->op.timer.state, __ATOMIC_SEQ_CST) &
-			 SERVICE_F_INBOX,
-		 0);
+	uint32_t word = __atomic_load_n(&o->op.timer.state, __ATOMIC_SEQ_CST);
+
+	CHECK(!tw_service_timer_pending(&o->op.timer));
+	CHECK_EQ(word & ST_MASK, ST_IDLE);
 }
 
 static void *watch_thread(void *arg)
@@ -331,48 +335,56 @@ static void release_checks_timer(struct tw_delayed_op *op)
 }
 
 /*
- * The watch arms the op's timeout: the add has made it PENDING with
- * F_INBOX and not yet pushed it on the inbox (add.published). A
- * completer's stop_pending wins its CAS and drains, before the push; it
- * returned STOPPED, the timeout's reference went, the push then linked the
- * timer into the inbox and the watch's last put released the op: a timer
- * the caller may free, still in the service's inbox (ASan: use after free
- * in the next drain). stop_pending now drains until the push is applied.
+ * The watch arms the op's timeout with the timer's first add; a completion
+ * from another thread races it. Forced: the add is parked before its claim
+ * ("add.claiming": the timer has no owner yet) while a force_complete runs
+ * to its end -- it never waits for the add: its stop of the timeout finds
+ * nothing to stop (stop_pending: TW_SVC_IDLE) and leaves the timeout's
+ * reference to the watch. The add then files the timer, and the watch,
+ * seeing the op completed, stops it (TW_SVC_STOPPED) and drops that
+ * reference. The op completes once and is released once, when its entry
+ * goes; by then the service has let go of its timer, which the caller may
+ * free.
  */
-static void test_completion_before_the_timeouts_push_lets_go_of_it(void)
+static void test_a_completion_before_the_timeouts_first_add_lets_go_of_it(void)
 {
 	static const struct tw_op_ops ops = { gop_try, gop_complete, gop_expire,
 					      release_checks_timer };
 	struct tw_purgatory *p = manual_purgatory_purging(0);
 	struct gop o;
 	struct sp_thread watcher, forcer;
-	int published, retry;
+	int claiming;
 
 	gop_init(&o, p, "topic-0", NULL);
 	CHECK_EQ(tw_op_init(&o.op, 100, &ops, NULL), TW_OK);
-	published = sp_arm("add.published", &o.op.timer);
+	claiming = sp_arm("add.claiming", &o.op.timer);
 	sp_spawn(&watcher, watch_thread, &o);
-	CHECK(sp_wait(published, &watcher.done));
+	CHECK(sp_wait(claiming, &watcher.done));
 	atomic_store(&o.ready, 1);
-	retry = sp_arm("stop_pending.inbox", &o.op.timer);
 	sp_spawn(&forcer, force_thread, &o);
-	(void)sp_wait(retry, &forcer.done); /* the fixed code waits there */
-	sp_release(published);
-	sp_join(&watcher, "the watch");
-	sp_release(retry);
 	sp_join(&forcer, "the completer");
 	CHECK_EQ(atomic_load(&o.completes), 1);
+	CHECK_EQ(atomic_load(&o.releases), 0);
+	sp_release(claiming);
+	sp_join(&watcher, "the watch");
+	CHECK_EQ(atomic_load(&o.completes), 1);
+	CHECK_EQ(tw_purgatory_delayed(p), 0); /* the timeout's count went */
+	check_timer_let_go(&o);
 	CHECK_EQ(tw_purgatory_watched(p), 1); /* its entry lingers */
+	CHECK_EQ(atomic_load(&o.releases), 0);
 	CHECK_EQ(check_key(p, o.key), 0);     /* and goes: on_release */
 	CHECK_EQ(atomic_load(&o.releases), 1);
+	atomic_store(&virtual_now, 2000);     /* past the timeout */
 	CHECK(tw_purgatory_poll(p) >= 0);
+	CHECK_EQ(atomic_load(&o.expires), 0);
 	CHECK_EQ(tw_purgatory_shutdown(p, NULL), 0);
 	tw_purgatory_destroy(p);
+	CHECK_EQ(atomic_load(&o.completes), 1);
 	CHECK_EQ(atomic_load(&o.releases), 1);
 	tw_op_destroy(&o.op);
 }
 
-/* ---- 6: an op never watched ---- */
+/* ---- an op never watched ---- */
 
 /*
  * A force_complete (or safe_try_complete) of an op the purgatory never
@@ -408,7 +420,7 @@ static void test_an_op_never_watched_has_no_on_release(void)
 	pthread_mutex_destroy(&mu);
 }
 
-/* ---- 7: a timeout past the end of the clock ---- */
+/* ---- a timeout past the end of the clock ---- */
 
 /*
  * A timeout that overflows the clock (now + timeout > INT64_MAX) was not
@@ -434,8 +446,7 @@ static void test_a_timeout_past_the_clocks_end_is_armed(void)
 }
 
 /*
- * The test-point build's own bookkeeping (the third review of the
- * headers): a put that is not the last dropped its reference, then read
+ * The test-point build's own bookkeeping: a put that is not the last dropped its reference, then read
  * the op's completed flag to report its step; meanwhile another thread's
  * last put released the op, whose on_release freed it. A safe_try_complete
  * is held right after its put; a key check completes the op and releases
@@ -493,7 +504,7 @@ int main(int argc, char **argv)
 	RUN_IF(test_completion_never_waits_for_its_expired_timeout_shared_lock);
 	RUN_IF(test_no_on_release_under_the_callers_shared_lock);
 	RUN_IF(test_completion_in_a_ring_with_a_service_keeps_no_reference);
-	RUN_IF(test_completion_before_the_timeouts_push_lets_go_of_it);
+	RUN_IF(test_a_completion_before_the_timeouts_first_add_lets_go_of_it);
 	RUN_IF(test_an_op_never_watched_has_no_on_release);
 	RUN_IF(test_a_timeout_past_the_clocks_end_is_armed);
 	RUN_IF(test_a_put_reads_nothing_of_the_op_after_it);

@@ -1,23 +1,25 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Issue 28, items 4 to 6: the promises of service.h that a hostile review
- * broke, each forced through the library's test points
- * (tests/stop_points.h): a thread is parked inside the window, the other
- * side acts, and the outcome is checked against the header's sentence;
- * and those the project's own review of the fixed headers found. Every
- * test here failed, or deadlocked, on the code before its fix (f6fd10a).
- * Items 7 to 9 (a timer re-initialised or made one-shot while it runs,
- * one poll running everything due) are in test_promises_service_runs.c.
- * Nothing is timed: a bound of seconds only turns a hang into a failure,
- * and a hang ends the binary -- so one test can be run alone by naming
- * it:
+ * Promises of service.h, each forced through the library's test points
+ * (tests/stop_points.h): a thread is parked at one step of the protocol,
+ * the other side acts, and the outcome is checked against the header's
+ * sentence: a cancel on the wrong service racing a timer's first add (it
+ * never stops another service's timer: TW_SVC_IDLE before the add's claim,
+ * TW_EOWNER after it), a hand_back that cancel_syncs another pending timer,
+ * cancel_sync's TW_EDEADLK for a ring of waits across services and through
+ * hand_back functions -- and only for a ring --, and destroy from a
+ * callback. Nothing is timed: a bound of seconds only turns a hang into a
+ * failure, and a hang ends the binary -- so one test can be run alone by
+ * naming it:
  *   test_promises_service test_cancel_sync_ring_of_two_services
+ * Reinit during a run, one poll running everything due and a periodic
+ * timer freed by its own callback are in test_promises_service_runs.c.
  */
 #define _POSIX_C_SOURCE 200809L
 
 #include "service_promise_jobs.h"
 
-/* ---- 4: a cancel on the wrong service ---- */
+/* ---- a cancel on the wrong service, racing the timer's first add ---- */
 
 struct canceller {
 	struct tw_service *svc;
@@ -35,40 +37,62 @@ static void *cancel_thread(void *arg)
 	return NULL;
 }
 
+struct adder {
+	struct tw_service *svc;
+	struct tw_service_timer *t;
+	int result;
+};
+
+static void *add_thread(void *arg)
+{
+	struct adder *ad = arg;
+
+	ad->result = tw_service_add(ad->svc, ad->t, 2000);
+	return NULL;
+}
+
 /*
  * service.h, tw_service_cancel(): "TW_EOWNER (it belongs to another
- * service)"; the owner is "claimed by the first add's CAS, so that a timer
- * is never in two services' wheels".
- * Forced: a cancel on B of a fresh timer is parked after its owner check
- * (cancel.owner_checked, nobody owned it yet); A adds the timer; the
- * cancel goes on. It used to take the state word to IDLE without looking
- * at the owner again: TW_SVC_STOPPED for A's timer, which then ended in
- * none of A's three ways and was counted stopped by B. With cancel_sync
- * the caller waited for ever for B to see a timer only A's wheel holds.
+ * service: the owner is set once, by the first add, so a cancel never
+ * stops another service's timer, even one whose first add races it;
+ * nothing changed)".
+ * Forced: A's first add of a fresh timer is parked at point -- before its
+ * claim ("add.claiming": the timer has no owner yet) or right after it
+ * ("add.claimed": A owns it, it is not filed yet) -- while a cancel (or
+ * cancel_sync) on B runs to its end: TW_SVC_IDLE before the claim (a
+ * timer never added has nothing to stop, and nothing to wait for),
+ * TW_EOWNER after it; never TW_SVC_STOPPED, and never a wait. The add then
+ * goes on: the timer is A's and pending in A's wheel only, and ends in one
+ * of A's ways (it runs, or A's shutdown hands it back); B counts nothing.
  */
-static void cancel_on_the_wrong_service(bool sync)
+static void cancel_on_the_wrong_service(bool sync, const char *point,
+					int expected)
 {
 	struct tw_service *a = service(true, 0), *b = service(true, 0);
 	struct job j;
 	struct canceller c = { b, NULL, sync, -1000 };
-	struct sp_thread th;
+	struct adder ad = { a, NULL, -1000 };
+	struct sp_thread adding, cancelling;
 	struct tw_service_stats sa, sb;
-	int checked;
+	int parked;
 
 	job_init(&j);
-	c.t = &j.t;
-	checked = sp_arm("cancel.owner_checked", &j.t);
-	sp_spawn(&th, cancel_thread, &c);
-	CHECK(sp_wait(checked, &th.done));
-	CHECK_EQ(tw_service_add(a, &j.t, 2000), TW_OK);
-	sp_release(checked);
-	sp_join(&th, sync ? "cancel_sync on the wrong service"
-			  : "cancel on the wrong service");
-	CHECK_EQ(c.result, TW_EOWNER);
-	/* Nothing changed: still A's, still pending. */
+	c.t = ad.t = &j.t;
+	parked = sp_arm(point, &j.t);
+	sp_spawn(&adding, add_thread, &ad);
+	CHECK(sp_wait(parked, &adding.done));
+	sp_spawn(&cancelling, cancel_thread, &c);
+	sp_join(&cancelling, sync ? "cancel_sync on the wrong service"
+				  : "cancel on the wrong service");
+	CHECK_EQ(c.result, expected);
+	sp_release(parked);
+	sp_join(&adding, "the first add");
+	CHECK_EQ(ad.result, TW_OK);
+	/* Nothing changed: A's, pending. */
 	CHECK(tw_service_timer_pending(&j.t));
 	CHECK_EQ(tw_service_count(a), 1);
 	CHECK_EQ(tw_service_count(b), 0);
+	CHECK_EQ(tw_service_cancel(b, &j.t), TW_EOWNER);
 	if (!sync) {
 		/* It runs in A ... */
 		atomic_store(&virtual_now, 2000);
@@ -97,17 +121,28 @@ static void cancel_on_the_wrong_service(bool sync)
 	tw_service_destroy(b);
 }
 
+static void test_cancel_on_the_wrong_service_before_the_claim_is_idle(void)
+{
+	cancel_on_the_wrong_service(false, "add.claiming", TW_SVC_IDLE);
+}
+
+static void test_cancel_sync_on_the_wrong_service_before_the_claim_is_idle(void)
+{
+	cancel_on_the_wrong_service(true, "add.claiming", TW_SVC_IDLE);
+}
+
 static void test_cancel_on_the_wrong_service_is_eowner(void)
 {
-	cancel_on_the_wrong_service(false);
+	cancel_on_the_wrong_service(false, "add.claimed", TW_EOWNER);
 }
 
 static void test_cancel_sync_on_the_wrong_service_is_eowner(void)
 {
-	cancel_on_the_wrong_service(true);
+	cancel_on_the_wrong_service(true, "add.claimed", TW_EOWNER);
 }
 
-/* ---- 5: a hand_back that cancel_syncs another pending timer ---- */
+/* ---- a hand_back that cancel_syncs another pending timer ---- */
+
 struct pair {
 	struct tw_service *svc;
 	struct job *x, *y;
@@ -155,12 +190,11 @@ static void *shutdown_thread(void *arg)
  * service.h, tw_service_cancel_sync(): "Any thread, callbacks and
  * hand_back included"; afterwards "the timer may be freed".
  * Forced: two timers pending at shutdown; the hand_back of whichever comes
- * first cancel_syncs the other, which shutdown has already moved to its
- * private hand-back list. That call waited for a flag only this same
- * thread would clear after hand_back returned: shutdown hung. Now it stops
- * the other timer (TW_SVC_STOPPED), which is then not handed back, and the
+ * first cancel_syncs the other, which waits on its shard's hand-back list
+ * and is still pending there. The call stops it (TW_SVC_STOPPED) at once,
+ * with no wait for this same thread, the timer is not handed back, and the
  * hand_back frees it. (A cancel_sync from another thread of the timer
- * being handed back still waits for its hand_back: test_races.c's
+ * being handed back waits for its hand_back: test_races.c's
  * test_cancel_sync_waits_for_shutdowns_hand_back.)
  */
 static void hand_back_cancel_syncs_another(bool free_other)
@@ -214,7 +248,7 @@ static void test_hand_back_cancel_syncs_and_frees_another_pending_timer(void)
 	hand_back_cancel_syncs_another(true);
 }
 
-/* ---- 6: a cancel_sync ring across services ---- */
+/* ---- a cancel_sync ring across services ---- */
 
 static atomic_int ring_met;
 static int ring_size;
@@ -238,10 +272,9 @@ static void meet_then_cancel_next(struct tw_service *svc, struct job *self)
  * instead." Nothing there limits it to one service.
  * Forced: n services, one timer each; timer i's callback waits until all n
  * callbacks run, then cancel_syncs timer i+1 in service i+1 (the last one
- * the first). Each service saw a callback of another service as an
- * outsider, so nobody saw the ring and all n waited for ever. Now at least
- * one gets TW_EDEADLK and the others TW_EDEADLK or TW_SVC_RUNNING (they
- * waited for a callback that ended).
+ * the first). Each waits for a callback of another service, and the waits
+ * close a ring: at least one gets TW_EDEADLK and the others TW_EDEADLK or
+ * TW_SVC_RUNNING (they waited for a callback that ended).
  * executors 0: each service is polled from its own thread, which runs the
  * callback; executors 1: one poll queues it, the executor runs it.
  */
@@ -310,53 +343,69 @@ static void test_cancel_sync_ring_of_three_services(void)
 	cancel_sync_ring(3, 0);
 }
 
-/* ---- found by the project's own review of the fixed headers ---- */
+/* ---- hand_back functions that cancel_sync across services ---- */
 
 /*
- * service.h, tw_service_cancel_sync(): a ring "of one service or across
- * several (and hand_back functions in it)" gets TW_EDEADLK.
- * Forced: two services shut down at once, two pending timers each. Each
+ * Two services shut down at once, two pending timers each. Each
  * hand_back, on its first timer, waits until the other's holds its own,
- * then cancel_syncs the other service's second timer, still on that
- * service's hand-back list: each waits for the other's list to move on.
- * The ring check took an entry without a running slot for the scanner's,
- * and both hung. Now one of them gets TW_EDEADLK (its cancel took
- * effect), the other TW_SVC_STOPPED once the first returned, and each
- * shutdown hands one timer back.
+ * then cancel_syncs a timer of the other service:
+ *   RING  the one the other hand_back holds. Each waits for the other's
+ *         hand_back to return: a ring of waits through hand_back functions
+ *         (service.h: "of one service or across several (and hand_back
+ *         functions in it)"). At least one gets TW_EDEADLK; the other
+ *         TW_EDEADLK or, once the first returned, TW_SVC_IDLE (its timer
+ *         was being handed back). Both timers of each service are handed
+ *         back.
+ *   LIST  the other service's second timer, still waiting on its shard's
+ *         hand-back list: pending, so the cancel stops it (TW_SVC_STOPPED)
+ *         at once. Nobody waits for anybody: no ring, and no TW_EDEADLK
+ *         (only a real cycle gets it). Each shutdown hands one timer back.
+ *         Each hand_back returns only once both calls have, so that
+ *         neither shutdown moves on to the timer the other cancels.
  */
+enum { RING, LIST };
+
+static int hb_mode;
 static struct tw_service *hb_svc[2];
 static struct job hb_jobs[2][2];
 static struct tw_service_timer *_Atomic hb_held[2];
 static atomic_int hb_result[2];
 
-static void hand_back_then_ring(struct tw_service_timer *t, void *arg)
+static void hand_back_then_cancel_sync(struct tw_service_timer *t, void *arg)
 {
 	int me = (int)(intptr_t)arg, other = 1 - me;
-	struct tw_service_timer *theirs;
+	struct tw_service_timer *held, *target;
 
 	if (atomic_load(&hb_held[me]))
 		return;
 	atomic_store(&hb_held[me], t);
 	WAIT_FOR(atomic_load(&hb_held[other]), "the other hand_back");
-	theirs = atomic_load(&hb_held[other]) == &hb_jobs[other][0].t
-			 ? &hb_jobs[other][1].t
-			 : &hb_jobs[other][0].t;
-	atomic_store(&hb_result[me], tw_service_cancel_sync(hb_svc[other], theirs));
+	held = atomic_load(&hb_held[other]);
+	if (hb_mode == RING)
+		target = held;
+	else
+		target = held == &hb_jobs[other][0].t ? &hb_jobs[other][1].t
+						     : &hb_jobs[other][0].t;
+	atomic_store(&hb_result[me], tw_service_cancel_sync(hb_svc[other], target));
+	if (hb_mode == LIST)
+		WAIT_FOR(atomic_load(&hb_result[other]) != -1000,
+			 "the other hand_back's cancel_sync");
 }
 
-static void *hand_back_ring_shutdown(void *arg)
+static void *hand_back_shutdown(void *arg)
 {
 	int me = (int)(intptr_t)arg;
 
-	return (void *)(intptr_t)tw_service_shutdown(hb_svc[me], hand_back_then_ring,
-						     arg);
+	return (void *)(intptr_t)tw_service_shutdown(hb_svc[me],
+						     hand_back_then_cancel_sync, arg);
 }
 
-static void test_cancel_sync_ring_through_hand_back_lists(void)
+static void hand_backs_cancel_sync_across(int mode)
 {
 	struct sp_thread th[2];
 	int deadlocks = 0;
 
+	hb_mode = mode;
 	for (int i = 0; i < 2; i++) {
 		hb_svc[i] = service(true, 0);
 		atomic_store(&hb_held[i], NULL);
@@ -367,29 +416,52 @@ static void test_cancel_sync_ring_through_hand_back_lists(void)
 		}
 	}
 	for (intptr_t i = 0; i < 2; i++)
-		sp_spawn(&th[i], hand_back_ring_shutdown, (void *)i);
+		sp_spawn(&th[i], hand_back_shutdown, (void *)i);
 	for (int i = 0; i < 2; i++)
 		sp_join(&th[i], "two shutdowns whose hand_backs cancel_sync across");
 	for (int i = 0; i < 2; i++) {
+		struct tw_service_stats st;
 		int r = atomic_load(&hb_result[i]);
 
-		CHECK(r == TW_EDEADLK || r == TW_SVC_STOPPED);
+		tw_service_stats(hb_svc[i], &st);
+		if (mode == RING) {
+			CHECK(r == TW_EDEADLK || r == TW_SVC_IDLE);
+			CHECK_EQ(st.handed_back, 2);
+		} else {
+			CHECK_EQ(r, TW_SVC_STOPPED);
+			CHECK_EQ(st.handed_back, 1);
+			CHECK_EQ(st.stopped, 1);
+		}
 		deadlocks += r == TW_EDEADLK;
 		check_exactly_once(hb_svc[i]);
 	}
-	CHECK(deadlocks >= 1);
+	if (mode == RING)
+		CHECK(deadlocks >= 1);
+	else
+		CHECK_EQ(deadlocks, 0);
 	for (int i = 0; i < 2; i++)
 		tw_service_destroy(hb_svc[i]);
+}
+
+static void test_cancel_sync_ring_through_hand_backs(void)
+{
+	hand_backs_cancel_sync_across(RING);
+}
+
+static void test_cancel_sync_across_hand_back_lists_stops_at_once(void)
+{
+	hand_backs_cancel_sync_across(LIST);
 }
 
 /*
  * service.h, tw_service_cancel_sync(): TW_EOWNER, "a cancel never stops
  * another service's timer" -- nor touches it.
- * Forced: cancel_sync(B, t) of a fresh t has found it IDLE (parked at
- * cancel_sync.cancelled); A adds t, places it and cancels it: a tombstone
- * in A's wheel. The parked call then unflagged A's tombstone under B's
- * lock and counted it as B's, and A's tw_service_count() stayed one short
- * for good. Now it sees A's id in the word and leaves the timer alone.
+ * Forced: cancel_sync(B, t) of a fresh t has found nothing to stop (no
+ * owner: TW_SVC_IDLE) and is parked before its wait
+ * ("cancel_sync.cancelled"); A adds t, files it and cancels it. The
+ * parked call then looks again: it must see A's id in the word and leave
+ * the timer alone -- no wait, no lock of B's taken as if it held t, no
+ * count of B's or A's changed -- and A's count and accounting stay right.
  */
 static void *cancel_sync_on(void *arg)
 {
@@ -400,7 +472,7 @@ static void *cancel_sync_on(void *arg)
 	return NULL;
 }
 
-static void test_cancel_sync_on_the_wrong_service_leaves_its_tombstone(void)
+static void test_cancel_sync_on_the_wrong_service_leaves_the_timer_alone(void)
 {
 	struct tw_service *a = service(true, 0), *b = service(true, 0);
 	struct job j, more[3];
@@ -414,12 +486,12 @@ static void test_cancel_sync_on_the_wrong_service_leaves_its_tombstone(void)
 	CHECK(sp_wait(slot, &th.done));
 	CHECK_EQ(tw_service_add(a, &j.t, 5000), TW_OK);
 	CHECK_EQ(tw_service_poll(a), 0);            /* in A's wheel */
-	CHECK_EQ(tw_service_cancel(a, &j.t), TW_SVC_STOPPED); /* a tombstone */
+	CHECK_EQ(tw_service_cancel(a, &j.t), TW_SVC_STOPPED);
 	sp_release(slot);
 	sp_join(&th, "cancel_sync on the wrong service");
 	CHECK_EQ(atomic_load(&j.result), TW_SVC_IDLE);
 	atomic_store(&virtual_now, 6000);
-	CHECK_EQ(tw_service_poll(a), 0);            /* the tombstone goes */
+	CHECK_EQ(tw_service_poll(a), 0);            /* nothing left to run */
 	for (int i = 0; i < 3; i++) {
 		job_init(&more[i]);
 		CHECK_EQ(tw_service_add(a, &more[i].t, 9000), TW_OK);
@@ -467,6 +539,8 @@ int main(int argc, char **argv)
 {
 	only = argc > 1 ? argv[1] : NULL;
 	sp_install();
+	RUN_SELECTED(test_cancel_on_the_wrong_service_before_the_claim_is_idle);
+	RUN_SELECTED(test_cancel_sync_on_the_wrong_service_before_the_claim_is_idle);
 	RUN_SELECTED(test_cancel_on_the_wrong_service_is_eowner);
 	RUN_SELECTED(test_cancel_sync_on_the_wrong_service_is_eowner);
 	RUN_SELECTED(test_hand_back_cancel_syncs_another_pending_timer);
@@ -474,8 +548,9 @@ int main(int argc, char **argv)
 	RUN_SELECTED(test_cancel_sync_ring_of_two_services);
 	RUN_SELECTED(test_cancel_sync_ring_of_two_services_on_executors);
 	RUN_SELECTED(test_cancel_sync_ring_of_three_services);
-	RUN_SELECTED(test_cancel_sync_ring_through_hand_back_lists);
-	RUN_SELECTED(test_cancel_sync_on_the_wrong_service_leaves_its_tombstone);
+	RUN_SELECTED(test_cancel_sync_ring_through_hand_backs);
+	RUN_SELECTED(test_cancel_sync_across_hand_back_lists_stops_at_once);
+	RUN_SELECTED(test_cancel_sync_on_the_wrong_service_leaves_the_timer_alone);
 	RUN_SELECTED(test_destroy_from_a_callback_does_nothing);
 	if (tests_passed + tests_failed == 0) {
 		fprintf(stderr, "no test named %s\n", only);

@@ -1,21 +1,18 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The eighth hostile reading of service.h (docs/review.md, G1 and G2),
- * forced through the test points as in test_promises_service.c:
- *   G1  a manual service's loop is woken (tw_service_set_wake) by what its
- *       last question could not see: an executor's re-arm of a periodic
- *       timer, an add from another thread;
- *   G2  a second cancel of a timer whose stopped entry an executor holds
- *       says IDLE, not RUNNING: no callback ran;
- * the ninth reading's two breaks of those fixes (B1: a give-up between a
- * cancel's two loads of a held slot read as a claim; B2: an executor's
- * re-arm calling the loop's wake inside its run); and the header sentence
- * the eighth reading corrected: cancel_sync returns when the callback it
- * waits for adds its timer again.
- * Each G and B test failed (hung, or answered wrongly) on the code
- * before its fix; test_a_claimed_slot_is_a_run pins what must stay
- * RUNNING, the cancel_sync test what the header now says. One test can be
- * run alone by naming it:
+ * Two promises of service.h, forced through the test points as in
+ * test_promises_service.c:
+ *   - a manual service's loop is woken (tw_service_set_wake) by what its
+ *     last question could not see: an executor's re-arm of a periodic
+ *     timer (once its run is over, never inside it), an add from another
+ *     thread, once per question, never by the polling thread itself;
+ *   - what a cancel reports around a runner's claim of a timer it took
+ *     into its batch: TW_SVC_RUNNING only for a callback that runs or
+ *     ran, never for an expiry a cancel took back -- whether the runner
+ *     holds it in its batch, has stored its running mark to claim it, or
+ *     has given its lost claim up;
+ * and the header's sentence that cancel_sync returns when the callback it
+ * waits for adds its timer again. One test can be run alone by naming it:
  *   test_promises_service_loop test_an_executors_rearm_wakes_the_loop
  */
 #define _POSIX_C_SOURCE 200809L
@@ -30,7 +27,7 @@ static void shut_down_balanced(struct tw_service *svc, int64_t handed)
 	tw_service_destroy(svc);
 }
 
-/* ---- G1: waking the loop ---- */
+/* ---- waking the loop ---- */
 
 /* The loop's eventfd: a count of wakes the loop has not read yet. */
 struct wake_count {
@@ -77,7 +74,7 @@ static void held_run(struct tw_service *svc, struct tw_service_timer *t)
  * executor; the loop asks while the run is under way (the timer is in no
  * wheel: "nothing pending", -1) and sleeps. Before tw_service_set_wake the
  * executor's re-arm told nobody (kick() returned at once for a manual
- * service), and the loop slept past every later run (the review's loop:
+ * service), and the loop slept past every later run (a loop like this one:
  * 3 runs in 3 s instead of about 150). Now the re-arm calls the loop's
  * wake-up, once per question, and the loop's next question has the
  * period's due time.
@@ -226,18 +223,19 @@ static void test_set_wake_refuses_what_has_no_loop(void)
 	tw_service_destroy(reaped);
 }
 
-/* ---- G2: a slot that holds a stopped entry is no run ---- */
+/* ---- an expiry a cancel took back is no run ---- */
 
-/* j, due now, polled to the only executor, which parks at point with it;
- * returns the parked slot. */
+/* j, due now, polled to the only executor, which parks at point (with
+ * obj, or with j's timer when obj is NULL); returns the parked slot. */
 static int queued_to_the_executor_parked_at(struct tw_service *svc,
-					    struct job *j, const char *point)
+					    struct job *j, const char *point,
+					    const void *obj)
 {
 	int parked;
 
 	job_init(j);
 	CHECK_EQ(tw_service_add(svc, &j->t, 1000), TW_OK);
-	parked = sp_arm(point, &j->t);
+	parked = sp_arm(point, obj ? obj : &j->t);
 	CHECK_EQ(tw_service_poll(svc), 1);
 	CHECK(sp_wait(parked, NULL));
 	return parked;
@@ -247,56 +245,55 @@ static int queued_to_the_executor_parked_at(struct tw_service *svc,
  * service.h: TW_SVC_IDLE "already stopped; nothing was changed",
  * TW_SVC_RUNNING "its callback was running"; a reschedule returns what a
  * cancel would have.
- * Forced: a manual service with one executor; t due now is polled (its
- * entry goes to the queue) and the executor takes the entry and parks
- * (executor.took, its slot holding t). A cancel stops t (STOPPED). Before
- * the fix every later call counted the executor's slot as a run: a second
- * cancel, a reschedule and, after the reschedule was cancelled, a third
- * cancel said TW_SVC_RUNNING, for a callback that never ran (the
- * review's program: 20 times in about a second). Now the slot is tagged
- * SLOT_HELD while its entry is not claimed, and a held slot is a run only
- * once F_ENTRY is gone: IDLE, IDLE, STOPPED, IDLE.
+ * Forced: a manual service with one executor; t due now is polled, and the
+ * executor takes it into its batch and parks ("executor.took": t TAKEN in
+ * its batch slot, no running mark yet). A cancel stops t (TW_SVC_STOPPED:
+ * the slot taken back); from then on no call may count that slot as a
+ * run: a second cancel, a reschedule and, after the reschedule was
+ * cancelled, a third cancel say IDLE, IDLE, STOPPED, IDLE. Released, the
+ * executor finds its slot empty; nothing refers to the timer.
  */
-static void test_a_stopped_entry_an_executor_holds_is_no_run(void)
+static void test_a_timer_stopped_in_an_executors_batch_is_no_run(void)
 {
 	struct tw_service *svc = service(true, 1);
 	struct job j;
 	int took;
 
-	took = queued_to_the_executor_parked_at(svc, &j, "executor.took");
+	took = queued_to_the_executor_parked_at(svc, &j, "executor.took", svc);
+	CHECK(tw_service_timer_pending(&j.t));
 	CHECK_EQ(tw_service_cancel(svc, &j.t), TW_SVC_STOPPED);
 	CHECK_EQ(tw_service_cancel(svc, &j.t), TW_SVC_IDLE);
 	CHECK_EQ(tw_service_reschedule(svc, &j.t, 2000), TW_SVC_IDLE);
 	CHECK_EQ(tw_service_cancel(svc, &j.t), TW_SVC_STOPPED);
 	CHECK_EQ(tw_service_cancel(svc, &j.t), TW_SVC_IDLE);
 	sp_release(took);
-	/* It gives the entry up; then nothing refers to the timer. */
 	CHECK_EQ(tw_service_cancel_sync(svc, &j.t), TW_SVC_IDLE);
 	CHECK_EQ(atomic_load(&j.runs), 0);
 	shut_down_balanced(svc, 0);
 }
 
 /*
- * The same in the claim's own window. Forced: the executor has read t
- * EXPIRED and is about to claim it (execute.claiming, its slot SLOT_HELD);
- * a cancel stops t, and a second cancel must say IDLE, then its claim
- * fails and it gives the entry up (parked once more on the way: IDLE
- * again, the slot SLOT_NO_RUN now).
+ * The same in the claim's own window. Forced: the executor has stored its
+ * running mark on t and is about to exchange its batch slot ("run.claiming").
+ * A cancel wins the slot (TW_SVC_STOPPED); the callback will never run, so
+ * a second cancel must say IDLE, though the mark is still there.
+ * Released, the claim fails and the executor lets go of its mark
+ * ("run.lost"); a cancel and a cancel_sync say IDLE.
  */
 static void test_a_claim_a_cancel_beat_is_no_run(void)
 {
 	struct tw_service *svc = service(true, 1);
 	struct job j;
-	int claiming, giving_up;
+	int claiming, lost;
 
-	claiming = queued_to_the_executor_parked_at(svc, &j, "execute.claiming");
+	claiming = queued_to_the_executor_parked_at(svc, &j, "run.claiming", NULL);
 	CHECK_EQ(tw_service_cancel(svc, &j.t), TW_SVC_STOPPED);
 	CHECK_EQ(tw_service_cancel(svc, &j.t), TW_SVC_IDLE);
-	giving_up = sp_arm("execute.claiming", &j.t);
-	sp_release(claiming); /* its claim fails: it goes round again */
-	CHECK(sp_wait(giving_up, NULL));
+	lost = sp_arm("run.lost", &j.t);
+	sp_release(claiming); /* its claim fails */
+	CHECK(sp_wait(lost, NULL));
 	CHECK_EQ(tw_service_cancel(svc, &j.t), TW_SVC_IDLE);
-	sp_release(giving_up);
+	sp_release(lost);
 	CHECK_EQ(tw_service_cancel_sync(svc, &j.t), TW_SVC_IDLE);
 	CHECK_EQ(atomic_load(&j.runs), 0);
 	shut_down_balanced(svc, 0);
@@ -313,13 +310,13 @@ static void wait_for_go(struct tw_service *svc, struct job *self)
 }
 
 /*
- * What the tags must not lose: a slot whose claim went through is a run.
+ * What must stay RUNNING: a claim that went through is a run.
  * Forced, one executor: (1) parked right after its claim of a one-shot
- * (execute.claimed, before it stores SLOT_RUN), a cancel says RUNNING;
- * (2) while the callback runs, t is added again, polled (its new entry
- * waits in the queue: the only executor is busy) and cancelled
- * (STOPPED); another cancel still says RUNNING -- the word says IDLE with
- * an entry, and the executor's slot is the run, not that entry.
+ * ("run.claimed", the callback next), a cancel says RUNNING; (2) while the
+ * callback runs, t is added again -- deferred to the run's end, so a poll
+ * dispatches nothing -- and cancelled (STOPPED: the deferred add ends);
+ * another cancel still says RUNNING, for the callback still runs; a
+ * cancel_sync waits for it and says RUNNING.
  */
 static void test_a_claimed_slot_is_a_run(void)
 {
@@ -331,24 +328,25 @@ static void test_a_claimed_slot_is_a_run(void)
 	j.action = wait_for_go;
 	atomic_store(&callback_go, 0);
 	CHECK_EQ(tw_service_add(svc, &j.t, 1000), TW_OK);
-	claimed = sp_arm("execute.claimed", &j.t);
+	claimed = sp_arm("run.claimed", &j.t);
 	CHECK_EQ(tw_service_poll(svc), 1);
 	CHECK(sp_wait(claimed, NULL));
 	CHECK_EQ(tw_service_cancel(svc, &j.t), TW_SVC_RUNNING);
 	sp_release(claimed);
 	WAIT_FOR(atomic_load(&j.runs) == 1, "the callback never started");
 	CHECK_EQ(tw_service_add(svc, &j.t, 1000), TW_OK);
-	CHECK_EQ(tw_service_poll(svc), 1);
+	CHECK(tw_service_timer_pending(&j.t));
+	CHECK_EQ(tw_service_poll(svc), 0); /* deferred to the run's end */
 	CHECK_EQ(tw_service_cancel(svc, &j.t), TW_SVC_STOPPED);
 	CHECK_EQ(tw_service_cancel(svc, &j.t), TW_SVC_RUNNING);
 	atomic_store(&callback_go, 1);
-	/* It waits for the run (and takes the stopped entry back). */
+	/* It waits for the run. */
 	CHECK_EQ(tw_service_cancel_sync(svc, &j.t), TW_SVC_RUNNING);
 	CHECK_EQ(atomic_load(&j.runs), 1);
 	shut_down_balanced(svc, 0);
 }
 
-/* ---- the ninth reading: the same two promises, harder ---- */
+/* ---- the same two promises, at the edges of a run ---- */
 
 struct cancel_call {
 	struct tw_service *svc;
@@ -373,37 +371,35 @@ static void *cancel_sync_call(void *arg)
 }
 
 /*
- * G2 again (the ninth reading, B1: 1 in about 150,000 iterations of its
- * program). A cancel that reads a SLOT_HELD slot and then a word without
- * F_ENTRY took that for a claim; but the slot's thread may have given the
- * entry up between the two loads (SLOT_NO_RUN, then the CAS that clears
- * F_ENTRY). Forced: the executor parks before its claim; a cancel stops
- * t; a second cancel, on another thread, parks right after it read the
- * held slot (cancel.held_slot); the executor's claim fails, it gives the
- * entry up and lets go of the slot; the second cancel goes on: IDLE (it
- * said RUNNING, with the word read alone).
+ * A cancel decides under the shard's mutex, from the state word and the
+ * running mark of the runner that took the timer; the mark is cleared
+ * without that mutex. Forced: the executor parks before its claim
+ * ("run.claiming"); a cancel stops t; a second cancel, on another thread,
+ * parks before it locks the shard ("cancel.locking"); the executor's claim
+ * fails and it lets go of its mark ("run.lost"); the second cancel goes
+ * on: IDLE.
  */
-static void test_a_give_up_between_a_cancels_loads_is_no_run(void)
+static void test_a_cancel_after_a_lost_claim_is_no_run(void)
 {
 	struct tw_service *svc = service(true, 1);
 	struct cancel_call call = { svc, NULL, -1000 };
 	struct sp_thread th;
 	struct job j;
-	int claiming, held, let_go;
+	int claiming, locking, lost;
 
 	call.t = &j.t;
-	claiming = queued_to_the_executor_parked_at(svc, &j, "execute.claiming");
+	claiming = queued_to_the_executor_parked_at(svc, &j, "run.claiming", NULL);
 	CHECK_EQ(tw_service_cancel(svc, &j.t), TW_SVC_STOPPED);
-	held = sp_arm("cancel.held_slot", &j.t);
+	locking = sp_arm("cancel.locking", &j.t);
 	sp_spawn(&th, cancel_call, &call);
-	CHECK(sp_wait(held, &th.done));
-	let_go = sp_arm("execute.let_go", &j.t);
+	CHECK(sp_wait(locking, &th.done));
+	lost = sp_arm("run.lost", &j.t);
 	sp_release(claiming);
-	CHECK(sp_wait(let_go, NULL)); /* given up, the slot empty */
-	sp_release(held);
+	CHECK(sp_wait(lost, NULL)); /* the claim failed, the mark is gone */
+	sp_release(locking);
 	sp_join(&th, "the second cancel");
 	CHECK_EQ(atomic_load(&call.result), TW_SVC_IDLE);
-	sp_release(let_go);
+	sp_release(lost);
 	CHECK_EQ(tw_service_cancel_sync(svc, &j.t), TW_SVC_IDLE);
 	CHECK_EQ(atomic_load(&j.runs), 0);
 	shut_down_balanced(svc, 0);
@@ -425,14 +421,14 @@ static void count_run(struct tw_service *svc, struct tw_service_timer *t)
 }
 
 /*
- * The ninth reading, B2: an executor's re-arm called the loop's wake
- * function inside its run, its slot still marked run. A wake that takes
- * time (a slow eventfd write, uv_async_send under load) made a cancel
- * after the callback returned say RUNNING, and a cancel_sync wait for the
- * user's wake function (a deadlock if that function waits for the
- * caller). Now the wake is made once the slot let go. Forced: the wake
- * blocks; meanwhile a cancel stops the re-armed add (STOPPED), a second
- * says IDLE, and a cancel_sync on another thread returns IDLE at once.
+ * An executor's re-arm calls the loop's wake function once its run is
+ * over, its running mark cleared -- not inside the run, where a wake that
+ * takes time (a slow eventfd write, uv_async_send under load) would make
+ * a cancel after the callback returned say RUNNING, and a cancel_sync
+ * wait for the user's wake function (a deadlock if that function waits
+ * for the caller). Forced: the wake blocks; meanwhile a cancel stops the
+ * re-armed add (STOPPED), a second says IDLE, and a cancel_sync on another
+ * thread returns IDLE at once.
  */
 static void test_a_rearms_wake_comes_after_its_run(void)
 {
@@ -475,8 +471,9 @@ static void readd_then_wait(struct tw_service *svc, struct job *self)
  * for -- the call returns: the timer belongs to that add now, its callback
  * may still be running". Forced: another thread's cancel_sync waits
  * (cancel_sync.wait) for the running callback, which then adds its own
- * timer again and blocks. The call returns TW_SVC_RUNNING while the
- * callback still runs; the new add is pending (a cancel stops it).
+ * timer again (deferred to the run's end) and blocks. The call returns
+ * TW_SVC_RUNNING while the callback still runs; the new add is pending,
+ * filed at the run's end, and a cancel_sync stops it.
  */
 static void test_cancel_sync_returns_when_the_callback_adds_its_timer_again(void)
 {
@@ -521,11 +518,11 @@ int main(int argc, char **argv)
 	RUN_SELECTED(test_an_add_from_another_thread_wakes_the_loop_once_per_question);
 	RUN_SELECTED(test_the_polling_thread_does_not_wake_its_own_loop);
 	RUN_SELECTED(test_set_wake_refuses_what_has_no_loop);
-	RUN_SELECTED(test_a_stopped_entry_an_executor_holds_is_no_run);
+	RUN_SELECTED(test_a_timer_stopped_in_an_executors_batch_is_no_run);
 	RUN_SELECTED(test_a_claim_a_cancel_beat_is_no_run);
 	RUN_SELECTED(test_a_claimed_slot_is_a_run);
 	RUN_SELECTED(test_cancel_sync_returns_when_the_callback_adds_its_timer_again);
-	RUN_SELECTED(test_a_give_up_between_a_cancels_loads_is_no_run);
+	RUN_SELECTED(test_a_cancel_after_a_lost_claim_is_no_run);
 	RUN_SELECTED(test_a_rearms_wake_comes_after_its_run);
 	if (tests_passed + tests_failed == 0) {
 		fprintf(stderr, "no test named %s\n", only);

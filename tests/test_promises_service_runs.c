@@ -1,20 +1,22 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Issue 28, items 7 to 9, forced through the test points as in
+ * Promises of service.h about a run, forced through the test points as in
  * test_promises_service.c: a timer re-initialised right after a plain
- * cancel keeps the started run's callback, one poll runs (or queues)
- * everything due, a periodic timer made one-shot or cancelled in its own
- * callback. Every test here failed on the code before its fix (f6fd10a);
- * the two periodic tests that free their timer only under ASan, and
- * test_reinit_while_apply_places_the_timer only under TSan, as their
- * comments say. One test can be run alone by naming it:
+ * cancel -- after its runner's claim (the run that started keeps the
+ * callback it expired with) or before it (the cancel won: nothing of the
+ * old callback runs) --, one poll running (or queueing) everything due,
+ * and a periodic timer made one-shot or cancelled in its own callback,
+ * which may then free it. The reinit tests park the runner with a hook
+ * the harness's mutex does not order (quiet_arm), so that ThreadSanitizer
+ * sees only the library's own synchronisation. One test can be run alone
+ * by naming it:
  *   test_promises_service_runs test_one_poll_runs_everything_due
  */
 #define _POSIX_C_SOURCE 200809L
 
 #include "service_promise_jobs.h"
 
-/* ---- 7: reinit right after a plain cancel ---- */
+/* ---- reinit right after a plain cancel ---- */
 
 static atomic_int f1_runs, f2_runs;
 
@@ -68,12 +70,12 @@ static int64_t cancel_and_reinit_while_polling(struct tw_service *svc,
 /*
  * service.h, tw_service_timer_reinit(): "Safe right after a plain
  * tw_service_cancel()".
- * Forced: the poller has taken EXPIRED away from t (execute.claimed) and
- * not yet read its callback. The owner cancels t (TW_SVC_RUNNING: its run
- * is under way) and reinits it with f2. The run read the callback after
- * its CAS, so f2 ran for f1's expiry, and the owner's plain store raced
- * the poller's plain load (TSan). Now the run that started keeps the
- * callback it expired with: f1 runs, and f2 on the next add.
+ * Forced: the poller has claimed t ("run.claimed": its exchange won the
+ * batch slot) and not yet called it. The owner cancels t (TW_SVC_RUNNING:
+ * its run is under way) and reinits it with f2. The run calls the
+ * callback read when t was taken, under the shard's mutex, so neither a
+ * wrong callback nor a data race with the reinit's store (TSan): f1 runs
+ * for f1's expiry, and f2 on the next add.
  */
 static void test_reinit_after_cancel_keeps_the_started_runs_callback(void)
 {
@@ -84,7 +86,7 @@ static void test_reinit_after_cancel_keeps_the_started_runs_callback(void)
 	atomic_store(&f2_runs, 0);
 	tw_service_timer_init(&t, f1);
 	CHECK_EQ(tw_service_add(svc, &t, 1000), TW_OK);
-	CHECK_EQ(cancel_and_reinit_while_polling(svc, "execute.claimed", &t,
+	CHECK_EQ(cancel_and_reinit_while_polling(svc, "run.claimed", &t,
 						 TW_SVC_RUNNING,
 						 reinit_one_shot_f2, &t),
 		 1);
@@ -100,10 +102,10 @@ static void test_reinit_after_cancel_keeps_the_started_runs_callback(void)
 }
 
 /*
- * The same for a periodic timer, whose run also read its period after the
- * CAS: tw_service_periodic_reinit() "with a new period too" gave the old
- * expiry the new callback and the new period. Now f1 runs once (the cancel
- * stops the re-arm), and after the next add f2 runs on the new period.
+ * The same for a periodic timer, with a new period too
+ * (tw_service_periodic_reinit()): the old expiry keeps the old callback,
+ * f1 runs once (the cancel stops the re-arm), and after the next add f2
+ * runs on the new period.
  */
 static void test_periodic_reinit_after_cancel_keeps_the_started_runs_callback(void)
 {
@@ -114,7 +116,7 @@ static void test_periodic_reinit_after_cancel_keeps_the_started_runs_callback(vo
 	atomic_store(&f2_runs, 0);
 	tw_service_periodic_init(&p, f1, 100);
 	CHECK_EQ(tw_service_add(svc, &p.timer, 1000), TW_OK);
-	CHECK_EQ(cancel_and_reinit_while_polling(svc, "execute.claimed", &p.timer,
+	CHECK_EQ(cancel_and_reinit_while_polling(svc, "run.claimed", &p.timer,
 						 TW_SVC_RUNNING,
 						 reinit_periodic_f2_500, &p),
 		 1);
@@ -137,19 +139,15 @@ static void test_periodic_reinit_after_cancel_keeps_the_started_runs_callback(vo
 
 /*
  * service.h, tw_service_timer_reinit(): "Safe right after a plain
- * tw_service_cancel()" -- also while the wheel's owner is placing the
- * timer.
- * Forced: the poller drains a just-added t and has taken F_INBOX away
- * (apply.cleared), not yet placed it in the wheel; the owner cancels t
- * (plain) and reinits it with f2; the poller places it (a tombstone now).
- * The placing read the wheel timer's fn, which the reinit wrote with a
- * plain store: a data race that changes no outcome, so ThreadSanitizer
- * is the only witness -- only a TSan build of this test can fail on it.
- * (The read went in e40264f, with the test point; the test fails under
- * TSan on that commit with its src/wheel.c taken back to 932e480.) Every
- * build checks the outcome: t does not run, and a later add runs f2 once.
+ * tw_service_cancel()" -- also while a runner holds the timer in its
+ * batch, its running mark stored, about to claim it.
+ * Forced: the poller is parked at its claim ("run.claiming"); the owner
+ * cancels t (TW_SVC_STOPPED: the cancel takes the batch slot back) and
+ * reinits it with f2 at once. The poller's claim then fails: neither f1
+ * (the callback t was taken with) nor f2 runs for that expiry, which the
+ * poll still counts; a later add runs f2, once.
  */
-static void test_reinit_while_apply_places_the_timer(void)
+static void test_reinit_while_a_runner_is_about_to_claim_the_timer(void)
 {
 	struct tw_service *svc = service(true, 0);
 	struct tw_service_timer t;
@@ -157,13 +155,15 @@ static void test_reinit_while_apply_places_the_timer(void)
 	atomic_store(&f1_runs, 0);
 	atomic_store(&f2_runs, 0);
 	tw_service_timer_init(&t, f1);
-	CHECK_EQ(tw_service_add(svc, &t, 5000), TW_OK);
-	CHECK_EQ(cancel_and_reinit_while_polling(svc, "apply.cleared", &t,
+	CHECK_EQ(tw_service_add(svc, &t, 1000), TW_OK);
+	CHECK_EQ(cancel_and_reinit_while_polling(svc, "run.claiming", &t,
 						 TW_SVC_STOPPED,
 						 reinit_one_shot_f2, &t),
-		 0);
+		 1);
+	CHECK_EQ(atomic_load(&f1_runs), 0);
+	CHECK_EQ(atomic_load(&f2_runs), 0);
+	CHECK(!tw_service_timer_pending(&t));
 	CHECK_EQ(tw_service_count(svc), 0);
-	/* Re-added while its tombstone may still be linked. */
 	CHECK_EQ(tw_service_add(svc, &t, 5000), TW_OK);
 	atomic_store(&virtual_now, 5000);
 	CHECK_EQ(tw_service_poll(svc), 1);
@@ -176,7 +176,7 @@ static void test_reinit_while_apply_places_the_timer(void)
 	tw_service_destroy(svc);
 }
 
-/* ---- 8: one poll runs everything due ---- */
+/* ---- one poll runs everything due ---- */
 
 #define MANY 100000
 
@@ -193,10 +193,9 @@ static void count_run(struct tw_service *svc, struct tw_service_timer *t)
  * service.h, tw_service_poll(): "run (or queue for the executors)
  * everything due at the clock's current time".
  * Forced: 100,000 one-shot timers due at the same time, the clock moved
- * past it, one poll. An advance handed at most 65,536 timers to dispatch
- * (the batch was capped then); the poll ran those and left 34,464 for a
- * later poll at the same clock reading, which a manual service's caller
- * has no reason to make. Now the one poll dispatches all of them.
+ * past it, one poll: it dispatches all of them (a batch of expiries has no
+ * cap), none left for a later poll at the same clock reading, which a
+ * manual service's caller has no reason to make.
  */
 static void one_poll_runs_everything_due(unsigned executors)
 {
@@ -236,7 +235,7 @@ static void test_one_poll_queues_everything_due(void)
 	one_poll_runs_everything_due(2);
 }
 
-/* ---- 9: a periodic timer made one-shot in its own callback ---- */
+/* ---- a periodic timer made one-shot in its own callback ---- */
 
 enum { KEEP_PERIOD, DROP_PERIOD };
 enum { POISON_IT, FREE_IT };
@@ -267,12 +266,11 @@ static void one_shot_and_free(struct tw_service *svc, struct tw_service_timer *t
  * timer that cancelled itself (and, with DROP_PERIOD, took its period to
  * 0: "<= 0: it behaves as a one-shot") is over as a periodic timer.
  * Forced: the callback cancels itself (TW_SVC_RUNNING), maybe reinits its
- * period to 0 (0), then overwrites or frees the whole struct. The service
- * re-armed it on the period it read before the callback: it loaded the
- * state word, and POISON makes that word read RUNNING, so the re-arm went
- * on to write the freed timer and push it (ASan: heap-use-after-free in
- * the FREE_IT variants). Now nothing touches it: the bytes are all still
- * the poison, it ran once, and nothing was re-added.
+ * period to 0 (0), then overwrites or frees the whole struct. The run's
+ * end must not re-arm it, nor read it (POISON makes the state word read
+ * as a deferred add, which a run's end that looked would file; ASan sees
+ * a touch of the freed struct in the FREE_IT variants): the bytes are all
+ * still the poison, it ran once, and nothing was re-added.
  */
 static void periodic_frees_itself(int reinit, int how)
 {
@@ -349,7 +347,7 @@ int main(int argc, char **argv)
 	sp_install();
 	RUN_SELECTED(test_reinit_after_cancel_keeps_the_started_runs_callback);
 	RUN_SELECTED(test_periodic_reinit_after_cancel_keeps_the_started_runs_callback);
-	RUN_SELECTED(test_reinit_while_apply_places_the_timer);
+	RUN_SELECTED(test_reinit_while_a_runner_is_about_to_claim_the_timer);
 	RUN_SELECTED(test_one_poll_runs_everything_due);
 	RUN_SELECTED(test_one_poll_queues_everything_due);
 	RUN_SELECTED(test_periodic_made_one_shot_overwrites_itself);

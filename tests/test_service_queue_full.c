@@ -1,24 +1,27 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * cancel_sync's TW_EDEADLK where the executors' queue is full and the
- * scanning thread runs a callback itself: only for a cycle of waits.
+ * cancel_sync's TW_EDEADLK only for a cycle of waits, where callbacks run
+ * on the executors and on the scanning thread.
  *
- * A callback that the polling thread runs (the queue had no room) waits
- * in cancel_sync for a timer whose entry an executor has just taken off
- * the queue. The executor waits for nothing, so there is no cycle: the
- * wait ends when the executor gives the entry up. The executor is parked
- * at "executor.took", right after it took the entry, until the callback's
- * cancel_sync is about to wait ("cancel_sync.wait"): each step happens in
- * the same order every run, whatever the machine's load. (The entry used
- * to reach the executor's running[] slot only after the queue's lock was
- * let go; in between, a ring check took the scanning thread -- the
- * caller itself -- for the entry's holder and returned TW_EDEADLK.)
+ * The scanning thread (here a manual service's poll) runs batches itself
+ * only past queue_capacity timers waiting for the executors, oldest first
+ * (back-pressure). With a capacity of one and two timers due, the poll
+ * runs the older, y, and the only executor takes the other, x. y's
+ * callback cancel_syncs x, which the executor holds in its batch and has
+ * not claimed: parked right after it took its batch ("executor.took", no
+ * running mark yet) the cancel takes x's slot back and returns
+ * TW_SVC_STOPPED at once; parked at its claim ("run.claiming", its mark on
+ * x) the cancel takes the slot back too, and the call waits until the
+ * executor lets go of its mark (released when the call is about to wait,
+ * "cancel_sync.wait"): the executor waits for nothing, so there is no
+ * cycle, and no TW_EDEADLK. Each step happens in the same order every
+ * run, whatever the machine's load.
  *
- * The second test is the same false ring through another waiter: a check
- * followed a waiting callback's record to the timer it waits for and took
- * that timer's holder from what the waiter had seen at its own last look
- * -- the executor that ran it, whose run had ended since, and which now
- * ran the checking callback itself.
+ * The second test is a false ring through another waiter: a ring check
+ * that follows a waiting callback's record to the timer it waits for must
+ * look at who runs that timer now, not at who ran it when the waiter last
+ * looked -- the executor that ran it, whose run has ended since, and
+ * which now runs the checking callback itself.
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -38,6 +41,7 @@ struct job {
 	atomic_int *gate;    /* the callback waits until it opens, if set */
 	atomic_int result;
 	atomic_int started, done;
+	atomic_int waited;   /* its cancel_sync came to wait */
 };
 
 /* Until *flag is set; false after 60 s (a hang, not a slow machine). */
@@ -60,7 +64,7 @@ static void job_run(struct tw_service *svc, struct tw_service_timer *t)
 	if (j->gate)
 		CHECK(wait_flag(j->gate));
 	if (j->other) {
-		/* The executor has the other timer's entry in hand
+		/* The executor holds the other timer in its batch
 		 * (parked). */
 		if (j->took >= 0)
 			CHECK(sp_wait(j->took, NULL));
@@ -85,16 +89,33 @@ static void release_parked(const void *obj, void *arg)
 	sp_release(*(int *)arg);
 }
 
-static void test_cancel_sync_from_the_scanner_waits_for_an_executor(void)
+/* At "cancel_sync.wait", on the callback's thread: note the wait, and
+ * let the parked executor go. */
+static void note_wait_and_release(const void *obj, void *arg)
+{
+	struct job *j = arg;
+
+	(void)obj;
+	atomic_store(&j->waited, 1);
+	sp_release(j->took);
+}
+
+/* The poll runs y (due first) itself, the only executor takes x, parked
+ * at point (with obj); y's callback cancel_syncs x. */
+static void scanner_cancel_syncs_what_an_executor_took(const char *point,
+						      const void *(*obj)(struct tw_service *,
+									 struct job *),
+						      bool waits)
 {
 	struct tw_service_config cfg = { 0 };
 	struct tw_service *svc = NULL;
 	struct tw_service_stats st;
 	struct poller p;
 	struct sp_thread th;
-	struct job x, *y = malloc(sizeof(*y));
+	struct job *x = malloc(sizeof(*x)), y;
 
-	/* A queue of one: y (due first) fills it, x runs on the poller. */
+	/* A queue of one: y, due first, runs on the poller, x waits for the
+	 * executor. */
 	cfg.tick = 10;
 	cfg.wheel_size = 8;
 	cfg.manual = true;
@@ -105,30 +126,56 @@ static void test_cancel_sync_from_the_scanner_waits_for_an_executor(void)
 	CHECK_EQ(tw_service_create(&svc, &cfg), TW_OK);
 	p.svc = svc;
 	p.result = 0;
-	job_init(&x);
-	job_init(y);
-	x.other = y;
-	x.took = sp_arm("executor.took", &y->t);
-	sp_on("cancel_sync.wait", &y->t, release_parked, &x.took);
-	CHECK_EQ(tw_service_add(svc, &y->t, 1010), TW_OK);
-	CHECK_EQ(tw_service_add(svc, &x.t, 1020), TW_OK);
+	job_init(x);
+	job_init(&y);
+	y.other = x;
+	y.took = sp_arm(point, obj(svc, x));
+	sp_on("cancel_sync.wait", &x->t, note_wait_and_release, &y);
+	CHECK_EQ(tw_service_add(svc, &y.t, 1010), TW_OK);
+	CHECK_EQ(tw_service_add(svc, &x->t, 1020), TW_OK);
 	atomic_store(&virtual_now, 1020);
 	sp_spawn(&th, poll_thread, &p);
 	sp_join(&th, "the poll");
-	/* Before the fix: TW_EDEADLK, no wait; the executor is still parked. */
-	sp_release(x.took);
-	sp_forget("cancel_sync.wait", &y->t);
-	CHECK_EQ(p.result, 2); /* y queued, x run here */
-	CHECK_EQ(atomic_load(&x.done), 1);
-	CHECK_EQ(atomic_load(&x.result), TW_SVC_STOPPED);
-	CHECK_EQ(atomic_load(&x.runs), 1);
+	/* Released by then if the call waited (and it had to, with a mark). */
+	sp_release(y.took);
+	sp_forget("cancel_sync.wait", &x->t);
+	CHECK_EQ(p.result, 2); /* x queued, y run here */
+	CHECK_EQ(atomic_load(&y.done), 1);
+	CHECK_EQ(atomic_load(&y.result), TW_SVC_STOPPED);
+	CHECK_EQ(atomic_load(&y.runs), 1);
+	CHECK_EQ(atomic_load(&y.waited), waits);
 	CHECK_EQ(tw_service_shutdown(svc, NULL, NULL), 0);
-	CHECK_EQ(atomic_load(&y->runs), 0);
+	CHECK_EQ(atomic_load(&x->runs), 0);
 	tw_service_stats(svc, &st);
 	CHECK_EQ(st.caller_ran, 1);
+	CHECK_EQ(st.ran, 1);
+	CHECK_EQ(st.stopped, 1);
 	CHECK_EQ(st.added, st.ran + st.stopped + st.handed_back);
 	CHECK_EQ(tw_service_destroy(svc), TW_OK);
-	free(y); /* cancel_sync returned STOPPED: nothing refers to it */
+	free(x); /* cancel_sync returned STOPPED: nothing refers to it */
+}
+
+static const void *the_service(struct tw_service *svc, struct job *x)
+{
+	(void)x;
+	return svc;
+}
+
+static const void *the_timer(struct tw_service *svc, struct job *x)
+{
+	(void)svc;
+	return &x->t;
+}
+
+static void test_cancel_sync_from_the_scanner_stops_what_an_executor_took(void)
+{
+	scanner_cancel_syncs_what_an_executor_took("executor.took", the_service,
+						   false);
+}
+
+static void test_cancel_sync_from_the_scanner_waits_for_an_executors_claim(void)
+{
+	scanner_cancel_syncs_what_an_executor_took("run.claiming", the_timer, true);
 }
 
 /*
@@ -188,7 +235,8 @@ static void test_cancel_sync_through_a_waiter_whose_target_ran(void)
 int main(void)
 {
 	sp_install();
-	RUN(test_cancel_sync_from_the_scanner_waits_for_an_executor);
+	RUN(test_cancel_sync_from_the_scanner_stops_what_an_executor_took);
+	RUN(test_cancel_sync_from_the_scanner_waits_for_an_executors_claim);
 	RUN(test_cancel_sync_through_a_waiter_whose_target_ran);
 	return check_report();
 }

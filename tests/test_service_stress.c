@@ -338,12 +338,12 @@ static void solo_hand_back(struct tw_service_timer *t, void *arg)
 }
 
 #ifdef TW_SHAKE
-static atomic_long handed_over; /* expiries handed to their timer's run */
+static atomic_long run_going_on; /* adds that found their timer running */
 
 static void counting_hook(const char *point, const void *obj)
 {
-	if (!strcmp(point, "execute.handed_over"))
-		atomic_fetch_add(&handed_over, 1);
+	if (!strcmp(point, "add.run_going_on"))
+		atomic_fetch_add(&run_going_on, 1);
 	sp_hook(point, obj);
 }
 #endif
@@ -392,13 +392,14 @@ static void test_no_timer_runs_beside_itself(void)
 	       "%u executors: %ld runs of %d timers (%d periodic), %ld "
 	       "overlapping"
 #ifdef TW_SHAKE
-	       ", %ld expiries handed to the thread running their timer"
+	       ", %ld adds that found their timer's callback running (deferred"
+	       " to its end)"
 #endif
 	       "\n", solo_ops * (long)nthreads, nthreads, cfg.executors,
 	       atomic_load(&solo_runs), NPER + NONE_SHOT, NPER,
 	       atomic_load(&solo_overlaps)
 #ifdef TW_SHAKE
-	       , atomic_load(&handed_over)
+	       , atomic_load(&run_going_on)
 #endif
 	       );
 	tw_service_destroy(solo_svc);

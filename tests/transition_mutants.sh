@@ -25,7 +25,7 @@ mkdir -p "$work"
 work=$(cd "$work" && pwd)
 jobs=${JOBS:-$(nproc 2>/dev/null || echo 2)}
 tree=$work/tree build=$work/build
-targets="test_races test_races_purgatory test_races_runs
+targets="test_races test_races_claims test_races_purgatory test_races_runs
 	test_promises_service test_promises_service_runs
 	test_promises_purgatory test_promises_purgatory_watch
 	test_promises_purgatory_locks test_service_queue_full

@@ -27,7 +27,7 @@ run() {
 	rm -f "$seen.err"
 }
 # (each split program: every part)
-for t in test_races test_races_purgatory test_races_runs \
+for t in test_races test_races_claims test_races_purgatory test_races_runs \
 	test_promises_service test_promises_service_runs \
 	test_promises_purgatory test_promises_purgatory_watch \
 	test_promises_purgatory_locks test_service_queue_full; do

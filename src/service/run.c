@@ -326,6 +326,7 @@ static void run_batch(struct tw_service *svc, unsigned ri)
 				run(svc, ri, t, fn);
 			else
 				tw__svc_wake_sync_waiters(svc);
+			TW_TEST_POINT("run.lost", t);
 			continue;
 		}
 		TW_TEST_POINT("run.claimed", t);

@@ -204,6 +204,7 @@ static int claim(struct tw_service *svc, struct tw_service_timer *t,
 		TW_TEST_POINT("add.claiming", t);
 		if (word_cas(t, word, *word | mine, TR_claim)) {
 			*word |= mine;
+			TW_TEST_POINT("add.claimed", t);
 			return TW_OK;
 		}
 	}
