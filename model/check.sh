@@ -191,7 +191,8 @@ if [ "$what" = all ] || [ "$what" = mutants ]; then
 	# in a stop, 5 the mark stored after the claim, 6 timer_shutdown
 	# without F_SHUT, 7 an add that does not kick, 8 cancel_sync waiting
 	# for its own callback, 9 no ring check, 10 a hand-back unmarked, 11
-	# F_RAN left by a stop of a taken timer (a false RUNNING); the
+	# F_RAN left by a stop of a taken timer (a false RUNNING), 12 a stop
+	# of a deferred add leaving the run's mark tagged; the
 	# purgatory's 2 no check after watching, 4 shutdown not waiting for
 	# calls in flight, 9 force_complete's late reference, 10 the timeout
 	# handed back to nobody, 14 a failed watch taking back an entry
@@ -202,7 +203,7 @@ if [ "$what" = all ] || [ "$what" = mutants ]; then
 	# 24 a watch naming the purgatory before its first reference.
 	for m in "service 3 1" "service 3 2" "service 3 3" "service 2 4" \
 		 "service 2 5" "service 4 6" "service 1 7" "service 4 8" \
-		 "service 5 9" "service 6 10" "service 2 11" \
+		 "service 5 9" "service 6 10" "service 2 11" "service 4 12" \
 		 "purgatory 1 2" "purgatory 2 4" \
 		 "purgatory 3 9" "purgatory 4 10" "purgatory 5 14" "purgatory 6 17" \
 		 "purgatory 3 18" "purgatory 7 19" \

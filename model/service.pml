@@ -46,7 +46,8 @@
  *     or added during its runs by another thread and by its own callback;
  *     three runs, then timer_shutdown and free.
  *   4 timer_shutdown against a callback that re-adds itself (keep-alive),
- *     from another thread on one executor, or from the callback itself.
+ *     from another thread on one executor, or from the callback itself
+ *     while another thread adds it (a deferred add the teardown stops).
  *   5 two callbacks on two executors cancel_sync each other (a ring):
  *     one gets TW_EDEADLK, nobody hangs.
  *   6 shutdown's hand-back: a hand_back cancel_syncs the other pending
@@ -73,6 +74,8 @@
  *  10 shutdown's hand-back without the hand-back runner's mark
  *  11 a stop of a taken timer that leaves F_RAN (a later cancel answers
  *     RUNNING for a run that never happens)
+ *  12 a stop of a deferred add that leaves the run's mark tagged (the
+ *     run's end reads the timer its callback tore down and freed)
  */
 
 #ifndef SCEN
@@ -215,8 +218,14 @@ inline kick_if_needed() {
 inline stop_locked(t, res) {
 	TOUCH(t);
 	if
-	:: tm[t].st == PENDING || tm[t].st == QUEUED || tm[t].st == DEFERRED ||
-	   tm[t].st == HANDING ->
+	:: tm[t].st == PENDING || tm[t].st == QUEUED || tm[t].st == HANDING ->
+		atomic { BEGIN_STEP(t); tm[t].st = IDLE; tm[t].stopped++; STEP(t, stop) };
+		res = R_STOPPED
+	:: tm[t].st == DEFERRED ->
+		/* the run's end has nothing to do: its mark untagged */
+#if MUT != 12
+		atomic { if :: running[tm[t].runner] == t -> again[tm[t].runner] = 0 :: else -> skip fi };
+#endif
 		atomic { BEGIN_STEP(t); tm[t].st = IDLE; tm[t].stopped++; STEP(t, stop) };
 		res = R_STOPPED
 	:: tm[t].st == TAKEN ->
@@ -603,6 +612,7 @@ inline cancel_sync(t, down, me, res) {
 
 #if SCEN == 2 || SCEN == 4
 byte readd[NT];         /* the callback re-adds its timer (this often) */
+bit added1;             /* SCEN 4: t1 added during its run */
 #endif
 #if SCEN == 3
 byte resched_by_cb;
@@ -622,7 +632,9 @@ inline callback(t, r) {
 	fi;
 #if SCEN == 4
 	if
-	:: t == 1 -> /* tears itself down, and frees itself as its last act */
+	:: t == 1 -> /* tears itself down, and frees itself as its last act,
+		      * once another thread has added it meanwhile */
+		(added1);
 		cancel_sync(t, 1, r, res2);
 		assert(res2 != R_EDEADLK);
 		tm[t].freed = 1
@@ -823,6 +835,19 @@ proctype scanner()
 	done++
 }
 
+#if SCEN == 4
+/* adds t1 once more, maybe during its run (deferred) */
+proctype adder()
+{
+	LOCALS;
+	(tm[1].inrun == 1);
+	add(1, 0, res);
+	assert(res == 0); /* deferred: the run goes on */
+	added1 = 1;
+	done++
+}
+#endif
+
 proctype user()
 {
 	LOCALS;
@@ -840,9 +865,9 @@ init {
 		INIT_RUNNERS;
 		tm[0].st = PENDING; tm[0].adds = 1; readd[0] = 2;
 		tm[1].st = PENDING; tm[1].adds = 1;
-		run executor(0); run scanner(); run user()
+		run executor(0); run scanner(); run user(); run adder()
 	}
-	(done == 3);
+	(done == 4);
 	assert(tm[0].adds == tm[0].runs + tm[0].stopped);
 	assert(tm[1].adds == tm[1].runs + tm[1].stopped)
 }

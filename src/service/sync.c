@@ -76,13 +76,15 @@ static bool closes_ring(const struct sync_wait *me)
 	return false; /* longer than any ring of live threads */
 }
 
-/* Post me (once) and look for a ring, atomically with respect to every
- * other waiter. */
-static bool wait_closes_ring(struct sync_wait *me, bool *posted)
+/* Post me (once) with the runner its target is on now, and look for a
+ * ring, atomically with respect to every other waiter. */
+static bool wait_closes_ring(struct sync_wait *me, unsigned target_runner,
+			     bool *posted)
 {
 	bool ring;
 
 	pthread_mutex_lock(&sync_waits_mu);
+	me->target_runner = target_runner;
 	if (!*posted) {
 		me->next = sync_waits;
 		sync_waits = me;
@@ -143,8 +145,7 @@ int tw__svc_wait_unreferenced(struct tw_service *svc, struct tw_service_timer *t
 		pthread_mutex_unlock(&s->mu);
 		if (!going || (own && runner == self->runner))
 			break;
-		me.target_runner = runner;
-		if (self->current && wait_closes_ring(&me, &posted)) {
+		if (self->current && wait_closes_ring(&me, runner, &posted)) {
 			rc = TW_EDEADLK;
 			break;
 		}

@@ -67,8 +67,17 @@ int tw__svc_stop_locked(struct tw_service *svc, struct shard *s,
 		/* The runner claimed it: that run ended this add. */
 		word_set(t, word, word_with(word, ST_IDLE, 0, 0), TR_ran);
 		return tw__svc_idle_result(svc, t, word);
-	case ST_DEFERRED:
+	case ST_DEFERRED: {
+		/* The add waited for a run's end: that end has nothing to do
+		 * now, and must not look at the timer (its callback may free
+		 * it). Untag the run's mark; a run that has seen the tag
+		 * already waits for this mutex and finds the timer IDLE. */
+		struct tw_service_timer *tagged =
+			(struct tw_service_timer *)((uintptr_t)t | RUN_AGAIN);
+
+		mark_cas(&svc->runners[t->runner], &tagged, t);
 		break;
+	}
 	case ST_HANDING:
 		list_unlink(&t->wheel_timer.link);
 		break;
