@@ -74,19 +74,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (!devnull || !f)
 		abort();
 	tr.out = devnull;
-	if (tr.html && !(tr.steps = open_memstream(&tr.steps_buf, &tr.steps_len)))
+	if (tr.html && trace_html_open(&tr))
 		abort();
 	if (setjmp(trace_reject) == 0) {
 		trace_replay(&tr, f);
 		if (tr.html) {
 			trace_write_page(&tr, "/dev/null");
 			tr.steps = NULL;
+			tr.noscript = NULL;
 		}
 	}
-	if (tr.steps) {
-		fclose(tr.steps);
-		free(tr.steps_buf);
-	}
+	trace_html_free(&tr);
 	trace_free(&tr);
 	fclose(f);
 	fclose(devnull);
@@ -141,11 +139,7 @@ static void usage(void)
 /* A scenario refused before any page was written: free what was set up. */
 static int give_up(struct trace *tr)
 {
-	if (tr->steps) {
-		fclose(tr->steps);
-		free(tr->steps_buf);
-		tr->steps = NULL;
-	}
+	trace_html_free(tr);
 	trace_free(tr);
 	return 2;
 }
@@ -197,10 +191,9 @@ int main(int argc, char **argv)
 	if (html_path) {
 		tr.render = &trace_html_renderer;
 		tr.html = true;
-		tr.steps = open_memstream(&tr.steps_buf, &tr.steps_len);
-		if (!tr.steps) {
+		if (trace_html_open(&tr)) {
 			perror("tw-trace");
-			return 2;
+			return give_up(&tr);
 		}
 	}
 	f = fopen(tr.path, "r");
