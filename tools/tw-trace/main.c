@@ -106,6 +106,7 @@ static const char help_text[] =
 "  --events  one line per event: 'fire NAME at T due D', 'cancel NAME ok|no',\n"
 "            'reschedule NAME ok|no' (ok: it was pending)\n"
 "  --html    one self-contained page: the --text steps, walked with a slider\n"
+"            (without JavaScript, listed as text)\n"
 "\n"
 "The scenario language, one command a line, '#' starts a comment:\n"
 "  wheel tick=T size=N start=S [mode=exact|kafka]\n"
