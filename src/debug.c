@@ -5,7 +5,7 @@
  * under one mutex. Slow, and meant to be: it is built only with
  * -DTW_DEBUG=ON, where naming a mistake matters more than nanoseconds.
  */
-#define _POSIX_C_SOURCE 200809L
+#include "posix.h" /* first: the feature macros */
 #include "debug.h"
 
 #ifdef TW_DEBUG

@@ -8,9 +8,13 @@
  * codes are shared: TW_EOWNER comes from the wheel and the service,
  * TW_ESHUTDOWN from the service and the purgatory, so each text names
  * every layer that returns its code instead of living beside one of
- * them. The cancel results share their numbers with the wheel cancel's
- * 0 and 1, so those two texts say both meanings. tests/test_bad_input.c
- * checks that every code has a text of its own.
+ * them. A text must hold for every call that returns its value: 0 is
+ * every call's success, a cancel's "nothing was pending" and a count of
+ * none; 1 and 2 are the cancels' results and also counts; TW_ECORRUPT
+ * comes from the wheel's check, drain and destroy and from the service's
+ * shutdown and destroy, and names the mistake that causes it.
+ * tests/test_bad_input_purgatory.c checks that every code has a text of
+ * its own, tests/test_wheel.c that each fits its calls.
  *
  * tw_version() and tw_version_string() say what the library was built
  * as, so a program can compare it with the TW_VERSION_HEX it was compiled
@@ -22,12 +26,14 @@
 const char *tw_strerror(int err)
 {
 	switch (err) {
-	case TW_OK: /* also TW_SVC_IDLE and the wheel cancel's 0 */
-		return "success (or: nothing to cancel)";
-	case TW_SVC_STOPPED: /* and the wheel cancel's 1 */
-		return "stopped: it was pending and will not run";
-	case TW_SVC_RUNNING:
-		return "too late to stop: its callback was running";
+	case TW_OK: /* also TW_SVC_IDLE, the wheel cancel's 0, a count of 0 */
+		return "success";
+	case TW_SVC_STOPPED: /* also the wheel cancel's 1, a count of 1 */
+		return "stopped: it was pending and will not run (from a cancel; "
+		       "from any other call, a count)";
+	case TW_SVC_RUNNING: /* also a count of 2 */
+		return "too late to stop: its callback was running (from a "
+		       "cancel; from any other call, a count)";
 	case TW_EINVAL:
 		return "invalid argument";
 	case TW_ENOMEM:
@@ -41,7 +47,9 @@ const char *tw_strerror(int err)
 	case TW_EREENTER:
 		return "not allowed from inside a timer callback";
 	case TW_ECORRUPT:
-		return "wheel invariant broken";
+		return "corrupted: a timer was initialised or freed while still "
+		       "pending (cancel it first; a service timer: "
+		       "tw_service_cancel_sync), or the wheel is not initialised";
 	case TW_EOVERFLOW:
 		return "due time overflows int64";
 	case TW_ESHUTDOWN:

@@ -11,7 +11,14 @@
 #     way with test_kafka and test_differential, they pass, and no call to
 #     tw_wheel_add, _cancel, _reschedule, _add_range or
 #     _reschedule_range is left in them (inlined), while each is still
-#     defined.
+#     defined;
+#   - included after the including file's own system headers (<stdio.h>,
+#     <time.h>, <pthread.h>, <unistd.h>), with -std=c11 and no feature
+#     macro of its own, it compiles with
+#     -Werror=implicit-function-declaration (glibc read the feature
+#     macros at that first header: src/posix.h declares what the library
+#     needs), and after <stdio.h> it links and starts and stops a service
+#     and a purgatory.
 #   amalgamation.sh SOURCE_DIR BUILD_DIR
 set -euo pipefail
 src=$1 build=$2
@@ -22,6 +29,25 @@ bash "$src/tools/amalgamate.sh" "$src" "$dir/timingwheel.c" >/dev/null
 flags=(-std=c11 -O2 -Wall -Wextra -Werror -Wpedantic -Wshadow -Wstrict-prototypes
        -I"$src/include" -I"$src/tests" -I"$dir" -pthread)
 hot='tw_wheel_(add|cancel|reschedule|add_range|reschedule_range)'
+# A program that includes its system headers first: the clock, the
+# service's threads and waits, the purgatory.
+cat >"$dir/after-main.inc" <<'EOF'
+int main(void)
+{
+	struct tw_service *svc;
+	struct tw_purgatory *p;
+
+	if (tw_service_create(&svc, NULL) != 0)
+		return 1;
+	if (tw_service_destroy(svc) != 0)
+		return 2;
+	if (tw_purgatory_create(&p, NULL) != 0)
+		return 3;
+	tw_purgatory_destroy(p);
+	puts("ok");
+	return 0;
+}
+EOF
 so=$(ls "$build"/libtimingwheel.so.*.* 2>/dev/null | head -1)
 fail=0 ran=0
 for cc in gcc clang; do
@@ -51,6 +77,19 @@ for cc in gcc clang; do
 		[ "$t" = test_differential ] && args=(100000)
 		"$dir/$t-$cc" "${args[@]}" >"$dir/$t-$cc.log" 2>&1 ||
 			{ tail -20 "$dir/$t-$cc.log"; echo "$cc: $t against the amalgamation failed"; fail=1; }
+	done
+	for h in stdio.h time.h pthread.h unistd.h; do
+		f=$dir/after-${h%.h}.c
+		printf '#include <%s>\n#include <stdio.h>\n#include "timingwheel.c"\n' "$h" >"$f"
+		cat "$dir/after-main.inc" >>"$f"
+		if [ "$h" = stdio.h ]; then
+			"$cc" "${flags[@]}" -O0 -Werror=implicit-function-declaration "$f" -o "${f%.c}-$cc" &&
+				[ "$("${f%.c}-$cc")" = ok ] ||
+				{ echo "$cc: timingwheel.c after <$h> does not build and run"; fail=1; }
+		else
+			"$cc" "${flags[@]}" -O0 -Werror=implicit-function-declaration -fsyntax-only "$f" ||
+				{ echo "$cc: timingwheel.c after <$h> does not compile"; fail=1; }
+		fi
 	done
 	for t in test_kafka test_differential; do
 		printf '#include "timingwheel.c"\n#include "%s.c"\n' "$t" >"$dir/inline-$t.c"

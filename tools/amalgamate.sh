@@ -47,7 +47,9 @@ trap 'rm -f "$tmp"' EXIT
 	printf ' * Compile it with -I to the public headers (include/) and -pthread;\n'
 	printf ' * #include it in the file that calls the wheel to inline its hot\n'
 	printf ' * calls (docs/performance.md, "The amalgamation").\n */\n'
-	# Feature macros first: they must come before any system header.
+	# Feature macros first, for every system header the file includes;
+	# then src/posix.h declares what a system header the includer read
+	# before them left out.
 	printf '#ifndef _POSIX_C_SOURCE\n#define _POSIX_C_SOURCE 200809L\n#endif\n'
 	printf '#ifndef _DEFAULT_SOURCE\n#define _DEFAULT_SOURCE\n#endif\n'
 	printf '#define TW_AMALGAMATION 1\n'
@@ -100,7 +102,11 @@ trap 'rm -f "$tmp"' EXIT
 			if (match(line, /^[ \t]*#[ \t]*define[ \t]+[A-Za-z_][A-Za-z0-9_]*/)) {
 				name = substr(line, RSTART, RLENGTH)
 				sub(/^[ \t]*#[ \t]*define[ \t]+/, "", name)
-				if (!(name in defined)) { defined[name] = 1; order[++nd] = name }
+				# What posix.h defines for the system
+				# (CLOCK_MONOTONIC) stays defined.
+				if (!(name in defined) && (path != posix || name ~ /^TW_/)) {
+					defined[name] = 1; order[++nd] = name
+				}
 			}
 			print line
 		}
@@ -121,6 +127,10 @@ trap 'rm -f "$tmp"' EXIT
 		return n
 	}
 	BEGIN {
+		# What the library calls beyond C11, declared even after the
+		# including file has read its system headers (src/posix.h).
+		posix = root "/src/posix.h"
+		emit(posix)
 		nf = split(files, f, /[ \t\n]+/)
 		for (i = 1; i <= nf; i++) {
 			if (f[i] == "") continue

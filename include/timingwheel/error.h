@@ -33,7 +33,10 @@ enum tw_error {
 			       there) or another service (its first add
 			       claimed it) */
 	TW_EREENTER = -6, /**< called from inside a callback where that is not allowed */
-	TW_ECORRUPT = -7, /**< tw_wheel_check() found a broken invariant */
+	TW_ECORRUPT = -7, /**< a broken invariant (tw_wheel_check()), or a
+			       timer's links or counts that a drain, destroy
+			       or shutdown cannot follow: almost always a
+			       timer initialised or freed while pending */
 	TW_EOVERFLOW = -8,/**< now + delay does not fit in an int64_t (the
 			       add_in calls of the wheel and the service;
 			       nothing changed) */
@@ -47,12 +50,13 @@ enum tw_error {
 /**
  * Describe any value a timingwheel call returns.
  * @param err a TW_E* code, or a non-negative result (any int is accepted)
- * @return a short constant English description, never NULL. 0, 1 and 2 are
- *         also the cancels' results, and are described as such: 0 "success
- *         (or: nothing to cancel)", 1 the TW_SVC_STOPPED of
- *         tw_service_cancel() and the 1 of tw_wheel_cancel() (the same
- *         meaning: it was pending and will not run), 2 TW_SVC_RUNNING.
- *         Any other positive value is a count ("not an error"), and a
+ * @return a short constant English description, never NULL, true of
+ *         every call that returns the value: 0 is "success"; 1 and 2 are
+ *         the cancels' results and also counts, and the text says both
+ *         (1: the TW_SVC_STOPPED of tw_service_cancel() and the 1 of
+ *         tw_wheel_cancel(), it was pending and will not run; 2:
+ *         TW_SVC_RUNNING); TW_ECORRUPT names the likely mistake. Any
+ *         other positive value is a count ("not an error"), and a
  *         negative value that is not a TW_E* is "unknown error".
  * @threadsafety Any thread.
  */

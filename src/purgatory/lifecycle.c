@@ -177,8 +177,8 @@ static int64_t shutdown_how(struct tw_purgatory *p, tw_op_fn *hand_back, bool mu
 	/* Wait for any timeout callback still running. A timeout still armed
 	 * here belongs to an op a completer has claimed but whose timeout it
 	 * has not cancelled yet; the service hands it back, and its
-	 * reference is dropped there (it leaked, and on_release never ran:
-	 * found by model/purgatory.pml). */
+	 * reference is dropped there, or on_release would never run
+	 * (model/purgatory.pml checks it). */
 	ctx.p = p;
 	ctx.hand_back = hand_back;
 	ctx.n = 0;

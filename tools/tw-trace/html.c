@@ -3,8 +3,10 @@
  * html.c — tw-trace's html renderer: each command a step (its title, its
  * text narration captured, the whole wheel as JSON), and at the end one
  * self-contained page: tools/tw-trace.html with the steps put in at its
- * marker. Times are strings in the JSON: JavaScript numbers lose
- * precision above 2^53.
+ * markers. Times are strings in the JSON: JavaScript numbers lose
+ * precision above 2^53. For a browser without JavaScript the page also
+ * lists every step as text, exactly as --text prints it (title,
+ * narration, drawing), inside <noscript>.
  */
 #define _POSIX_C_SOURCE 200809L /* open_memstream */
 #include <errno.h>
@@ -112,16 +114,72 @@ static void json_snapshot(struct trace *tr, FILE *f)
 	free(q);
 }
 
+/* Text for HTML: <, > and & escaped. */
+static void html_text(FILE *f, const char *s)
+{
+	for (; *s; s++) {
+		if (*s == '<')
+			fputs("&lt;", f);
+		else if (*s == '>')
+			fputs("&gt;", f);
+		else if (*s == '&')
+			fputs("&amp;", f);
+		else
+			fputc(*s, f);
+	}
+}
+
+int trace_html_open(struct trace *tr)
+{
+	tr->steps = open_memstream(&tr->steps_buf, &tr->steps_len);
+	tr->noscript = open_memstream(&tr->noscript_buf, &tr->noscript_len);
+	return tr->steps && tr->noscript ? 0 : -1;
+}
+
+/* A scenario refused before the page was written. */
+void trace_html_free(struct trace *tr)
+{
+	if (tr->steps) {
+		fclose(tr->steps);
+		free(tr->steps_buf);
+		tr->steps = NULL;
+	}
+	if (tr->noscript) {
+		fclose(tr->noscript);
+		free(tr->noscript_buf);
+		tr->noscript = NULL;
+	}
+}
+
+/* The step's JSON takes the narration alone (the page draws the wheel);
+ * its <noscript> text takes the title, the narration and the drawing. */
 void trace_step_end(struct trace *tr)
 {
+	const char *log;
+	char cut;
+
 	if (!tr->step_open)
 		return;
 	fclose(tr->out);
 	tr->out = NULL;
-	json_snapshot(tr, tr->steps);
+	log = tr->log_buf ? tr->log_buf : "";
+	fputs("<li><pre>", tr->noscript);
+	html_text(tr->noscript, tr->title);
+	fputc('\n', tr->noscript);
+	html_text(tr->noscript, log);
+	fputs("</pre></li>\n", tr->noscript);
+	if (tr->drawn && tr->log_buf) {
+		cut = tr->log_buf[tr->drawn_at];
+		tr->log_buf[tr->drawn_at] = '\0';
+		json_snapshot(tr, tr->steps);
+		tr->log_buf[tr->drawn_at] = cut;
+	} else {
+		json_snapshot(tr, tr->steps);
+	}
 	fflush(tr->steps);
 	free(tr->log_buf);
 	tr->log_buf = NULL;
+	tr->drawn = false;
 	tr->step_open = false;
 }
 
@@ -137,10 +195,15 @@ static void html_step(struct trace *tr, const char *title)
 	tr->step_open = true;
 }
 
-/* Nothing to draw as text: the step's end takes the wheel as JSON. */
+/* The wheel as --text draws it, after the narration in the same buffer:
+ * the step's end gives the JSON the narration alone and <noscript> both
+ * (the JSON takes the wheel itself at the step's end). */
 static void html_draw(struct trace *tr)
 {
-	(void)tr;
+	fflush(tr->out);
+	tr->drawn_at = tr->log_len;
+	tr->drawn = true;
+	trace_draw(tr);
 }
 
 /* Why a reschedule stayed goes into the step's narration, as text. */
@@ -150,36 +213,54 @@ const struct trace_renderer trace_html_renderer = {
 	.stayed = trace_explain_stay,
 };
 
-#define HTML_MARKER "<!--STEPS-->"
+#define NOSCRIPT_MARKER "<!--NOSCRIPT-->"
+#define STEPS_MARKER "<!--STEPS-->"
+
+static const char *marker(const char *from, const char *name)
+{
+	const char *m = strstr(from, name);
+
+	if (!m) {
+		fprintf(stderr, "tw-trace: the page template has no %s\n", name);
+		exit(2);
+	}
+	return m;
+}
 
 void trace_write_page(struct trace *tr, const char *path)
 {
-	const char *marker;
+	const char *text, *steps;
 	FILE *f;
 
 	trace_step_end(tr);
 	fclose(tr->steps);
+	fclose(tr->noscript);
 	f = fopen(path, "w");
 	if (!f) {
 		fprintf(stderr, "%s: %s\n", path, strerror(errno));
 		exit(2);
 	}
-	/* The template's marker is where the data goes. */
-	marker = strstr(html_page, HTML_MARKER);
-	if (!marker) {
-		fprintf(stderr, "tw-trace: the page template has no %s\n", HTML_MARKER);
-		exit(2);
-	}
-	fwrite(html_page, 1, (size_t)(marker - html_page), f);
+	/* The template's markers are where the data goes: the steps as
+	 * text, then as JSON. */
+	text = marker(html_page, NOSCRIPT_MARKER);
+	steps = marker(text, STEPS_MARKER);
+	fwrite(html_page, 1, (size_t)(text - html_page), f);
+	fputs("<noscript><section id=\"textsteps\">\n<h2>The steps "
+	      "(as tw-trace --text prints them)</h2>\n<ol>\n", f);
+	fwrite(tr->noscript_buf, 1, tr->noscript_len, f);
+	fputs("</ol>\n</section></noscript>", f);
+	text += strlen(NOSCRIPT_MARKER);
+	fwrite(text, 1, (size_t)(steps - text), f);
 	fputs("<script>const SCENARIO = ", f);
 	json_str(f, tr->path);
 	fputs(";\nconst STEPS = [\n", f);
 	fwrite(tr->steps_buf, 1, tr->steps_len, f);
 	fputs("];\n</script>\n", f);
-	fputs(marker + strlen(HTML_MARKER), f);
+	fputs(steps + strlen(STEPS_MARKER), f);
 	if (fclose(f)) {
 		fprintf(stderr, "%s: %s\n", path, strerror(errno));
 		exit(2);
 	}
 	free(tr->steps_buf);
+	free(tr->noscript_buf);
 }

@@ -74,19 +74,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (!devnull || !f)
 		abort();
 	tr.out = devnull;
-	if (tr.html && !(tr.steps = open_memstream(&tr.steps_buf, &tr.steps_len)))
+	if (tr.html && trace_html_open(&tr))
 		abort();
 	if (setjmp(trace_reject) == 0) {
 		trace_replay(&tr, f);
 		if (tr.html) {
 			trace_write_page(&tr, "/dev/null");
 			tr.steps = NULL;
+			tr.noscript = NULL;
 		}
 	}
-	if (tr.steps) {
-		fclose(tr.steps);
-		free(tr.steps_buf);
-	}
+	trace_html_free(&tr);
 	trace_free(&tr);
 	fclose(f);
 	fclose(devnull);
@@ -108,6 +106,7 @@ static const char help_text[] =
 "  --events  one line per event: 'fire NAME at T due D', 'cancel NAME ok|no',\n"
 "            'reschedule NAME ok|no' (ok: it was pending)\n"
 "  --html    one self-contained page: the --text steps, walked with a slider\n"
+"            (without JavaScript, listed as text)\n"
 "\n"
 "The scenario language, one command a line, '#' starts a comment:\n"
 "  wheel tick=T size=N start=S [mode=exact|kafka]\n"
@@ -141,11 +140,7 @@ static void usage(void)
 /* A scenario refused before any page was written: free what was set up. */
 static int give_up(struct trace *tr)
 {
-	if (tr->steps) {
-		fclose(tr->steps);
-		free(tr->steps_buf);
-		tr->steps = NULL;
-	}
+	trace_html_free(tr);
 	trace_free(tr);
 	return 2;
 }
@@ -197,10 +192,9 @@ int main(int argc, char **argv)
 	if (html_path) {
 		tr.render = &trace_html_renderer;
 		tr.html = true;
-		tr.steps = open_memstream(&tr.steps_buf, &tr.steps_len);
-		if (!tr.steps) {
+		if (trace_html_open(&tr)) {
 			perror("tw-trace");
-			return 2;
+			return give_up(&tr);
 		}
 	}
 	f = fopen(tr.path, "r");

@@ -11,14 +11,15 @@
  * struct trace_renderer, and to the text renderer's wheel observer
  * through tr->observer, both set by main.c; the renderers (text.c,
  * html.c) use trace.c's vocabulary and the library's inspection calls,
- * and html.c narrates a stay with text.c's trace_explain_stay. Of the
+ * and html.c narrates a stay and draws each step's text with text.c's
+ * trace_explain_stay and trace_draw. Of the
  * tool's headers every file includes only this one (html.c also the
  * generated html_page.h), and this one includes none. Calls, every arrow
  * pointing down:
  *
  *   main.c      -> scenario.c, and picks text.c's or html.c's renderer
  *   scenario.c  -> the renderer, through tr->render and tr->observer only
- *   html.c      -> text.c (trace_explain_stay)
+ *   html.c      -> text.c (trace_explain_stay, trace_draw)
  *   scenario.c, text.c, html.c -> trace.c (trace_die, task names, times)
  */
 #ifndef TW_TRACE_H
@@ -66,8 +67,15 @@ struct trace {
 	FILE *steps;          /* html: the JSON array of steps so far */
 	char *steps_buf;
 	size_t steps_len;
-	char *log_buf;        /* html: the open step's narration */
+	char *log_buf;        /* html: the open step's narration, then its
+	                         drawing as --text draws it */
 	size_t log_len;
+	size_t drawn_at;      /* html: where the drawing starts in log_buf */
+	bool drawn;
+	FILE *noscript;       /* html: every step as --text prints it, for
+	                         the page's <noscript> */
+	char *noscript_buf;
+	size_t noscript_len;
 	char title[4096];
 	struct tw_wheel wheel;
 	struct task **tasks;
@@ -108,8 +116,10 @@ void trace_on_event(void *arg, const struct tw_wheel *w,
 		    const struct tw_event *ev);
 
 /* html.c: a step per command with its text narration, the page at the
- * end */
+ * end (and, for a browser without JavaScript, every step as text) */
 extern const struct trace_renderer trace_html_renderer;
+int trace_html_open(struct trace *tr);
+void trace_html_free(struct trace *tr);
 void trace_step_end(struct trace *tr);
 void trace_write_page(struct trace *tr, const char *path);
 
