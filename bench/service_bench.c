@@ -1179,6 +1179,9 @@ int main(int argc, char **argv)
 {
 	pthread_t dog;
 
+	/* Each line as it is printed, also into a pipe or a file: a phase that
+	 * fails (stderr, unbuffered) then shows after the lines before it. */
+	setvbuf(stdout, NULL, _IOLBF, 0);
 	if (argc > 1 && !strcmp(argv[1], "--connections")) {
 		/* service_bench --connections [N [SECONDS [PCT...]]]: exact
 		 * and each window, alternating, BENCH_RUNS rounds */
