@@ -10,7 +10,10 @@
  *      implementation has one) of N pending timers from 1, 2 and 4
  *      producer threads, for: the wheel under one mutex, the heap under
  *      one mutex, the service with its default 8 inboxes, and with 1 inbox
- *      (every producer pushes onto the same lock-free stack);
+ *      (every producer pushes onto the same lock-free stack); beside each
+ *      wall-clock figure, the process's CPU per operation (the producers',
+ *      the reaper's and the executors'), what a machine with more cores
+ *      pays;
  *   2. expiry throughput: N timers due at once, run by the reaper alone and
  *      by 1 and 2 executors;
  *   3. lateness on the real clock: N tasks due uniformly over 2 s (Kafka's
@@ -30,7 +33,8 @@
  *        service_bench --connections [N [SECONDS [PCT...]]]
  *            (1e6 connections, 20 s measured, windows of 0, 1 and 15 %)
  * Prints a table; with CSV, also writes one row per measurement:
- * impl,workload,threads,n,ns_per_op
+ * impl,workload,threads,n,ns_per_op (a producer row's CPU per operation is
+ * its own row, workload "add cpu", "cancel cpu" or "churn cpu")
  *
  * The lateness runs take their service settings from the environment, for
  * experiments: BENCH_WHEEL_SIZE (the default), BENCH_EXECUTORS (1), BENCH_INBOXES
@@ -85,7 +89,7 @@ struct figure {
 	unsigned threads;
 	double value;
 };
-static struct figure figures[128];
+static struct figure figures[256];
 static size_t nfigures;
 
 static void remember(const char *impl, const char *workload, unsigned threads,
@@ -106,21 +110,38 @@ static double recall(const char *impl, const char *workload, unsigned threads)
 	return 0;
 }
 
-/* The median of runs[0..n) and its spread (min .. max). */
+/* The median of runs[0..n) and its spread (min .. max); with cpu, on the
+ * same line the median and spread of cpu[0..n), the process's CPU per
+ * operation (every thread's), remembered and written as cpu_workload. */
 static void report(const char *impl, const char *workload, unsigned threads,
-		   double *runs, int n)
+		   double *runs, int n, const char *cpu_workload, double *cpu)
 {
-	double median;
+	double median, cpu_median = 0;
+	char cpu_text[32] = "", cpu_spread[48] = "";
 
 	qsort(runs, (size_t)n, sizeof(*runs), bench_cmp_double);
 	median = runs[n / 2];
 	remember(impl, workload, threads, median);
-	printf("  %-22s %-8s %u thread%s  %8.1f ns/op  %6.2f Mops/s  (%d runs: "
-	       "%.1f .. %.1f)\n", impl, workload, threads, threads > 1 ? "s" : " ",
-	       median, 1e3 / median, n, runs[0], runs[n - 1]);
-	if (csv)
+	if (cpu) {
+		qsort(cpu, (size_t)n, sizeof(*cpu), bench_cmp_double);
+		cpu_median = cpu[n / 2];
+		remember(impl, cpu_workload, threads, cpu_median);
+		snprintf(cpu_text, sizeof(cpu_text), "  CPU %7.1f ns/op",
+			 cpu_median);
+		snprintf(cpu_spread, sizeof(cpu_spread), "; CPU %.1f .. %.1f",
+			 cpu[0], cpu[n - 1]);
+	}
+	printf("  %-22s %-8s %u thread%s  %8.1f ns/op  %6.2f Mops/s%s  (%d runs: "
+	       "%.1f .. %.1f%s)\n", impl, workload, threads,
+	       threads > 1 ? "s" : " ", median, 1e3 / median, cpu_text, n,
+	       runs[0], runs[n - 1], cpu_spread);
+	if (csv) {
 		fprintf(csv, "%s,%s,%u,%zu,%.1f\n", impl, workload, threads, N,
 			median);
+		if (cpu)
+			fprintf(csv, "%s,%s,%u,%zu,%.1f\n", impl, cpu_workload,
+				threads, N, cpu_median);
+	}
 }
 
 static int nruns = 3;
@@ -186,6 +207,16 @@ static void *watchdog(void *arg)
 		pthread_mutex_unlock(&watch_mu);
 	}
 	return NULL;
+}
+
+/* Every thread's CPU so far: the producers', the reaper's, the
+ * executors' (and the watchdog's 10 checks a second). */
+static int64_t process_cpu_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
 /* ---- one interface over the implementations ---- */
@@ -294,12 +325,16 @@ static void *work(void *arg)
  * a service's add or cancel leaves its placement in the wheel to the
  * reaper, which on a machine with a free core does it meanwhile, and on
  * a busy one (or pinned to one core) count() does it here, inside the
- * first figure. */
-static double run_phase(struct bench *b, int phase, double *caller)
+ * first figure. In *cpu (if not NULL), the process's CPU per operation
+ * over the same span: the producers', the reaper's and the executors'
+ * together, what the phase costs on a machine with cores to spare. */
+static double run_phase(struct bench *b, int phase, double *caller,
+			double *cpu)
 {
 	pthread_t th[8];
 	struct worker wk[8];
-	int64_t t0, t1, caller_t1;
+	int64_t t0, t1, caller_t1, cpu0, cpu1;
+	double ops = (double)((N / b->threads) * b->threads);
 
 	static const char *const names[] = { "producers: add",
 					     "producers: cancel",
@@ -314,6 +349,7 @@ static double run_phase(struct bench *b, int phase, double *caller)
 		wk[i].index = i;
 		pthread_create(&th[i], NULL, work, &wk[i]);
 	}
+	cpu0 = process_cpu_ns();
 	pthread_barrier_wait(&b->start);
 	pthread_barrier_wait(&b->start);
 	/* The service's work is not done until every add and cancel left in
@@ -321,6 +357,7 @@ static double run_phase(struct bench *b, int phase, double *caller)
 	if (b->impl == SVC)
 		tw_service_count(b->svc);
 	t1 = b->impl == SVC ? bench_now_ns() : 0;
+	cpu1 = process_cpu_ns();
 	t0 = INT64_MAX;
 	caller_t1 = 0;
 	for (unsigned i = 0; i < b->threads; i++) {
@@ -332,9 +369,10 @@ static double run_phase(struct bench *b, int phase, double *caller)
 	pthread_barrier_destroy(&b->start);
 	unwatch();
 	if (caller)
-		*caller = (double)(caller_t1 - t0) /
-			  (double)((N / b->threads) * b->threads);
-	return (double)(t1 - t0) / (double)((N / b->threads) * b->threads);
+		*caller = (double)(caller_t1 - t0) / ops;
+	if (cpu)
+		*cpu = (double)(cpu1 - cpu0) / ops;
+	return (double)(t1 - t0) / ops;
 }
 
 /* Whether BENCH_ONLY (a comma-separated list of names) selects name. */
@@ -366,6 +404,7 @@ static void producers(const char *name, enum impl impl, unsigned partitions)
 
 	for (size_t c = 0; c < 3; c++) {
 		double add[9], add_caller[9], cancel[9], churn[9];
+		double add_cpu[9], cancel_cpu[9], churn_cpu[9];
 
 		for (int r = 0; r < nruns; r++) {
 			struct bench b = { 0 };
@@ -389,10 +428,10 @@ static void producers(const char *name, enum impl impl, unsigned partitions)
 				cfg.executors = 1;
 				tw_service_create(&b.svc, &cfg);
 			}
-			add[r] = run_phase(&b, 0, &add_caller[r]);
-			cancel[r] = run_phase(&b, 1, NULL);
-			run_phase(&b, 0, NULL); /* all pending again */
-			churn[r] = run_phase(&b, 2, NULL);
+			add[r] = run_phase(&b, 0, &add_caller[r], &add_cpu[r]);
+			cancel[r] = run_phase(&b, 1, NULL, &cancel_cpu[r]);
+			run_phase(&b, 0, NULL, NULL); /* all pending again */
+			churn[r] = run_phase(&b, 2, NULL, &churn_cpu[r]);
 			if (impl == HEAP)
 				heap_service_destroy(&b.hs);
 			else if (impl == WHEEL)
@@ -401,11 +440,14 @@ static void producers(const char *name, enum impl impl, unsigned partitions)
 				tw_service_destroy(b.svc);
 			free(b.items);
 		}
-		report(name, "add", counts[c], add, nruns);
+		report(name, "add", counts[c], add, nruns, "add cpu", add_cpu);
 		if (impl == SVC)
-			report(name, "add caller", counts[c], add_caller, nruns);
-		report(name, "cancel", counts[c], cancel, nruns);
-		report(name, "churn", counts[c], churn, nruns);
+			report(name, "add caller", counts[c], add_caller, nruns,
+			       NULL, NULL);
+		report(name, "cancel", counts[c], cancel, nruns, "cancel cpu",
+		       cancel_cpu);
+		report(name, "churn", counts[c], churn, nruns, "churn cpu",
+		       churn_cpu);
 	}
 }
 
@@ -456,14 +498,6 @@ static void touch(void *p, size_t bytes)
 
 	for (size_t i = 0; i < bytes; i += page)
 		c[i] = 0;
-}
-
-static int64_t process_cpu_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
 /* Wall ns per timer from the last due time to the last run, and in *cpu
@@ -594,9 +628,11 @@ static void expire_all(void)
 		if (!selected(rows[k].name))
 			continue;
 		report(rows[k].name, "expire",
-		       rows[k].executors ? rows[k].executors : 1, runs[k], nruns);
+		       rows[k].executors ? rows[k].executors : 1, runs[k], nruns,
+		       NULL, NULL);
 		report(rows[k].name, "expire cpu",
-		       rows[k].executors ? rows[k].executors : 1, cpu[k], nruns);
+		       rows[k].executors ? rows[k].executors : 1, cpu[k], nruns,
+		       NULL, NULL);
 	}
 }
 
@@ -1143,6 +1179,7 @@ static void summary(void)
 {
 	static const unsigned counts[] = { 1, 2, 4 };
 	static const char *const works[] = { "add", "cancel", "churn" };
+	static const char *const cpus[] = { "add cpu", "cancel cpu", "churn cpu" };
 	static const char *const late[] = { "late p50", "late p99", "late max" };
 	double floor99 = recall("floor", "late p99", 1);
 	double svc99 = recall("service exact", "late p99", 1);
@@ -1165,6 +1202,14 @@ static void summary(void)
 				    recall("wheel + mutex", works[w], counts[c]),
 				    recall("heap + mutex", works[w], counts[c]),
 				    "ns");
+		}
+		for (size_t c = 0; c < 3; c++) {
+			snprintf(label, sizeof(label), "%s CPU, %u thread%s",
+				 works[w], counts[c], counts[c] > 1 ? "s" : "");
+			summary_row(label, recall(SVC_ROW, cpus[w], counts[c]),
+				    recall("wheel + mutex", cpus[w], counts[c]),
+				    recall("heap + mutex", cpus[w], counts[c]),
+				    "CPU ns, all threads");
 		}
 		if (w == 0) /* the service's add before the wheel placed it */
 			summary_row("add as the caller sees it, 1 thread",
