@@ -13,7 +13,7 @@
  * a timer is reused with another service only after a fresh
  * tw_service_timer_init(), which clears them.
  */
-#define _POSIX_C_SOURCE 200809L
+#include "../posix.h"
 
 #include <stdlib.h>
 #include <string.h>

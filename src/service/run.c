@@ -21,7 +21,7 @@
  * have won: TW_SVC_STOPPED, and the reaper's exchange would have found
  * NULL. Then shard 1, the same way.
  */
-#define _POSIX_C_SOURCE 200809L
+#include "../posix.h"
 
 #include <stdlib.h>
 #include <time.h>

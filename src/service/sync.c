@@ -17,7 +17,7 @@
  * covers the one race a run's end without a fence can lose (it cleared
  * its mark as the waiter counted itself).
  */
-#define _POSIX_C_SOURCE 200809L
+#include "../posix.h"
 
 #include "core.h"
 

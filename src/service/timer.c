@@ -24,7 +24,7 @@
  * waits for that run's end instead (DEFERRED), so that no other executor
  * can run it beside the run (one run at a time, core.h).
  */
-#define _POSIX_C_SOURCE 200809L
+#include "../posix.h"
 
 #include <stdatomic.h>
 

@@ -14,7 +14,7 @@
  * so tests/transitions.sh can show which of the model's steps the C suite
  * exercises (docs/model.md).
  */
-#define _POSIX_C_SOURCE 200809L
+#include "../posix.h"
 
 #include <pthread.h>
 #include <stdio.h>
