@@ -5,11 +5,12 @@
  * with a message naming the call and what to do instead; the same calls
  * made correctly must not be taken for mistakes; and a TW_EINVAL says
  * which argument was refused, and why, without stopping anything. (Without the debug
- * build the first kind crashes later, elsewhere, or hangs: issue 25.)
+ * build the first kind crashes later, elsewhere, or hangs.)
  */
 #define _POSIX_C_SOURCE 200809L
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -84,16 +85,35 @@ static void init_a_pending_timer(void)
 	tw_service_timer_init(&t, nothing); /* the mistake */
 }
 
-static void init_a_tombstone(void)
+static void hold_for_ever(struct tw_service *s, struct tw_service_timer *t)
 {
-	struct tw_service *svc = manual_service();
-	struct tw_service_timer t;
+	(void)s;
+	(void)t;
+	for (;;)
+		sched_yield(); /* the child ends at the abort */
+}
 
+/* Expired, waiting for the one executor, which runs another callback. */
+static void init_an_expired_timer(void)
+{
+	struct tw_service_config cfg = { .manual = true, .executors = 1 };
+	struct tw_service *svc = NULL;
+	struct tw_service_timer blocker, t;
+
+	cfg.clock.now = virtual_clock;
+	set_clock(0);
+	CHECK_EQ(tw_service_create(&svc, &cfg), 0);
+	tw_service_timer_init(&blocker, hold_for_ever);
 	tw_service_timer_init(&t, nothing);
-	CHECK_EQ(tw_service_add(svc, &t, TW_S(1)), 0);
-	CHECK(tw_service_poll(svc) >= 0); /* placed in the wheel */
-	CHECK_EQ(tw_service_cancel(svc, &t), TW_SVC_STOPPED);
-	tw_service_timer_init(&t, nothing); /* the mistake: it is still linked */
+	CHECK_EQ(tw_service_add(svc, &blocker, TW_MS(1)), 0);
+	CHECK_EQ(tw_service_add(svc, &t, TW_MS(2)), 0);
+	set_clock(TW_MS(1));
+	CHECK_EQ(tw_service_poll(svc), 1);
+	while (tw_service_timer_pending(&blocker))
+		sched_yield(); /* the executor took it, and holds */
+	set_clock(TW_MS(2));
+	CHECK_EQ(tw_service_poll(svc), 1);
+	tw_service_timer_init(&t, nothing); /* the mistake: it waits to run */
 }
 
 static void init_a_pending_periodic_timer(void)
@@ -110,9 +130,9 @@ static void test_init_of_a_held_timer_is_named(void)
 {
 	EXPECT_ABORT_NAMING(init_a_pending_timer, "tw_service_timer_init(",
 			    "pending", "tw_service_timer_reinit()",
-			    "tw_service_cancel_sync()");
-	EXPECT_ABORT_NAMING(init_a_tombstone, "tw_service_timer_init(",
-			    "a plain cancel left it linked in the wheel");
+			    "tw_service_timer_shutdown()");
+	EXPECT_ABORT_NAMING(init_an_expired_timer, "tw_service_timer_init(",
+			    "expired, about to run");
 	EXPECT_ABORT_NAMING(init_a_pending_periodic_timer,
 			    "tw_service_periodic_init(", "pending");
 }
@@ -136,7 +156,56 @@ static void test_destroy_names_a_wiped_timer(void)
 {
 	EXPECT_ABORT_NAMING(wipe_a_pending_timer_then_destroy,
 			    "tw_service_destroy(", "overwritten",
-			    "tw_service_cancel_sync()");
+			    "tw_service_timer_shutdown()");
+}
+
+/* ---- an add of a timer torn down by tw_service_timer_shutdown() ---- */
+
+/* From another thread than its callback: the timer may have been freed
+ * since, so the add is the mistake. */
+static void add_after_timer_shutdown(void)
+{
+	struct tw_service *svc = manual_service();
+	struct tw_service_timer t;
+
+	tw_service_timer_init(&t, nothing);
+	CHECK_EQ(tw_service_add(svc, &t, TW_S(1)), 0);
+	CHECK_EQ(tw_service_timer_shutdown(svc, &t), TW_SVC_STOPPED);
+	tw_service_add(svc, &t, TW_S(2)); /* the mistake */
+}
+
+/* Its own callback's re-add after the teardown is what the teardown
+ * refuses by design: TW_ESHUTDOWN, nothing named. Then init, and the
+ * timer is a fresh one again. */
+static int readd_rc = -1000;
+
+static void tear_down_then_readd(struct tw_service *s, struct tw_service_timer *t)
+{
+	CHECK_EQ(tw_service_timer_shutdown(s, t), TW_SVC_RUNNING);
+	readd_rc = tw_service_add_in(s, t, TW_MS(1));
+}
+
+static void readd_from_the_torn_down_callback(void)
+{
+	struct tw_service *svc = manual_service();
+	struct tw_service_timer t;
+
+	set_clock(0);
+	tw_service_timer_init(&t, tear_down_then_readd);
+	CHECK_EQ(tw_service_add(svc, &t, TW_MS(1)), 0);
+	set_clock(TW_MS(1));
+	CHECK_EQ(tw_service_poll(svc), 1);
+	CHECK_EQ(readd_rc, TW_ESHUTDOWN);
+	tw_service_timer_init(&t, nothing);
+	CHECK_EQ(tw_service_add(svc, &t, TW_MS(5)), 0);
+	tw_service_destroy(svc);
+}
+
+static void test_add_after_timer_shutdown_is_named(void)
+{
+	EXPECT_ABORT_NAMING(add_after_timer_shutdown, "tw_service_add(",
+			    "tw_service_timer_shutdown()", "tw_service_timer_init()");
+	EXPECT_CLEAN(readd_from_the_torn_down_callback);
 }
 
 /* The right ways to reuse a timer are not mistakes. */
@@ -420,7 +489,7 @@ static void test_einval_says_which_argument_and_goes_on(void)
 {
 	CHECK_EQ(in_child(bad_arguments), 0); /* refused, not aborted */
 	CHECK(strstr(out, "tw_wheel_init: TW_EINVAL: tick must be at least 1, not 0"));
-	CHECK(strstr(out, "tw_service_create: TW_EINVAL: cfg.shards must be at most 1024"));
+	CHECK(strstr(out, "tw_service_create: TW_EINVAL: cfg.shards must be at most 256"));
 	CHECK(strstr(out, "tw_wheel_add: TW_EINVAL: the timer has no callback"));
 }
 
@@ -428,6 +497,7 @@ int main(void)
 {
 	RUN(test_init_of_a_held_timer_is_named);
 	RUN(test_destroy_names_a_wiped_timer);
+	RUN(test_add_after_timer_shutdown_is_named);
 	RUN(test_reuse_done_right_is_not_a_mistake);
 	RUN(test_init_of_a_watched_op_is_named);
 	RUN(test_op_reuse_done_right_is_not_a_mistake);
