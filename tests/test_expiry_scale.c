@@ -8,7 +8,8 @@
  * executors), and one executor with room for one waiting timer, so that
  * the polling thread runs nearly all of them itself while the executor
  * runs a few. Each even timer's callback cancel_syncs the next timer:
- * half run, half are stopped before their turn. A watchdog turns a
+ * half run, half are stopped before their turn (with the executor, an
+ * odd timer it ran first is not stopped). A watchdog turns a
  * quadratic expiry (minutes) into a failure after 60 s.
  *
  * usage: test_expiry_scale [N]   (default 1000000)
@@ -88,13 +89,21 @@ static void expire_all(unsigned executors)
 		nanosleep(&ms, NULL);
 	CHECK_EQ(tw_service_shutdown(svc, NULL, NULL), 0);
 	tw_service_stats(svc, &st);
-	CHECK_EQ(atomic_load(&ran), (long)(n + 1) / 2);
-	CHECK_EQ(atomic_load(&stopped), (long)n / 2);
-	CHECK_EQ(st.ran + st.stopped, n);
+	CHECK_EQ(atomic_load(&ran) + atomic_load(&stopped), (long)n);
+	CHECK_EQ(st.ran, (uint64_t)atomic_load(&ran));
+	CHECK_EQ(st.stopped, (uint64_t)atomic_load(&stopped));
+	/* Without executors the pairs run in order: every odd timer is
+	 * stopped. With one, the executor may have claimed an odd timer
+	 * before its pair's callback came: that cancel_sync found it run
+	 * (or running) instead, and it ran once. */
 	for (size_t i = 0; i + 1 < n; i += 2) {
-		CHECK(items[i].ran && !items[i + 1].ran);
-		if (items[i].result != TW_SVC_STOPPED) {
-			CHECK_EQ(items[i].result, TW_SVC_STOPPED);
+		bool stopped_it = items[i].result == TW_SVC_STOPPED;
+
+		if (!items[i].ran || items[i + 1].ran == stopped_it ||
+		    (!executors && !stopped_it) ||
+		    (!stopped_it && items[i].result != TW_SVC_IDLE &&
+		     items[i].result != TW_SVC_RUNNING)) {
+			CHECK(!"a pair that did not end as its cancel_sync said");
 			break;
 		}
 	}

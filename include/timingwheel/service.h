@@ -187,7 +187,8 @@ struct tw_service_config {
 				       callback that blocks stops the service.
 				       Give executors when callbacks may
 				       block or take long */
-	unsigned shards;          /**< wheels, each under its own mutex; a
+	unsigned shards;          /**< wheels, each under its own mutex,
+				       rounded up to a power of two; a
 				       thread adds to one shard, chosen at its
 				       first add (threads share them
 				       round-robin), and a timer stays in the

@@ -154,6 +154,7 @@ struct runner {
 	_Alignas(64) _Atomic(struct tw_service_timer *) running;
 	_Atomic(struct tw_service_timer *) slot[BATCH];
 	tw_service_fn *fn[BATCH];     /* each timer's callback when taken */
+	bool periodic[BATCH];         /* and whether it re-arms after */
 	unsigned len;
 	/* Written by this runner, read by stats. */
 	_Atomic uint64_t ran, caller_ran;
@@ -172,6 +173,12 @@ struct shard {
 	int64_t reaper_sees;
 	bool closed;              /* shutdown began: adds refused */
 	bool posted;              /* on the executors' work list */
+	/* The scanner advances this wheel and runs what expires itself (no
+	 * executors): the wheel's callback takes each timer straight into
+	 * the scanner's batch, and runs a full batch with the mutex let go
+	 * (run.c). fired counts them for the poll. */
+	bool direct;
+	uint64_t fired;
 	struct shard *work_next;
 	/* Written under mu (a store each, no read-modify-write), read by
 	 * stats from any thread. */

@@ -430,7 +430,9 @@ static int alloc_parts(struct tw_service *svc)
 
 	svc->nexecutors = svc->cfg.executors;
 	svc->nrunners = svc->nexecutors + 2;
-	svc->nshards = svc->cfg.shards;
+	/* A power of two (a thread's shard is a mask of its number). */
+	for (svc->nshards = 1; svc->nshards < svc->cfg.shards;)
+		svc->nshards *= 2;
 	store_u64(&svc->latest, (uint64_t)now);
 	svc->runners = aligned_alloc(64, svc->nrunners * sizeof(*svc->runners));
 	svc->executors = calloc(svc->nexecutors + 1, sizeof(*svc->executors));

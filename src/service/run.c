@@ -143,47 +143,80 @@ int tw_service_set_wake(struct tw_service *svc, tw_service_wake_fn *wake,
 
 /* ---- expiry: the wheel's callback, and batches ---- */
 
+static void run_batch(struct tw_service *svc, unsigned ri);
+
+/* Under the shard's mutex: t (word) into runner ri's batch, at its end
+ * (TAKEN). Its callback is read now, while a reinit cannot change it
+ * under a run that has started. */
+static void take(struct tw_service *svc, unsigned ri,
+		 struct tw_service_timer *t, uint32_t word)
+{
+	struct runner *r = &svc->runners[ri];
+	unsigned n = r->len++;
+
+	t->runner = (uint16_t)ri;
+	t->place = (uint16_t)n;
+	r->fn[n] = callback_of(t);
+	r->periodic[n] = word_has(word, F_PERIODIC);
+	slot_store(r, n, t);
+	word_set(t, word, word_with(word, ST_TAKEN, F_RAN, 0), TR_take);
+}
+
 /* Every service timer's wheel callback, under its shard's mutex, inside
- * the scanner's advance: the timer (unlinked by the wheel) joins the
- * shard's expired list. */
+ * the scanner's advance (the wheel has unlinked the timer). With
+ * executors it joins the shard's expired list. Without, the scanner runs
+ * it: straight into its batch, and a full batch runs at once, the mutex
+ * let go meanwhile -- as a callback of a single-threaded wheel may add and
+ * cancel timers of the wheel during its advance, so may other threads
+ * here, under the mutex; and each timer is run while it is still in the
+ * cache (a list filled first and run after touched a million timers
+ * twice). */
 void tw__svc_fire(struct tw_wheel *w, struct tw_timer *wt)
 {
 	struct shard *s = tw_container_of(w, struct shard, wheel);
 	struct tw_service_timer *t = svc_timer_of(wt);
+	struct tw_service *svc = s->svc;
 	uint32_t word = word_load(t);
 
-	list_append(&s->expired, &wt->link);
-	bump(&s->nexpired, 1);
+	if (!s->direct) {
+		list_append(&s->expired, &wt->link);
+		bump(&s->nexpired, 1);
+		word_set(t, word, word_with(word, ST_QUEUED, 0, 0), TR_expire);
+		return;
+	}
+	s->fired++;
 	word_set(t, word, word_with(word, ST_QUEUED, 0, 0), TR_expire);
+	take(svc, SCANNER(svc), t, word_with(word, ST_QUEUED, 0, 0));
+	if (svc->runners[SCANNER(svc)].len == BATCH) {
+		TW_DEBUG_WHEEL_LEAVE(w);
+		pthread_mutex_unlock(&s->mu);
+		TW_TEST_POINT("scan.batch", svc);
+		run_batch(svc, SCANNER(svc));
+		pthread_mutex_lock(&s->mu);
+		TW_DEBUG_WHEEL_ENTER(w, "tw_wheel_advance");
+	}
 }
 
-/* Under s->mu: up to BATCH of the shard's expired timers into runner ri's
- * batch (TAKEN), oldest first. Each timer's callback is read now, while
- * a reinit cannot change it under a run that has started. */
+/* Under s->mu: up to `most` of the shard's expired timers into runner
+ * ri's batch, oldest first. */
 static unsigned take_batch(struct tw_service *svc, struct shard *s, unsigned ri,
 			   unsigned most)
 {
-	struct runner *r = &svc->runners[ri];
 	unsigned n = 0;
 
+	svc->runners[ri].len = 0;
 	while (n < most && !list_empty(&s->expired)) {
 		struct tw_link *link = s->expired.next;
 		struct tw_service_timer *t = svc_timer_of(list_timer(link));
-		uint32_t word = word_load(t);
 
 #if defined(__GNUC__)
 		__builtin_prefetch(link->next);
 #endif
 		list_unlink(link);
-		t->runner = (uint16_t)ri;
-		t->place = (uint16_t)n;
-		r->fn[n] = callback_of(t);
-		slot_store(r, n, t);
-		word_set(t, word, word_with(word, ST_TAKEN, F_RAN, 0), TR_take);
+		take(svc, ri, t, word_load(t));
 		n++;
 	}
 	bump(&s->nexpired, -(int64_t)n);
-	r->len = n;
 	return n;
 }
 
@@ -207,7 +240,8 @@ static bool due_now(struct tw_service *svc, int64_t due)
  * time plus its period. Returns whether to run t again.
  */
 static bool run_end(struct tw_service *svc, unsigned ri,
-		    struct tw_service_timer *t, bool rearm, tw_service_fn **fn)
+		    struct tw_service_timer *t, bool rearm, tw_service_fn **fn,
+		    bool *periodic)
 {
 	struct runner *r = &svc->runners[ri];
 	struct tw_service_timer *expect = t;
@@ -236,6 +270,7 @@ static bool run_end(struct tw_service *svc, unsigned ri,
 			 * was emptied by the claim of the run now over). */
 			word_set(t, word, word_with(word, ST_TAKEN, 0, 0), TR_again);
 			*fn = callback_of(t);
+			*periodic = word_has(word, F_PERIODIC);
 			again = true;
 		} else {
 			tw__svc_link(svc, s, t, word, t->wheel_timer.due, t->slack,
@@ -266,29 +301,25 @@ static bool run_end(struct tw_service *svc, unsigned ri,
 	return again;
 }
 
-/* Run t, which this runner has claimed, with the callback it expired with;
- * then every run an add during it asks for (run_end). */
+/* Run t, which this runner has claimed, with the callback it was taken
+ * with; then every run an add during it asks for (run_end). The thread's
+ * current_svc and runner are the batch's (run_batch). */
 static void run(struct tw_service *svc, unsigned ri, struct tw_service_timer *t,
-		tw_service_fn *fn)
+		tw_service_fn *fn, bool periodic)
 {
 	struct runner *r = &svc->runners[ri];
 	struct tw__svc_thread *self = &THIS_THREAD;
 	bool again;
 
 	do {
-		uint32_t word = word_load(t);
-
 		self->current = t;
-		self->current_svc = svc;
-		self->runner = ri;
-		self->rearm = word_has(word, F_PERIODIC);
+		self->rearm = periodic;
 		fn(svc, t); /* a one-shot timer may be freed from here on */
 		self->current = NULL;
-		self->current_svc = NULL;
 		bump(&r->ran, 1);
 		if (ri == SCANNER(svc) && svc->nexecutors)
 			bump(&r->caller_ran, 1);
-		again = run_end(svc, ri, t, self->rearm, &fn);
+		again = run_end(svc, ri, t, self->rearm, &fn, &periodic);
 		TW_TEST_POINT("run.over", t);
 	} while (again);
 	tw__svc_wake_sync_waiters(svc);
@@ -302,7 +333,10 @@ static void run(struct tw_service *svc, unsigned ri, struct tw_service_timer *t,
 static void run_batch(struct tw_service *svc, unsigned ri)
 {
 	struct runner *r = &svc->runners[ri];
+	struct tw__svc_thread *self = &THIS_THREAD;
 
+	self->current_svc = svc;
+	self->runner = ri;
 	for (unsigned i = 0; i < r->len; i++) {
 		struct tw_service_timer *t = slot_load(r, i);
 
@@ -321,17 +355,19 @@ static void run_batch(struct tw_service *svc, unsigned ri)
 			 * an add meanwhile (deferred to this "run"'s end):
 			 * end it as a run, which files that add. */
 			tw_service_fn *fn = NULL;
+			bool periodic = false;
 
-			if (run_end(svc, ri, t, false, &fn))
-				run(svc, ri, t, fn);
+			if (run_end(svc, ri, t, false, &fn, &periodic))
+				run(svc, ri, t, fn, periodic);
 			else
 				tw__svc_wake_sync_waiters(svc);
 			TW_TEST_POINT("run.lost", t);
 			continue;
 		}
 		TW_TEST_POINT("run.claimed", t);
-		run(svc, ri, t, r->fn[i]);
+		run(svc, ri, t, r->fn[i], r->periodic[i]);
 	}
+	self->current_svc = NULL;
 	r->len = 0;
 }
 
@@ -426,6 +462,26 @@ static int64_t scan_shard(struct tw_service *svc, struct shard *s, int64_t now,
 	unsigned me = SCANNER(svc);
 
 	pthread_mutex_lock(&s->mu);
+	if (!svc->nexecutors) {
+		/* The scanner runs what expires as it expires (tw__svc_fire);
+		 * then the last batch; then it looks at what is left. */
+		s->direct = true;
+		s->fired = 0;
+		tw_wheel_advance(&s->wheel, now);
+		s->direct = false;
+		n = (int64_t)s->fired;
+		if (svc->runners[me].len) {
+			pthread_mutex_unlock(&s->mu);
+			TW_TEST_POINT("scan.batch", svc);
+			run_batch(svc, me);
+			pthread_mutex_lock(&s->mu);
+		}
+		*next = tw_wheel_next_expiry(&s->wheel, &when) ? when : INT64_MAX;
+		if (reaper)
+			s->reaper_sees = *next;
+		pthread_mutex_unlock(&s->mu);
+		return n;
+	}
 	before = load_u64(&s->nexpired);
 	tw_wheel_advance(&s->wheel, now);
 	*next = tw_wheel_next_expiry(&s->wheel, &when) ? when : INT64_MAX;
@@ -434,22 +490,15 @@ static int64_t scan_shard(struct tw_service *svc, struct shard *s, int64_t now,
 	/* Dispatched: every timer this advance expired (one a callback
 	 * cancels before its turn included). */
 	n = (int64_t)(load_u64(&s->nexpired) - before);
-	if (svc->nexecutors && n)
+	if (n)
 		post(svc, s);
 	for (;;) {
-		unsigned most = BATCH;
+		/* Back-pressure: only what is past the capacity. */
+		int64_t over = (int64_t)waiting(svc) -
+			       (int64_t)svc->cfg.queue_capacity;
 
-		if (svc->nexecutors) {
-			/* Back-pressure: only what is past the capacity. */
-			int64_t over = (int64_t)waiting(svc) -
-				       (int64_t)svc->cfg.queue_capacity;
-
-			if (over <= 0)
-				break;
-			if (over < BATCH)
-				most = (unsigned)over;
-		}
-		if (!take_batch(svc, s, me, most))
+		if (over <= 0 ||
+		    !take_batch(svc, s, me, over < BATCH ? (unsigned)over : BATCH))
 			break;
 		pthread_mutex_unlock(&s->mu);
 		TW_TEST_POINT("scan.batch", svc);

@@ -33,12 +33,13 @@
 static _Thread_local unsigned tls_shard_seq; /* 0: not yet */
 static atomic_uint threads_seen;
 
-/* The calling thread's shard: chosen at its first add, round robin. */
+/* The calling thread's shard: chosen at its first add, round robin (the
+ * number of shards is a power of two: a mask, not a division). */
 static unsigned my_shard(const struct tw_service *svc)
 {
 	if (!tls_shard_seq)
 		tls_shard_seq = atomic_fetch_add(&threads_seen, 1) + 1;
-	return (tls_shard_seq - 1) % svc->nshards;
+	return (tls_shard_seq - 1) & (svc->nshards - 1);
 }
 
 /* ---- stop ---- */
@@ -99,13 +100,15 @@ static void link_pending(struct tw_service *svc, struct shard *s,
 			 uint32_t slack, bool run_going, enum tw__svc_transition tr,
 			 bool *kick)
 {
-	int64_t end = tw__svc_window_end(svc, due, slack);
+	int64_t end = due;
 
 	t->slack = slack;
-	if (slack)
+	if (slack) {
+		end = tw__svc_window_end(svc, due, slack);
 		tw_wheel_add_range(&s->wheel, &t->wheel_timer, due, end);
-	else
+	} else {
 		tw_wheel_add(&s->wheel, &t->wheel_timer, due);
+	}
 	word_set(t, word, word_with(word, ST_PENDING, 0, run_going ? 0 : F_RAN), tr);
 	if (tr != TR_place) /* a deferred add was counted when deferred */
 		bump(&s->added, 1);
@@ -219,6 +222,43 @@ static int claim(struct tw_service *svc, struct tw_service_timer *t,
 	}
 }
 
+/* Under s->mu: an add or a reschedule of t, whatever its state. (What
+ * an add or a reschedule from the timer's own callback asks for also
+ * stands over the run's re-arm: the word is no longer TAKEN, run.c.) */
+static int add_locked(struct tw_service *svc, struct shard *s,
+		      struct tw_service_timer *t, uint32_t word, int64_t due,
+		      uint32_t slack, bool reschedule, const char *call,
+		      bool *kick)
+{
+	int rc = TW_OK;
+
+	if (s->closed)
+		return TW_ESHUTDOWN;
+	if (word_has(word, F_SHUT))
+		return refuse_shut(svc, t, call);
+	if (!reschedule &&
+	    (word_waits(word) ||
+	     (word_state(word) == ST_TAKEN && taken_unclaimed(svc, t))))
+		return TW_EBUSY;
+	if (reschedule && word_state(word) == ST_PENDING) {
+		/* Moved where it is: a window that still holds its bucket's
+		 * firing leaves it there (tw_wheel_reschedule_range). */
+		reschedule_pending(svc, s, t, due, slack, kick);
+		return TW_SVC_STOPPED;
+	}
+	if (word_state(word) != ST_IDLE) {
+		int stopped = tw__svc_stop_locked(svc, s, t, word);
+
+		if (reschedule)
+			rc = stopped;
+		word = word_load(t);
+	} else if (reschedule) {
+		rc = tw__svc_idle_result(svc, t, word);
+	}
+	tw__svc_file(svc, s, t, word, due, slack, TR_add, kick);
+	return rc;
+}
+
 static int add_or_reschedule(struct tw_service *svc, struct tw_service_timer *t,
 			     int64_t due, uint32_t slack, bool reschedule,
 			     const char *call)
@@ -236,39 +276,21 @@ static int add_or_reschedule(struct tw_service *svc, struct tw_service_timer *t,
 					   "(tw_service_timer_init(t, fn) with "
 					   "a non-NULL fn)");
 	word = word_load(t);
-	rc = claim(svc, t, &word, call);
-	if (rc)
-		return rc;
+	if (word_owner(word) != svc->owner_bits) {
+		rc = claim(svc, t, &word, call);
+		if (rc)
+			return rc;
+	}
 	s = shard_of(svc, word);
 	pthread_mutex_lock(&s->mu);
 	word = word_load(t);
-	if (s->closed) {
-		rc = TW_ESHUTDOWN;
-	} else if (word_has(word, F_SHUT)) {
-		rc = refuse_shut(svc, t, call);
-	} else if (!reschedule &&
-		   (word_waits(word) ||
-		    (word_state(word) == ST_TAKEN && taken_unclaimed(svc, t)))) {
-		rc = TW_EBUSY;
-	} else if (reschedule && word_state(word) == ST_PENDING) {
-		/* Moved where it is: a window that still holds its bucket's
-		 * firing leaves it there (tw_wheel_reschedule_range). */
-		rc = TW_SVC_STOPPED;
-		reschedule_pending(svc, s, t, due, slack, &kick);
+	if ((word & (ST_MASK | F_RAN | F_SHUT)) == ST_IDLE && !s->closed) {
+		/* The common case: idle, and no run of it to look at. */
+		rc = reschedule ? TW_SVC_IDLE : TW_OK;
+		link_pending(svc, s, t, word, due, slack, false, TR_add, &kick);
 	} else {
-		rc = TW_OK;
-		if (word_state(word) != ST_IDLE) {
-			int stopped = tw__svc_stop_locked(svc, s, t, word);
-
-			if (reschedule)
-				rc = stopped;
-			word = word_load(t);
-		} else if (reschedule) {
-			rc = tw__svc_idle_result(svc, t, word);
-		}
-		if (THIS_THREAD.current == t && THIS_THREAD.current_svc == svc)
-			THIS_THREAD.rearm = false; /* what this call asked stands */
-		tw__svc_file(svc, s, t, word, due, slack, TR_add, &kick);
+		rc = add_locked(svc, s, t, word, due, slack, reschedule, call,
+				&kick);
 	}
 	pthread_mutex_unlock(&s->mu);
 	if (rc >= 0) {
