@@ -26,11 +26,10 @@
  * A second part drives a manual timer service (no reaper thread) from the
  * same kind of loop: tw_service_timeout() is the epoll_wait timeout, and
  * tw_service_poll() runs what is due. A worker thread adds timers while
- * the loop sleeps: an add from another thread waits in the service's
- * inbox, and the loop's next tw_service_timeout() sees it (it applies the
- * inboxes first), but only once the loop is awake to ask. So the loop
- * gives the service its eventfd (tw_service_set_wake), which the first add
- * after each question writes to; the loop reads it before it asks again.
+ * the loop sleeps: the loop's next tw_service_timeout() sees such an add,
+ * but only once the loop is awake to ask. So the loop gives the service
+ * its eventfd (tw_service_set_wake), which the first add after each
+ * question writes to; the loop reads it before it asks again.
  *
  * Exit status 0 when every connection was closed by its idle timeout, none
  * early, and every service timer ran once, none early; 1 otherwise.

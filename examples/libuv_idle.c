@@ -18,10 +18,9 @@
  * A second part drives a manual timer service (no reaper thread) the same
  * way: one uv_timer_t set, before each poll, to tw_service_timeout(), and
  * tw_service_poll() when it fires. A worker thread adds timers to the
- * service: its adds wait in the service's inboxes, which
- * tw_service_timeout() applies, once the loop is awake to ask; the service
- * wakes it with uv_async_send(), the function the loop gave it
- * (tw_service_set_wake).
+ * service while the loop sleeps, on an answer that did not know of them;
+ * the service wakes the loop with uv_async_send(), the function the loop
+ * gave it (tw_service_set_wake), and the loop asks again.
  *
  * Exit status 0 when every connection was closed by its idle timeout, none
  * early, and every service timer ran once, none early; 1 otherwise.

@@ -49,11 +49,12 @@ const char *tw_strerror(int err)
 	case TW_ECORRUPT:
 		return "corrupted: a timer was initialised or freed while still "
 		       "pending (cancel it first; a service timer: "
-		       "tw_service_cancel_sync), or the wheel is not initialised";
+		       "tw_service_timer_shutdown), or the wheel is not initialised";
 	case TW_EOVERFLOW:
 		return "due time overflows int64";
 	case TW_ESHUTDOWN:
-		return "service or purgatory is shut down";
+		return "service or purgatory is shut down, or the timer torn down "
+		       "(tw_service_timer_shutdown)";
 	case TW_EAGAIN:
 		return "could not start a thread";
 	case TW_EDEADLK:

@@ -61,7 +61,7 @@ static void test_error_texts_fit_every_call(void)
 	CHECK(strstr(tw_strerror(1), "count") != NULL);
 	CHECK(strstr(tw_strerror(1), "cancel") != NULL);
 	CHECK(strstr(tw_strerror(TW_ECORRUPT), "initialised or freed while still pending"));
-	CHECK(strstr(tw_strerror(TW_ECORRUPT), "tw_service_cancel_sync"));
+	CHECK(strstr(tw_strerror(TW_ECORRUPT), "tw_service_timer_shutdown"));
 	CHECK(strstr(tw_strerror(TW_ECORRUPT), "not initialised"));
 	tw_wheel_destroy(&w);
 }
