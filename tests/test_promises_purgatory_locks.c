@@ -213,8 +213,7 @@ static void test_a_purge_beside_a_growing_shard(void)
  * (the op claimed, never handed back, never completed) and shutdown's
  * list of handed-back timeouts (on_release under the shutdown lock and
  * the service's). Entries are now chained through their own links and the
- * timeouts' room is reserved before the service's shutdown, so none of
- * them can fail. Here every push onto a list fails (the test point
+ * handed-back timeouts through their ops, so none of them can fail. Here every push onto a list fails (the test point
  * "oplist.push": as when it must grow and no memory is left), and
  * on_release records whether the shard's or the shutdown's lock was held.
  */
@@ -366,53 +365,122 @@ static void test_a_shutdown_without_memory_releases_outside_its_lock(void)
 	tw_op_destroy(&op);
 }
 
-static bool fail_reserve(const char *point, const void *obj)
+/* Every allocation the purgatory asks for fails (each TW_TEST_FAIL
+ * point: a key's list, and any list of ops that would grow). */
+static bool fail_all(const char *point, const void *obj)
 {
+	(void)point;
 	(void)obj;
-	return !strcmp(point, "oplist.reserve");
+	return true;
 }
 
-/* More armed timeouts than shutdown holds without memory (OPLIST_INLINE):
- * with no room for their references, shutdown changes nothing and says
- * so, and a later call succeeds; destroy goes on without it. */
-static void test_a_shutdown_without_room_for_its_timeouts_changes_nothing(void)
+/*
+ * Issue 49: shutdown took room for every armed timeout's reference before
+ * it changed anything (the service's shutdown hands the still-armed
+ * timeouts back under its lock, and their references are dropped after
+ * it), and with more than its list held without memory (128; the header
+ * said 32) it returned TW_ENOMEM. Now those references are chained
+ * through their ops, and shutdown needs no memory at all: 136 ops armed,
+ * every allocation failing, all handed back, every on_release outside
+ * the purgatory's locks; destroy the same.
+ */
+enum { ARMED_N = 136 };
+
+static void test_a_shutdown_of_136_armed_ops_needs_no_memory(void)
 {
-	enum { N = OPLIST_INLINE + 8 };
-	static struct tw_delayed_op ops[N];
-	static struct tw_watch ws[N];
+	static struct tw_delayed_op ops[ARMED_N];
+	static struct tw_watch ws[ARMED_N];
 	const void *k[1] = { "topic-0" };
 	size_t len[1] = { 7 };
 
 	for (int destroy = 0; destroy < 2; destroy++) {
 		oom_watch(&ops[0], &ws[0]);
-		for (int i = 1; i < N; i++) {
+		for (int i = 1; i < ARMED_N; i++) {
 			CHECK_EQ(tw_op_init(&ops[i], 100, &oom_ops, NULL), TW_OK);
 			CHECK_EQ(tw_purgatory_try_complete_else_watch(oom_p, &ops[i], k, len,
 								      1, &ws[i]),
 				 0);
 		}
-		tw__test_set_fail(fail_reserve);
+		CHECK_EQ(tw_purgatory_delayed(oom_p), (size_t)ARMED_N);
+		tw__test_set_fail(fail_all);
 		if (destroy) {
 			tw_purgatory_destroy(oom_p);
 			tw__test_set_fail(NULL);
-			CHECK_EQ(atomic_load(&oom_releases), N);
 		} else {
-			CHECK_EQ(tw_purgatory_shutdown(oom_p, oom_hand_back), TW_ENOMEM);
+			CHECK_EQ(tw_purgatory_shutdown(oom_p, oom_hand_back), ARMED_N);
 			tw__test_set_fail(NULL);
-			CHECK_EQ(atomic_load(&oom_handed), 0);
-			CHECK_EQ(tw_purgatory_watched(oom_p), (size_t)N);
-			CHECK_EQ(tw_purgatory_delayed(oom_p), (size_t)N);
-			CHECK_EQ(tw_purgatory_shutdown(oom_p, oom_hand_back), N);
-			CHECK_EQ(atomic_load(&oom_handed), N);
-			CHECK_EQ(atomic_load(&oom_releases), N);
-			CHECK_EQ(atomic_load(&oom_under_lock), 0);
+			CHECK_EQ(atomic_load(&oom_handed), ARMED_N);
+			CHECK_EQ(tw_purgatory_watched(oom_p), 0);
+			CHECK_EQ(tw_purgatory_delayed(oom_p), 0);
+			CHECK_EQ(atomic_load(&oom_releases), ARMED_N);
 			tw_purgatory_destroy(oom_p);
 		}
-		CHECK_EQ(atomic_load(&oom_releases), N);
+		CHECK_EQ(atomic_load(&oom_releases), ARMED_N);
+		CHECK_EQ(atomic_load(&oom_under_lock), 0);
 		CHECK_EQ(atomic_load(&oom_completes), 0);
-		for (int i = 0; i < N; i++)
+		for (int i = 0; i < ARMED_N; i++)
 			tw_op_destroy(&ops[i]);
 	}
+}
+
+/*
+ * The same where the service's shutdown itself hands back every armed
+ * timeout: 136 ops, each claimed by a force_complete that has not yet
+ * stopped its timeout (the model's completer between its claim and its
+ * cancel; here nested on one thread: each force, at its claim, forces the
+ * next), and then, inside the innermost, a shutdown with no memory. The
+ * service hands back 136 armed timeouts; their references go after its
+ * locks, and each force's own is the op's last.
+ */
+static struct tw_delayed_op nested_ops[ARMED_N];
+static struct tw_watch nested_ws[ARMED_N];
+static int nested_claimed;
+static int64_t nested_shutdown = 99;
+
+static void force_the_next(const void *obj, void *arg)
+{
+	(void)obj;
+	(void)arg;
+	if (++nested_claimed < ARMED_N) {
+		sp_on("force_complete.claimed", &nested_ops[nested_claimed],
+		      force_the_next, NULL);
+		CHECK(tw_op_force_complete(&nested_ops[nested_claimed]));
+		return;
+	}
+	CHECK_EQ(tw_purgatory_delayed(oom_p), (size_t)ARMED_N); /* all armed */
+	tw__test_set_fail(fail_all);
+	nested_shutdown = tw_purgatory_shutdown(oom_p, oom_hand_back);
+	tw__test_set_fail(NULL);
+	CHECK_EQ(atomic_load(&oom_releases), 0); /* each force holds its op */
+}
+
+static void test_a_shutdown_handed_136_armed_timeouts_needs_no_memory(void)
+{
+	const void *k[1] = { "topic-0" };
+	size_t len[1] = { 7 };
+
+	oom_watch(&nested_ops[0], &nested_ws[0]);
+	for (int i = 1; i < ARMED_N; i++) {
+		CHECK_EQ(tw_op_init(&nested_ops[i], 100, &oom_ops, NULL), TW_OK);
+		CHECK_EQ(tw_purgatory_try_complete_else_watch(oom_p, &nested_ops[i], k,
+							      len, 1, &nested_ws[i]),
+			 0);
+	}
+	nested_claimed = 0;
+	sp_on("force_complete.claimed", &nested_ops[0], force_the_next, NULL);
+	CHECK(tw_op_force_complete(&nested_ops[0]));
+	CHECK_EQ(nested_claimed, ARMED_N);
+	CHECK_EQ(nested_shutdown, 0); /* all completed: none to hand back */
+	CHECK_EQ(atomic_load(&oom_completes), ARMED_N);
+	CHECK_EQ(atomic_load(&oom_handed), 0);
+	CHECK_EQ(atomic_load(&oom_releases), ARMED_N);
+	CHECK_EQ(atomic_load(&oom_under_lock), 0);
+	CHECK_EQ(tw_purgatory_delayed(oom_p), 0);
+	CHECK_EQ(tw_purgatory_watched(oom_p), 0);
+	tw_purgatory_destroy(oom_p);
+	CHECK_EQ(atomic_load(&oom_releases), ARMED_N);
+	for (int i = 0; i < ARMED_N; i++)
+		tw_op_destroy(&nested_ops[i]);
 }
 
 /*
@@ -463,7 +531,8 @@ int main(int argc, char **argv)
 	RUN_IF(test_a_purge_without_memory_releases_outside_the_shard_lock);
 	RUN_IF(test_a_cancel_without_memory_hands_back_what_it_claims);
 	RUN_IF(test_a_shutdown_without_memory_releases_outside_its_lock);
-	RUN_IF(test_a_shutdown_without_room_for_its_timeouts_changes_nothing);
+	RUN_IF(test_a_shutdown_of_136_armed_ops_needs_no_memory);
+	RUN_IF(test_a_shutdown_handed_136_armed_timeouts_needs_no_memory);
 	RUN_IF(test_a_key_check_of_100_ops_needs_no_memory);
 	return check_report();
 }

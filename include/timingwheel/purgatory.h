@@ -405,22 +405,18 @@ int64_t tw_purgatory_timeout(struct tw_purgatory *p, int64_t now);
  * waiting for timeouts that are running. A handed-back op still gets its
  * on_release (when the purgatory's last reference goes, possibly during
  * this call): free it there, not in hand_back.
+ * It allocates nothing, so it cannot fail for want of memory, however
+ * many ops are watched or armed.
  * @param p the purgatory
  * @param hand_back receives each uncompleted op (may be NULL)
- * @return how many were handed back, or TW_EINVAL (NULL), or TW_ENOMEM:
- *         no memory to hold the armed timeouts' references until its locks
- *         are released (more than 32 armed); then nothing was handed back
- *         or stopped, new watches are refused, and a later call tries again
+ * @return how many were handed back, or TW_EINVAL (NULL)
  * @threadsafety Any thread but the purgatory's callbacks.
  */
 int64_t tw_purgatory_shutdown(struct tw_purgatory *p, tw_op_fn *hand_back);
 
 /**
  * Shut down if needed, then free the purgatory (ops are the caller's).
- * Where tw_purgatory_shutdown() would return TW_ENOMEM, destroy goes on,
- * and an on_release may then run inside it under the purgatory's shutdown
- * lock, which no other thread can be waiting for (no call may be made on
- * the purgatory during or after its destroy).
+ * No call may be made on the purgatory during or after its destroy.
  * @param p the purgatory (NULL: nothing happens)
  * @threadsafety Any thread but the purgatory's callbacks.
  */

@@ -172,6 +172,10 @@ static inline int64_t op_tolerance(const struct tw_delayed_op *op)
 	return op->timer.next_due;
 }
 
+/* op->timeout, likewise, is read once, when the watch arms the timeout;
+ * after the service's shutdown has handed that timeout back, shutdown
+ * chains the op through it (lifecycle.c), which needs no memory. */
+
 /* Ops collected under a shard lock and dealt with after it. Per call, with
  * room for 128 inline (1 KB of stack), so the common case allocates
  * nothing: a key check's snapshot holds every uncompleted op on the key's
@@ -212,7 +216,7 @@ static inline bool oplist_move_to(struct oplist *l, struct tw_delayed_op **grown
 /* False when it must grow and no memory is left (the test build can make
  * any push fail so, at the point "oplist.push"): only for a list whose
  * caller has something else to do then; under a lock, ops go on an
- * entry_chain or into room reserved before the lock. */
+ * entry_chain, which needs no memory. */
 static inline bool oplist_push(struct oplist *l, struct tw_delayed_op *op)
 {
 	if (TW_TEST_FAIL("oplist.push", l))
@@ -229,21 +233,6 @@ static inline void oplist_free(struct oplist *l)
 	if (l->ops != l->small)
 		free(l->ops);
 	oplist_init(l);
-}
-
-/* Room for n ops in all, taken before the pushes that must not fail
- * (oplist_push_reserved); false if there is no memory for it. */
-static inline bool oplist_reserve(struct oplist *l, size_t n)
-{
-	if (n <= l->cap)
-		return true;
-	return oplist_move_to(l, TW_TEST_FAIL("oplist.reserve", l)
-					 ? NULL : malloc(n * sizeof(*l->ops)), n);
-}
-
-static inline void oplist_push_reserved(struct oplist *l, struct tw_delayed_op *op)
-{
-	l->ops[l->len++] = op; /* l->len < l->cap: oplist_reserve */
 }
 
 /* Watch entries unlinked under a shard lock, each holding a reference to
