@@ -563,7 +563,12 @@ out:
 
 /* tw_purgatory_check_and_complete of the op's key: snapshot, try every
  * op on it under its lock, drop the completed (who: W_SCANNER from the
- * reaper, in another op's on_expiration) */
+ * reaper, in another op's on_expiration). The C code takes the snapshot
+ * in chunks of 128 ops, its place kept by marks in the list that no other
+ * step reads; the op is in one chunk, whose steps are these: its
+ * reference taken under the shard lock, the try, the reference dropped
+ * right after it, and (the chunks all tried) the completed entries
+ * dropped. */
 inline check_key(who) {
 	lock(sh_mu);
 	if
@@ -579,18 +584,18 @@ inline check_key(who) {
 		:: !completed ->
 			lock(op_mu);
 			try_complete(done, who);
-			unlock(op_mu);
-			maybe_purge()
+			unlock(op_mu)
 		:: else -> skip
 		fi;
+		op_put();
+		maybe_purge();
 		lock(sh_mu);
 		if
 		:: in_list && completed -> unlink_entry()
 		:: else -> skip
 		fi;
 		unlock(sh_mu);
-		put_all();
-		op_put()
+		put_all()
 	:: else -> skip
 	fi
 }

@@ -311,8 +311,10 @@ int tw_purgatory_try_complete_else_watch(struct tw_purgatory *p,
 					 struct tw_watch *watches);
 
 /**
- * Try every op watched on the key; drop completed ones from its list
- * (Kafka's checkAndComplete).
+ * Try every op watched on the key when the call begins (one watched since
+ * is tried by its own watch, once it is on the key's list); drop completed
+ * ones from its list (Kafka's checkAndComplete). It allocates nothing,
+ * however many ops watch the key: it takes them 128 at a time.
  * @param p the purgatory
  * @param key the key
  * @param len its length, 1..TW_KEY_MAX
