@@ -207,7 +207,9 @@ if [ "$what" = all ] || [ "$what" = mutants ]; then
 	# hang), 23 a force_complete deciding "never watched" by a load, so a
 	# watch started under it (on_release ran while it was in
 	# on_complete), 24 a watch naming the purgatory before its first
-	# reference (a force found none and did nothing); a timer never runs
+	# reference (a force found none and did nothing), 25 a watch that
+	# fails for want of memory and leaves its op uncompleted (a key
+	# check completes it after TW_ENOMEM); a timer never runs
 	# beside itself: service 25 an expiry run beside its timer's run
 	# under way (not handed to that run's thread), 26 a cancel_sync from
 	# the callback blind to the expiry handed to its own thread (it waits
@@ -225,7 +227,7 @@ if [ "$what" = all ] || [ "$what" = mutants ]; then
 		 "purgatory 3 9" "purgatory 4 10" "purgatory 5 14" "service 7 11" "service 8 12" \
 		 "service 8 13" "service 9 15" "service 10 16" "purgatory 6 17" \
 		 "purgatory 3 18" "purgatory 7 19" "service 11 20" "service 14 21" \
-		 "purgatory 2 22" "purgatory 8 23" "purgatory 8 24" \
+		 "purgatory 2 22" "purgatory 8 23" "purgatory 8 24" "purgatory 5 25" \
 		 "service 15 25" "service 15 26" "service 16 27" \
 		 "service 17 28" "service 17 29" "service 12 30" "service 12 31" "service 12 33"; do
 		set -- $m

@@ -21,9 +21,11 @@
  * producers checking different keys rarely share a lock.
  *
  * Exactly once. tw_op_force_complete() flips op->completed from 0 to 1 with
- * a compare-and-swap: the condition check, the timeout and a cancel race
- * for it and exactly one wins. The winner stops the timeout and (unless
- * it is a cancel) runs on_complete; the timeout then adds on_expiration.
+ * a compare-and-swap: the condition check, the timeout, a cancel and a
+ * watch that failed for want of memory race for it and exactly one wins.
+ * The winner stops the timeout and (unless it is a cancel or the failed
+ * watch) runs on_complete; the timeout then adds on_expiration. So every
+ * op the purgatory saw is completed before it is released.
  * Stopping never waits (Kafka's forceComplete does not either): the
  * winner usually holds the op's lock, and a wait for an expired timeout
  * waits for the reaper, whose current callback may want that very lock.

@@ -230,6 +230,7 @@ void tw_purgatory_destroy(struct tw_purgatory *p)
 #ifdef TW_DEBUG
 	/* Ops it still held (none after a clean shutdown) are the caller's. */
 	tw__debug_forget(TW_DBG_OP, (uint64_t)(uintptr_t)p);
+	tw__debug_forget(TW_DBG_OP, (uint64_t)(uintptr_t)p | 1); /* a failed watch's */
 #endif
 	free(p);
 }

@@ -227,15 +227,26 @@ static int check_watch_args(const struct tw_purgatory *p,
  * Kafka's safeTryCompleteOrElse: check, watch, check again, all under the
  * op's lock. A key check that ran between the first check and the watch
  * saw no entry of this op: the second check sees the condition it was
- * checking for. *done: the op's condition held at either check. A watch
- * that fails (no memory) takes back the entries made before it and
- * returns its code.
+ * checking for. *done: the op's condition held at either check.
+ *
+ * A watch that fails (no memory) claims the op, as a cancel does, before
+ * it lets go of the op's lock, takes back the entries made before it, and
+ * returns its code: from TW_ENOMEM on nothing completes the op. A key
+ * check may hold it still (its snapshot took the op from a list it was
+ * briefly on), and the check's try would otherwise complete it after the
+ * call returned, on_complete after TW_ENOMEM. The claim loses only to a
+ * completion from outside the op's lock (a force_complete, a cancel of a
+ * key it was on): the op completed, as if watched and completed since, and
+ * the call returns TW_OK (0 to its caller). The call does not wait for the
+ * other holders to let go (purgatory.h, TW_ENOMEM): one may be running
+ * user code that waits for a lock its caller holds.
  */
 static int check_watch_check(struct tw_purgatory *p, struct tw_delayed_op *op,
 			     const void *const *keys, const size_t *lens,
 			     size_t nkeys, struct tw_watch *watches, bool *done)
 {
 	int rc = TW_OK;
+	bool failed;
 	size_t i;
 
 	lock_op(op);
@@ -243,10 +254,16 @@ static int check_watch_check(struct tw_purgatory *p, struct tw_delayed_op *op,
 	TW_TEST_POINT("watch.checked", op);
 	for (i = 0; !*done && i < nkeys && rc == TW_OK; i++)
 		rc = watch(p, op, keys[i], lens[i], &watches[i]);
-	if (!*done && rc == TW_OK)
+	failed = rc != TW_OK;
+	if (!*done && !failed)
 		*done = op->ops->try_complete(op);
+	if (failed) {
+		TW_TEST_POINT("watch.failing", op);
+		if (!tr_claim(op))
+			rc = TW_OK; /* completed from outside first */
+	}
 	unlock_op(op);
-	if (rc) {
+	if (failed) {
 		TW_TEST_POINT("watch.failed", op);
 		while (i-- > 1)
 			unwatch(p, &watches[i - 1], keys[i - 1], lens[i - 1]);
@@ -279,6 +296,20 @@ static void arm_timeout(struct tw_purgatory *p, struct tw_delayed_op *op)
 		/* Completed before its timeout was armed. */
 		tw__pg_drop_timeout(p, op);
 	}
+}
+
+/* The debug build's table keeps an op from its first watch to its
+ * on_release (opstate.h); after a watch that failed, the op's entry says
+ * so (the purgatory's tag with bit 0 set), so that a tw_op_init before
+ * that on_release names this case (op.c). Before the call's own put:
+ * until then nothing can release the op. */
+static void debug_watch_failed(struct tw_delayed_op *op, struct tw_purgatory *p)
+{
+#ifdef TW_DEBUG
+	tw__debug_set(TW_DBG_OP, op, true, (uint64_t)(uintptr_t)p | 1);
+#endif
+	(void)op;
+	(void)p;
 }
 
 int tw_purgatory_try_complete_else_watch(struct tw_purgatory *p,
@@ -329,6 +360,7 @@ int tw_purgatory_try_complete_else_watch(struct tw_purgatory *p,
 
 	rc = check_watch_check(p, op, keys, lens, nkeys, watches, &done);
 	if (rc) {
+		debug_watch_failed(op, p);
 		op_put(op);
 		leave(stripe);
 		return rc;
