@@ -200,14 +200,16 @@ if [ "$what" = all ] || [ "$what" = mutants ]; then
 	# reference taken by a plain increment, 19 the purge inside claim()
 	# under the caller's lock, 22 shutdown dropping its references under
 	# its lock, 23 a force_complete deciding "never watched" by a load,
-	# 24 a watch naming the purgatory before its first reference.
+	# 24 a watch naming the purgatory before its first reference, 25 a
+	# watch that fails for want of memory and leaves its op uncompleted
+	# (a key check completes it after TW_ENOMEM).
 	for m in "service 3 1" "service 3 2" "service 3 3" "service 2 4" \
 		 "service 2 5" "service 4 6" "service 1 7" "service 4 8" \
 		 "service 5 9" "service 6 10" "service 2 11" "service 4 12" \
 		 "purgatory 1 2" "purgatory 2 4" \
 		 "purgatory 3 9" "purgatory 4 10" "purgatory 5 14" "purgatory 6 17" \
 		 "purgatory 3 18" "purgatory 7 19" \
-		 "purgatory 2 22" "purgatory 8 23" "purgatory 8 24"; do
+		 "purgatory 2 22" "purgatory 8 23" "purgatory 8 24" "purgatory 5 25"; do
 		set -- $m
 		queue find "$1" "$2" "$3"
 	done

@@ -17,7 +17,8 @@
  *
  * Properties:
  *   the op ends exactly once: completed by its condition or by its
- *   timeout (on_complete, then on_expiration) or handed back, never two;
+ *   timeout (on_complete, then on_expiration) or handed back, never two,
+ *   and an op whose watch failed (TW_ENOMEM) never completes;
  *   on_release runs exactly once, after which nothing touches the op; no
  *   timeout is left to the service's shutdown (its reference would leak);
  *   a check_and_complete after the condition came true completes the op
@@ -27,8 +28,9 @@
  * shutdown racing try_complete_else_watch and the timeout; 3 force_complete
  * from outside racing a key check and the timeout; 4 everything at once:
  * watch, condition and key check, timeout, cancel_for_key, shutdown; 5 a
- * watch that fails on its second key (out of memory) and takes back its
- * first entry, racing force_complete from outside and a key check; 6 a
+ * watch that fails on its second key (out of memory), or on its first,
+ * claims the op and takes back its first entry, racing force_complete
+ * from outside and a key check; 6 a
  * key check completes the op while its timeout waits in the reaper's
  * batch behind another op's, whose on_expiration checks the same key; 7
  * a completion that makes a purge due, which drops the last reference of
@@ -46,8 +48,9 @@
  * claim() under the caller's lock; 22 on_release under the shutdown
  * lock; 23 a force_complete that takes the op for never watched by a
  * load (a watch then starts under it); 24 a watch that names the
- * purgatory before its first reference. docs/model.md says where each
- * was found.
+ * purgatory before its first reference; 25 a watch that fails without
+ * claiming its op (a key check that took it completes it after
+ * TW_ENOMEM). docs/model.md says where each was found.
  */
 
 #ifndef SCEN
@@ -436,7 +439,7 @@ inline put_all() {
 
 proctype tcew()
 {
-	bool done, won, started, unwatched, failed, last, purge_due;
+	bool done, won, started, unwatched, failed, withdrawn, last, purge_due;
 	byte r, puts;
 	PURGE_LOCALS
 
@@ -486,19 +489,46 @@ proctype tcew()
 	atomic { BEGIN_OWNER_STEP; owner = O_WATCHED; OWNER_STEP(watch_name) }
 	lock(op_mu);
 	try_complete(done, W_OUTSIDE);
+#if SCEN == 5
+	/* out of memory: its second key's list cannot be allocated, or
+	 * already its first's (nothing watched) */
+	if
+	:: !done -> watch()
+	:: !done -> skip
+	:: else -> skip
+	fi;
+	failed = !done;
+#else
 	if
 	:: !done -> watch()
 	:: else -> skip
 	fi;
-#if SCEN == 5
-	/* its second key's list cannot be allocated (out of memory) */
-	failed = !done;
 #endif
 #if MUT != 2
 	if
 	:: !done && !failed -> try_complete(done, W_OUTSIDE)
 	:: else -> skip
 	fi;
+#endif
+#if MUT != 25
+	/* a watch that failed claims the op before it lets go of its lock,
+	 * so that nothing completes it after TW_ENOMEM; a completion from
+	 * outside the op's lock that claimed it first makes the call one
+	 * that watched (its result 0) */
+	if
+	:: failed ->
+		atomic {
+			if
+			:: !completed -> BEGIN_STEP; completed = 1; STEP(claim); withdrawn = 1
+			:: else -> withdrawn = 0
+			fi
+		}
+	:: else -> skip
+	fi;
+#else
+	/* the code before issue 49: the op left uncompleted, for a key
+	 * check that took it to complete after TW_ENOMEM */
+	withdrawn = failed;
 #endif
 	unlock(op_mu);
 	maybe_purge();
@@ -517,10 +547,14 @@ proctype tcew()
 #endif
 		unlock(sh_mu);
 		put_all();
-		in_flight--;
-		op_put();
-		tcew_result = 6;
-		goto out
+		if
+		:: withdrawn ->
+			in_flight--;
+			op_put();
+			tcew_result = 6;
+			goto out
+		:: else -> skip
+		fi
 	:: else -> skip
 	fi;
 	watched_ok = 1;
@@ -563,7 +597,12 @@ out:
 
 /* tw_purgatory_check_and_complete of the op's key: snapshot, try every
  * op on it under its lock, drop the completed (who: W_SCANNER from the
- * reaper, in another op's on_expiration) */
+ * reaper, in another op's on_expiration). The C code takes the snapshot
+ * in chunks of 128 ops, its place kept by marks in the list that no other
+ * step reads; the op is in one chunk, whose steps are these: its
+ * reference taken under the shard lock, the try, the reference dropped
+ * right after it, and (the chunks all tried) the completed entries
+ * dropped. */
 inline check_key(who) {
 	lock(sh_mu);
 	if
@@ -579,18 +618,18 @@ inline check_key(who) {
 		:: !completed ->
 			lock(op_mu);
 			try_complete(done, who);
-			unlock(op_mu);
-			maybe_purge()
+			unlock(op_mu)
 		:: else -> skip
 		fi;
+		op_put();
+		maybe_purge();
 		lock(sh_mu);
 		if
 		:: in_list && completed -> unlink_entry()
 		:: else -> skip
 		fi;
 		unlock(sh_mu);
-		put_all();
-		op_put()
+		put_all()
 	:: else -> skip
 	fi
 }
@@ -767,10 +806,11 @@ proctype forcer()
 
 	claim(W_OUTSIDE);
 	/* purgatory.h: false for everyone else (it was completed) and for an
-	 * op on its way to on_release -- which only a failed watch (scenario
-	 * 5) leaves uncompleted (not a force during the first watch: one that
-	 * found no reference yet and did nothing would fail here) */
-	assert(won || completed || SCEN == 5);
+	 * op on its way to on_release -- which is completed too: a failed
+	 * watch (scenario 5) claims its op before it lets go of it, and a
+	 * force during the first watch that found no reference yet and did
+	 * nothing would fail here */
+	assert(won || completed);
 	maybe_purge()
 }
 
@@ -844,10 +884,10 @@ init
 	/* exactly once */
 	if
 	:: tcew_result == 6 ->
-		/* failed: nothing armed; forced or completed at most once,
-		 * released either way */
-		assert(timer == T_NONE && expires == 0 && handed == 0);
-		assert(completes <= 1);
+		/* failed (TW_ENOMEM): nothing armed, and it never completes:
+		 * the watch claimed it; released once */
+		assert(completed && timer == T_NONE && expires == 0 && handed == 0);
+		assert(completes == 0);
 		assert(releases == 1)
 	:: tcew_result == 7 ->
 		/* refused: completed from outside before its watch, never

@@ -425,6 +425,76 @@ static void test_allocation_failures(void)
 		tw_op_destroy(&a.base);
 	}
 }
+
+/*
+ * A key check with no memory at all tries every op watched on the key
+ * (purgatory.h: "Try every op watched on the key"). Issue 49: its
+ * snapshot held 128 ops without memory and grew for more; with every
+ * allocation failing it tried the first 128 of 300, left 172 to their
+ * timeouts and returned 128, saying nothing.
+ */
+static atomic_bool all_ready;
+
+struct counted_op {
+	struct tw_delayed_op base;
+	struct tw_watch watch;
+	atomic_int completes, releases;
+};
+
+static bool ready_when_told(struct tw_delayed_op *op)
+{
+	return atomic_load(&all_ready) && tw_op_force_complete(op);
+}
+
+static void count_complete(struct tw_delayed_op *op)
+{
+	atomic_fetch_add(&tw_container_of(op, struct counted_op, base)->completes, 1);
+}
+
+static void count_release(struct tw_delayed_op *op)
+{
+	atomic_fetch_add(&tw_container_of(op, struct counted_op, base)->releases, 1);
+}
+
+static void test_a_key_check_without_memory_tries_every_op(void)
+{
+	enum { N = 300 };
+	static const struct tw_op_ops ops = { ready_when_told, count_complete,
+					      count_complete, count_release };
+	static struct counted_op o[N];
+	const void *keys[1] = { "partition-0" };
+	size_t lens[1] = { 11 };
+	struct tw_purgatory *p = manual_purgatory_purging(0);
+	int64_t completed;
+
+	if (under_valgrind()) {
+		printf("  skipped under valgrind\n");
+		tw_purgatory_destroy(p);
+		return;
+	}
+	atomic_store(&all_ready, false);
+	for (int i = 0; i < N; i++) {
+		memset(&o[i], 0, sizeof(o[i]));
+		CHECK_EQ(tw_op_init(&o[i].base, 1000, &ops, NULL), 0);
+		CHECK_EQ(tw_purgatory_try_complete_else_watch(p, &o[i].base, keys, lens, 1,
+							      &o[i].watch),
+			 0);
+	}
+	atomic_store(&all_ready, true);
+	arm(0); /* every allocation fails */
+	completed = tw_purgatory_check_and_complete(p, "partition-0", 11);
+	disarm();
+	stop_counting();
+	CHECK_EQ(completed, N);
+	CHECK_EQ(tw_purgatory_delayed(p), 0);
+	CHECK_EQ(tw_purgatory_watched(p), 0);
+	tw_purgatory_destroy(p);
+	for (int i = 0; i < N; i++) {
+		CHECK_EQ(atomic_load(&o[i].completes), 1); /* none expired */
+		CHECK_EQ(atomic_load(&o[i].releases), 1);
+		tw_op_destroy(&o[i].base);
+	}
+}
 #endif
 
 /* ---- the executor queue is full ---- */
@@ -507,6 +577,7 @@ int main(void)
 #if !TW_SANITIZED
 	RUN(test_allocation_failures);
 	RUN(test_poll_without_memory_runs_everything_due);
+	RUN(test_a_key_check_without_memory_tries_every_op);
 #endif
 	RUN(test_full_executor_queue);
 	return check_report();

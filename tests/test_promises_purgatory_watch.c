@@ -9,6 +9,10 @@
 
 #include "purgatory_gops.h"
 
+#ifdef TW_DEBUG
+#include "child.h"
+#endif
+
 /* ---- 11: a completion from outside racing the op's first watch ---- */
 
 static void *force_thread_result(void *arg)
@@ -163,11 +167,219 @@ static void test_a_completion_never_releases_the_op_inside_the_watch_call(void)
 	tw_op_destroy(&o.op);
 }
 
+/* ---- issue 49: what a watch's TW_ENOMEM means ---- */
+
+/*
+ * X watches [K1, K2]; K2's list cannot be allocated while another thread
+ * checks K1, whose snapshot took X (X's entry on K1 was still there) and
+ * is busy with Y, an op ahead of X on K1. The watch returned TW_ENOMEM,
+ * and then the check, reaching X, whose condition had come true since,
+ * completed it: on_complete after TW_ENOMEM, and on_release after it,
+ * about 30 ms after the call returned in the issue's run. Now the watch
+ * that fails claims the op (as a cancel does) before it lets go of its
+ * lock: from TW_ENOMEM on, nothing completes it. The watch is held at
+ * the failure, under the op's lock, before its claim ("watch.failing"),
+ * while the check takes its snapshot. Its on_release cannot
+ * have run by the return here: the check still holds it (purgatory.h
+ * says so, and why the watch does not wait for it:
+ * test_a_failed_watch_waits_for_no_key_check); it runs on the check's
+ * thread when the check lets go.
+ */
+static const char k1[] = "topic-1", k2[] = "topic-2";
+
+struct two_keys {
+	struct gop g;
+	struct tw_watch w[2];
+};
+
+static bool fail_k2(const char *point, const void *obj)
+{
+	return !strcmp(point, "watchers.alloc") && obj == k2;
+}
+
+static pthread_mutex_t *watch_holds; /* a lock the watcher holds */
+
+static void *watch_two_keys(void *arg)
+{
+	struct two_keys *x = arg;
+	const void *keys[2] = { k1, k2 };
+	size_t lens[2] = { strlen(k1), strlen(k2) };
+
+	if (watch_holds)
+		pthread_mutex_lock(watch_holds);
+	atomic_store(&watch_result,
+		     tw_purgatory_try_complete_else_watch(x->g.p, &x->g.op, keys,
+							  lens, 2, x->w));
+	if (watch_holds)
+		pthread_mutex_unlock(watch_holds);
+	return NULL;
+}
+
+static atomic_int check_result = 99;
+
+static void *check_k1(void *arg)
+{
+	atomic_store(&check_result, (int)check_key(arg, k1));
+	return NULL;
+}
+
+/* X's watch fails on K2 while a check of K1, its snapshot taken with X in
+ * it, is parked in Y's try_complete: returns once the watch returned. */
+static struct tw_purgatory *failed_watch_held_by_a_check(struct gop *y,
+							 struct two_keys *x,
+							 struct sp_thread *checker)
+{
+	struct tw_purgatory *p = manual_purgatory_purging(0);
+	struct sp_thread watcher;
+	int failing;
+
+	gop_init(y, p, k1, NULL);
+	CHECK_EQ(gop_watch(y), 0);
+	atomic_store(&y->ready, 1);
+	atomic_store(&y->try_parks, 1);
+	gop_init(&x->g, p, k1, NULL);
+	watch_holds = NULL;
+	atomic_store(&watch_result, 99);
+	tw__test_set_fail(fail_k2);
+	failing = sp_arm("watch.failing", &x->g.op);
+	sp_spawn(&watcher, watch_two_keys, x);
+	CHECK(sp_wait(failing, &watcher.done)); /* X on K1's list; K2 failed */
+	tw__test_set_fail(NULL);
+	sp_spawn(checker, check_k1, p);
+	WAIT_FOR(atomic_load(&y->in_try), "the check to try Y, holding X");
+	atomic_store(&x->g.ready, 1); /* X's condition comes true */
+	sp_release(failing);
+	sp_join(&watcher, "the failed watch");
+	return p;
+}
+
+static void test_a_failed_watch_never_completes_its_op(void)
+{
+	static struct gop y;
+	static struct two_keys x;
+	struct sp_thread checker;
+	struct tw_purgatory *p = failed_watch_held_by_a_check(&y, &x, &checker);
+
+	CHECK_EQ(atomic_load(&watch_result), TW_ENOMEM);
+	CHECK_EQ(atomic_load(&x.g.completes), 0);
+	CHECK_EQ(atomic_load(&x.g.releases), 0); /* the check holds it */
+	atomic_store(&y.try_go, 1);
+	sp_join(&checker, "the check");
+	CHECK_EQ(atomic_load(&check_result), 1); /* Y, not X */
+	CHECK_EQ(atomic_load(&x.g.completes), 0);
+	CHECK_EQ(atomic_load(&x.g.releases), 1);
+	CHECK_EQ(atomic_load(&y.completes), 1);
+	CHECK_EQ(tw_purgatory_watched(p), 0);
+	CHECK_EQ(tw_purgatory_delayed(p), 0);
+	CHECK_EQ(tw_purgatory_shutdown(p, NULL), 0);
+	tw_purgatory_destroy(p);
+	CHECK_EQ(atomic_load(&x.g.completes), 0);
+	CHECK_EQ(atomic_load(&x.g.expires), 0);
+	CHECK_EQ(atomic_load(&x.g.releases), 1);
+	CHECK_EQ(atomic_load(&y.releases), 1);
+	tw_op_destroy(&x.g.op);
+	tw_op_destroy(&y.op);
+}
+
+/*
+ * Why the failed watch does not wait for the other holders of its op,
+ * which would make TW_ENOMEM mean "on_release has run": a holder may be
+ * running user code that waits for a lock the watch's caller holds, and
+ * the header lets a caller hold any lock but the op's around its watch.
+ * Here the caller holds L, the lock Y shares, around its watch of X; the
+ * check of K1 took X in its snapshot and then needs L to try Y, ahead of
+ * X. A watch that waited for the check would wait for ever (the stop
+ * points' guard would report the deadlock); this one returns TW_ENOMEM,
+ * lets go of L, and the check then tries Y, skips X (claimed) and
+ * releases it.
+ */
+static pthread_mutex_t caller_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void test_a_failed_watch_waits_for_no_key_check(void)
+{
+	struct tw_purgatory *p = manual_purgatory_purging(0);
+	static struct gop y;
+	static struct two_keys x;
+	struct sp_thread watcher, checker;
+	int failing, snapshot;
+
+	gop_init(&y, p, k1, &caller_lock);
+	CHECK_EQ(gop_watch(&y), 0);
+	atomic_store(&y.ready, 1);
+	gop_init(&x.g, p, k1, NULL);
+	watch_holds = &caller_lock;
+	atomic_store(&watch_result, 99);
+	tw__test_set_fail(fail_k2);
+	failing = sp_arm("watch.failing", &x.g.op);
+	sp_spawn(&watcher, watch_two_keys, &x);
+	CHECK(sp_wait(failing, &watcher.done)); /* holding L; X on K1 */
+	tw__test_set_fail(NULL);
+	snapshot = sp_arm("check.snapshot", k1);
+	sp_spawn(&checker, check_k1, p);
+	CHECK(sp_wait(snapshot, &checker.done)); /* it holds X */
+	sp_release(snapshot); /* on to Y, whose lock L the watcher holds */
+	sp_release(failing);
+	sp_join(&watcher, "the failed watch (a wait for the check deadlocks)");
+	CHECK_EQ(atomic_load(&watch_result), TW_ENOMEM);
+	sp_join(&checker, "the check");
+	watch_holds = NULL;
+	CHECK_EQ(atomic_load(&check_result), 1); /* Y */
+	CHECK_EQ(atomic_load(&x.g.completes), 0);
+	CHECK_EQ(atomic_load(&x.g.releases), 1);
+	CHECK_EQ(atomic_load(&y.completes), 1);
+	CHECK_EQ(tw_purgatory_shutdown(p, NULL), 0);
+	tw_purgatory_destroy(p);
+	CHECK_EQ(atomic_load(&x.g.releases), 1);
+	CHECK_EQ(atomic_load(&y.releases), 1);
+	CHECK_EQ(atomic_load(&y.released_under_lock), 0);
+	tw_op_destroy(&x.g.op);
+	tw_op_destroy(&y.op);
+}
+
+#ifdef TW_DEBUG
+/*
+ * The checked build agrees with the header: after TW_ENOMEM, while a
+ * check still holds the op, a tw_op_init of it is a mistake (its
+ * on_release has not run), and the abort says why, naming the failed
+ * watch, not only "still held". In a child, which dies there.
+ */
+static void init_before_the_failed_watchs_release(void *arg)
+{
+	static struct gop y;
+	static struct two_keys x;
+	struct sp_thread checker;
+
+	(void)arg;
+	failed_watch_held_by_a_check(&y, &x, &checker);
+	CHECK_EQ(atomic_load(&watch_result), TW_ENOMEM);
+	tw_op_init(&x.g.op, 100, &gop_ops, NULL); /* the mistake */
+}
+
+static void test_the_checked_build_names_an_init_before_a_failed_watchs_release(void)
+{
+	char out[4096];
+
+	CHECK_EQ(run_in_child(init_before_the_failed_watchs_release, NULL, out,
+			      sizeof(out)),
+		 SIGABRT);
+	if (!strstr(out, "tw_op_init(") || !strstr(out, "returned TW_ENOMEM") ||
+	    !strstr(out, "on_release")) {
+		fprintf(stderr, "not named:\n%s\n", out);
+		CHECK(0);
+	}
+}
+#endif
+
 int main(int argc, char **argv)
 {
 	sp_install();
 	RUN_IF(test_a_completion_never_releases_the_op_inside_the_watch_call);
 	RUN_IF(test_a_force_during_the_first_watch_completes_the_op);
 	RUN_IF(test_a_force_before_the_watch_claims_refuses_the_watch);
+	RUN_IF(test_a_failed_watch_never_completes_its_op);
+	RUN_IF(test_a_failed_watch_waits_for_no_key_check);
+#ifdef TW_DEBUG
+	RUN_IF(test_the_checked_build_names_an_init_before_a_failed_watchs_release);
+#endif
 	return check_report();
 }

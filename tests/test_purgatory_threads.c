@@ -175,10 +175,105 @@ static void test_many_keys_and_a_hot_key(void)
 	}
 }
 
+/*
+ * One hot key watched by far more ops than a check takes at once (128;
+ * issue 49): its checks are taken in chunks, their places kept by marks
+ * in the key's list, while other threads check the same key (their marks
+ * interleaved) and purge, new ops are watched on it, and a second key a
+ * tenth of them share is cancelled. Every op ends exactly once
+ * (completed, or handed back by the cancel), none is left to its
+ * timeout, and every op is released once.
+ */
+enum { HOT_N = 2000, HOT_CHECKERS = 3 };
+static struct mock hot_ops[HOT_N];
+static atomic_int hot_ended, hot_handed;
+static int64_t hot_deadline; /* a guard against a hang: the check fails */
+
+static void *hot_checker(void *arg)
+{
+	(void)arg;
+	while (atomic_load(&hot_ended) < HOT_N && now_ns() < hot_deadline) {
+		int64_t n = check(shared_p, "hot");
+
+		CHECK(n >= 0);
+		atomic_fetch_add(&hot_ended, (int)n);
+		tw_purgatory_purge(shared_p);
+	}
+	return NULL;
+}
+
+static void hot_hand_back(struct tw_delayed_op *op)
+{
+	(void)op;
+	atomic_fetch_add(&hot_handed, 1);
+	atomic_fetch_add(&hot_ended, 1);
+}
+
+/* Watch ops [from, to) on "hot" and "warm", a tenth of them on
+ * "cancelled" instead of "warm", which is cancelled every 100 watches. */
+static void hot_watch(int from, int to)
+{
+	for (int i = from; i < to; i++) {
+		int rc;
+
+		mock_init(&hot_ops[i], 100000 * MS);
+		/* tried 1 to 7 times before its condition holds */
+		atomic_store(&hot_ops[i].attempts_left, 1 + i % 7);
+		rc = watch_on(shared_p, &hot_ops[i], 2, "hot",
+			      i % 10 ? "warm" : "cancelled", NULL);
+		CHECK(rc == 0 || rc == 1);
+		if (rc == 1)
+			atomic_fetch_add(&hot_ended, 1);
+		if (i % 100 == 99)
+			(void)tw_purgatory_cancel_for_key(shared_p, "cancelled", 9,
+							  hot_hand_back);
+	}
+}
+
+static void *hot_watcher(void *arg)
+{
+	(void)arg;
+	hot_watch(HOT_N / 2, HOT_N);
+	return NULL;
+}
+
+static void test_chunked_checks_of_a_hot_key_under_many_threads(void)
+{
+	pthread_t checkers[HOT_CHECKERS], watcher;
+	int completes = 0;
+
+	shared_p = new_purgatory(100);
+	atomic_store(&hot_ended, 0);
+	atomic_store(&hot_handed, 0);
+	hot_deadline = now_ns() + 60000 * MS;
+	/* 1000 on the key before the first check: its checks begin in
+	 * chunks; the rest are watched while they run */
+	hot_watch(0, HOT_N / 2);
+	pthread_create(&watcher, NULL, hot_watcher, NULL);
+	for (int i = 0; i < HOT_CHECKERS; i++)
+		pthread_create(&checkers[i], NULL, hot_checker, NULL);
+	pthread_join(watcher, NULL);
+	for (int i = 0; i < HOT_CHECKERS; i++)
+		pthread_join(checkers[i], NULL);
+	CHECK_EQ(atomic_load(&hot_ended), HOT_N);
+	CHECK_EQ(tw_purgatory_delayed(shared_p), 0);
+	tw_purgatory_destroy(shared_p);
+	for (int i = 0; i < HOT_N; i++) {
+		CHECK(atomic_load(&hot_ops[i].completes) <= 1);
+		completes += atomic_load(&hot_ops[i].completes);
+		CHECK_EQ(atomic_load(&hot_ops[i].expirations), 0);
+		CHECK_EQ(atomic_load(&hot_ops[i].releases), 1);
+		tw_op_destroy(&hot_ops[i].op);
+	}
+	CHECK_EQ(completes + atomic_load(&hot_handed), HOT_N);
+	CHECK(atomic_load(&hot_handed) <= HOT_N / 10);
+}
+
 int main(void)
 {
 	RUN(test_many_keys_and_a_hot_key);
 	RUN(test_many_threads_complete_every_op);
 	RUN(test_condition_and_timeout_race_exactly_once);
+	RUN(test_chunked_checks_of_a_hot_key_under_many_threads);
 	return check_report();
 }

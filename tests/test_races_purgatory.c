@@ -114,24 +114,25 @@ static bool fail_key1(const char *point, const void *obj)
 }
 
 /* After the failed watch let go of the op's lock, before it takes back
- * its first entry: someone forces the op, and a check of the first key
- * drops the completed entry from its list. */
+ * its first entry: a force finds the op claimed by the watch, and a check
+ * of the first key drops the completed entry from its list. */
 static void force_then_check(const void *obj, void *arg)
 {
 	struct key_check *kc = arg;
 
 	(void)obj;
-	CHECK(tw_op_force_complete(&kc->o->op));
+	CHECK(!tw_op_force_complete(&kc->o->op));
 	CHECK_EQ(tw_purgatory_check_and_complete(kc->p, key, sizeof(key)), 0);
 }
 
 /*
  * A watch that fails half-way (out of memory on its second key) takes back
- * the entries it made. One of them may be gone already: the op is not
- * completed by that call, but any thread may force it, and a key check
- * then unlinks its entries. Taking it back again dereferenced the entry's
- * list pointer, which that unlink had cleared (a crash); now the entry's
- * own link says whether it is still in a list.
+ * the entries it made. One of them may be gone already: the watch claimed
+ * the op (issue 49: nothing completes it after TW_ENOMEM), and a key
+ * check then unlinks its entries, as it would after a force. Taking it
+ * back again dereferenced the entry's list pointer, which that unlink had
+ * cleared (a crash); now the entry's own link says whether it is still in
+ * a list.
  */
 static void test_a_failed_watch_takes_back_only_entries_still_linked(void)
 {
@@ -148,12 +149,57 @@ static void test_a_failed_watch_takes_back_only_entries_still_linked(void)
 	CHECK_EQ(tw_purgatory_try_complete_else_watch(p, &o.op, keys, lens, 2, ws),
 		 TW_ENOMEM);
 	tw__test_set_fail(NULL);
-	CHECK_EQ(atomic_load(&o.completes), 1);
+	CHECK_EQ(atomic_load(&o.completes), 0);
 	CHECK_EQ(tw_purgatory_watched(p), 0);
 	CHECK_EQ(tw_purgatory_delayed(p), 0);
 	CHECK_EQ(atomic_load(&o.releases), 1); /* every reference went */
 	CHECK_EQ(tw_purgatory_shutdown(p, pop_hand_back), 0);
 	tw_purgatory_destroy(p);
+	CHECK_EQ(atomic_load(&o.releases), 1);
+	CHECK_EQ(atomic_load(&o.handed), 0);
+	tw_op_destroy(&o.op);
+}
+
+/* Between the second key's failure and the watch's claim, under the op's
+ * lock: a completion from another thread's point of view (a
+ * force_complete does not take the op's lock) claims the op first. */
+static void force_first(const void *obj, void *arg)
+{
+	struct key_check *kc = arg;
+
+	(void)obj;
+	CHECK(tw_op_force_complete(&kc->o->op));
+}
+
+/*
+ * The watch's claim can lose only to a completion from outside the op's
+ * lock (a force_complete, a cancel of a key the op was on). The op then
+ * ended as a watched op that completed since would: the call returns 0,
+ * not TW_ENOMEM (which says the op never completes), still takes back
+ * its entries, and arms no timeout.
+ */
+static void test_a_completion_before_a_failed_watchs_claim_makes_it_watched(void)
+{
+	struct tw_purgatory *p = manual_purgatory();
+	struct pop o;
+	struct tw_watch ws[2];
+	struct key_check kc = { p, &o };
+	const void *keys[2] = { key, key1 };
+	size_t lens[2] = { sizeof(key), sizeof(key1) };
+
+	pop_init(&o);
+	tw__test_set_fail(fail_key1);
+	sp_on("watch.failing", &o.op, force_first, &kc);
+	CHECK_EQ(tw_purgatory_try_complete_else_watch(p, &o.op, keys, lens, 2, ws), 0);
+	tw__test_set_fail(NULL);
+	CHECK_EQ(atomic_load(&o.completes), 1);
+	CHECK_EQ(tw_purgatory_watched(p), 0); /* its entry taken back */
+	CHECK_EQ(tw_purgatory_delayed(p), 0);
+	CHECK_EQ(atomic_load(&o.releases), 1);
+	CHECK_EQ(tw_purgatory_shutdown(p, pop_hand_back), 0);
+	tw_purgatory_destroy(p);
+	CHECK_EQ(atomic_load(&o.completes), 1);
+	CHECK_EQ(atomic_load(&o.expires), 0);
 	CHECK_EQ(atomic_load(&o.releases), 1);
 	CHECK_EQ(atomic_load(&o.handed), 0);
 	tw_op_destroy(&o.op);
@@ -392,6 +438,7 @@ int main(void)
 	sp_install();
 	RUN(test_purgatory_check_between_check_and_watch_is_not_lost);
 	RUN(test_a_failed_watch_takes_back_only_entries_still_linked);
+	RUN(test_a_completion_before_a_failed_watchs_claim_makes_it_watched);
 	RUN(test_one_watch_per_init);
 	RUN(test_purgatory_shutdown_waits_for_a_watch_in_flight);
 	RUN(test_force_complete_holds_the_op_across_its_claim);

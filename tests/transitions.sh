@@ -35,8 +35,8 @@ for t in test_races test_races_claims test_races_purgatory test_races_runs \
 done
 run "$build/tests/test_service_shaken" 200000 4 1 8 1 5
 run "$build/tests/test_purgatory_shaken" 10000 2 1 5
-# a watch that fails: ONE -> ZERO uncompleted; a completion before any
-# watch: mark_never
+# a watch that fails on its first key: its claim at ONE; a completion
+# before any watch: mark_never
 run "$build/tests/test_op_transitions"
 
 # check WHAT TABLE SEEN [NAMES]: every step made is a row of the model's

@@ -14,6 +14,7 @@
  * | completed by its condition           | on_complete(op)                     |
  * | timed out                            | on_complete(op), then on_expiration(op) |
  * | cancelled (cancel_for_key, shutdown) | handed back to the caller, no callback |
+ * | its watch failed (TW_ENOMEM)         | no callback: the call's return says it |
  *
  * Lifetime. Completed operations are removed from the watch lists of their
  * keys lazily, as Kafka does: when the key is checked, or by a purge once
@@ -22,8 +23,9 @@
  * its struct tw_op_ops has one) says when the purgatory holds no
  * reference any more, and from then on the caller may free it. It runs
  * exactly once per op the purgatory saw, however the op ended (completed,
- * expired, or handed back by cancel_for_key or shutdown: so free a
- * handed-back op in on_release, not in hand_back). It runs with no lock
+ * expired, handed back by cancel_for_key or shutdown, or let go of by a
+ * watch that failed: so free a handed-back op in on_release, not in
+ * hand_back, and a failed one in on_release too). It runs with no lock
  * the purgatory took held: not the purgatory's own, and not the op's lock,
  * own or shared (the purgatory lets go of them first, purges included).
  * Only a lock that a caller holds around its own call may be held then:
@@ -216,7 +218,8 @@ void tw_op_destroy(struct tw_delayed_op *op);
 bool tw_op_force_complete(struct tw_delayed_op *op);
 
 /**
- * Whether it completed (by condition, timeout or cancel).
+ * Whether it completed (by condition, timeout or cancel; a watch that
+ * failed with TW_ENOMEM claims it too).
  * @param op the operation
  * @return true once completed; false for NULL
  * @threadsafety Any thread.
@@ -295,11 +298,26 @@ int tw_purgatory_create(struct tw_purgatory **out,
  *         bad key, a tolerance on a kafka-mode purgatory) or with
  *         TW_ESHUTDOWN took nothing in and does not count: the op may be
  *         watched after it
- * @retval TW_ENOMEM a key's list could not be allocated: the purgatory
- *         had taken the op in, and lets go of it before the call returns
- *         (its on_release has run, as for every op it saw; a key check
- *         may even have completed it meanwhile). Watch it again only
- *         after a new tw_op_init, from on_release or after it
+ * @retval TW_ENOMEM a key's list could not be allocated. The op is not
+ *         watched, and it never completes: the failing call claims it, as
+ *         a cancel does, so no on_complete or on_expiration runs for it
+ *         (a completion from another thread that claimed it first, a
+ *         force_complete or a cancel of a key it was briefly on, makes the
+ *         call return 0 instead: watched, and completed or handed back
+ *         since). The purgatory lets go of it, and its on_release runs
+ *         once, as for every op it saw: before the call returns, unless
+ *         another call holds a reference to it then (a key check of a key
+ *         it was briefly on, still trying the ops ahead of it; a
+ *         tw_op_force_complete() or tw_op_safe_try_complete() from another
+ *         thread; a cancel or a purge that took its entry off a list);
+ *         then on the thread of the last of those, when it lets go, after
+ *         this call returned. This call does not wait for that: the other
+ *         call may be running user code (another op's try_complete or
+ *         on_complete, a hand_back) that waits for a lock this call's
+ *         caller holds. So, as after any
+ *         return, free the op or initialise it again only in on_release
+ *         (the debug build, TW_DEBUG, stops at a tw_op_init before it and
+ *         names this case). Watch it again only after a new tw_op_init
  * @retval TW_ESHUTDOWN the purgatory is shut down
  * (on an error the op is on no list and its timeout is not armed)
  * @threadsafety Any thread.
@@ -311,8 +329,10 @@ int tw_purgatory_try_complete_else_watch(struct tw_purgatory *p,
 					 struct tw_watch *watches);
 
 /**
- * Try every op watched on the key; drop completed ones from its list
- * (Kafka's checkAndComplete).
+ * Try every op watched on the key when the call begins (one watched since
+ * is tried by its own watch, once it is on the key's list); drop completed
+ * ones from its list (Kafka's checkAndComplete). It allocates nothing,
+ * however many ops watch the key: it takes them 128 at a time.
  * @param p the purgatory
  * @param key the key
  * @param len its length, 1..TW_KEY_MAX
@@ -405,22 +425,18 @@ int64_t tw_purgatory_timeout(struct tw_purgatory *p, int64_t now);
  * waiting for timeouts that are running. A handed-back op still gets its
  * on_release (when the purgatory's last reference goes, possibly during
  * this call): free it there, not in hand_back.
+ * It allocates nothing, so it cannot fail for want of memory, however
+ * many ops are watched or armed.
  * @param p the purgatory
  * @param hand_back receives each uncompleted op (may be NULL)
- * @return how many were handed back, or TW_EINVAL (NULL), or TW_ENOMEM:
- *         no memory to hold the armed timeouts' references until its locks
- *         are released (more than 32 armed); then nothing was handed back
- *         or stopped, new watches are refused, and a later call tries again
+ * @return how many were handed back, or TW_EINVAL (NULL)
  * @threadsafety Any thread but the purgatory's callbacks.
  */
 int64_t tw_purgatory_shutdown(struct tw_purgatory *p, tw_op_fn *hand_back);
 
 /**
  * Shut down if needed, then free the purgatory (ops are the caller's).
- * Where tw_purgatory_shutdown() would return TW_ENOMEM, destroy goes on,
- * and an on_release may then run inside it under the purgatory's shutdown
- * lock, which no other thread can be waiting for (no call may be made on
- * the purgatory during or after its destroy).
+ * No call may be made on the purgatory during or after its destroy.
  * @param p the purgatory (NULL: nothing happens)
  * @threadsafety Any thread but the purgatory's callbacks.
  */

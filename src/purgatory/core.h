@@ -21,9 +21,11 @@
  * producers checking different keys rarely share a lock.
  *
  * Exactly once. tw_op_force_complete() flips op->completed from 0 to 1 with
- * a compare-and-swap: the condition check, the timeout and a cancel race
- * for it and exactly one wins. The winner stops the timeout and (unless
- * it is a cancel) runs on_complete; the timeout then adds on_expiration.
+ * a compare-and-swap: the condition check, the timeout, a cancel and a
+ * watch that failed for want of memory race for it and exactly one wins.
+ * The winner stops the timeout and (unless it is a cancel or the failed
+ * watch) runs on_complete; the timeout then adds on_expiration. So every
+ * op the purgatory saw is completed before it is released.
  * Stopping never waits (Kafka's forceComplete does not either): the
  * winner usually holds the op's lock, and a wait for an expired timeout
  * waits for the reaper, whose current callback may want that very lock.
@@ -114,8 +116,7 @@ struct tw_watchers {
 	struct tw_watchers *next; /* hash chain */
 	uint64_t hash;
 	size_t len;
-	size_t count;
-	struct tw_link entries;
+	struct tw_link entries;   /* struct tw_watch, and key checks' marks */
 	unsigned char key[];
 };
 
@@ -172,79 +173,9 @@ static inline int64_t op_tolerance(const struct tw_delayed_op *op)
 	return op->timer.wheel_timer.due;
 }
 
-/* Ops collected under a shard lock and dealt with after it. Per call, with
- * room for 128 inline (1 KB of stack), so the common case allocates
- * nothing: a key check's snapshot holds every uncompleted op on the key's
- * list, and at Kafka's rates (tens of thousands of requests a second, each
- * watching 3 of 100 keys) that is 30 to 100 ops. A snapshot that outgrows
- * its room allocates on every check, and with no memory leaves the ops
- * past it untried. */
-#define OPLIST_INLINE 128
-
-struct oplist {
-	struct tw_delayed_op **ops;
-	size_t len, cap;
-	struct tw_delayed_op *small[OPLIST_INLINE];
-};
-
-static inline void oplist_init(struct oplist *l)
-{
-	l->ops = l->small;
-	l->len = 0;
-	l->cap = sizeof(l->small) / sizeof(l->small[0]);
-}
-
-/* The list's ops moved to grown, room for cap (the growth of a push and
- * of a reservation); false, the list unchanged, if grown is NULL. */
-static inline bool oplist_move_to(struct oplist *l, struct tw_delayed_op **grown,
-				  size_t cap)
-{
-	if (!grown)
-		return false;
-	memcpy(grown, l->ops, l->len * sizeof(*grown));
-	if (l->ops != l->small)
-		free(l->ops);
-	l->ops = grown;
-	l->cap = cap;
-	return true;
-}
-
-/* False when it must grow and no memory is left (the test build can make
- * any push fail so, at the point "oplist.push"): only for a list whose
- * caller has something else to do then; under a lock, ops go on an
- * entry_chain or into room reserved before the lock. */
-static inline bool oplist_push(struct oplist *l, struct tw_delayed_op *op)
-{
-	if (TW_TEST_FAIL("oplist.push", l))
-		return false;
-	if (l->len == l->cap &&
-	    !oplist_move_to(l, malloc(2 * l->cap * sizeof(*l->ops)), 2 * l->cap))
-		return false;
-	l->ops[l->len++] = op;
-	return true;
-}
-
-static inline void oplist_free(struct oplist *l)
-{
-	if (l->ops != l->small)
-		free(l->ops);
-	oplist_init(l);
-}
-
-/* Room for n ops in all, taken before the pushes that must not fail
- * (oplist_push_reserved); false if there is no memory for it. */
-static inline bool oplist_reserve(struct oplist *l, size_t n)
-{
-	if (n <= l->cap)
-		return true;
-	return oplist_move_to(l, TW_TEST_FAIL("oplist.reserve", l)
-					 ? NULL : malloc(n * sizeof(*l->ops)), n);
-}
-
-static inline void oplist_push_reserved(struct oplist *l, struct tw_delayed_op *op)
-{
-	l->ops[l->len++] = op; /* l->len < l->cap: oplist_reserve */
-}
+/* op->timeout, likewise, is read once, when the watch arms the timeout;
+ * after the service's shutdown has handed that timeout back, shutdown
+ * chains the op through it (lifecycle.c), which needs no memory. */
 
 /* Watch entries unlinked under a shard lock, each holding a reference to
  * its op that is dropped once the lock is released. They are chained
@@ -377,14 +308,6 @@ static inline void op_put(struct tw_delayed_op *op)
 	tr_release(op);
 	if (op->ops->on_release)
 		op->ops->on_release(op);
-}
-
-/* Drop the references collected under a lock, now that it is released. */
-static inline void put_all(struct oplist *puts)
-{
-	for (size_t i = 0; i < puts->len; i++)
-		op_put(puts->ops[i]);
-	oplist_free(puts);
 }
 
 /* Drop a chain's references (a claimed op's two), now that no lock is

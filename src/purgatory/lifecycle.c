@@ -94,15 +94,42 @@ int64_t tw_purgatory_timeout(struct tw_purgatory *p, int64_t now)
 	return p ? tw_service_timeout(p->svc, now) : -1;
 }
 
+/*
+ * The ops whose timeouts the service's shutdown handed back, chained
+ * through op->timeout, so that holding them needs no memory: a
+ * timeout's length is read once, when the watch arms it, and an op is
+ * armed once per tw_op_init, so once its timeout is handed back the field
+ * is free until the next init. The chain holds each timeout's reference,
+ * dropped after the purgatory's and the service's locks are let go of.
+ */
 struct timeout_hand_back {
 	struct tw_purgatory *p;
 	tw_op_fn *hand_back;
 	int64_t n;
-	/* The timeouts' references, dropped after: room for every armed
-	 * timeout, reserved before the service's shutdown (in destroy, when
-	 * it could not be, only the list's own). */
-	struct oplist puts;
+	struct tw_delayed_op *puts; /* the chain's head; NULL: empty */
 };
+
+static void handed_push(struct timeout_hand_back *ctx, struct tw_delayed_op *op)
+{
+	op->timeout = (int64_t)(intptr_t)ctx->puts;
+	ctx->puts = op;
+}
+
+/* Drop the chain's references, with no lock held: the last may release
+ * the op, so the next one is read before. */
+static void handed_put_all(struct timeout_hand_back *ctx)
+{
+	struct tw_delayed_op *op = ctx->puts;
+
+	ctx->puts = NULL;
+	while (op) {
+		struct tw_delayed_op *next =
+			(struct tw_delayed_op *)(intptr_t)op->timeout;
+
+		op_put(op);
+		op = next;
+	}
+}
 
 /* The service's shutdown found an op's timeout armed: it will never run.
  * Its op is normally completed already (see tw_purgatory_shutdown); were
@@ -121,13 +148,8 @@ static void timeout_handed_back(struct tw_service_timer *t, void *arg)
 	/* The timeout's reference, dropped once no lock is held: the
 	 * service's shutdown runs this under its own, and the last put runs
 	 * on_release, which may take a lock that another thread holds around
-	 * its own shutdown call: dropped here, the two would hang each other.
-	 * Its room was reserved: no push here needs memory, but in a
-	 * destroy that could not reserve it (tw_purgatory_destroy). */
-	if (ctx->puts.len < ctx->puts.cap)
-		oplist_push_reserved(&ctx->puts, op);
-	else if (!oplist_push(&ctx->puts, op))
-		op_put(op);
+	 * its own shutdown call: dropped here, the two would hang each other. */
+	handed_push(ctx, op);
 }
 
 /* shutdown's claim of every list: the entries' references go on one
@@ -140,8 +162,7 @@ static void claim_list_deferred(struct tw_purgatory *p, struct tw_watchers *ws,
 	tw__pg_claim_list(p, ws, arg, NULL);
 }
 
-/* must: destroy's, which cannot give up for want of memory. */
-static int64_t shutdown_how(struct tw_purgatory *p, tw_op_fn *hand_back, bool must)
+int64_t tw_purgatory_shutdown(struct tw_purgatory *p, tw_op_fn *hand_back)
 {
 	struct timeout_hand_back ctx;
 	struct entry_chain deferred;
@@ -162,15 +183,8 @@ static int64_t shutdown_how(struct tw_purgatory *p, tw_op_fn *hand_back, bool mu
 			sched_yield();
 		}
 	/* No watch is under way now, and none starts: no timeout is armed
-	 * from here on, so the armed ones bound what the service's shutdown
-	 * hands back. Their room is taken before anything changes; without
-	 * it nothing does (closing stays: the purgatory refuses watches
-	 * either way), and a later call can try again. */
-	oplist_init(&ctx.puts);
-	if (!oplist_reserve(&ctx.puts, atomic_load(&p->delayed)) && !must) {
-		pthread_mutex_unlock(&p->shutdown_mu);
-		return TW_ENOMEM;
-	}
+	 * from here on. Nothing below allocates: the entries' references are
+	 * chained through the entries, the timeouts' through their ops. */
 	chain_init(&deferred);
 	tw__pg_walk_lists(p, true, claim_list_deferred, &deferred);
 	n = tw__pg_hand_back_claimed(p, &deferred, hand_back);
@@ -182,6 +196,7 @@ static int64_t shutdown_how(struct tw_purgatory *p, tw_op_fn *hand_back, bool mu
 	ctx.p = p;
 	ctx.hand_back = hand_back;
 	ctx.n = 0;
+	ctx.puts = NULL;
 	tw_service_shutdown(p->svc, timeout_handed_back, &ctx);
 	n += ctx.n;
 	p->shut_down = true;
@@ -191,13 +206,8 @@ static int64_t shutdown_how(struct tw_purgatory *p, tw_op_fn *hand_back, bool mu
 	 * waits on shutdown_mu for the work above, not for these: its
 	 * caller may hold a lock an on_release takes. */
 	chain_put_all(&deferred);
-	put_all(&ctx.puts);
+	handed_put_all(&ctx);
 	return n;
-}
-
-int64_t tw_purgatory_shutdown(struct tw_purgatory *p, tw_op_fn *hand_back)
-{
-	return shutdown_how(p, hand_back, false);
 }
 
 void tw_purgatory_destroy(struct tw_purgatory *p)
@@ -205,7 +215,7 @@ void tw_purgatory_destroy(struct tw_purgatory *p)
 	if (!p)
 		return;
 	if (p->svc) {
-		shutdown_how(p, NULL, true);
+		tw_purgatory_shutdown(p, NULL);
 		tw_service_destroy(p->svc);
 	}
 	/* A watch that raced shutdown may have linked entries after its
@@ -220,6 +230,7 @@ void tw_purgatory_destroy(struct tw_purgatory *p)
 #ifdef TW_DEBUG
 	/* Ops it still held (none after a clean shutdown) are the caller's. */
 	tw__debug_forget(TW_DBG_OP, (uint64_t)(uintptr_t)p);
+	tw__debug_forget(TW_DBG_OP, (uint64_t)(uintptr_t)p | 1); /* a failed watch's */
 #endif
 	free(p);
 }

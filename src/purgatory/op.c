@@ -49,14 +49,23 @@ int tw_op_init(struct tw_delayed_op *op, int64_t timeout,
 							      : "ops->on_complete is NULL");
 #ifdef TW_DEBUG
 	/* Only the debug build can tell: before its first init the op's
-	 * memory may be anything, so its own fields prove nothing. */
-	if (tw__debug_get(TW_DBG_OP, op, NULL))
-		tw__debug_fail("tw_op_init", op,
-			       "this op is still held by a purgatory (watched, or "
-			       "completed and not yet released). Initialising it "
-			       "now would corrupt its watch lists and run its "
-			       "callbacks on the new op. Reuse or free an op only "
-			       "from its on_release, or after it.");
+	 * memory may be anything, so its own fields prove nothing. Bit 0 of
+	 * the tag: its watch failed (watch.c, debug_watch_failed). */
+	uint64_t tag;
+
+	if (tw__debug_get(TW_DBG_OP, op, &tag))
+		tw__debug_fail("tw_op_init", op, "%s%s",
+			       tag & 1
+			       ? "its watch returned TW_ENOMEM, but a call that held "
+				 "the op then (a key check trying the ops of a key "
+				 "it was on, a completion from another thread) has "
+				 "not let go of it yet, and its on_release runs when "
+				 "that call does. "
+			       : "this op is still held by a purgatory (watched, or "
+				 "completed and not yet released). ",
+			       "Initialising it now would corrupt its watch lists "
+			       "and run its callbacks on the new op. Reuse or free "
+			       "an op only from its on_release, or after it.");
 #endif
 	memset(op, 0, sizeof(*op));
 	tw_service_timer_init(&op->timer, on_timeout);

@@ -4,10 +4,13 @@
  * a mutex each, every key's list of watch entries (the callers' struct
  * tw_watch), and what walks them: try_complete_else_watch (check, watch,
  * check again under the op's lock), check_and_complete (a snapshot under
- * the shard lock, try_complete after it), cancel_for_key, and the one
- * walker over every list that purge, shutdown and destroy share. A shard
- * lock is never held while user code runs, and an op's lock is taken
- * before a shard lock, never after.
+ * the shard lock, try_complete after it, 128 ops at a time), cancel_for_key,
+ * and the one walker over every list that purge, shutdown and destroy
+ * share. A shard lock is never held while user code runs, and an op's lock
+ * is taken before a shard lock, never after. A list may hold, besides
+ * the callers' entries, a key check's two marks of its place (entries
+ * with no op, struct snapshot): every walker skips them, and a list is
+ * freed only once nothing at all is left in it.
  */
 #include "core.h"
 
@@ -54,7 +57,6 @@ static struct tw_watchers *find_or_add(struct pshard *sh, uint64_t h,
 		return NULL;
 	ws->hash = h;
 	ws->len = len;
-	ws->count = 0;
 	list_init(&ws->entries);
 	memcpy(ws->key, key, len);
 	if (sh->nkeys >= sh->nbuckets)
@@ -66,11 +68,13 @@ static struct tw_watchers *find_or_add(struct pshard *sh, uint64_t h,
 	return ws;
 }
 
+/* Free the list once nothing is in it: no entry, and no key check's
+ * marks (which keep it for the check that left them). */
 static void remove_if_empty(struct pshard *sh, struct tw_watchers *ws)
 {
 	struct tw_watchers **pp = slot_for(sh, ws->hash);
 
-	if (ws->count)
+	if (!list_empty(&ws->entries))
 		return;
 	while (*pp != ws)
 		pp = &(*pp)->next;
@@ -91,14 +95,20 @@ static struct pshard *locate(struct tw_purgatory *p, const void *key, size_t len
 
 /* Under the shard lock; the entry's reference is dropped later, from the
  * chain (claimed: the caller claimed its op and took a second one). */
-static void unlink_entry(struct tw_purgatory *p, struct tw_watchers *ws,
-			 struct tw_watch *w, struct entry_chain *puts, bool claimed)
+static void unlink_entry(struct tw_purgatory *p, struct tw_watch *w,
+			 struct entry_chain *puts, bool claimed)
 {
 	list_unlink(&w->link); /* leaves link.next NULL: in no list */
-	ws->count--;
 	OP_SUB(w->op->linked, 1);
 	atomic_fetch_sub(&p->watched, 1);
 	chain_push(puts, w, claimed);
+}
+
+/* A key check's mark of its place in a list (struct snapshot), not an
+ * entry: no op. */
+static bool is_mark(const struct tw_watch *w)
+{
+	return !w->op;
 }
 
 /* Unlink the completed entries of one list. */
@@ -111,8 +121,8 @@ static void drop_completed(struct tw_purgatory *p, struct tw_watchers *ws,
 		struct tw_watch *w = tw_container_of(l, struct tw_watch, link);
 
 		l = l->next;
-		if (OP_LOAD(w->op->completed))
-			unlink_entry(p, ws, w, puts, false);
+		if (!is_mark(w) && OP_LOAD(w->op->completed))
+			unlink_entry(p, w, puts, false);
 	}
 }
 
@@ -160,7 +170,6 @@ static int watch(struct tw_purgatory *p, struct tw_delayed_op *op,
 	}
 	w->op = op;
 	list_append(&ws->entries, &w->link);
-	ws->count++;
 	tr_ref_get(op);
 	OP_ADD(op->linked, 1);
 	atomic_fetch_add(&p->watched, 1);
@@ -185,7 +194,7 @@ static void unwatch(struct tw_purgatory *p, struct tw_watch *w,
 	if (w->link.next) {
 		struct tw_watchers *ws = find(sh, h, key, len);
 
-		unlink_entry(p, ws, w, &puts, false);
+		unlink_entry(p, w, &puts, false);
 		remove_if_empty(sh, ws);
 	}
 	pthread_mutex_unlock(&sh->mu);
@@ -218,15 +227,26 @@ static int check_watch_args(const struct tw_purgatory *p,
  * Kafka's safeTryCompleteOrElse: check, watch, check again, all under the
  * op's lock. A key check that ran between the first check and the watch
  * saw no entry of this op: the second check sees the condition it was
- * checking for. *done: the op's condition held at either check. A watch
- * that fails (no memory) takes back the entries made before it and
- * returns its code.
+ * checking for. *done: the op's condition held at either check.
+ *
+ * A watch that fails (no memory) claims the op, as a cancel does, before
+ * it lets go of the op's lock, takes back the entries made before it, and
+ * returns its code: from TW_ENOMEM on nothing completes the op. A key
+ * check may hold it still (its snapshot took the op from a list it was
+ * briefly on), and the check's try would otherwise complete it after the
+ * call returned, on_complete after TW_ENOMEM. The claim loses only to a
+ * completion from outside the op's lock (a force_complete, a cancel of a
+ * key it was on): the op completed, as if watched and completed since, and
+ * the call returns TW_OK (0 to its caller). The call does not wait for the
+ * other holders to let go (purgatory.h, TW_ENOMEM): one may be running
+ * user code that waits for a lock its caller holds.
  */
 static int check_watch_check(struct tw_purgatory *p, struct tw_delayed_op *op,
 			     const void *const *keys, const size_t *lens,
 			     size_t nkeys, struct tw_watch *watches, bool *done)
 {
 	int rc = TW_OK;
+	bool failed;
 	size_t i;
 
 	lock_op(op);
@@ -234,10 +254,16 @@ static int check_watch_check(struct tw_purgatory *p, struct tw_delayed_op *op,
 	TW_TEST_POINT("watch.checked", op);
 	for (i = 0; !*done && i < nkeys && rc == TW_OK; i++)
 		rc = watch(p, op, keys[i], lens[i], &watches[i]);
-	if (!*done && rc == TW_OK)
+	failed = rc != TW_OK;
+	if (!*done && !failed)
 		*done = op->ops->try_complete(op);
+	if (failed) {
+		TW_TEST_POINT("watch.failing", op);
+		if (!tr_claim(op))
+			rc = TW_OK; /* completed from outside first */
+	}
 	unlock_op(op);
-	if (rc) {
+	if (failed) {
 		TW_TEST_POINT("watch.failed", op);
 		while (i-- > 1)
 			unwatch(p, &watches[i - 1], keys[i - 1], lens[i - 1]);
@@ -270,6 +296,20 @@ static void arm_timeout(struct tw_purgatory *p, struct tw_delayed_op *op)
 		/* Completed before its timeout was armed. */
 		tw__pg_drop_timeout(p, op);
 	}
+}
+
+/* The debug build's table keeps an op from its first watch to its
+ * on_release (opstate.h); after a watch that failed, the op's entry says
+ * so (the purgatory's tag with bit 0 set), so that a tw_op_init before
+ * that on_release names this case (op.c). Before the call's own put:
+ * until then nothing can release the op. */
+static void debug_watch_failed(struct tw_delayed_op *op, struct tw_purgatory *p)
+{
+#ifdef TW_DEBUG
+	tw__debug_set(TW_DBG_OP, op, true, (uint64_t)(uintptr_t)p | 1);
+#endif
+	(void)op;
+	(void)p;
 }
 
 int tw_purgatory_try_complete_else_watch(struct tw_purgatory *p,
@@ -320,6 +360,7 @@ int tw_purgatory_try_complete_else_watch(struct tw_purgatory *p,
 
 	rc = check_watch_check(p, op, keys, lens, nkeys, watches, &done);
 	if (rc) {
+		debug_watch_failed(op, p);
 		op_put(op);
 		leave(stripe);
 		return rc;
@@ -336,29 +377,118 @@ int tw_purgatory_try_complete_else_watch(struct tw_purgatory *p,
 }
 
 /*
- * A key check's look at its list, under the shard lock: one walk, one load
- * of each op's flag (the model's checker decides each entry so, in one
- * step): a completed op's entry is unlinked, its reference dropped later
- * from puts; an uncompleted op goes in the snapshot with a reference of
- * its own. One walk, not one to drop the completed and another to
- * snapshot the rest: the walk is where a check's time goes (dozens of
- * entries, each op and entry a line of the callers' memory).
+ * A key check's snapshot: the uncompleted ops of its key's list, each
+ * with a reference of its own, taken under the shard lock and tried after
+ * it. It holds SNAPSHOT_OPS on the stack (1 KB) and nothing else: a list
+ * with more is taken in chunks, each tried before the next is taken, so a
+ * check allocates nothing however many ops watch its key (one partition,
+ * many produce requests: Kafka's common case).
+ *
+ * Between chunks the check keeps its place with two marks in the list,
+ * struct tw_watch entries of its own with no op: the cursor, just before
+ * the first entry it has not taken, and the end, after the last entry
+ * that was in the list when its first chunk was taken. Entries come and
+ * go meanwhile (watches append, other checks, purges, cancels and failed
+ * watches unlink), but the marks stay where they are, so the next chunk
+ * starts at the cursor whatever was unlinked around it. Ops appended
+ * after the end are not tried: their watch checks them itself, after
+ * linking, under their lock, so no condition that came true is lost; and
+ * a check that followed them would never end on a key watched faster than
+ * it can try. Every walker skips marks, several checks' marks may be in
+ * one list, and the list is not freed while a mark is in it (so ws stays
+ * valid across the chunks). A list of up to SNAPSHOT_OPS uncompleted ops,
+ * the usual case, is taken in one chunk and gets no marks.
  */
-static void snapshot_list(struct tw_purgatory *p, struct tw_watchers *ws,
-			  struct oplist *snapshot, struct entry_chain *puts)
-{
-	struct tw_link *l = ws->entries.next;
+#define SNAPSHOT_OPS 128
 
-	while (l != &ws->entries) {
+struct snapshot {
+	struct tw_delayed_op *ops[SNAPSHOT_OPS];
+	size_t len;
+	bool marked;               /* cursor and end are in the list */
+	struct tw_watch cursor, end;
+};
+
+/* The snapshot is full and w's op is not in it: mark the place (before
+ * w), and the end if this is the first chunk. */
+static void snapshot_mark(struct tw_watchers *ws, struct snapshot *s,
+			  struct tw_watch *w)
+{
+	if (s->marked) {
+		list_unlink(&s->cursor.link);
+	} else {
+		s->cursor.op = s->end.op = NULL;
+		list_append(&ws->entries, &s->end.link);
+		s->marked = true;
+	}
+	list_append(&w->link, &s->cursor.link); /* just before w */
+}
+
+/*
+ * Take a chunk, under the shard lock: from `from` to the end (the list's
+ * own, or the check's mark), one walk and one load of each op's flag (the
+ * model's checker decides each entry so, in one step): a completed op's
+ * entry is unlinked, its reference dropped later from puts; an
+ * uncompleted op goes in the snapshot with a reference of its own, until
+ * it is full. One walk, not one to drop the completed and another to
+ * snapshot the rest: the walk is where a check's time goes (dozens of
+ * entries, each op and entry a line of the callers' memory). Past the
+ * end, the marks are taken out.
+ */
+static void snapshot_take(struct tw_purgatory *p, struct tw_watchers *ws,
+			  struct tw_link *from, struct snapshot *s,
+			  struct entry_chain *puts)
+{
+	struct tw_link *end = s->marked ? &s->end.link : &ws->entries;
+	struct tw_link *l = from;
+
+	while (l != end) {
 		struct tw_watch *w = tw_container_of(l, struct tw_watch, link);
 		struct tw_delayed_op *op = w->op;
 
 		l = l->next; /* before the unlink clears it */
-		if (OP_LOAD(op->completed))
-			unlink_entry(p, ws, w, puts, false);
-		else if (oplist_push(snapshot, op))
+		if (is_mark(w))
+			continue; /* another check's */
+		if (OP_LOAD(op->completed)) {
+			unlink_entry(p, w, puts, false);
+		} else if (s->len == SNAPSHOT_OPS) {
+			snapshot_mark(ws, s, w);
+			return;
+		} else {
+			s->ops[s->len++] = op;
 			tr_ref_get(op);
+		}
 	}
+	if (s->marked) {
+		list_unlink(&s->cursor.link);
+		list_unlink(&s->end.link);
+		s->marked = false;
+	}
+}
+
+/*
+ * Try a chunk, with no shard lock held: try_complete may call back. The
+ * snapshot's reference keeps each op alive across its locked section
+ * (model/purgatory.pml's checker takes no other), so the public
+ * safe_try_complete's own get and put, two atomic operations on a line
+ * other threads write, are left out, and it is dropped right after (the
+ * op's entry, still linked, holds one of its own until the check drops
+ * it). This loop runs once per op on the key's list (dozens per check at
+ * Kafka's rates): the flag's load and the locked section are inlined,
+ * not the public calls.
+ */
+static int64_t snapshot_try(struct snapshot *s)
+{
+	int64_t completed = 0;
+
+	for (size_t i = 0; i < s->len; i++) {
+		struct tw_delayed_op *op = s->ops[i];
+
+		if (!OP_LOAD(op->completed) && try_complete_locked(op))
+			completed++;
+		op_put(op);
+	}
+	s->len = 0;
+	return completed;
 }
 
 int64_t tw_purgatory_check_and_complete(struct tw_purgatory *p,
@@ -367,40 +497,42 @@ int64_t tw_purgatory_check_and_complete(struct tw_purgatory *p,
 	uint64_t h;
 	struct pshard *sh;
 	struct tw_watchers *ws;
-	struct oplist snapshot;
+	struct tw_link *from;
+	struct snapshot s;
 	struct entry_chain puts;
 	int64_t completed = 0;
+	bool more;
 
 	sh = locate(p, key, len, &h);
 	if (!sh)
 		return TW_EINVAL;
-	oplist_init(&snapshot);
+	s.len = 0;
+	s.marked = false;
 	chain_init(&puts);
 	pthread_mutex_lock(&sh->mu);
 	ws = find(sh, h, key, len);
-	if (ws) {
-		snapshot_list(p, ws, &snapshot, &puts);
-		remove_if_empty(sh, ws);
+	if (!ws) {
+		pthread_mutex_unlock(&sh->mu);
+		return 0;
 	}
-	pthread_mutex_unlock(&sh->mu);
-	chain_put_all(&puts);
+	from = ws->entries.next;
+	do {
+		snapshot_take(p, ws, from, &s, &puts);
+		more = s.marked;
+		if (!more)
+			remove_if_empty(sh, ws);
+		pthread_mutex_unlock(&sh->mu);
+		chain_put_all(&puts);
+		TW_TEST_POINT("check.snapshot", key);
+		completed += snapshot_try(&s);
+		if (more) {
+			pthread_mutex_lock(&sh->mu);
+			from = s.cursor.link.next;
+		}
+	} while (more);
 
-	/* try_complete runs with no shard lock held: it may call back. The
-	 * snapshot's reference keeps each op alive across its locked section
-	 * (model/purgatory.pml's checker takes no other), so the public
-	 * safe_try_complete's own get and put, two atomic operations on a
-	 * line other threads write, are left out. This loop runs once per op
-	 * on the key's list (dozens per check at Kafka's rates): the flag's
-	 * load and the locked section are inlined, not the public calls. */
-	for (size_t i = 0; i < snapshot.len; i++) {
-		struct tw_delayed_op *op = snapshot.ops[i];
-
-		if (!OP_LOAD(op->completed) && try_complete_locked(op))
-			completed++;
-	}
-	if (completed)
-		tw__pg_maybe_purge(p);
 	if (completed) {
+		tw__pg_maybe_purge(p);
 		pthread_mutex_lock(&sh->mu);
 		ws = find(sh, h, key, len);
 		if (ws) {
@@ -410,7 +542,6 @@ int64_t tw_purgatory_check_and_complete(struct tw_purgatory *p,
 		pthread_mutex_unlock(&sh->mu);
 		chain_put_all(&puts);
 	}
-	put_all(&snapshot);
 	return completed;
 }
 
@@ -419,15 +550,20 @@ int64_t tw_purgatory_check_and_complete(struct tw_purgatory *p,
 void tw__pg_claim_list(struct tw_purgatory *p, struct tw_watchers *ws,
 		       struct entry_chain *puts, void *unused)
 {
-	(void)unused;
-	while (!list_empty(&ws->entries)) {
-		struct tw_watch *w =
-			tw_container_of(ws->entries.next, struct tw_watch, link);
-		bool claimed = tr_claim(w->op);
+	struct tw_link *l = ws->entries.next;
 
+	(void)unused;
+	while (l != &ws->entries) {
+		struct tw_watch *w = tw_container_of(l, struct tw_watch, link);
+		bool claimed;
+
+		l = l->next;
+		if (is_mark(w))
+			continue; /* a key check's: it takes it out */
+		claimed = tr_claim(w->op);
 		if (claimed)
 			tr_ref_get(w->op); /* the claim's: its entry's goes too */
-		unlink_entry(p, ws, w, puts, claimed);
+		unlink_entry(p, w, puts, claimed);
 	}
 }
 
@@ -480,14 +616,14 @@ int64_t tw_purgatory_cancel_for_key(struct tw_purgatory *p, const void *key,
 	return n;
 }
 
-/* Unlink every entry of one list (destroy: its ops are completed). */
+/* Unlink every entry of one list (destroy: its ops are completed, and
+ * no key check is under way, so there are no marks). */
 void tw__pg_unlink_all(struct tw_purgatory *p, struct tw_watchers *ws,
 		       struct entry_chain *puts, void *unused)
 {
 	(void)unused;
 	while (!list_empty(&ws->entries))
-		unlink_entry(p, ws,
-			     tw_container_of(ws->entries.next, struct tw_watch, link),
+		unlink_entry(p, tw_container_of(ws->entries.next, struct tw_watch, link),
 			     puts, false);
 }
 
