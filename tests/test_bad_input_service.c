@@ -114,6 +114,15 @@ static void test_service_bad_input(void)
 	CHECK_EQ(tw_service_cancel(svc, NULL), TW_EINVAL);
 	CHECK_EQ(tw_service_cancel_sync(NULL, &t), TW_EINVAL);
 	CHECK_EQ(tw_service_poll(NULL), TW_EINVAL);
+	{
+		/* A service with a reaper is not polled: its reaper and the
+		 * poll would both be its scanner (timers were lost). */
+		struct tw_service *reaped = NULL;
+
+		CHECK_EQ(tw_service_create(&reaped, NULL), TW_OK);
+		CHECK_EQ(tw_service_poll(reaped), TW_EINVAL);
+		CHECK_EQ(tw_service_destroy(reaped), TW_OK);
+	}
 	CHECK_EQ(tw_service_shutdown(NULL, NULL, NULL), TW_EINVAL);
 	CHECK_EQ(tw_service_now(NULL), 0);
 	CHECK_EQ(tw_service_count(NULL), 0);

@@ -126,6 +126,26 @@ static void init_a_pending_periodic_timer(void)
 	tw_service_periodic_init(&p, nothing, 20); /* the mistake */
 }
 
+/* An init from the timer's own callback wipes what keeps its runs apart
+ * (an add after it ran the timer beside itself on executors): named. */
+static void init_myself(struct tw_service *s, struct tw_service_timer *t)
+{
+	(void)s;
+	tw_service_timer_init(t, nothing); /* the mistake */
+}
+
+static void init_from_its_own_callback(void)
+{
+	struct tw_service *svc = manual_service();
+	struct tw_service_timer t;
+
+	set_clock(0);
+	tw_service_timer_init(&t, init_myself);
+	CHECK_EQ(tw_service_add(svc, &t, TW_MS(1)), 0);
+	set_clock(TW_MS(1));
+	tw_service_poll(svc);
+}
+
 static void test_init_of_a_held_timer_is_named(void)
 {
 	EXPECT_ABORT_NAMING(init_a_pending_timer, "tw_service_timer_init(",
@@ -133,6 +153,8 @@ static void test_init_of_a_held_timer_is_named(void)
 			    "tw_service_timer_shutdown()");
 	EXPECT_ABORT_NAMING(init_an_expired_timer, "tw_service_timer_init(",
 			    "expired, about to run");
+	EXPECT_ABORT_NAMING(init_from_its_own_callback, "tw_service_timer_init(",
+			    "its callback is running", "tw_service_timer_reinit()");
 	EXPECT_ABORT_NAMING(init_a_pending_periodic_timer,
 			    "tw_service_periodic_init(", "pending");
 }

@@ -112,6 +112,58 @@ static void test_an_executors_rearm_wakes_the_loop(void)
 	shut_down_balanced(svc, 0);
 }
 
+/* A one-shot whose callback, on its first run, adds its own timer again
+ * 100 ahead and then waits until the loop has asked its question. */
+struct readder {
+	struct tw_service_timer t;
+	atomic_int runs, readded, go;
+};
+
+static void readd_then_hold(struct tw_service *svc, struct tw_service_timer *t)
+{
+	struct readder *r = tw_container_of(t, struct readder, t);
+
+	if (atomic_fetch_add(&r->runs, 1) == 0) {
+		CHECK_EQ(tw_service_add(svc, t, tw_service_now(svc) + PERIOD), TW_OK);
+		atomic_store(&r->readded, 1);
+		WAIT_FOR(atomic_load(&r->go), "the loop never let the run return");
+	}
+}
+
+/*
+ * service.h, tw_service_set_wake(): a wake is never lost. A manual service
+ * with one executor; a callback there adds its own timer again, for later.
+ * That add waits for the run's end (it is never filed beside its run), so
+ * the loop's question during the run cannot see it -- and the run's end,
+ * which files it, must wake the loop (it did not: the loop slept past the
+ * timer, found by the fifth hostile reading of service.h).
+ */
+static void test_an_add_during_its_run_wakes_the_loop_when_filed(void)
+{
+	struct tw_service *svc = service(true, 1);
+	struct wake_count w = { 0 };
+	struct readder r;
+
+	memset(&r, 0, sizeof(r));
+	CHECK_EQ(tw_service_set_wake(svc, wake_counted, &w), TW_OK);
+	tw_service_timer_init(&r.t, readd_then_hold);
+	CHECK_EQ(tw_service_add(svc, &r.t, 1000), TW_OK);
+	read_wakes(&w);
+	CHECK_EQ(tw_service_poll(svc), 1); /* queued for the executor */
+	WAIT_FOR(atomic_load(&r.readded), "the callback never added itself");
+	read_wakes(&w);
+	CHECK_EQ(tw_service_timeout(svc, 1000), -1); /* waits for the run's end */
+	atomic_store(&r.go, 1);
+	WAIT_FOR(atomic_load(&w.unread) > 0,
+		 "the run's end filed the add and never woke the loop");
+	read_wakes(&w);
+	CHECK_EQ(tw_service_timeout(svc, 1000), PERIOD);
+	set_clock(1000 + PERIOD);
+	CHECK_EQ(tw_service_poll(svc), 1);
+	WAIT_FOR(atomic_load(&r.runs) == 2, "the added timer never ran");
+	shut_down_balanced(svc, 0);
+}
+
 struct adder {
 	struct tw_service *svc;
 	struct job *a, *b;
@@ -515,6 +567,7 @@ int main(int argc, char **argv)
 	only = argc > 1 ? argv[1] : NULL;
 	sp_install();
 	RUN_SELECTED(test_an_executors_rearm_wakes_the_loop);
+	RUN_SELECTED(test_an_add_during_its_run_wakes_the_loop_when_filed);
 	RUN_SELECTED(test_an_add_from_another_thread_wakes_the_loop_once_per_question);
 	RUN_SELECTED(test_the_polling_thread_does_not_wake_its_own_loop);
 	RUN_SELECTED(test_set_wake_refuses_what_has_no_loop);

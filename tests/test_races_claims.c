@@ -350,6 +350,65 @@ static void test_a_wrapped_owner_id_skips_live_services(void)
 	tw_service_destroy(a);
 }
 
+struct add_from {
+	struct tw_service *svc;
+	struct job *job;
+};
+
+static void *add_from_a_new_thread(void *arg)
+{
+	struct add_from *af = arg;
+
+	CHECK_EQ(tw_service_add(af->svc, &af->job->t, 5000), TW_OK);
+	return NULL;
+}
+
+/*
+ * After the ids wrap, a timer of a destroyed service carries the id a new
+ * service holds (the header: reuse a timer with another service only after
+ * a fresh init). It must not take the new service for its own where its
+ * shard is not one of the new service's: it indexed past the new
+ * service's shards (ASan: heap-buffer-overflow in the add; found by the
+ * fifth hostile reading). A has 256 shards, and of two timers added from
+ * two threads one sits past shard 0; B has one shard and A's id.
+ */
+static void test_a_destroyed_services_timer_is_another_services_after_a_wrap(void)
+{
+	struct tw_service_config cfg = { 0 };
+	struct tw_service *a = NULL, *b = NULL;
+	struct job j[2], *stale;
+	struct add_from af;
+	pthread_t th;
+	uint32_t id_a;
+
+	cfg.manual = true;
+	cfg.shards = 256;
+	cfg.clock.now = virtual_clock;
+	CHECK_EQ(tw_service_create(&a, &cfg), TW_OK);
+	job_init(&j[0]);
+	job_init(&j[1]);
+	CHECK_EQ(tw_service_add(a, &j[0].t, 5000), TW_OK);
+	af.svc = a;
+	af.job = &j[1];
+	pthread_create(&th, NULL, add_from_a_new_thread, &af);
+	pthread_join(th, NULL);
+	stale = word_shard(j[0].t.state) ? &j[0] : &j[1];
+	CHECK(word_shard(stale->t.state) != 0);
+	id_a = stale->t.state >> OWNER_SHIFT;
+	CHECK_EQ(tw_service_shutdown(a, NULL, NULL), 2); /* stale stays as it was */
+	CHECK_EQ(tw_service_destroy(a), TW_OK);
+	tw__test_service_next_id(id_a - 1);
+	cfg.shards = 1;
+	CHECK_EQ(tw_service_create(&b, &cfg), TW_OK);
+	CHECK_EQ(tw_service_add(b, &stale->t, 6000), TW_EOWNER);
+	CHECK_EQ(tw_service_reschedule(b, &stale->t, 6000), TW_EOWNER);
+	CHECK_EQ(tw_service_cancel(b, &stale->t), TW_EOWNER);
+	CHECK_EQ(tw_service_cancel_sync(b, &stale->t), TW_EOWNER);
+	CHECK_EQ(tw_service_timer_shutdown(b, &stale->t), TW_EOWNER);
+	CHECK_EQ(tw_service_shutdown(b, NULL, NULL), 0);
+	tw_service_destroy(b);
+}
+
 /* ---- two services racing for a timer's first add ---- */
 
 struct first_add {
@@ -432,6 +491,7 @@ int main(int argc, char **argv)
 	RUN_SELECTED(test_a_timer_joins_one_service_only);
 	RUN_SELECTED(test_a_timer_rescheduled_on_two_services_joins_one);
 	RUN_SELECTED(test_a_wrapped_owner_id_skips_live_services);
+	RUN_SELECTED(test_a_destroyed_services_timer_is_another_services_after_a_wrap);
 	RUN_SELECTED(test_an_add_that_claimed_before_shutdown_is_refused_after);
 	return races_report();
 }

@@ -719,10 +719,67 @@ static void test_timer_shutdown_from_its_own_callback_stops_a_deferred_add(void)
 	timer_shutdown_from_its_own_callback(true);
 }
 
+/* ---- a period due during its run runs next, on the same thread ---- */
+
+struct slow_periodic {
+	struct tw_service_periodic p;
+	atomic_int runs;
+	atomic_int hold;        /* run 1 waits while set */
+	pthread_t thread[2];
+	int64_t at[2];
+};
+
+static void slow_run(struct tw_service *svc, struct tw_service_timer *t)
+{
+	struct slow_periodic *sp = tw_container_of(t, struct slow_periodic, p.timer);
+	int n = atomic_fetch_add(&sp->runs, 1);
+
+	if (n < 2) {
+		sp->thread[n] = pthread_self();
+		sp->at[n] = tw_service_now(svc);
+	}
+	if (n == 0)
+		while (atomic_load(&sp->hold))
+			sched_yield();
+}
+
+/*
+ * service.h: "a periodic re-arm due before the run returned -- waits for
+ * that run to return and then runs on the same thread". Two executors, a
+ * period of 100: run 1 (at 1000) lasts until the clock reads 1100, its
+ * next due time. When it returns, run 2 runs at once on the same executor
+ * -- no poll needed, no other executor involved. (Filed in the wheel, it
+ * waited for the next poll, which one of the two executors then ran: on
+ * the other thread more than nine times in ten, found by the fifth
+ * hostile reading.)
+ */
+static void test_a_period_due_during_its_run_runs_next_on_the_same_thread(void)
+{
+	struct tw_service *svc = service(true, 2);
+	struct slow_periodic sp;
+
+	memset(&sp, 0, sizeof(sp));
+	atomic_store(&sp.hold, 1);
+	tw_service_periodic_init(&sp.p, slow_run, 100);
+	CHECK_EQ(tw_service_add(svc, &sp.p.timer, 1000), TW_OK);
+	CHECK_EQ(tw_service_poll(svc), 1);
+	WAIT_FOR(atomic_load(&sp.runs) == 1, "run 1 never started");
+	atomic_store(&virtual_now, 1100);
+	atomic_store(&sp.hold, 0);
+	WAIT_FOR(atomic_load(&sp.runs) >= 2, "run 2 waited for a poll");
+	CHECK(pthread_equal(sp.thread[0], sp.thread[1]));
+	CHECK_EQ(sp.at[1], 1100);
+	WAIT_FOR(tw_service_count(svc) == 1, "run 2's re-arm never came");
+	CHECK_EQ(tw_service_cancel_sync(svc, &sp.p.timer), TW_SVC_STOPPED);
+	CHECK_EQ(tw_service_shutdown(svc, NULL, NULL), 0);
+	tw_service_destroy(svc);
+}
+
 int main(int argc, char **argv)
 {
 	races_only = argc > 1 ? argv[1] : NULL;
 	sp_install();
+	RUN_SELECTED(test_a_period_due_during_its_run_runs_next_on_the_same_thread);
 	RUN_SELECTED(test_a_reschedule_during_a_run_waits_for_the_run);
 	RUN_SELECTED(test_a_reschedule_from_the_callback_waits_for_the_run);
 	RUN_SELECTED(test_a_reschedule_during_a_run_sets_the_next_period);

@@ -397,8 +397,12 @@ int64_t tw_purgatory_poll(struct tw_purgatory *p);
 /**
  * For an event loop driving a manual purgatory: when its next timeout is
  * due (tw_service_next_expiry() of its service, with the same promise:
- * never later than the next timeout, so a loop that sleeps until then and
- * polls misses none).
+ * never later than the next timeout armed before the call, so a loop
+ * that sleeps until then and polls misses none of those). A watch from
+ * another thread after the call arms a timeout the answer cannot know,
+ * and the purgatory has no wake-up of its own to call: a loop that lets
+ * other threads watch ops must wake itself when they do (or poll at the
+ * shortest timeout its ops may have).
  * @param p the purgatory
  * @param[out] when the due time, in its service's clock units
  * @return false if no timeout is armed (or NULL p or when)

@@ -334,12 +334,13 @@ bool tw_service_timer_pending(const struct tw_service_timer *t);
 int tw_service_add(struct tw_service *svc, struct tw_service_timer *t, int64_t due);
 
 /**
- * Add at now + delay.
+ * Add at now + delay; a delay <= 0 is due now.
  * @param svc the service
  * @param t an initialised timer
  * @param delay clock units from tw_service_now()
  * @return as tw_service_add(), or TW_EOVERFLOW if now + delay does not fit
- *         an int64_t
+ *         an int64_t (past either end: a negative delay too, although it
+ *         would be due now)
  * @threadsafety Any thread, callbacks included.
  */
 int tw_service_add_in(struct tw_service *svc, struct tw_service_timer *t,
@@ -349,8 +350,10 @@ int tw_service_add_in(struct tw_service *svc, struct tw_service_timer *t,
  * Move to a new due time, pending or not.
  *
  * During a run of the timer's callback (from another thread, or from the
- * callback itself) it returns TW_SVC_RUNNING: the run goes on, a periodic
- * timer is not re-armed after it, and the timer is pending at due instead.
+ * callback itself) it returns TW_SVC_RUNNING -- or TW_SVC_STOPPED when an
+ * add made during the run still waits for it (that add ends here): the
+ * run goes on, a periodic timer is not re-armed after it, and the timer
+ * is pending at due instead.
  * If due comes before the run returned, the timer runs right after it, on
  * the same thread (never beside it); a periodic timer then goes on at
  * due + period, due + 2 * period, ...
@@ -458,9 +461,9 @@ int tw_service_cancel(struct tw_service *svc, struct tw_service_timer *t);
  *     is this call with those adds refused.
  *   - If shutdown is handing the timer back, the call returns TW_SVC_IDLE
  *     once its hand_back has returned. A timer still waiting for its turn
- *     to be handed back is pending: the cancel stops it (TW_SVC_STOPPED)
- *     and it is not handed back; from a hand_back, at once, and from any
- *     other thread once shutdown has passed it.
+ *     to be handed back is pending: the cancel stops it (TW_SVC_STOPPED) at
+ *     once, from any thread (a hand_back included), and it is not handed
+ *     back.
  * @param svc the service
  * @param t a timer
  * @return as tw_service_cancel(), or TW_EDEADLK (a cycle, see above)
@@ -493,15 +496,18 @@ int tw_service_timer_shutdown(struct tw_service *svc, struct tw_service_timer *t
 
 /**
  * Manual services: run (or queue for the executors) everything due at the
- * clock's current time, however many timers that is (one advance expires
- * them all; where its batch cannot grow for want of memory, the poll
- * advances again until none is left).
- * A timer that one of these callbacks adds, due already, runs at the next
- * poll.
+ * clock's current time, however many timers that is. The poll advances
+ * each shard once: a timer that one of these callbacks adds, due already,
+ * runs at the next poll -- or in this one, when it lands in a shard this
+ * poll has still to advance -- so callbacks that add due timers cannot
+ * keep a poll going.
  * @param svc the service
- * @return how many were dispatched, or TW_EINVAL (NULL), TW_ERANGE (the
- *         clock went backwards; nothing changes), TW_EREENTER (from a
- *         callback) or TW_ESHUTDOWN
+ * @return how many were dispatched (expired by this poll: run here or
+ *         queued for the executors, one a callback stops before its turn
+ *         included), or TW_EINVAL (NULL, or a service with a reaper:
+ *         its reaper polls it), TW_ERANGE (the clock went backwards;
+ *         nothing changes), TW_EREENTER (from a callback) or
+ *         TW_ESHUTDOWN
  * @threadsafety Any thread but the callbacks; one poll at a time.
  */
 int64_t tw_service_poll(struct tw_service *svc);
@@ -511,10 +517,11 @@ int64_t tw_service_poll(struct tw_service *svc);
  * when something its last answer (tw_service_next_expiry(),
  * tw_service_timeout()) could not see happens: an add or a reschedule
  * from another thread (or from the loop's own thread between polls, which
- * then wakes itself once, harmlessly), or the re-arm of a periodic timer
+ * then wakes itself once, harmlessly), the re-arm of a periodic timer
  * whose run the poll queued for an executor (the executor re-arms it
  * after the loop asked; no poll sees it, and without a wake the loop
- * sleeps past it).
+ * sleeps past it), or an add made during its timer's run on an executor
+ * (it waits for that run's end, which files it and wakes the loop).
  * The first such call after each question wakes the loop, whatever its
  * due time (the loop asks again, and may sleep as long as before): the
  * service calls wake(arg) once for all that comes after a question
@@ -556,13 +563,14 @@ int tw_service_set_wake(struct tw_service *svc, tw_service_wake_fn *wake,
  *
  * It looks at every shard under its mutex, so every add that returned
  * before it, from any thread, is in its answer, and so is every periodic
- * timer a poll re-armed. Not in it: an add from another thread after it, and a
- * periodic timer whose run a poll queued for an executor and that the
- * executor has not re-armed yet (the answer may then be "nothing
- * pending"). Both call the function given to tw_service_set_wake(); a
- * loop without one must wake itself for them (an add's own thread can,
- * an executor's re-arm cannot: give one when periodic timers run on
- * executors).
+ * timer a poll re-armed. Not in it: an add from another thread after it,
+ * a periodic timer whose run a poll queued for an executor and that the
+ * executor has not re-armed yet, and an add made during its timer's run
+ * on an executor, which waits for that run's end (the answer may then be
+ * "nothing pending"). Each calls the function given to
+ * tw_service_set_wake(); a loop without one must wake itself for them (an
+ * add's own thread can, an executor's re-arm or run's end cannot: give
+ * one when timers run on executors).
  * @param svc the service
  * @param[out] when the due time, in clock units; the service's latest
  *             clock reading when timers are due already
@@ -609,10 +617,10 @@ void tw_service_kick(struct tw_service *svc);
 int64_t tw_service_now(const struct tw_service *svc);
 
 /**
- * Timers waiting in the wheel for their due time (cancelled ones still
- * in the wheel are not counted). A timer that has expired and waits for
- * an executor is not in the wheel any more: tw_service_timer_pending()
- * says true for it, and this count leaves it out.
+ * Timers waiting in the shards' wheels for their due time. Not counted,
+ * though tw_service_timer_pending() says true for them: a timer that has
+ * expired and waits to run, and an add made during its timer's run that
+ * waits for that run's end.
  * @param svc the service
  * @return timers pending (0 for NULL); with other threads adding and
  *         cancelling, a snapshot

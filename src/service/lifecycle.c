@@ -134,8 +134,9 @@ _Static_assert(BATCH <= UINT16_MAX && MAX_EXECUTORS + 2 <= UINT16_MAX,
 
 #ifdef TW_DEBUG
 /* Whether the service holds t now: it waits in a wheel or a list, is
- * taken and not yet claimed, or its callback runs (on another thread: a
- * callback may reinit or init its own one-shot timer). */
+ * taken and not yet claimed, or its callback runs -- its own callback
+ * included: an init there wipes what keeps its runs apart (a callback
+ * that wants a new callback calls reinit; one that is done may free). */
 static bool held_now(const struct tw_service *svc, const struct tw_service_timer *t,
 		     uint32_t word)
 {
@@ -143,8 +144,7 @@ static bool held_now(const struct tw_service *svc, const struct tw_service_timer
 		return true;
 	if (word_state(word) == ST_TAKEN && taken_unclaimed(svc, t))
 		return true;
-	return run_going_on(svc, t, word) &&
-	       !(THIS_THREAD.current == t && THIS_THREAD.current_svc == svc);
+	return run_going_on(svc, t, word);
 }
 
 /* The debug build's table (src/debug.h) holds every timer a service may
@@ -184,7 +184,9 @@ static void refuse_init_of_held(const char *call, const struct tw_service_timer 
 		       (unsigned)(owner >> OWNER_SHIFT),
 		       word_state(word) == ST_PENDING || word_state(word) == ST_DEFERRED
 			       ? "pending"
-		       : word_state(word) == ST_QUEUED || word_state(word) == ST_TAKEN
+		       : word_state(word) == ST_QUEUED ||
+				       (word_state(word) == ST_TAKEN &&
+					taken_unclaimed(svc, t))
 			       ? "expired, about to run"
 		       : word_state(word) == ST_HANDING ? "about to be handed back"
 							: "its callback is running");

@@ -245,7 +245,7 @@ static bool run_end(struct tw_service *svc, unsigned ri,
 {
 	struct runner *r = &svc->runners[ri];
 	struct tw_service_timer *expect = t;
-	bool again = false, kick = false, rearmed = false;
+	bool again = false, kick = false, filed = false;
 	struct shard *s;
 	uint32_t word;
 
@@ -275,6 +275,7 @@ static bool run_end(struct tw_service *svc, unsigned ri,
 		} else {
 			tw__svc_link(svc, s, t, word, t->wheel_timer.due, t->slack,
 				     TR_place, &kick);
+			filed = true;
 		}
 	} else if (rearm && word_state(word) == ST_TAKEN && t->runner == ri &&
 		   !taken_unclaimed(svc, t)) {
@@ -286,17 +287,31 @@ static bool run_end(struct tw_service *svc, unsigned ri,
 			/* Its last run: shutdown, a teardown, or no time left
 			 * to run at. */
 			word_set(t, word, word_with(word, ST_IDLE, 0, 0), TR_ran);
+		} else if (svc->nexecutors && due_now(svc, due + period)) {
+			/* Its next period came during the run: it runs again
+			 * at once, here, as it would have waited for this run
+			 * on any other executor (a new add; still TAKEN and
+			 * claimed by this runner). Without executors the one
+			 * runner is this thread anyway: the wheel has it run
+			 * at the next advance. */
+			t->wheel_timer.due = due + period;
+			bump(&s->added, 1);
+			*fn = callback_of(t);
+			*periodic = true;
+			again = true;
 		} else {
 			tw__svc_link(svc, s, t, word, due + period, t->slack,
 				     TR_rearm, &kick);
-			rearmed = true;
+			filed = true;
 		}
 	}
 	mark_store(r, again ? t : NULL);
 	pthread_mutex_unlock(&s->mu);
+	/* A manual loop did not see what this run's end filed (nor, for a
+	 * deferred add, what the add made: it waited for this end). */
 	if (kick)
 		tw__svc_kick(svc);
-	else if (rearmed && svc->cfg.manual)
+	else if (filed && svc->cfg.manual)
 		tw__svc_wake_loop(svc);
 	return again;
 }
@@ -407,7 +422,9 @@ static void post(struct tw_service *svc, struct shard *s)
  * other still run side by side); a big expiry goes a BATCH at a time. */
 static unsigned share(struct tw_service *svc)
 {
-	uint64_t each = waiting(svc) / svc->nexecutors;
+	/* A quarter of an even split: a callback that blocks holds back a
+	 * few batch-mates, not a fair share of the whole list. */
+	uint64_t each = waiting(svc) / (4 * (uint64_t)svc->nexecutors);
 
 	return each < 1 ? 1 : each > BATCH ? BATCH : (unsigned)each;
 }
@@ -606,6 +623,10 @@ int64_t tw_service_poll(struct tw_service *svc)
 
 	if (!svc)
 		return TW_EINVAL;
+	if (!svc->cfg.manual)
+		return TW_EINVAL_BECAUSE("tw_service_poll", "%s",
+					 "only a manual service is polled (its "
+					 "reaper runs this one)");
 	if (THIS_THREAD.scanning || THIS_THREAD.current)
 		return TW_EREENTER;
 	TW_TEST_POINT("poll.enter", svc);

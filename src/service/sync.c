@@ -124,7 +124,8 @@ int tw__svc_wait_unreferenced(struct tw_service *svc, struct tw_service_timer *t
 	int rc = TW_OK;
 
 	(void)shut;
-	if (!word_owner(word) || owner_check(svc, word))
+	if (!word_owner(word) || owner_check(svc, word) ||
+	    word_shard(word) >= svc->nshards)
 		return TW_OK; /* never added here: nothing to wait for */
 	s = shard_of(svc, word);
 	for (;;) {

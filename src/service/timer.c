@@ -280,6 +280,8 @@ static int add_or_reschedule(struct tw_service *svc, struct tw_service_timer *t,
 		rc = claim(svc, t, &word, call);
 		if (rc)
 			return rc;
+	} else if (word_shard(word) >= svc->nshards) {
+		return TW_EOWNER; /* a destroyed service's timer, ids wrapped */
 	}
 	s = shard_of(svc, word);
 	pthread_mutex_lock(&s->mu);
@@ -426,6 +428,8 @@ int tw__svc_cancel(struct tw_service *svc, struct tw_service_timer *t, bool shut
 	rc = owner_check(svc, word);
 	if (rc)
 		return rc;
+	if (word_shard(word) >= svc->nshards)
+		return TW_EOWNER; /* a destroyed service's timer, ids wrapped */
 	TW_TEST_POINT("cancel.locking", t);
 	s = shard_of(svc, word);
 	pthread_mutex_lock(&s->mu);
@@ -457,7 +461,8 @@ int tw__service_stop_pending(struct tw_service *svc, struct tw_service_timer *t)
 	unsigned st;
 	int rc = TW_SVC_IDLE;
 
-	if (!word_owner(word) || owner_check(svc, word))
+	if (!word_owner(word) || owner_check(svc, word) ||
+	    word_shard(word) >= svc->nshards)
 		return TW_SVC_IDLE;
 	s = shard_of(svc, word);
 	pthread_mutex_lock(&s->mu);
