@@ -56,6 +56,9 @@
  *     cancel_syncs the second and frees it.
  *   8 (no property) the step relation: one call from every word, for the
  *     table of transitions (reinit among the calls).
+ *   9 a manual service's event loop (ask, poll or sleep until woken) and
+ *     one executor, whose callback adds its timer again during its run:
+ *     the run's end files it and must wake the loop.
  * Mutations (MUT), each a bug the model must find (model/check.sh):
  *   1 a failed claim that only clears its mark (a deferred add is lost)
  *   2 a run's end that runs a deferred add as IDLE, not TAKEN (a periodic
@@ -76,6 +79,8 @@
  *     RUNNING for a run that never happens)
  *  12 a stop of a deferred add that leaves the run's mark tagged (the
  *     run's end reads the timer its callback tore down and freed)
+ *  13 a run's end that files a deferred add without waking a manual loop
+ *     (the loop sleeps past it)
  */
 
 #ifndef SCEN
@@ -103,7 +108,7 @@
 /* Runners: executors 0 .. NE-1, the scanner SC, shutdown's hand-back HB. */
 #if SCEN == 3 || SCEN == 5
 #define NE 2
-#elif SCEN == 4 || SCEN == 6
+#elif SCEN == 4 || SCEN == 6 || SCEN == 9
 #define NE 1
 #else
 #define NE 0
@@ -203,6 +208,13 @@ c_decl {
 
 /* An add's kick (timer.c, link_pending): the reaper saw nothing pending,
  * so it may sleep until kicked. */
+/* A manual service's wake-up (tw__svc_wake_loop): the first call after
+ * the loop's question wakes it. */
+bit wake_armed, woken;
+inline wake_loop() {
+	atomic { if :: wake_armed -> wake_armed = 0; woken = 1 :: else -> skip fi }
+}
+
 inline kick_if_needed() {
 #if MUT != 7
 	if
@@ -311,7 +323,11 @@ inline add(t, resched, res) {
 		file(t);
 		res = 0
 	fi;
-	unlock()
+	unlock();
+	if
+	:: res == 0 -> wake_loop()
+	:: else -> skip
+	fi
 }
 
 /* tw_service_timer_reinit / periodic_reinit (lifecycle.c): a one-shot's
@@ -376,15 +392,26 @@ inline run_end(t, r, rearm) {
 				again_run = 1
 			:: true -> /* not due yet: filed */
 				atomic { BEGIN_STEP(t); tm[t].st = PENDING; tm[t].ran = 0; STEP(t, place) };
-				kick_if_needed()
+				kick_if_needed();
+#if MUT != 13
+				filed = 1
+#else
+				skip
+#endif
 			fi
 		:: rearm && tm[t].st == TAKEN && tm[t].runner == r && !S(r, t) ->
 			if
 			:: closed || tm[t].shut ->
 				atomic { BEGIN_STEP(t); tm[t].st = IDLE; STEP(t, ran) }
-			:: else ->
+			:: NE > 0 && !(closed || tm[t].shut) && tm[t].runs < MAXRUNS ->
+				/* its next period came during the run: run
+				 * again here (a new add, still TAKEN) */
+				tm[t].adds++;
+				again_run = 1
+			:: !(closed || tm[t].shut) ->
 				atomic { BEGIN_STEP(t); tm[t].st = PENDING; tm[t].ran = 0; tm[t].adds++; STEP(t, rearm) };
-				kick_if_needed()
+				kick_if_needed();
+				filed = 1
 			fi
 		:: else -> skip
 		fi;
@@ -397,7 +424,12 @@ inline run_end(t, r, rearm) {
 			fi;
 			again[r] = 0
 		};
-		unlock()
+		unlock();
+		/* a manual loop did not see what this end filed */
+		if
+		:: filed -> wake_loop(); filed = 0
+		:: else -> skip
+		fi
 	:: else -> skip
 	fi
 }
@@ -617,6 +649,9 @@ bit added1;             /* SCEN 4: t1 added during its run */
 #if SCEN == 3
 byte resched_by_cb;
 #endif
+#if SCEN == 9
+bit readd9 = 1;
+#endif
 #if SCEN == 5
 byte r5[NT];
 #endif
@@ -641,6 +676,11 @@ inline callback(t, r) {
 	:: else -> skip
 	fi
 #endif
+#elif SCEN == 9
+	if
+	:: readd9 -> readd9 = 0; add(t, 0, res2); assert(res2 == 0)
+	:: else -> skip
+	fi
 #elif SCEN == 3
 	if
 	:: resched_by_cb < 1 -> resched_by_cb++; add(t, 1, res2)
@@ -665,7 +705,7 @@ inline callback(t, r) {
 
 /* ---- the threads ---- */
 
-#define LOCALS byte i, j, res, res2, going, rearm, again_run, cur, hops, holder, ring, wr, g, cl
+#define LOCALS byte i, j, res, res2, going, rearm, again_run, cur, hops, holder, ring, wr, g, cl, filed
 
 /* An executor: take a batch under the mutex, run it; exit when stopped
  * and nothing is queued. */
@@ -1057,6 +1097,43 @@ proctype stepper()
 init {
 	byte i;
 	atomic { INIT_RUNNERS; run stepper() }
+}
+#endif
+
+#if SCEN == 9
+/* A manual service's event loop and one executor: the loop asks (arming
+ * the wake-up), polls when something is pending, else sleeps until woken.
+ * The timer's callback adds it again during its run (deferred to the
+ * run's end); both runs must happen. */
+proctype eventloop()
+{
+	LOCALS;
+	do
+	:: tm[0].runs == 2 -> break
+	:: else ->
+		woken = 0;           /* the loop reads its wake-up first */
+		wake_armed = 1;      /* the question */
+		lock();
+		g = tm[0].st == PENDING;
+		unlock();
+		if
+		:: g -> lock(); expire_all(); unlock()   /* sleeps until due, polls */
+		:: !g -> (woken || tm[0].runs == 2)     /* sleeps until woken */
+		fi
+	od;
+	closed = 1;
+	done++
+}
+
+init {
+	byte i;
+	atomic {
+		INIT_RUNNERS;
+		tm[0].st = PENDING; tm[0].adds = 1;
+		run executor(0); run eventloop()
+	}
+	(done == 2);
+	assert(tm[0].adds == tm[0].runs + tm[0].stopped)
 }
 #endif
 
