@@ -110,7 +110,7 @@ static void test_purgatory_bad_input(void)
 	tw_op_destroy(NULL);
 	CHECK(!tw_op_is_completed(&bad.base));
 
-	/* P6: the bystander watched a second time (issue 25: accepted, it was
+	/* P6: the bystander watched a second time (it was once accepted and
 	 * linked twice): TW_EBUSY, nothing changed. */
 	CHECK_EQ(tw_purgatory_try_complete_else_watch(p, &bystander.base, keys, lens, 1,
 						      bystander.watch), TW_EBUSY);

@@ -241,7 +241,7 @@ static void test_exact_queue_snapshot_order(void)
 }
 
 /* Kafka mode keeps wheel_size as given: a level wider than an occupancy
- * word is checked without reading past it (UBSan: shift exponent 64, found
+ * word is checked without a load past it (UBSan: shift exponent 64, found
  * by the fuzzer). */
 static void test_kafka_wheel_wider_than_a_word_checks_clean(void)
 {
@@ -311,7 +311,7 @@ static void test_list_damage(void)
 
 /* A pending timer whose memory was reused (zeroed: calloc, memset, or
  * tw_timer_init on it while pending) leaves NULL links in its list: the
- * checker must say so, not follow them (issue 25: it crashed). */
+ * checker must say so, not follow them (it crashed). */
 static void test_zeroed_pending_timer(void)
 {
 	struct fixture f;

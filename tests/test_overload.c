@@ -428,7 +428,7 @@ static void test_allocation_failures(void)
 
 /*
  * A key check with no memory at all tries every op watched on the key
- * (purgatory.h: "Try every op watched on the key"). Issue 49: its
+ * (purgatory.h: "Try every op watched on the key"). Its
  * snapshot held 128 ops without memory and grew for more; with every
  * allocation failing it tried the first 128 of 300, left 172 to their
  * timeouts and returned 128, saying nothing.

@@ -15,8 +15,7 @@
 /*
  * purgatory.h: on_release "runs with no lock the purgatory took held: not
  * the purgatory's own". Shutdown ran the on_release of the ops it handed
- * back while it held its shutdown lock (the second review of the
- * headers): thread A, holding its lock L around its own call to
+ * back while it held its shutdown lock: thread A, holding its lock L around its own call to
  * tw_purgatory_shutdown, waited for that lock, and B's on_release, which
  * takes L, waited for A -- a hang. Now a second shutdown waits for the
  * first one's work, not for its on_releases. (A bounded wait stands for
@@ -370,7 +369,7 @@ static void test_a_shutdown_without_memory_releases_outside_its_lock(void)
 }
 
 /*
- * Issue 49: shutdown took room for every armed timeout's reference before
+ * Shutdown took room for every armed timeout's reference before
  * it changed anything (the service's shutdown hands the still-armed
  * timeouts back under its lock, and their references are dropped after
  * it), and with more than its list held without memory (128; the header
@@ -483,7 +482,7 @@ static void test_a_shutdown_handed_136_armed_timeouts_needs_no_memory(void)
  * does. Its snapshot held 128 ops on the stack (30 to 100 at Kafka's
  * rates: 3 of 100 keys per request, tens of thousands of requests a
  * second) and grew for more; with no memory it left the ops past the
- * 128th untried, to their timeouts, and returned 128 (issue 49; Kafka's
+ * 128th untried, to their timeouts, and returned 128 (Kafka's
  * common case is more: one partition, many produce requests). Now it
  * takes its snapshot 128 at a time and allocates nothing: 300 ops whose
  * condition holds, checked with every allocation failing, all complete.
@@ -514,7 +513,7 @@ static void test_a_key_check_of_300_ops_needs_no_memory(void)
 	}
 }
 
-/* ---- issue 49: a key check taken in chunks keeps its place ---- */
+/* ---- a key check taken in chunks keeps its place ---- */
 
 /*
  * A check of a key with more than 128 uncompleted ops takes them 128 at a

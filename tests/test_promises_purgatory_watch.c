@@ -32,7 +32,7 @@ static void *watch_thread_result(void *arg)
 }
 
 /*
- * The third review of the headers: the watch had claimed the op (its
+ * The watch had claimed the op (its
  * compare-and-swap named the purgatory) and not yet taken its first
  * reference; a force_complete from another thread found the count at zero,
  * took the op for one on its way to on_release, and returned false
@@ -114,8 +114,7 @@ static void test_a_force_before_the_watch_claims_refuses_the_watch(void)
 /*
  * purgatory.h: once try_complete_else_watch returns the op may already be
  * released, whatever it returned; while the call runs, another thread's
- * completion never releases it (issue 25: nothing at the call said when
- * the op could go). The watcher is held after its timeout is armed, just
+ * completion never releases it. The watcher is held after its timeout is armed, just
  * before its own last put; a key check on another thread completes the
  * op there. on_complete runs on the checker, on_release does not: only
  * the call's last put, on the watcher's thread, releases the op.
@@ -167,7 +166,7 @@ static void test_a_completion_never_releases_the_op_inside_the_watch_call(void)
 	tw_op_destroy(&o.op);
 }
 
-/* ---- issue 49: what a watch's TW_ENOMEM means ---- */
+/* ---- what a watch's TW_ENOMEM means ---- */
 
 /*
  * X watches [K1, K2]; K2's list cannot be allocated while another thread

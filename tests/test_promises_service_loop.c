@@ -136,7 +136,7 @@ static void readd_then_hold(struct tw_service *svc, struct tw_service_timer *t)
  * That add waits for the run's end (it is never filed beside its run), so
  * the loop's question during the run cannot see it -- and the run's end,
  * which files it, must wake the loop (it did not: the loop slept past the
- * timer, found by the fifth hostile reading of service.h).
+ * timer).
  */
 static void test_an_add_during_its_run_wakes_the_loop_when_filed(void)
 {

@@ -194,7 +194,7 @@ static void count_run(struct tw_service *svc, struct tw_service_timer *t)
  * everything due at the clock's current time".
  * Forced: 100,000 one-shot timers due at the same time, the clock moved
  * past it, one poll: it dispatches all of them (a batch of expiries has no
- * cap), none left for a later poll at the same clock reading, which a
+ * cap), none left for a later poll at the same clock time, which a
  * manual service's caller has no reason to make.
  */
 static void one_poll_runs_everything_due(unsigned executors)

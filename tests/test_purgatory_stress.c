@@ -112,7 +112,7 @@ static void *producer(void *arg)
 		}
 		tw_op_init(&o->op, 1000000 * (1 + (int64_t)(test_rand(&seed) % 4)),
 			   &sop_ops, NULL);
-		/* A third with a tolerance of up to 2 ms (issue 26). */
+		/* A third with a tolerance of up to 2 ms. */
 		if (test_rand(&seed) % 3 == 0)
 			CHECK_EQ(tw_op_set_tolerance(&o->op, (int64_t)(test_rand(&seed) %
 								      2000000)),

@@ -176,8 +176,7 @@ static void test_many_keys_and_a_hot_key(void)
 }
 
 /*
- * One hot key watched by far more ops than a check takes at once (128;
- * issue 49): its checks are taken in chunks, their places kept by marks
+ * One hot key watched by far more ops than a check takes at once (128): its checks are taken in chunks, their places kept by marks
  * in the key's list, while other threads check the same key (their marks
  * interleaved) and purge, new ops are watched on it, and a second key a
  * tenth of them share is cancelled. Every op ends exactly once

@@ -368,8 +368,7 @@ static void *add_from_a_new_thread(void *arg)
  * service holds (the header: reuse a timer with another service only after
  * a fresh init). It must not take the new service for its own where its
  * shard is not one of the new service's: it indexed past the new
- * service's shards (ASan: heap-buffer-overflow in the add; found by the
- * fifth hostile reading). A has 256 shards, and of two timers added from
+ * service's shards (ASan: heap-buffer-overflow in the add). A has 256 shards, and of two timers added from
  * two threads one sits past shard 0; B has one shard and A's id.
  */
 static void test_a_destroyed_services_timer_is_another_services_after_a_wrap(void)

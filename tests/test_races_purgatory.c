@@ -128,7 +128,7 @@ static void force_then_check(const void *obj, void *arg)
 /*
  * A watch that fails half-way (out of memory on its second key) takes back
  * the entries it made. One of them may be gone already: the watch claimed
- * the op (issue 49: nothing completes it after TW_ENOMEM), and a key
+ * the op (nothing completes it after TW_ENOMEM), and a key
  * check then unlinks its entries, as it would after a force. Taking it
  * back again dereferenced the entry's list pointer, which that unlink had
  * cleared (a crash); now the entry's own link says whether it is still in
@@ -223,7 +223,7 @@ static void *watch_thread(void *arg)
 }
 
 /*
- * The second review of the headers: a watch that failed had run the op's
+ * A watch that failed had run the op's
  * on_release (the purgatory let go of it), yet the header let the op be
  * watched again, and that watch's end ran on_release a second time. A
  * second watch of an op, racing or after one that failed, or after one

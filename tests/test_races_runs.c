@@ -750,8 +750,7 @@ static void slow_run(struct tw_service *svc, struct tw_service_timer *t)
  * next due time. When it returns, run 2 runs at once on the same executor
  * -- no poll needed, no other executor involved. (Filed in the wheel, it
  * waited for the next poll, which one of the two executors then ran: on
- * the other thread more than nine times in ten, found by the fifth
- * hostile reading.)
+ * the other thread more than nine times in ten.)
  */
 static void test_a_period_due_during_its_run_runs_next_on_the_same_thread(void)
 {

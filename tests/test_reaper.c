@@ -15,7 +15,7 @@
  *
  * (The reaper may also wake by itself when the real time of a sleep runs
  * out before the test moves the clock: it then finds nothing due at the
- * same reading and decides the same sleep again, which the steps below
+ * same time and decides the same sleep again, which the steps below
  * tolerate by waiting for a decision made after their own kick.)
  */
 #define _POSIX_C_SOURCE 200809L
@@ -38,7 +38,7 @@ static uint64_t scans_begun;      /* "reaper.cleared": a scan is to start */
 static uint64_t decided_after;    /* scans_begun at the last decision */
 static int64_t decided_ns;        /* that decision's sleep */
 
-/* The clock of the test of a reading behind: on the reaper's second read
+/* The clock of the test of a time behind: on the reaper's second read
  * after a scan begins (the one it sleeps from; the scan of its one shard
  * takes the first) it reads 3 s behind, once, when armed. */
 static atomic_int arm_behind, reads_to_behind;
@@ -107,7 +107,7 @@ static struct tw_service *reaper_service_on(int64_t start, int64_t tick,
 	cfg.tick = tick;
 	cfg.wheel_size = 64;
 	cfg.executors = 1;
-	cfg.shards = 1; /* one clock reading per scan */
+	cfg.shards = 1; /* the clock read once per scan */
 	cfg.clock.now = now;
 	atomic_store(&virtual_now, start);
 	pthread_mutex_lock(&seen_mu);
@@ -263,12 +263,12 @@ static void test_reaper_sleeps_with_a_clock_near_int64_min(void)
 }
 
 /* service.h: "A clock that goes back is tolerated: the service keeps the
- * latest time it read, and an earlier reading changes nothing". The
+ * latest time it read, and an earlier time changes nothing". The
  * reaper read the clock again to size its sleep, without that rule: one
- * reading 3 s behind there made a timer due in 100 ms run 3 s late, and
- * clock_backwards did not count it. Every reading now goes through the
+ * time 3 s behind there made a timer due in 100 ms run 3 s late, and
+ * clock_backwards did not count it. Every time read now goes through the
  * rule. */
-static void test_a_clock_reading_behind_changes_no_sleep(void)
+static void test_a_clock_behind_changes_no_sleep(void)
 {
 	int64_t start = TW_S(1000);
 	struct tw_service *svc = reaper_service_on(start, TW_MS(1), clock_one_behind);
@@ -296,6 +296,6 @@ int main(void)
 	RUN(test_reaper_wakes_once_for_overlapping_windows);
 	RUN(test_reaper_sleeps_and_is_woken_by_earlier_add);
 	RUN(test_reaper_sleeps_with_a_clock_near_int64_min);
-	RUN(test_a_clock_reading_behind_changes_no_sleep);
+	RUN(test_a_clock_behind_changes_no_sleep);
 	return check_report();
 }

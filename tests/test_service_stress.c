@@ -86,7 +86,7 @@ static void owned_round(uint64_t *seed)
 	memset(o, 0, sizeof(*o));
 	tw_service_timer_init(&o->t, on_owned);
 	o->due = tw_service_now(svc) + (int64_t)(test_rand(seed) % 50000);
-	/* Half with a window of up to 1 ms (issue 26): never before due. */
+	/* Half with a window of up to 1 ms: never before due. */
 	if (test_rand(seed) % 2)
 		CHECK_EQ(tw_service_add_range(svc, &o->t, o->due,
 					      o->due + (int64_t)(test_rand(seed) % 1000000)),

@@ -165,7 +165,7 @@ struct tw_service_periodic {
 struct tw_service_clock {
 	/** The current time in the service's units; must never fail. A
 	 *  clock that goes back is tolerated: the service keeps the latest
-	 *  time it read, and an earlier reading changes nothing (the reaper
+	 *  time it read, and an earlier time changes nothing (the reaper
 	 *  counts it in stats.clock_backwards; tw_service_poll() returns
 	 *  TW_ERANGE). "Never early" is against that latest time: a timer
 	 *  added at now + delay while the clock reads behind it may be due
@@ -216,7 +216,7 @@ struct tw_service_stats {
 	uint64_t handed_back;     /**< at shutdown */
 	uint64_t caller_ran;      /**< run by the reaper because more than
 				       queue_capacity waited for executors */
-	uint64_t clock_backwards; /**< readings of the clock behind the
+	uint64_t clock_backwards; /**< times read from the clock behind the
 				       latest one (ignored) */
 	uint64_t wakeups;         /**< reaper wake-ups */
 };
@@ -573,7 +573,7 @@ int tw_service_set_wake(struct tw_service *svc, tw_service_wake_fn *wake,
  * one when timers run on executors).
  * @param svc the service
  * @param[out] when the due time, in clock units; the service's latest
- *             clock reading when timers are due already
+ *             clock's time when timers are due already
  * @return false if nothing is pending but what the paragraph above leaves
  *         out (or NULL svc or when; *when is then untouched)
  * @threadsafety Any thread, callbacks included.
@@ -611,7 +611,7 @@ void tw_service_kick(struct tw_service *svc);
 /**
  * Read the service's clock.
  * @param svc the service
- * @return the clock's current reading, or 0 for NULL
+ * @return the clock's current time, or 0 for NULL
  * @threadsafety Any thread.
  */
 int64_t tw_service_now(const struct tw_service *svc);

@@ -188,7 +188,7 @@ static inline int64_t tw_timer_due(const struct tw_timer *timer)
  *        levels for the whole int64 range, 256 needs 10). Its levels tick
  *        at half the interval below; tw_wheel_check() and the inspector
  *        report the size in use.
- * @param start the clock's first reading
+ * @param start the clock's first time
  * @param mode TW_MODE_EXACT (never early) or TW_MODE_KAFKA
  * @retval 0 success
  * @retval TW_EINVAL NULL wheel, tick < 1, wheel_size out of range, unknown mode
@@ -374,7 +374,7 @@ int tw_wheel_reschedule_range(struct tw_wheel *wheel, struct tw_timer *timer,
  * would run such an add at once on an executor thread, so no Kafka user can
  * rely on it running in the same pass.
  * @param wheel an initialised wheel
- * @param now the clock's new reading, >= the last one
+ * @param now the clock's new time, >= the last one
  * @return the number of callbacks run, or TW_EINVAL (NULL wheel), TW_ERANGE
  *         (now is earlier than the last advance; nothing changes) or
  *         TW_EREENTER (called from a callback)
@@ -395,7 +395,7 @@ int64_t tw_wheel_advance(struct tw_wheel *wheel, int64_t now);
  * figures). Stepping tick by tick, both cost the same. In kafka mode it is
  * tw_wheel_advance().
  * @param wheel an initialised wheel
- * @param now the clock's new reading, >= the last one
+ * @param now the clock's new time, >= the last one
  * @return as tw_wheel_advance()
  * @threadsafety The wheel's thread, outside callbacks.
  */

@@ -168,7 +168,7 @@ static inline void op_refs_step(enum tw__pg_op_transition tr,
 
 /* A put's step, with the flag its caller loaded before the put: after a
  * put that was not the last, another thread's last put may release the
- * op and free it, so nothing of the op may be read then (reading the flag
+ * op and free it, so nothing of the op may be read then (a load of the flag
  * after the put is a use after free in the test-point build). A claim
  * between that load and the put makes the step one from an uncompleted
  * op, which the model makes too. */

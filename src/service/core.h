@@ -101,8 +101,8 @@
  * once (it lowers reaper_sees). Both happen under the same mutex, so the
  * reaper either finds the timer or the add sees the old time and kicks;
  * the kick sets a flag under reaper_mu that the reaper reads before it
- * sleeps. Every clock reading goes through one rule: the service keeps
- * the latest time read, and a reading behind it counts in
+ * sleeps. Every time read from the clock goes through one rule: the
+ * service keeps the latest, and a time behind it counts in
  * stats.clock_backwards and changes nothing.
  *
  * Shutdown closes each shard under its mutex (adds get TW_ESHUTDOWN from
@@ -201,7 +201,7 @@ struct tw_service {
 	bool shut_down;
 	pthread_mutex_t shutdown_mu;
 	pthread_mutex_t scan_mu;
-	/* The latest clock reading (an int64_t): written by the scanning
+	/* The latest time read from the clock (an int64_t): written by the scanning
 	 * thread only, read by a run's end. */
 	_Atomic uint64_t latest;
 
@@ -267,7 +267,7 @@ extern _Thread_local struct tw__svc_thread tw__svc_this_thread TW_HIDDEN;
  * Every atomic access of the service is one of the helpers below or one
  * of state.h's three on the state word: a 64-bit word read, written or
  * exchanged with no order of its own (counters, flags, the latest clock
- * reading: what orders them is a mutex, or nothing needs to be), and the
+ * time read: what orders them is a mutex, or nothing needs to be), and the
  * two places where threads meet without a lock, a runner's running mark
  * and its batch slots. The mutexes do the rest. */
 

@@ -423,7 +423,7 @@ static void init_sync(struct tw_service *svc)
 	store_u64(&svc->wake_armed, 1); /* the loop has not asked yet */
 }
 
-/* The shards (each a wheel starting at the clock's reading now, under
+/* The shards (each a wheel starting at the clock's time now, under
  * its own mutex), the runners and the executors' thread ids. TW_ENOMEM
  * if any is missing (the caller frees what was made). */
 static int alloc_parts(struct tw_service *svc)

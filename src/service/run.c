@@ -53,7 +53,7 @@ void tw__svc_wait_for_ns(pthread_cond_t *cv, pthread_mutex_t *mu, int64_t rel)
 	pthread_cond_timedwait(cv, mu, &ts);
 }
 
-/* The clock through the latest-time rule: a reading behind the latest
+/* The clock through the latest-time rule: a time behind the latest
  * one is counted and replaced by it. Only the scanning thread (the reaper
  * or the one poll) reads the clock this way, so latest has one writer. */
 int64_t tw__svc_read_clock(struct tw_service *svc)
@@ -526,7 +526,7 @@ static int64_t scan_shard(struct tw_service *svc, struct shard *s, int64_t now,
 	return n;
 }
 
-/* Every shard, each at a fresh reading of the clock (callbacks run here
+/* Every shard, each at a fresh time from the clock (callbacks run here
  * take time); the earliest next expiry in *next. */
 static int64_t scan(struct tw_service *svc, int64_t now, int64_t *next,
 		    bool reaper)
@@ -562,7 +562,7 @@ static void reaper_decided(struct tw_service *svc, int64_t sleep_ns)
 }
 
 /* Under reaper_mu: sleep until next on the service's clock, from a
- * reading that went through the latest-time rule (a reading behind would
+ * time that went through the latest-time rule (a time behind would
  * make the sleep too long). */
 static void wait_until(struct tw_service *svc, int64_t next)
 {

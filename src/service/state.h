@@ -112,7 +112,7 @@ void tw__svc_debug_step(const struct tw_service_timer *t, uint32_t from,
 #define DEBUG_STEP(t, from, to) ((void)0)
 #endif
 
-/* ---- reading the word ---- */
+/* ---- what the word says ---- */
 
 static inline uint32_t word_load(const struct tw_service_timer *t)
 {
