@@ -144,7 +144,16 @@ c_decl {
 #define OWNER_STEP(name) step_to = OWNERWORD(refs); \
 	c_code { tw_op_step(S_##name, #name, now.step_from, now.step_to); }; \
 	step_from = 0; step_to = 0
+/* A put's word, with the completed flag its process loaded before it. */
+#define PUTWORD(r) (((r) > 1 -> 2 : (r)) + 4 * put_completed[_pid] + 8 * released)
+bit put_completed[16];
+#define BEGIN_PUT_STEP step_from = PUTWORD(refs)
+#define PUT_STEP step_to = PUTWORD(refs); \
+	c_code { tw_op_step(S_ref_put, "ref_put", now.step_from, now.step_to); }; \
+	step_from = 0; step_to = 0; put_completed[_pid] = 0;
 #else
+#define BEGIN_PUT_STEP skip
+#define PUT_STEP
 #define BEGIN_STEP skip
 #define STEP(name) skip
 #define BEGIN_OWNER_STEP skip
@@ -212,13 +221,21 @@ inline on_release() {
 }
 
 /* The count reaching zero and on_release beginning are two steps: in
- * between, the op looks unreleased to everyone. */
+ * between, the op looks unreleased to everyone. The C code reports a put
+ * with the completed flag it loaded just before the decrement (after a
+ * put that is not the last, the op may be freed by another thread's last
+ * put, so nothing of it may be read then): the recording runs load it as
+ * a step of its own, so that a claim between the load and the decrement
+ * gives the rows the code reports then. */
 inline op_put() {
+#ifdef RECORD
+	put_completed[_pid] = completed;
+#endif
 	atomic {
 		assert(refs > 0);
-		BEGIN_STEP;
+		BEGIN_PUT_STEP;
 		refs--;
-		STEP(ref_put);
+		PUT_STEP
 		last = (refs == 0)
 	}
 	if

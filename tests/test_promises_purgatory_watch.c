@@ -166,6 +166,41 @@ static void test_a_completion_never_releases_the_op_inside_the_watch_call(void)
 	tw_op_destroy(&o.op);
 }
 
+/*
+ * The test-point build checks each put against the model's table with the
+ * completed flag it loaded just before its decrement (after a put that is
+ * not the last, nothing of the op may be read). A completion between that
+ * load and the decrement makes the put one of an uncompleted op, MANY ->
+ * ONE or ONE -> ZERO: steps the model makes too, once its recording runs
+ * load the flag as a step of their own (model/purgatory.pml, op_put). The
+ * watcher is held in its last put, the flag loaded; a key check on
+ * another thread completes the op there.
+ */
+static void test_a_completion_between_a_puts_load_and_its_decrement(void)
+{
+	struct tw_purgatory *p = manual_purgatory_purging(0);
+	struct gop o;
+	struct sp_thread watcher;
+	int armed, loaded;
+
+	gop_init(&o, p, "topic-0", NULL);
+	armed = sp_arm("watch.armed", &o.op);
+	sp_spawn(&watcher, watch_thread_recording, &o);
+	CHECK(sp_wait(armed, &watcher.done));
+	loaded = sp_arm("op_put.loaded", &o.op);
+	sp_release(armed);
+	CHECK(sp_wait(loaded, &watcher.done)); /* its flag: not completed */
+	atomic_store(&o.ready, 1);
+	CHECK_EQ(check_key(p, o.key), 1);
+	CHECK_EQ(atomic_load(&o.completes), 1);
+	sp_release(loaded);
+	sp_join(&watcher, "the watch");
+	CHECK_EQ(atomic_load(&o.releases), 1);
+	CHECK_EQ(tw_purgatory_shutdown(p, NULL), 0);
+	tw_purgatory_destroy(p);
+	tw_op_destroy(&o.op);
+}
+
 /* ---- what a watch's TW_ENOMEM means ---- */
 
 /*
@@ -373,6 +408,7 @@ int main(int argc, char **argv)
 {
 	sp_install();
 	RUN_IF(test_a_completion_never_releases_the_op_inside_the_watch_call);
+	RUN_IF(test_a_completion_between_a_puts_load_and_its_decrement);
 	RUN_IF(test_a_force_during_the_first_watch_completes_the_op);
 	RUN_IF(test_a_force_before_the_watch_claims_refuses_the_watch);
 	RUN_IF(test_a_failed_watch_never_completes_its_op);

@@ -281,7 +281,10 @@ static inline bool tr_ref_get_unless_zero(struct tw_delayed_op *op)
 static inline bool tr_ref_put(struct tw_delayed_op *op)
 {
 	int completed = OP_PUT_FLAG(op); /* before: see op_put_step */
-	int old = OP_SUB(op->refs, 1);
+	int old;
+
+	TW_TEST_POINT("op_put.loaded", op);
+	old = OP_SUB(op->refs, 1);
 
 	TW_TEST_POINT("op_put.decremented", op);
 	OP_PUT_STEP(old, old - 1, completed);
