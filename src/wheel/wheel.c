@@ -61,6 +61,30 @@
  * 15 for wheel_size 20 in kafka mode, 13 for exact mode's 64). Division rounds toward minus infinity, which is
  * Kafka's for the non-negative times Kafka ever sees.
  *
+ * The default geometry. The service's defaults: a 1 ms tick, 64 buckets,
+ * exact mode (factor 32; clock units of 1 ns). Each level's bucket width
+ * and how far ahead of its clock it files timers, as tw_wheel_level_info()
+ * reports them once every level exists:
+ *
+ *   level  bucket width        reaches ahead        a timer due in ... lands here
+ *     1    1 ms                64 ms                [0, 64 ms)
+ *     2    32 ms               2.048 s              [64 ms, 2 s)
+ *     3    1.024 s             65.5 s               [2 s, 65 s)
+ *     4    32.8 s              35 min               [65 s, 35 min)
+ *     5    17.5 min            18.6 h               [35 min, 18.6 h)
+ *     6    9.3 h               24.9 days            [18.6 h, 25 days)
+ *     7    12.4 days           2.2 years            [25 days, 2.2 years)
+ *     8    1.1 years           69.7 years           [2.2, 70 years)
+ *     9    34.8 years          the end of int64     beyond (about 292 years)
+ *
+ * (The bounds of the last column are approximate: where a timer goes
+ * depends on where in its bucket the level's clock stands.) Kafka's
+ * geometry, kafka mode with wheel_size 20 at the same tick, has 10
+ * levels of widths 20^(level-1) ms, each reaching 20 buckets ahead: 1 ms
+ * and 20 ms, 20 ms and 400 ms, 400 ms and 8 s, 8 s and 160 s, 160 s and
+ * 53 min, 53 min and 17.8 h, 17.8 h and 14.8 days, 14.8 and 296 days,
+ * 296 days and 16.2 years; the tenth is unbounded.
+ *
  * Guarantees and costs.
  *   add, cancel, reschedule: O(1). Exact mode: a compare per level walked
  *     (levels are few), a shift, a mask, a list link and a bit set; no
