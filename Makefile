@@ -77,16 +77,16 @@ tsan:
 
 # The threaded suite FLAKY_RUNS times under ThreadSanitizer with every core
 # kept busy by a second job: every test that failed even once, and how
-# often (tests/flaky.sh). A test that leans on the scheduler shows here.
+# often (tests/support/flaky.sh). A test that leans on the scheduler shows here.
 FLAKY_RUNS ?= 30
 flaky: tsan
-	bash tests/flaky.sh $(BUILD)-tsan $(FLAKY_RUNS)
+	bash tests/support/flaky.sh $(BUILD)-tsan $(FLAKY_RUNS)
 
 # The stress tests for SOAK_MINUTES with the schedule shaken at the
-# protocol's test points, under ThreadSanitizer (tests/soak.sh).
+# protocol's test points, under ThreadSanitizer (tests/support/soak.sh).
 SOAK_MINUTES ?= 30
 soak: tsan
-	bash tests/soak.sh $(BUILD)-tsan $(SOAK_MINUTES)
+	bash tests/support/soak.sh $(BUILD)-tsan $(SOAK_MINUTES)
 
 # The SPIN models of the service's and the purgatory's protocols: every
 # scenario exhaustively, then every protocol bug of issue 13 put back into

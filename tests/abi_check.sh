@@ -10,7 +10,7 @@
 set -uo pipefail
 src=$1 build=$2
 command -v abidiff >/dev/null ||
-	exec bash "$(dirname "$0")/skip.sh" "abi_check: no abidiff" \
+	exec bash "$(dirname "$0")/support/skip.sh" "abi_check: no abidiff" \
 		"(apt-get install abigail-tools, or make deps-all)"
 so=$(ls "$build"/libtimingwheel.so.*.* | head -1)
 report=$(abidiff --headers-dir2 "$src/include/timingwheel" \

@@ -27,7 +27,7 @@ rm -rf "$dir"
 mkdir -p "$dir"
 bash "$src/tools/amalgamate.sh" "$src" "$dir/timingwheel.c" >/dev/null
 flags=(-std=c11 -O2 -Wall -Wextra -Werror -Wpedantic -Wshadow -Wstrict-prototypes
-       -I"$src/include" -I"$src/tests" -I"$dir" -pthread)
+       -I"$src/include" -I"$src/tests/support" -I"$dir" -pthread)
 hot='tw_wheel_(add|cancel|reschedule|add_range|reschedule_range)'
 # A program that includes its system headers first: the clock, the
 # service's threads and waits, the purgatory.
@@ -92,7 +92,7 @@ for cc in gcc clang; do
 		fi
 	done
 	for t in test_kafka test_differential; do
-		printf '#include "timingwheel.c"\n#include "%s.c"\n' "$t" >"$dir/inline-$t.c"
+		printf '#include "timingwheel.c"\n#include "%s"\n' "$src/tests/$t.c" >"$dir/inline-$t.c"
 		"$cc" "${flags[@]}" "$dir/inline-$t.c" -o "$dir/inline-$t-$cc"
 		args=()
 		[ "$t" = test_differential ] && args=(100000)

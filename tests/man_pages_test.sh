@@ -20,7 +20,7 @@ src=$1 build=$2 work=$3
 fail() { echo "man_pages_test: $*"; exit 1; }
 for tool in man mandb whatis apropos groff troff; do
 	command -v $tool >/dev/null ||
-		exec bash "$src/tests/skip.sh" "man_pages: no $tool (apt-get install man-db)"
+		exec bash "$src/tests/support/skip.sh" "man_pages: no $tool (apt-get install man-db)"
 done
 rm -rf "$work"
 mkdir -p "$work"

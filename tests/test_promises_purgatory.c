@@ -31,7 +31,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 
-#include "purgatory_gops.h"
+#include "purgatory_forced_ops.h"
 #include "service/state.h"
 
 /* ---- a reference taken back from zero ---- */

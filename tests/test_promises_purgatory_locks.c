@@ -8,7 +8,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 
-#include "purgatory_gops.h"
+#include "purgatory_forced_ops.h"
 
 /* ---- 9: on_release outside the purgatory's shutdown lock ---- */
 

@@ -7,7 +7,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 
-#include "purgatory_gops.h"
+#include "purgatory_forced_ops.h"
 
 #ifdef TW_DEBUG
 #include "child.h"

@@ -17,7 +17,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 
-#include "service_promise_jobs.h"
+#include "forced_jobs_quiet.h"
 
 /* ---- a cancel on the wrong service, racing the timer's first add ---- */
 

@@ -17,7 +17,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 
-#include "service_promise_jobs.h"
+#include "forced_jobs_quiet.h"
 
 /* Shut down (handed timers handed back), every add ended once, gone. */
 static void shut_down_balanced(struct tw_service *svc, int64_t handed)

@@ -14,7 +14,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 
-#include "service_promise_jobs.h"
+#include "forced_jobs_quiet.h"
 
 /* ---- reinit right after a plain cancel ---- */
 

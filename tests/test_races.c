@@ -16,7 +16,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 
-#include "races_jobs.h"
+#include "forced_jobs.h"
 
 /* ---- the reaper's lost wake-up ---- */
 

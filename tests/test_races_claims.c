@@ -18,7 +18,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 
-#include "races_jobs.h"
+#include "forced_jobs.h"
 #include "service/state.h"
 
 /* After shutdown: the service's counts, and every add ended exactly once

@@ -8,7 +8,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 
-#include "races_jobs.h"
+#include "forced_jobs.h"
 
 /* ---- the purgatory ---- */
 

@@ -17,7 +17,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 
-#include "races_jobs.h"
+#include "forced_jobs.h"
 
 /* ---- a timer's callback never runs beside itself ---- */
 

@@ -6,8 +6,8 @@
  * takes an action of the test's), and RUN_SELECTED: with a test's name as
  * the program's argument, only that test runs.
  */
-#ifndef TW_TEST_RACES_JOBS_H
-#define TW_TEST_RACES_JOBS_H
+#ifndef TW_TEST_FORCED_JOBS_H
+#define TW_TEST_FORCED_JOBS_H
 
 #include "stop_points.h"
 

@@ -7,8 +7,8 @@
  * see through (quiet_*), a check that freed memory was poisoned, and
  * RUN_SELECTED (with an argument, only the test of that name).
  */
-#ifndef TW_TEST_SERVICE_PROMISE_JOBS_H
-#define TW_TEST_SERVICE_PROMISE_JOBS_H
+#ifndef TW_TEST_FORCED_JOBS_QUIET_H
+#define TW_TEST_FORCED_JOBS_QUIET_H
 
 #include "stop_points.h"
 

@@ -6,7 +6,7 @@
 # the scheduler treated it (a wake-up counted over real time, a duration)
 # fails here long before it fails a CI run; one that counts only what the
 # library decided never does.
-# usage: tests/flaky.sh BUILD_TSAN_DIR RUNS
+# usage: tests/support/flaky.sh BUILD_TSAN_DIR RUNS
 set -uo pipefail
 dir=$1 runs=$2
 cores=$(nproc 2>/dev/null || echo 2)

@@ -6,8 +6,8 @@
  * the test's), the threads that check a key, poll or try to complete, and
  * RUN_IF (with an argument, only the tests whose name contains it).
  */
-#ifndef TW_TEST_PURGATORY_GOPS_H
-#define TW_TEST_PURGATORY_GOPS_H
+#ifndef TW_TEST_PURGATORY_FORCED_OPS_H
+#define TW_TEST_PURGATORY_FORCED_OPS_H
 
 /* The shards' tables (which shard a key is in, whether one grew); first,
  * for it names the feature macros its futex needs. */

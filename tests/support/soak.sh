@@ -5,7 +5,7 @@
 # round with new seeds and shapes, for MINUTES minutes. Any failure stops
 # it with the seed that found it: rerun that round's command to reproduce
 # (the seed fixes each thread's decisions; the OS still adds its own).
-# usage: tests/soak.sh BUILD_DIR MINUTES [SERVICE_OPS] [PURGATORY_OPS]
+# usage: tests/support/soak.sh BUILD_DIR MINUTES [SERVICE_OPS] [PURGATORY_OPS]
 set -uo pipefail
 dir=$1 minutes=$2 sops=${3:-400000} pops=${4:-20000}
 end=$(( $(date +%s) + minutes * 60 ))
