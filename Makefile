@@ -134,7 +134,7 @@ valgrind: build
 	@$(VALGRIND) $(BUILD)/tests/test_purgatory_stress 2000 >/dev/null
 	@echo "valgrind tw-trace"
 	@$(VALGRIND) $(BUILD)/tw-trace --text examples/seed001.tw >/dev/null
-	@$(VALGRIND) $(BUILD)/tw-trace --events tests/scenarios/cancel.tw >/dev/null
+	@$(VALGRIND) $(BUILD)/tw-trace --events tests/trace/scenarios/cancel.tw >/dev/null
 	@$(VALGRIND) $(BUILD)/tw-trace --html $(BUILD)/valgrind-seed004.html examples/seed004.tw
 	@echo "valgrind examples"
 	@$(VALGRIND) $(BUILD)/epoll_idle 50 >/dev/null

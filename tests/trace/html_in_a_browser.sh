@@ -14,7 +14,7 @@
 # shows into itself (--allow-file-access-from-files lets it read them);
 # its DOM is dumped once. Then the screenshots, side by side.
 #
-#   html_view.sh TW_TRACE SCENARIO OUTDIR
+#   html_in_a_browser.sh TW_TRACE SCENARIO OUTDIR
 #
 # Exit 77 (ctest: skipped) when no Chromium is installed, unless
 # TW_REQUIRE_ALL=1 (CI sets it, so there the test cannot be skipped).
@@ -26,7 +26,7 @@ for b in chromium chromium-browser google-chrome; do
   if command -v "$b" >/dev/null 2>&1; then browser=$b; break; fi
 done
 if [ -z "$browser" ]; then
-  exec bash "$(dirname "$0")/support/skip.sh" "trace_html_browser: no Chromium" \
+  exec bash "$(dirname "$0")/../support/skip.sh" "trace_html_browser: no Chromium" \
     "(apt-get install chromium, or make deps-all)"
 fi
 
@@ -69,7 +69,7 @@ for ((k = 0; k < steps; k++)); do
   [ -z "$(from_text "$k")" ] || drawn+=("$k")
 done
 checked=${#drawn[@]}
-[ "$checked" -ge 3 ] || { echo "html_view: only $checked steps drawn"; exit 1; }
+[ "$checked" -ge 3 ] || { echo "trace_html_browser: only $checked steps drawn"; exit 1; }
 some=("${drawn[1]}" "${drawn[checked / 2]}" "${drawn[checked - 1]}")
 
 # The harness: the page at #step=K for every drawn step, and at #clicks=K
@@ -136,13 +136,13 @@ from_dom() {
   awk -v want="== $1" '/^== / { on = ($0 == want); next } on' "$outdir/dom"
 }
 [ "$(grep -c '^== ' "$outdir/dom")" = $((checked + ${#some[@]} + 1)) ] ||
-  { echo "html_view: the harness did not read every frame ($outdir/dom)"; exit 1; }
+  { echo "trace_html_browser: the harness did not read every frame ($outdir/dom)"; exit 1; }
 
 for k in "${drawn[@]}"; do
   expected=$(from_text "$k")
   actual=$(from_dom "step=$k")
   if [ "$expected" != "$actual" ]; then
-    echo "html_view: step $k differs"
+    echo "trace_html_browser: step $k differs"
     diff <(echo "$expected") <(echo "$actual") || true
     exit 1
   fi
@@ -150,7 +150,7 @@ done
 
 for k in "${some[@]}"; do
   if [ "$(from_dom "clicks=$k")" != "$(from_text "$k")" ]; then
-    echo "html_view: $k clicks on next do not show step $k"
+    echo "trace_html_browser: $k clicks on next do not show step $k"
     exit 1
   fi
 done
@@ -160,7 +160,7 @@ done
 expected="steps as text: $steps, the first titled $(head -1 "$outdir/text" | sed 's/&/\&amp;/g; s/</\&lt;/g; s/>/\&gt;/g'); controls hidden, drawing hidden"
 actual=$(from_dom noscript)
 if [ "$actual" != "$expected" ]; then
-  echo "html_view: with scripts off the page shows '$actual', not '$expected'"
+  echo "trace_html_browser: with scripts off the page shows '$actual', not '$expected'"
   exit 1
 fi
 
@@ -173,10 +173,10 @@ wait
 for k in "${some[@]}"; do
   shot="$outdir/step$k.png"
   # A PNG, and not a blank one (a white 1280x760 PNG is ~5 KB).
-  [ -f "$shot" ] || { echo "html_view: no screenshot $shot"; exit 1; }
+  [ -f "$shot" ] || { echo "trace_html_browser: no screenshot $shot"; exit 1; }
   [ "$(head -c 8 "$shot" | od -An -tx1 | tr -d ' \n')" = 89504e470d0a1a0a ] ||
-    { echo "html_view: $shot is not a PNG"; exit 1; }
-  [ "$(stat -c %s "$shot")" -gt 20000 ] || { echo "html_view: $shot looks blank"; exit 1; }
+    { echo "trace_html_browser: $shot is not a PNG"; exit 1; }
+  [ "$(stat -c %s "$shot")" -gt 20000 ] || { echo "trace_html_browser: $shot looks blank"; exit 1; }
 done
-echo "html_view: $checked of $steps steps match the text trace in $browser, opened at" \
+echo "trace_html_browser: $checked of $steps steps match the text trace in $browser, opened at" \
   "each step and after clicks; with scripts off, every step as text; screenshots in $outdir"
