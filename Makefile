@@ -269,12 +269,12 @@ docs:
 
 # The Debian packages (libtimingwheel0, libtimingwheel-dev,
 # timingwheel-tools) built from a scratch copy, lintian-checked, installed
-# into a scratch root and used (tests/deb_test.sh).
+# into a scratch root and used (tests/packaging/deb.sh).
 deb:
 	@bash tools/deps.sh build deb
-	bash tests/deb_test.sh . $(BUILD)/deb
+	bash tests/packaging/deb.sh . $(BUILD)/deb
 
-# The ABI baseline that tests/abi_check.sh compares the shared library
+# The ABI baseline that tests/packaging/abi.sh compares the shared library
 # with: regenerate it (and commit it) when the ABI changes on purpose.
 abi-baseline: build
 	abidw --headers-dir include/timingwheel --no-corpus-path \

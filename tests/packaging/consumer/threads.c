@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * A threaded user of an installed instrumented variant (tests/
- * install_variant_test.sh): four threads add timers to one service, cancel
+ * A threaded user of an installed instrumented variant (tests/packaging/
+ * install_variant.sh): four threads add timers to one service, cancel
  * every other one with cancel_sync and free it, while two executors run
  * the rest (which free themselves); then shutdown. Built with the variant's own flags
  * (pkg-config timingwheel-tsan, find_package(timingwheel-tsan)), it must

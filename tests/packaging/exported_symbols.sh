@@ -39,4 +39,4 @@ if [ -n "$others" ]; then
 	fail=1
 fi
 [ $fail = 0 ] || exit 1
-echo "exported_symbols: $(wc -w <<<"$exported") symbols, all tw_* and all declared in include/timingwheel/"
+echo "packaging_exported_symbols: $(wc -w <<<"$exported") symbols, all tw_* and all declared in include/timingwheel/"

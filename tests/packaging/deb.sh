@@ -6,10 +6,10 @@
 # every public function there, and build and run the
 # README's quick start against that root with pkg-config; tw-trace from the
 # root must run too.
-#   deb_test.sh SOURCE_DIR WORK_DIR
+#   deb.sh SOURCE_DIR WORK_DIR
 set -euo pipefail
 src=$(cd "$1" && pwd) work=$2
-fail() { echo "deb_test: $*"; exit 1; }
+fail() { echo "deb: $*"; exit 1; }
 rm -rf "$work"
 mkdir -p "$work/timingwheel" "$work/root"
 work=$(cd "$work" && pwd)
@@ -34,12 +34,12 @@ for deb in "$work"/*.deb; do
 done
 libdir=$(dirname "$(find "$work/root" -name libtimingwheel.so.0 | head -1)")
 [ -f "$work/root/usr/include/timingwheel/timingwheel.h" ] || fail "no headers"
-# A manual page per public function (tests/man_pages_test.sh checks them).
+# A manual page per public function (tests/packaging/man_pages.sh checks them).
 npages=0
 while read -r fn _; do
 	[ -f "$work/root/usr/share/man/man3/$fn.3.gz" ] || fail "no page for $fn in the packages"
 	npages=$((npages + 1))
-done < <(bash "$src/tests/public_functions.sh" "$src")
+done < <(bash "$src/tests/packaging/public_functions.sh" "$src")
 [ $npages -ge 50 ] || fail "only $npages public functions found"
 awk '/<!-- quickstart/ { on = 1; next } on && /^```c/ { inside = 1; next }
      inside && /^```/ { exit } inside { print }' "$src/README.md" >"$work/quickstart.c"
@@ -52,6 +52,6 @@ out=$("$work/quickstart")
 ver=$("$work/root/usr/bin/tw-trace" --version)
 [ "$ver" = "tw-trace (timingwheel) $(pkg-config --modversion timingwheel)" ] ||
 	fail "tw-trace --version printed '$ver'"
-echo "deb_test: $(cd "$work" && ls ./*.deb | grep -vc dbgsym) packages built, lintian clean," \
+echo "deb: $(cd "$work" && ls ./*.deb | grep -vc dbgsym) packages built, lintian clean," \
 	"a manual page for each of the $npages public functions," \
 	"the quick start built and ran against them"

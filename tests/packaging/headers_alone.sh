@@ -3,7 +3,7 @@
 # Each public header compiles alone, warnings as errors, and brings the
 # version macros with it: in C99 and C11 (cc), and in C++11 and C++17 with
 # g++ and clang++ (each one that is installed; make deps installs both).
-#   headers.sh SOURCE_DIR WORK_DIR
+#   headers_alone.sh SOURCE_DIR WORK_DIR
 set -euo pipefail
 src=$1 work=$2
 mkdir -p "$work"
@@ -15,7 +15,7 @@ compile() { # compiler std lang header
 		"$name" >"$f.src"
 	"$cc" -x "$lang" -std="$std" -Wall -Wextra -Wpedantic -Werror \
 		-I"$src/include" -c "$f.src" -o "$f.o" ||
-		{ echo "headers: $name does not compile alone with $cc -std=$std"; exit 1; }
+		{ echo "packaging_headers_alone: $name does not compile alone with $cc -std=$std"; exit 1; }
 	n=$((n + 1))
 }
 for h in "$src"/include/timingwheel/*.h; do
@@ -26,4 +26,4 @@ for h in "$src"/include/timingwheel/*.h; do
 		for std in c++11 c++17; do compile $cxx $std c++ "$name"; done
 	done
 done
-echo "headers: $n compilations (each public header alone: C99, C11; C++11, C++17 with g++ and clang++)"
+echo "packaging_headers_alone: $n compilations (each public header alone: C99, C11; C++11, C++17 with g++ and clang++)"

@@ -8,17 +8,17 @@
 # build a threaded program against it both ways a user does (pkg-config,
 # CMake) and run it: it must end cleanly, with no sanitizer report. The
 # checked build's programs must also be its own: a mistake
-# (tests/consumer/debug_mistake.c) is named on stderr, which the plain
+# (tests/packaging/consumer/debug_mistake.c) is named on stderr, which the plain
 # library does not do.
 #
-#   install_variant_test.sh SOURCE_DIR BUILD_DIR WORK_DIR VARIANT (tsan|asan|debug)
+#   install_variant.sh SOURCE_DIR BUILD_DIR WORK_DIR VARIANT (tsan|asan|debug)
 set -euo pipefail
 src=$1 build=$2 work=$3 variant=$4
 pkg=timingwheel-$variant
 rm -rf "$work"
 mkdir -p "$work"
 prefix=$work/prefix
-fail() { echo "install_variant_test: $*"; exit 1; }
+fail() { echo "packaging_install_variant: $*"; exit 1; }
 
 cmake --install "$build" --prefix "$prefix" >/dev/null
 libdir=$(dirname "$(find "$prefix" -name "lib$pkg.a" | head -1)")
@@ -61,23 +61,23 @@ debug:*) ;;
 *) fail "$pkg.pc lacks -fsanitize: $flags" ;;
 esac
 # shellcheck disable=SC2086
-cc -std=c11 -O1 -g -Wall -Wextra -Werror "$src/tests/consumer/threads.c" $flags \
+cc -std=c11 -O1 -g -Wall -Wextra -Werror "$src/tests/packaging/consumer/threads.c" $flags \
 	-Wl,-rpath,"$libdir" -o "$work/threads_pc"
 run "$work/threads_pc"
 if [ "$variant" = debug ]; then
 	# shellcheck disable=SC2086
-	cc -std=c11 -O1 -g -Wall -Wextra -Werror "$src/tests/consumer/debug_mistake.c" \
+	cc -std=c11 -O1 -g -Wall -Wextra -Werror "$src/tests/packaging/consumer/debug_mistake.c" \
 		$flags -Wl,-rpath,"$libdir" -o "$work/mistake_pc"
 	named "$work/mistake_pc"
 fi
 
 # 2. CMake: find_package of the variant, which brings the flags too.
-cp "$src/tests/consumer/variant/CMakeLists.txt" "$src/tests/consumer/threads.c" "$work/"
-[ "$variant" != debug ] || cp "$src/tests/consumer/debug_mistake.c" "$work/"
+cp "$src/tests/packaging/consumer/variant/CMakeLists.txt" "$src/tests/packaging/consumer/threads.c" "$work/"
+[ "$variant" != debug ] || cp "$src/tests/packaging/consumer/debug_mistake.c" "$work/"
 cmake -S "$work" -B "$work/cmake-build" -DCMAKE_PREFIX_PATH="$prefix" \
 	-DTW_VARIANT_PACKAGE="$pkg" -DCMAKE_C_FLAGS="-Wall -Wextra -Werror" >/dev/null
 cmake --build "$work/cmake-build" >/dev/null
 run "$work/cmake-build/threads_cmake"
 [ "$variant" != debug ] || named "$work/cmake-build/mistake_cmake"
-echo "install_variant_test: $pkg installed alone; a threaded program built against it with pkg-config and with find_package ran clean"
-[ "$variant" != debug ] || echo "install_variant_test: and a mistake built both ways was named by the checked library"
+echo "packaging_install_variant: $pkg installed alone; a threaded program built against it with pkg-config and with find_package ran clean"
+[ "$variant" != debug ] || echo "packaging_install_variant: and a mistake built both ways was named by the checked library"

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * A user of the installed checked build, timingwheel-debug (tests/
- * install_variant_test.sh): a wheel initialised with a tick of 0. Every
+ * A user of the installed checked build, timingwheel-debug (tests/packaging/
+ * install_variant.sh): a wheel initialised with a tick of 0. Every
  * build returns TW_EINVAL; only the checked library also says on stderr
  * which call and why, so the test can tell that this program linked it and
  * not the plain one.

@@ -14,13 +14,13 @@
 # Each tool runs once for all the pages, or once per page where it must see
 # a page alone, and the pages' texts are checked in the shell: a process per
 # check and page (some 700) took over a minute on a loaded 2-core machine.
-#   man_pages_test.sh SOURCE_DIR BUILD_DIR WORK_DIR
+#   man_pages.sh SOURCE_DIR BUILD_DIR WORK_DIR
 set -euo pipefail
 src=$1 build=$2 work=$3
-fail() { echo "man_pages_test: $*"; exit 1; }
+fail() { echo "packaging_man_pages: $*"; exit 1; }
 for tool in man mandb whatis apropos groff troff; do
 	command -v $tool >/dev/null ||
-		exec bash "$src/tests/support/skip.sh" "man_pages: no $tool (apt-get install man-db)"
+		exec bash "$src/tests/support/skip.sh" "packaging_man_pages: no $tool (apt-get install man-db)"
 done
 rm -rf "$work"
 mkdir -p "$work"
@@ -29,7 +29,7 @@ cmake --install "$build" --prefix "$prefix" >/dev/null
 man3=$prefix/share/man/man3
 [ -d "$man3" ] || fail "cmake --install installed no $man3"
 
-bash "$src/tests/public_functions.sh" "$src" >"$work/functions"
+bash "$src/tests/packaging/public_functions.sh" "$src" >"$work/functions"
 n=$(wc -l <"$work/functions")
 [ "$n" -ge 50 ] || fail "only $n functions found in the headers"
 so=$(find "$build" -maxdepth 1 -name 'libtimingwheel.so.*.*' | head -1)
@@ -115,6 +115,6 @@ done
 k=$(apropos -l tw_wheel_add) || fail "man -k tw_wheel_add found nothing"
 [ "$(sed -n 's/^tw_wheel_add (3) *- //p' <<<"$k")" = "${summary[tw_wheel_add]}" ] ||
 	fail "man -k tw_wheel_add printed '$k', not its summary '${summary[tw_wheel_add]}'"
-echo "man_pages_test: $checked functions, each with its page (man -w finds it, synopsis" \
+echo "packaging_man_pages: $checked functions, each with its page (man -w finds it, synopsis" \
 	"right, no groff warning, mandb reads its NAME line); after mandb PREFIX/share/man," \
 	"as timingwheel(3) says, man -k lists the service's calls with their summaries"

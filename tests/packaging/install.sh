@@ -5,14 +5,14 @@
 # targets) and pkg-config from a plain compiler line. The program is the
 # README's quick start, extracted as written.
 #
-#   install_test.sh SOURCE_DIR BUILD_DIR WORK_DIR
+#   install.sh SOURCE_DIR BUILD_DIR WORK_DIR
 set -euo pipefail
 src=$1 build=$2 work=$3
 rm -rf "$work"
 mkdir -p "$work"
 prefix=$work/prefix
 
-fail() { echo "install_test: $*"; exit 1; }
+fail() { echo "packaging_install: $*"; exit 1; }
 
 cmake --install "$build" --prefix "$prefix" >/dev/null
 
@@ -54,7 +54,7 @@ check_run() {
 }
 
 # 1. CMake: find_package against the installed copy only.
-cp "$src/tests/consumer/CMakeLists.txt" "$work/"
+cp "$src/tests/packaging/consumer/CMakeLists.txt" "$work/"
 cmake -S "$work" -B "$work/cmake-build" -DCMAKE_PREFIX_PATH="$prefix" \
   -DCMAKE_C_FLAGS="-Wall -Wextra -Werror" >/dev/null
 cmake --build "$work/cmake-build" >/dev/null
@@ -95,7 +95,7 @@ make -s -C "$src" install BUILD="$build" PREFIX="$work/prefix2" >/dev/null
 [ -f "$work/prefix2/include/timingwheel/timingwheel.h" ] ||
   fail "make install PREFIX=... did not install into that prefix"
 # 4. make install also installs a manual page per function (the build
-# writes them, tools/man3.sh; tests/man_pages_test.sh checks every one),
+# writes them, tools/man3.sh; tests/packaging/man_pages.sh checks every one),
 # which man finds by the function's name; with doxygen, the HTML pages too.
 for m in tw_wheel_add tw_service_cancel_sync tw_purgatory_try_complete_else_watch; do
   [ -f "$work/prefix2/share/man/man3/$m.3" ] || fail "no manual page for $m"
@@ -112,7 +112,7 @@ if command -v doxygen >/dev/null; then
   [ -f "$work/prefix2/share/doc/timingwheel/html/index.html" ] ||
     fail "make install did not install the HTML reference"
 else
-  echo "install_test: no doxygen: the HTML reference was not checked"
+  echo "packaging_install: no doxygen: the HTML reference was not checked"
 fi
 
-echo "install_test: headers, libtimingwheel.a, $soname, timingwheel.pc and the CMake config installed; the README quick start builds and runs with find_package and with pkg-config"
+echo "packaging_install: headers, libtimingwheel.a, $soname, timingwheel.pc and the CMake config installed; the README quick start builds and runs with find_package and with pkg-config"
