@@ -108,11 +108,12 @@ clang:
 	cd $(BUILD)-clang && ctest --output-on-failure -j $(JOBS)
 
 # (A program split by what it tests: every part.)
-VALGRIND_TESTS = test_wheel test_wheel_callbacks test_wheel_windows \
-	test_wheel_edges test_kafka test_seeds test_service \
+VALGRIND_TESTS = wheel_add_cancel_reschedule wheel_callbacks_and_order \
+	wheel_windows wheel_ends_of_time wheel_kafka_timer_tests \
+	wheel_seed_examples wheel_invariant_checker wheel_bad_input test_service \
 	test_service_windows test_service_threaded test_service_loop \
 	test_purgatory test_purgatory_threads test_purgatory_tolerance \
-	test_check test_bad_input test_bad_input_service \
+	test_bad_input_service \
 	test_bad_input_purgatory test_overload test_races test_races_claims \
 	test_races_purgatory test_races_runs test_promises_service \
 	test_promises_service_runs test_promises_purgatory \
@@ -126,8 +127,8 @@ valgrind: build
 	@bash tools/deps.sh valgrind
 	@set -e; for t in $(VALGRIND_TESTS); do \
 	  echo "valgrind $$t"; $(VALGRIND) $(BUILD)/tests/$$t >/dev/null; done
-	@echo "valgrind test_differential 100000"
-	@$(VALGRIND) $(BUILD)/tests/test_differential 100000 >/dev/null
+	@echo "valgrind wheel_differential 100000"
+	@$(VALGRIND) $(BUILD)/tests/wheel_differential 100000 >/dev/null
 	@echo "valgrind test_service_stress 100000"
 	@$(VALGRIND) $(BUILD)/tests/test_service_stress 100000 >/dev/null
 	@echo "valgrind test_purgatory_stress 2000"

@@ -5,11 +5,11 @@
 #   - on its own, it compiles with warnings as errors (the project's
 #     warnings and -O2), defines the shared library's API, every call as
 #     an external definition and nothing else outside tw_, and the
-#     wheel's tests (test_wheel, test_kafka, test_differential) linked
-#     against it pass;
+#     wheel's tests (tests/wheel/: add_cancel_reschedule.c,
+#     kafka_timer_tests.c, differential.c) linked against it pass;
 #   - included into the file that calls the wheel, it compiles the same
-#     way with test_kafka and test_differential, they pass, and no call to
-#     tw_wheel_add, _cancel, _reschedule, _add_range or
+#     way with kafka_timer_tests.c and differential.c, they pass, and no
+#     call to tw_wheel_add, _cancel, _reschedule, _add_range or
 #     _reschedule_range is left in them (inlined), while each is still
 #     defined;
 #   - included after the including file's own system headers (<stdio.h>,
@@ -71,10 +71,10 @@ for cc in gcc clang; do
 			fail=1
 		fi
 	fi
-	for t in test_wheel test_kafka test_differential; do
-		"$cc" "${flags[@]}" "$src/tests/$t.c" "$dir/tw-$cc.o" -o "$dir/$t-$cc"
+	for t in add_cancel_reschedule kafka_timer_tests differential; do
+		"$cc" "${flags[@]}" "$src/tests/wheel/$t.c" "$dir/tw-$cc.o" -o "$dir/$t-$cc"
 		args=()
-		[ "$t" = test_differential ] && args=(100000)
+		[ "$t" = differential ] && args=(100000)
 		"$dir/$t-$cc" "${args[@]}" >"$dir/$t-$cc.log" 2>&1 ||
 			{ tail -20 "$dir/$t-$cc.log"; echo "$cc: $t against the amalgamation failed"; fail=1; }
 	done
@@ -91,11 +91,11 @@ for cc in gcc clang; do
 				{ echo "$cc: timingwheel.c after <$h> does not compile"; fail=1; }
 		fi
 	done
-	for t in test_kafka test_differential; do
-		printf '#include "timingwheel.c"\n#include "%s"\n' "$src/tests/$t.c" >"$dir/inline-$t.c"
+	for t in kafka_timer_tests differential; do
+		printf '#include "timingwheel.c"\n#include "%s"\n' "$src/tests/wheel/$t.c" >"$dir/inline-$t.c"
 		"$cc" "${flags[@]}" "$dir/inline-$t.c" -o "$dir/inline-$t-$cc"
 		args=()
-		[ "$t" = test_differential ] && args=(100000)
+		[ "$t" = differential ] && args=(100000)
 		"$dir/inline-$t-$cc" "${args[@]}" >"$dir/inline-$t-$cc.log" 2>&1 ||
 			{ tail -20 "$dir/inline-$t-$cc.log"; echo "$cc: $t with the amalgamation included failed"; fail=1; }
 		calls=$(objdump -d "$dir/inline-$t-$cc" | grep -cE "call.*<$hot>" || true)
