@@ -94,12 +94,12 @@ soak: tsan
 # the service model's state-word transitions and of the purgatory model's
 # op-state transitions must be the ones committed; and the check of the C
 # code's transitions against them must find each transition mutant
-# (tests/mutants/*.patch, each applied to a scratch copy of the tree by
-# tests/transition_mutants.sh: one build, rebuilt per mutant).
+# (tests/transitions/mutants/*.patch, each applied to a scratch copy of the tree by
+# tests/transitions/mutants_are_caught.sh: one build, rebuilt per mutant).
 model:
 	@bash tools/deps.sh build model
 	bash model/check.sh
-	JOBS=$(JOBS) bash tests/transition_mutants.sh . $(BUILD)-mutants
+	JOBS=$(JOBS) bash tests/transitions/mutants_are_caught.sh . $(BUILD)-mutants
 
 clang:
 	@bash tools/deps.sh build clang

@@ -1,22 +1,22 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
-# Show that the transition check has teeth (docs/model.md). Each mutant is
-# a patch in tests/mutants/ that changes one transition on purpose; the
-# shipped sources carry none of them. The script copies the tree once to
-# WORK_DIR/tree, builds its test-point programs unchanged (tests/
-# transitions.sh must pass there, or a mutant "found" proves nothing),
-# then, for each patch in turn, applies it (exactly: no fuzz, so a patch
-# that no longer fits the code fails here instead of testing something
-# else), rebuilds (only what the patch touched), requires
-# tests/transitions.sh to fail, and takes the patch back out. The
-# mutants: the service's state word (1 a step the model does not make,
-# 2 a step of the model changed, 3 a transition of the model no longer
-# made) and the purgatory's op (4 a reference taken from zero by a plain
-# increment, 5 a claim that sets completed again, 6 the first watch
-# naming the purgatory before it holds a reference: an owner-word step
-# the model does not make). Each patch says, at its top, what it breaks
-# and how it is found.
-# usage: tests/transition_mutants.sh SOURCE_DIR [WORK_DIR]
+# Every transition mutant is caught: the transition check has teeth
+# (docs/model.md). Each mutant is a patch in tests/transitions/mutants/
+# that changes one transition on purpose; the shipped sources carry none
+# of them. The script copies the tree once to WORK_DIR/tree, builds its
+# test-point programs unchanged (code_matches_model.sh must pass there,
+# or a mutant "found" proves nothing), then, for each patch in turn,
+# applies it (exactly: no fuzz, so a patch that no longer fits the code
+# fails here instead of testing something else), rebuilds (only what the
+# patch touched), requires code_matches_model.sh to fail, and takes the
+# patch back out. The mutants: the service's state word (1 a step the
+# model does not make, 2 a step of the model changed, 3 a transition of
+# the model no longer made) and the purgatory's op (4 a reference taken
+# from zero by a plain increment, 5 a claim that sets completed again, 6
+# the first watch naming the purgatory before it holds a reference: an
+# owner-word step the model does not make). Each patch says, at its top,
+# what it breaks and how it is found.
+# usage: tests/transitions/mutants_are_caught.sh SOURCE_DIR [WORK_DIR]
 #   JOBS=n   parallel build jobs (default: the number of CPUs)
 set -uo pipefail
 src=$(cd "$1" && pwd)
@@ -29,7 +29,7 @@ targets="test_races test_races_claims test_races_purgatory test_races_runs
 	test_promises_service test_promises_service_runs
 	test_promises_purgatory test_promises_purgatory_watch
 	test_promises_purgatory_locks test_service_queue_full
-	test_service_shaken test_purgatory_shaken test_op_transitions"
+	test_service_shaken test_purgatory_shaken transitions_purgatory_checker"
 
 # A fresh copy every run: a build left from a previous run was last made
 # from a mutated file, which the copy would put back with an older time.
@@ -55,18 +55,18 @@ if ! cmake -S "$tree" -B "$build" -DTW_BUILD_BENCH=OFF -DTW_WERROR=ON \
 	echo "transition mutants: the unmutated tree does not build"
 	exit 1
 fi
-if ! out=$(bash "$tree/tests/transitions.sh" "$tree" "$build" 2>&1); then
+if ! out=$(bash "$tree/tests/transitions/code_matches_model.sh" "$tree" "$build" 2>&1); then
 	echo "$out"
-	echo "transition mutants: the unmutated tree fails tests/transitions.sh"
+	echo "transition mutants: the unmutated tree fails code_matches_model.sh"
 	exit 1
 fi
 
 fail=0 n=0
-for patch in "$src"/tests/mutants/*.patch; do
+for patch in "$src"/tests/transitions/mutants/*.patch; do
 	m=$(basename "$patch" .patch)
 	n=$((n + 1))
 	if ! (cd "$tree" && patch -p1 --fuzz=0 -s <"$patch"); then
-		echo "transition mutant $m: the patch no longer applies (tests/mutants/)"
+		echo "transition mutant $m: the patch no longer applies (tests/transitions/mutants/)"
 		fail=1
 		continue
 	fi
@@ -74,7 +74,7 @@ for patch in "$src"/tests/mutants/*.patch; do
 		cat "$work/build.log"
 		echo "transition mutant $m: the build failed"
 		fail=1
-	elif out=$(bash "$tree/tests/transitions.sh" "$tree" "$build" 2>&1); then
+	elif out=$(bash "$tree/tests/transitions/code_matches_model.sh" "$tree" "$build" 2>&1); then
 		echo "transition mutant $m: NOT FOUND: the check has no teeth for it"
 		fail=1
 	else
@@ -85,5 +85,5 @@ for patch in "$src"/tests/mutants/*.patch; do
 		exit 1
 	fi
 done
-[ "$n" -gt 0 ] || { echo "transition mutants: none in tests/mutants/"; exit 1; }
+[ "$n" -gt 0 ] || { echo "transition mutants: none in tests/transitions/mutants/"; exit 1; }
 [ $fail = 0 ] && echo "transitions: every mutant found ($n)" || exit 1

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
-# Code and model, one machine (docs/model.md): run the test-point build's
-# race, promise and shaken stress tests with every transition they make
-# recorded: of a service timer's state word (TW_TRANSITIONS_SEEN) and of
+# Code and model, one machine: the C code makes exactly the transitions
+# of the models (docs/model.md). Run the test-point build's programs that
+# force interleavings, and its shaken stress tests, with every transition
+# they make recorded: of a service timer's state word (TW_TRANSITIONS_SEEN) and of
 # a purgatory op's state (TW_OP_TRANSITIONS_SEEN). Each program already
 # aborts on a transition model/service.transitions or
 # model/purgatory.transitions does not have; this also fails when a
@@ -11,7 +12,7 @@
 # (watch_start, watch_name, mark_never: one row each, every op makes them)
 # is never made, and prints how much of each model's table the C suite
 # reaches.
-# usage: tests/transitions.sh SOURCE_DIR BUILD_DIR
+# usage: tests/transitions/code_matches_model.sh SOURCE_DIR BUILD_DIR
 set -euo pipefail
 src=$1 build=$2
 seen=$(mktemp) op_seen=$(mktemp)
@@ -37,7 +38,7 @@ run "$build/tests/test_service_shaken" 200000 4 1 8 1 5
 run "$build/tests/test_purgatory_shaken" 10000 2 1 5
 # a watch that fails on its first key: its claim at ONE; a completion
 # before any watch: mark_never
-run "$build/tests/test_op_transitions"
+run "$build/tests/transitions_purgatory_checker"
 
 # check WHAT TABLE SEEN [NAMES]: every step made is a row of the model's
 # table, every transition of the table is made at least once, and every

@@ -3,7 +3,7 @@
  * The transition check itself (src/service/transitions.c, test-point
  * build): a step of the model passes, a step the model does not make
  * aborts the program and names it, a word that does not change is no
- * step. The mutants of tests/transition_mutants.sh show the same from
+ * step. The mutants of tests/transitions/mutants_are_caught.sh show the same from
  * inside the service; this shows it of the checker alone.
  */
 #define _POSIX_C_SOURCE 200809L
