@@ -110,15 +110,15 @@ clang:
 # (A program split by what it tests: every part.)
 VALGRIND_TESTS = wheel_add_cancel_reschedule wheel_callbacks_and_order \
 	wheel_windows wheel_ends_of_time wheel_kafka_timer_tests \
-	wheel_seed_examples wheel_invariant_checker wheel_bad_input test_service \
-	test_service_windows test_service_threaded test_service_loop \
+	wheel_seed_examples wheel_invariant_checker wheel_bad_input service_add_cancel_reschedule \
+	service_windows service_executors_and_back_pressure service_manual_loop \
 	test_purgatory test_purgatory_threads test_purgatory_tolerance \
-	test_bad_input_service \
-	test_bad_input_purgatory test_overload test_races test_races_claims \
-	test_races_purgatory test_races_runs test_promises_service \
-	test_promises_service_runs test_promises_purgatory \
+	service_bad_input \
+	test_bad_input_purgatory test_overload service_cancel_sync_and_teardown service_claims \
+	test_races_purgatory service_one_run_at_a_time service_cancels_across_services \
+	service_runs_and_reinits test_promises_purgatory \
 	test_promises_purgatory_watch test_promises_purgatory_locks \
-	test_service_queue_full test_service_window_end
+	service_edeadlk_only_for_a_cycle service_window_end
 VALGRIND = valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=all
 
 # memcheck over every test binary and the trace tool (the differential test
@@ -129,8 +129,8 @@ valgrind: build
 	  echo "valgrind $$t"; $(VALGRIND) $(BUILD)/tests/$$t >/dev/null; done
 	@echo "valgrind wheel_differential 100000"
 	@$(VALGRIND) $(BUILD)/tests/wheel_differential 100000 >/dev/null
-	@echo "valgrind test_service_stress 100000"
-	@$(VALGRIND) $(BUILD)/tests/test_service_stress 100000 >/dev/null
+	@echo "valgrind service_stress 100000"
+	@$(VALGRIND) $(BUILD)/tests/service_stress 100000 >/dev/null
 	@echo "valgrind test_purgatory_stress 2000"
 	@$(VALGRIND) $(BUILD)/tests/test_purgatory_stress 2000 >/dev/null
 	@echo "valgrind tw-trace"

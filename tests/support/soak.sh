@@ -27,7 +27,7 @@ while [ "$(date +%s)" -lt "$end" ]; do
 	r=$(( rounds + 1 ))
 	threads=$(( 2 << (r % 3) ))      # 2, 4, 8
 	pct=$(( 2 + r % 9 ))             # 2..10 % of points perturbed
-	run "$dir/tests/test_service_shaken" "$sops" "$threads" $(( r % 3 )) \
+	run "$dir/tests/service_stress_shaken" "$sops" "$threads" $(( r % 3 )) \
 		$(( 1 + r % 8 )) "$r" "$pct"
 	run "$dir/tests/test_purgatory_shaken" "$pops" $(( 1 + r % 4 )) "$r" "$pct"
 	rounds=$r

@@ -28,13 +28,13 @@ run() {
 	rm -f "$seen.err"
 }
 # (each split program: every part)
-for t in test_races test_races_claims test_races_purgatory test_races_runs \
-	test_promises_service test_promises_service_runs \
+for t in service_cancel_sync_and_teardown service_claims test_races_purgatory service_one_run_at_a_time \
+	service_cancels_across_services service_runs_and_reinits \
 	test_promises_purgatory test_promises_purgatory_watch \
-	test_promises_purgatory_locks test_service_queue_full; do
+	test_promises_purgatory_locks service_edeadlk_only_for_a_cycle; do
 	run "$build/tests/$t"
 done
-run "$build/tests/test_service_shaken" 200000 4 1 8 1 5
+run "$build/tests/service_stress_shaken" 200000 4 1 8 1 5
 run "$build/tests/test_purgatory_shaken" 10000 2 1 5
 # a watch that fails on its first key: its claim at ONE; a completion
 # before any watch: mark_never

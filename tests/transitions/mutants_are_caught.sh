@@ -25,11 +25,11 @@ mkdir -p "$work"
 work=$(cd "$work" && pwd)
 jobs=${JOBS:-$(nproc 2>/dev/null || echo 2)}
 tree=$work/tree build=$work/build
-targets="test_races test_races_claims test_races_purgatory test_races_runs
-	test_promises_service test_promises_service_runs
+targets="service_cancel_sync_and_teardown service_claims test_races_purgatory service_one_run_at_a_time
+	service_cancels_across_services service_runs_and_reinits
 	test_promises_purgatory test_promises_purgatory_watch
-	test_promises_purgatory_locks test_service_queue_full
-	test_service_shaken test_purgatory_shaken transitions_purgatory_checker"
+	test_promises_purgatory_locks service_edeadlk_only_for_a_cycle
+	service_stress_shaken test_purgatory_shaken transitions_purgatory_checker"
 
 # A fresh copy every run: a build left from a previous run was last made
 # from a mutated file, which the copy would put back with an older time.
