@@ -112,12 +112,12 @@ VALGRIND_TESTS = wheel_add_cancel_reschedule wheel_callbacks_and_order \
 	wheel_windows wheel_ends_of_time wheel_kafka_timer_tests \
 	wheel_seed_examples wheel_invariant_checker wheel_bad_input service_add_cancel_reschedule \
 	service_windows service_executors_and_back_pressure service_manual_loop \
-	test_purgatory test_purgatory_threads test_purgatory_tolerance \
+	purgatory_complete_expire_purge purgatory_many_threads purgatory_timeouts_and_tolerance \
 	service_bad_input \
-	test_bad_input_purgatory test_overload service_cancel_sync_and_teardown service_claims \
-	test_races_purgatory service_one_run_at_a_time service_cancels_across_services \
-	service_runs_and_reinits test_promises_purgatory \
-	test_promises_purgatory_watch test_promises_purgatory_locks \
+	purgatory_bad_input test_overload service_cancel_sync_and_teardown service_claims \
+	purgatory_watch_check_and_shutdown service_one_run_at_a_time service_cancels_across_services \
+	service_runs_and_reinits purgatory_completion_and_release \
+	purgatory_completion_during_a_watch purgatory_release_outside_locks \
 	service_edeadlk_only_for_a_cycle service_window_end
 VALGRIND = valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=all
 
@@ -131,8 +131,8 @@ valgrind: build
 	@$(VALGRIND) $(BUILD)/tests/wheel_differential 100000 >/dev/null
 	@echo "valgrind service_stress 100000"
 	@$(VALGRIND) $(BUILD)/tests/service_stress 100000 >/dev/null
-	@echo "valgrind test_purgatory_stress 2000"
-	@$(VALGRIND) $(BUILD)/tests/test_purgatory_stress 2000 >/dev/null
+	@echo "valgrind purgatory_stress 2000"
+	@$(VALGRIND) $(BUILD)/tests/purgatory_stress 2000 >/dev/null
 	@echo "valgrind tw-trace"
 	@$(VALGRIND) $(BUILD)/tw-trace --text examples/seed001.tw >/dev/null
 	@$(VALGRIND) $(BUILD)/tw-trace --events tests/trace/scenarios/cancel.tw >/dev/null

@@ -29,7 +29,7 @@ while [ "$(date +%s)" -lt "$end" ]; do
 	pct=$(( 2 + r % 9 ))             # 2..10 % of points perturbed
 	run "$dir/tests/service_stress_shaken" "$sops" "$threads" $(( r % 3 )) \
 		$(( 1 + r % 8 )) "$r" "$pct"
-	run "$dir/tests/test_purgatory_shaken" "$pops" $(( 1 + r % 4 )) "$r" "$pct"
+	run "$dir/tests/purgatory_stress_shaken" "$pops" $(( 1 + r % 4 )) "$r" "$pct"
 	rounds=$r
 	if [ $(( rounds % 10 )) = 0 ]; then
 		echo "soak: $rounds rounds, $ops operations, $shakes schedule perturbations so far"

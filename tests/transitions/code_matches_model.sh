@@ -28,14 +28,14 @@ run() {
 	rm -f "$seen.err"
 }
 # (each split program: every part)
-for t in service_cancel_sync_and_teardown service_claims test_races_purgatory service_one_run_at_a_time \
+for t in service_cancel_sync_and_teardown service_claims purgatory_watch_check_and_shutdown service_one_run_at_a_time \
 	service_cancels_across_services service_runs_and_reinits \
-	test_promises_purgatory test_promises_purgatory_watch \
-	test_promises_purgatory_locks service_edeadlk_only_for_a_cycle; do
+	purgatory_completion_and_release purgatory_completion_during_a_watch \
+	purgatory_release_outside_locks service_edeadlk_only_for_a_cycle; do
 	run "$build/tests/$t"
 done
 run "$build/tests/service_stress_shaken" 200000 4 1 8 1 5
-run "$build/tests/test_purgatory_shaken" 10000 2 1 5
+run "$build/tests/purgatory_stress_shaken" 10000 2 1 5
 # a watch that fails on its first key: its claim at ONE; a completion
 # before any watch: mark_never
 run "$build/tests/transitions_purgatory_checker"

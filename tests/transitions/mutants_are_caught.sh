@@ -25,11 +25,11 @@ mkdir -p "$work"
 work=$(cd "$work" && pwd)
 jobs=${JOBS:-$(nproc 2>/dev/null || echo 2)}
 tree=$work/tree build=$work/build
-targets="service_cancel_sync_and_teardown service_claims test_races_purgatory service_one_run_at_a_time
+targets="service_cancel_sync_and_teardown service_claims purgatory_watch_check_and_shutdown service_one_run_at_a_time
 	service_cancels_across_services service_runs_and_reinits
-	test_promises_purgatory test_promises_purgatory_watch
-	test_promises_purgatory_locks service_edeadlk_only_for_a_cycle
-	service_stress_shaken test_purgatory_shaken transitions_purgatory_checker"
+	purgatory_completion_and_release purgatory_completion_during_a_watch
+	purgatory_release_outside_locks service_edeadlk_only_for_a_cycle
+	service_stress_shaken purgatory_stress_shaken transitions_purgatory_checker"
 
 # A fresh copy every run: a build left from a previous run was last made
 # from a mutated file, which the copy would put back with an older time.
