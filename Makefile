@@ -114,7 +114,7 @@ VALGRIND_TESTS = wheel_add_cancel_reschedule wheel_callbacks_and_order \
 	service_windows service_executors_and_back_pressure service_manual_loop \
 	purgatory_complete_expire_purge purgatory_many_threads purgatory_timeouts_and_tolerance \
 	service_bad_input \
-	purgatory_bad_input test_overload service_cancel_sync_and_teardown service_claims \
+	purgatory_bad_input library_overload service_cancel_sync_and_teardown service_claims \
 	purgatory_watch_check_and_shutdown service_one_run_at_a_time service_cancels_across_services \
 	service_runs_and_reinits purgatory_completion_and_release \
 	purgatory_completion_during_a_watch purgatory_release_outside_locks \

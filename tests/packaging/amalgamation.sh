@@ -6,7 +6,8 @@
 #     warnings and -O2), defines the shared library's API, every call as
 #     an external definition and nothing else outside tw_, and the
 #     wheel's tests (tests/wheel/: add_cancel_reschedule.c,
-#     kafka_timer_tests.c, differential.c) linked against it pass;
+#     kafka_timer_tests.c, differential.c) and the error texts' (tests/
+#     library/error_texts.c) linked against it pass;
 #   - included into the file that calls the wheel, it compiles the same
 #     way with kafka_timer_tests.c and differential.c, they pass, and no
 #     call to tw_wheel_add, _cancel, _reschedule, _add_range or
@@ -71,8 +72,10 @@ for cc in gcc clang; do
 			fail=1
 		fi
 	fi
-	for t in add_cancel_reschedule kafka_timer_tests differential; do
-		"$cc" "${flags[@]}" "$src/tests/wheel/$t.c" "$dir/tw-$cc.o" -o "$dir/$t-$cc"
+	for t in wheel/add_cancel_reschedule library/error_texts \
+		wheel/kafka_timer_tests wheel/differential; do
+		"$cc" "${flags[@]}" "$src/tests/$t.c" "$dir/tw-$cc.o" -o "$dir/${t#*/}-$cc"
+		t=${t#*/}
 		args=()
 		[ "$t" = differential ] && args=(100000)
 		"$dir/$t-$cc" "${args[@]}" >"$dir/$t-$cc.log" 2>&1 ||

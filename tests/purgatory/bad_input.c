@@ -135,74 +135,8 @@ static void test_purgatory_bad_input(void)
 	tw_op_destroy(&bad.base);
 }
 
-/* E1: every value a call returns has its own description (the cancels'
- * results included: tw_strerror(2) was "unknown error"); a negative value
- * that is no code is "unknown", a positive one a count. */
-static void test_error_strings(void)
-{
-	static const int codes[] = { TW_OK, TW_EINVAL, TW_ENOMEM, TW_EBUSY,
-		TW_ERANGE, TW_EOWNER, TW_EREENTER, TW_ECORRUPT, TW_EOVERFLOW,
-		TW_ESHUTDOWN, TW_EAGAIN, TW_EDEADLK, TW_SVC_STOPPED,
-		TW_SVC_RUNNING };
-	const size_t n = sizeof(codes) / sizeof(codes[0]);
-
-	for (size_t i = 0; i < n; i++) {
-		CHECK(tw_strerror(codes[i]) != NULL);
-		CHECK(strcmp(tw_strerror(codes[i]), "unknown error") != 0);
-		for (size_t j = 0; j < i; j++)
-			CHECK(strcmp(tw_strerror(codes[i]), tw_strerror(codes[j])) != 0);
-	}
-	/* The wheel's cancel and the service's agree on 0 and 1. */
-	CHECK(TW_SVC_IDLE == 0 && TW_SVC_STOPPED == 1);
-	CHECK(strstr(tw_strerror(TW_SVC_STOPPED), "stopped") != NULL);
-	CHECK(strstr(tw_strerror(TW_EDEADLK), "cycle") != NULL);
-	/* A text true for every layer that returns the code: TW_EOWNER
-	 * comes from the wheel's calls and the service's, TW_ESHUTDOWN
-	 * from the service's and the purgatory's (each said only one). */
-	CHECK(strstr(tw_strerror(TW_EOWNER), "wheel") != NULL);
-	CHECK(strstr(tw_strerror(TW_EOWNER), "service") != NULL);
-	CHECK(strstr(tw_strerror(TW_ESHUTDOWN), "service") != NULL);
-	CHECK(strstr(tw_strerror(TW_ESHUTDOWN), "purgatory") != NULL);
-	CHECK(strcmp(tw_strerror(3), "not an error (a count)") == 0);
-	CHECK(strcmp(tw_strerror(INT32_MAX), "not an error (a count)") == 0);
-	CHECK(strcmp(tw_strerror(TW_EDEADLK - 1), "unknown error") == 0);
-	CHECK(strcmp(tw_strerror(INT32_MIN), "unknown error") == 0);
-}
-
-/* The duration helpers: int64_t nanoseconds, fractions kept, no int
- * overflow on the way (TW_S(3) computed in int would wrap). */
-static void test_duration_helpers(void)
-{
-	int seconds = 3;
-
-	CHECK(TW_NS(7) == 7);
-	CHECK(TW_US(2) == 2000);
-	CHECK(TW_MS(30) == 30000000);
-	CHECK(TW_S(seconds) == 3000000000LL);
-	CHECK(TW_S(1.5) == 1500000000LL);
-	CHECK(TW_MS(0.25) == 250000);
-	CHECK(TW_S(9223372036LL) == 9223372036000000000LL);
-	CHECK(sizeof(TW_MS(1)) == sizeof(int64_t));
-}
-
-/* The run-time version is the one the headers were built with here. */
-static void test_version(void)
-{
-	char expect[32];
-
-	CHECK_EQ(tw_version(), TW_VERSION_HEX);
-	CHECK(strcmp(tw_version_string(), TW_VERSION_STRING) == 0);
-	snprintf(expect, sizeof(expect), "%d.%d.%d", TW_VERSION_MAJOR,
-		 TW_VERSION_MINOR, TW_VERSION_PATCH);
-	CHECK(strcmp(tw_version_string(), expect) == 0);
-	CHECK_EQ(tw_version() >> 16, TW_VERSION_MAJOR);
-}
-
 int main(void)
 {
-	RUN(test_version);
-	RUN(test_error_strings);
-	RUN(test_duration_helpers);
 	RUN(test_purgatory_bad_input);
 	return check_report();
 }
