@@ -107,18 +107,23 @@ clang:
 	cmake --build $(BUILD)-clang -j $(JOBS)
 	cd $(BUILD)-clang && ctest --output-on-failure -j $(JOBS)
 
-# (A program split by what it tests: every part.)
-VALGRIND_TESTS = wheel_add_cancel_reschedule wheel_callbacks_and_order \
-	wheel_windows wheel_ends_of_time wheel_kafka_timer_tests \
-	wheel_seed_examples wheel_invariant_checker wheel_bad_input service_add_cancel_reschedule \
-	service_windows service_executors_and_back_pressure service_manual_loop \
-	purgatory_complete_expire_purge purgatory_many_threads purgatory_timeouts_and_tolerance \
-	service_bad_input \
-	purgatory_bad_input library_overload service_cancel_sync_and_teardown service_claims \
-	purgatory_watch_check_and_shutdown service_one_run_at_a_time service_cancels_across_services \
-	service_runs_and_reinits purgatory_completion_and_release \
+# The test programs (build/tests/FOLDER_FILE, from tests/FOLDER/FILE.c)
+# that run under memcheck as they are; the stress and differential tests
+# run below with fewer operations.
+VALGRIND_TESTS = \
+	wheel_add_cancel_reschedule wheel_callbacks_and_order wheel_windows \
+	wheel_ends_of_time wheel_bad_input wheel_kafka_timer_tests \
+	wheel_seed_examples wheel_invariant_checker \
+	service_add_cancel_reschedule service_windows service_window_end \
+	service_manual_loop service_bad_input service_executors_and_back_pressure \
+	service_cancel_sync_and_teardown service_claims service_one_run_at_a_time \
+	service_cancels_across_services service_runs_and_reinits \
+	service_edeadlk_only_for_a_cycle \
+	purgatory_complete_expire_purge purgatory_timeouts_and_tolerance \
+	purgatory_many_threads purgatory_bad_input \
+	purgatory_watch_check_and_shutdown purgatory_completion_and_release \
 	purgatory_completion_during_a_watch purgatory_release_outside_locks \
-	service_edeadlk_only_for_a_cycle service_window_end
+	library_error_texts library_durations_and_version library_overload
 VALGRIND = valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=all
 
 # memcheck over every test binary and the trace tool (the differential test
