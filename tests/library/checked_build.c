@@ -1,11 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The debug build (-DTW_DEBUG=ON, make sanitize): each mistake below is
- * made in a child process, which must abort at the call that makes it
- * with a message naming the call and what to do instead; the same calls
- * made correctly must not be taken for mistakes; and a TW_EINVAL says
- * which argument was refused, and why, without stopping anything. (Without the debug
- * build the first kind crashes later, elsewhere, or hangs.)
+ * The checked build (-DTW_DEBUG=ON, make sanitize) names a caller's
+ * mistake at the call that makes it, in the wheel, the service and the
+ * purgatory: each mistake below is made in a child process, which must
+ * abort at that call with a message naming the call and what to do
+ * instead; the same calls made correctly must not be taken for mistakes;
+ * and a TW_EINVAL says which argument was refused, and why, without
+ * stopping anything. (Without the checked build the first kind crashes
+ * later, elsewhere, or hangs.)
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -444,7 +446,7 @@ static void init_a_pending_wheel_timer(void)
 	tw_timer_init(&reused, nothing_on_wheel);
 	CHECK_EQ(tw_wheel_add(&wheel, &reused, 5000), 0);
 	tw_timer_init(&reused, nothing_on_wheel); /* the mistake */
-	tw_wheel_advance(&wheel, 10000); /* where it used to crash */
+	tw_wheel_advance(&wheel, 10000); /* where a release build may crash */
 }
 
 static void init_a_pending_windowed_timer(void)

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Overload: what happens when memory or the executor queue runs out, and
- * that nothing is lost when it does.
+ * Nothing is lost, and nothing leaks, when memory or the executor queue
+ * runs out (overload):
  *
  *  - The caller's memory runs out (a child process under RLIMIT_AS adds
  *    timers until its own malloc fails): add never allocates, so it never

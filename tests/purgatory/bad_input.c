@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The purgatory's rows of docs/bad-input.md, as in test_bad_input.c (a
- * delayed operation kept pending while the bad calls are made), and the
- * error strings (E1), the duration helpers and the run-time version.
+ * Every purgatory row of docs/bad-input.md, as the wheel's in
+ * tests/wheel/bad_input.c (a delayed operation kept pending while the bad
+ * calls are made): the bad call gets its documented result and the
+ * bystander ends exactly once.
  */
 
 #include <signal.h>
@@ -110,7 +111,7 @@ static void test_purgatory_bad_input(void)
 	tw_op_destroy(NULL);
 	CHECK(!tw_op_is_completed(&bad.base));
 
-	/* P6: the bystander watched a second time (it was once accepted and
+	/* P6: the bystander watched a second time (accepted, it would be
 	 * linked twice): TW_EBUSY, nothing changed. */
 	CHECK_EQ(tw_purgatory_try_complete_else_watch(p, &bystander.base, keys, lens, 1,
 						      bystander.watch), TW_EBUSY);

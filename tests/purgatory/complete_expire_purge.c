@@ -1,11 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The purgatory's contract: Kafka's DelayedOperationTest behaviours (see
- * ../shared/KAFKA_TESTS.md: satisfaction, expiry, purge, cancel for a key,
- * a shared caller lock), shutdown's hand-back, bad input and memory
- * bounded by the purge. Many
- * threads are in test_purgatory_threads.c, the configuration and the
- * tolerances in test_purgatory_tolerance.c.
+ * A delayed operation ends exactly once -- completed by its condition,
+ * expired, or handed back -- as Kafka's DelayedOperationTest has it (see
+ * ../shared/KAFKA_TESTS.md: satisfaction, expiry, purge, cancel for a
+ * key, a shared caller lock); shutdown hands back what is pending, bad
+ * input is refused, and the purge bounds the memory. Many threads are in
+ * many_threads.c, the configuration and the tolerances in
+ * timeouts_and_tolerance.c.
  */
 #define _POSIX_C_SOURCE 200809L
 

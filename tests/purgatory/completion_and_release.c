@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The purgatory's promises, each forced into the interleaving that could
- * break it (tests/stop_points.h, the hooks build), on a manual purgatory
+ * on_release comes exactly once, under no lock of its op, and a
+ * completion never waits for the timeout path: the purgatory's promises,
+ * each forced into the interleaving that could break it
+ * (tests/support/stop_points.h, the hooks build), on a manual purgatory
  * driven by a virtual clock:
  *  1. on_release exactly once: a force_complete or safe_try_complete from
  *     outside, while the count is zero and on_release about to run (here:
@@ -24,10 +26,11 @@
  *  6. An op never watched has no on_release.
  *  7. A timeout past the clock's end is armed.
  *  8. A put reads nothing of the op after it.
- * The first watch racing a completion is in
- * test_promises_purgatory_watch.c; on_release outside the purgatory's
- * locks (shutdown, a growing shard, no memory) in
- * test_promises_purgatory_locks.c.
+ * The first watch racing a completion is in completion_during_a_watch.c;
+ * on_release outside the purgatory's locks (shutdown, a growing shard, no
+ * memory) in release_outside_locks.c. One test can be run alone by naming
+ * it (or any part of its name):
+ *   purgatory_completion_and_release test_an_op_never_watched_has_no_on_release
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -40,11 +43,10 @@
  * The op is completed; a key check drops its last reference (the watch
  * entry) and its on_release begins, and is held there. Another thread,
  * whose memory of the op is still valid (on_release has not freed it),
- * calls force_complete, then safe_try_complete. Each took a reference
- * with a plain increment, 0 -> 1, and its put took the count to zero
- * again: on_release a second and a third time. A reference is now got
- * only unless the count is zero, and a call that cannot get one returns
- * false.
+ * calls force_complete, then safe_try_complete. A reference taken with a
+ * plain increment, 0 -> 1, would be put back to zero again: on_release a
+ * second and a third time. A reference is got only unless the count is
+ * zero, and a call that cannot get one returns false.
  */
 static void test_no_second_on_release_from_a_call_at_count_zero(void)
 {
@@ -98,11 +100,11 @@ static void check_the_other_key(struct gop *self)
  * Ops X and Y, same timeout, so one advance expires both into one batch
  * (executors = 0, the default: the polling thread runs them). The first
  * one's on_expiration checks the other's key; meanwhile a completer in
- * try_complete of the other, under its lock, force_completes it. Its
- * cancel_sync waited for the timeout's entry in the batch, the batch's
- * thread for the lock: a hang. The completion now stops only a pending
- * timeout and never waits: the expired one runs, finds the op completed,
- * and drops its reference.
+ * try_complete of the other, under its lock, force_completes it. A
+ * completion that cancel_synced the timeout would wait for its entry in
+ * the batch, and the batch's thread for the lock: a hang. The completion
+ * stops only a pending timeout and never waits: the expired one runs,
+ * finds the op completed, and drops its reference.
  */
 static void completion_racing_its_expired_timeout(bool shared)
 {
@@ -161,10 +163,10 @@ static void test_completion_never_waits_for_its_expired_timeout_shared_lock(void
  * purge_interval 1. Z and X share the caller's lock. Z completes and its
  * watch entry lingers (its last reference). X then completes in
  * try_complete, under that lock, and its completion is the one that
- * makes a purge due. The purge ran inside the completion, under the lock,
- * and dropped Z's entry: Z's on_release ran under its own lock, which an
- * on_release that takes it would wait for for ever. The purge now runs
- * after the lock is let go.
+ * makes a purge due. A purge run inside the completion, under the lock,
+ * would drop Z's entry there: Z's on_release would run under its own
+ * lock, which an on_release that takes it would wait for for ever. The
+ * purge runs after the lock is let go.
  */
 static void test_no_on_release_under_the_callers_shared_lock(void)
 {
@@ -249,12 +251,12 @@ static void *poll_service_thread(void *arg)
 /*
  * X's on_expiration waits (cancel_sync) for service timer b's callback;
  * b's callback completes Y, whose timeout waits in the purgatory's batch
- * behind X. Y's completion was a cancel_sync too, which closed a ring
- * and got TW_EDEADLK; it took that for "not stopped" and the dispatch
- * then skipped the entry its cancel had stopped: the timeout's reference
- * was never dropped, and Y never released. The completion no longer
- * waits, so there is no ring: the expired timeout runs after X and drops
- * its reference.
+ * behind X. A completion that cancel_synced Y's timeout would close a
+ * ring and get TW_EDEADLK; taken for "not stopped", the dispatch would
+ * then skip the entry its cancel had stopped: the timeout's reference
+ * never dropped, and Y never released. The completion does not wait, so
+ * there is no ring: the expired timeout runs after X and drops its
+ * reference.
  */
 static void test_completion_in_a_ring_with_a_service_keeps_no_reference(void)
 {
@@ -388,10 +390,10 @@ static void test_a_completion_before_the_timeouts_first_add_lets_go_of_it(void)
 
 /*
  * A force_complete (or safe_try_complete) of an op the purgatory never
- * saw took a reference 0 -> 1 and its own put ran on_release (for
- * safe_try_complete: under the op's lock, which the caller's on_release
- * may take); watching it afterwards ran on_release a second time. Now
- * such an op takes no references and has no on_release, and a watch of a
+ * saw must not take a reference 0 -> 1: its own put would run on_release
+ * (for safe_try_complete: under the op's lock, which the caller's
+ * on_release may take), and a watch afterwards on_release a second time.
+ * Such an op takes no references and has no on_release, and a watch of a
  * completed op is refused.
  */
 static void test_an_op_never_watched_has_no_on_release(void)
@@ -423,9 +425,9 @@ static void test_an_op_never_watched_has_no_on_release(void)
 /* ---- a timeout past the end of the clock ---- */
 
 /*
- * A timeout that overflows the clock (now + timeout > INT64_MAX) was not
- * armed at all: the op waited for its condition only, and delayed() did
- * not count it. It is armed at the end of time now.
+ * A timeout that overflows the clock (now + timeout > INT64_MAX) is
+ * armed, at the end of time: unarmed, the op would wait for its
+ * condition only, and delayed() would not count it.
  */
 static void test_a_timeout_past_the_clocks_end_is_armed(void)
 {

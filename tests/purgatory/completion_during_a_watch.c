@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The purgatory's promises about the op's watch call, forced through the
- * test points as in test_promises_purgatory.c: a completion from outside
- * racing the op's first watch, and one racing the watch call, which never
- * releases the op inside the call.
+ * A completion that races an op's watch completes it once and never
+ * releases it inside the watch call, and a watch that fails for want of
+ * memory never completes its op nor waits for a key check: the
+ * purgatory's promises about the op's watch call, forced through the
+ * test points as in completion_and_release.c.
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -13,7 +14,7 @@
 #include "child.h"
 #endif
 
-/* ---- 11: a completion from outside racing the op's first watch ---- */
+/* ---- a completion from outside racing the op's first watch ---- */
 
 static void *force_thread_result(void *arg)
 {
@@ -32,15 +33,15 @@ static void *watch_thread_result(void *arg)
 }
 
 /*
- * The watch had claimed the op (its
- * compare-and-swap named the purgatory) and not yet taken its first
- * reference; a force_complete from another thread found the count at zero,
- * took the op for one on its way to on_release, and returned false
- * without completing it (the op then waited for its timeout). Now the
- * watch names the purgatory only after its first reference; until then a
- * completion from outside waits (two steps of the watch). The watch is
- * held there, the force waits, the watch goes on (not ready: it watches),
- * and the force completes the op.
+ * A watch that had claimed the op (its compare-and-swap named the
+ * purgatory) and not yet taken its first reference would let a
+ * force_complete from another thread find the count at zero, take the op
+ * for one on its way to on_release, and return false without completing
+ * it (the op then waiting for its timeout). The watch names the
+ * purgatory only after its first reference; until then a completion from
+ * outside waits (two steps of the watch). The watch is held there, the
+ * force waits, the watch goes on (not ready: it watches), and the force
+ * completes the op.
  */
 static void test_a_force_during_the_first_watch_completes_the_op(void)
 {
@@ -74,11 +75,11 @@ static void test_a_force_during_the_first_watch_completes_the_op(void)
 }
 
 /*
- * The other half: a force_complete took the op for never watched (no
- * reference, no on_release), and a watch that had already passed its
- * completed check then claimed and watched it: the op was released by a
- * key check while the force still ran on_complete, and it had an
- * on_release after all. Now the force marks the op never watched in the
+ * The other half: a force_complete that takes the op for never watched
+ * (no reference, no on_release) while a watch that already passed its
+ * completed check then claims and watches it would let a key check
+ * release the op while the force still runs on_complete, and give it an
+ * on_release after all. The force marks the op never watched in the
  * same compare-and-swap the watch claims it with: the watch, held just
  * before its claim while the force completes the op, is refused
  * (TW_EINVAL), and no on_release runs.
@@ -109,7 +110,7 @@ static void test_a_force_before_the_watch_claims_refuses_the_watch(void)
 	tw_op_destroy(&o.op);
 }
 
-/* ---- 8: a completion racing the watch call ---- */
+/* ---- a completion racing the watch call ---- */
 
 /*
  * purgatory.h: once try_complete_else_watch returns the op may already be
@@ -170,11 +171,11 @@ static void test_a_completion_never_releases_the_op_inside_the_watch_call(void)
 
 /*
  * X watches [K1, K2]; K2's list cannot be allocated while another thread
- * checks K1, whose snapshot took X (X's entry on K1 was still there) and
- * is busy with Y, an op ahead of X on K1. The watch returned TW_ENOMEM,
- * and then the check, reaching X, whose condition had come true since,
- * completed it: on_complete after TW_ENOMEM, and on_release after it,
- * about 30 ms after the call returned in the issue's run. Now the watch
+ * checks K1, whose snapshot took X (X's entry on K1 is still there) and
+ * is busy with Y, an op ahead of X on K1. The watch returns TW_ENOMEM;
+ * a check that then reached X, whose condition came true since, and
+ * completed it would run on_complete after TW_ENOMEM, and on_release
+ * after it, tens of milliseconds after the call returned. The watch
  * that fails claims the op (as a cancel does) before it lets go of its
  * lock: from TW_ENOMEM on, nothing completes it. The watch is held at
  * the failure, under the op's lock, before its claim ("watch.failing"),

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The purgatory under many threads: every op completes once, a condition
- * and a timeout race to exactly one completion, many keys and a hot key.
+ * Under many threads every op completes exactly once: a condition and a
+ * timeout race to one completion, many keys and a hot key (its checks in
+ * chunks too) lose nothing.
  */
 #define _POSIX_C_SOURCE 200809L
 

@@ -1,25 +1,25 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * on_release outside the purgatory's locks, forced through the test points
- * as in test_promises_purgatory.c: beside shutdown's lock, a purge walk
- * beside a growing shard, and with no memory to defer a reference to
- * after a lock (a purge, a cancel, a shutdown) or to snapshot a key's
- * list of 100 ops.
+ * on_release runs outside the purgatory's locks, and a key check taken in
+ * chunks keeps its place, forced through the test points as in
+ * completion_and_release.c: beside shutdown's lock, a purge walk beside a
+ * growing shard, and with no memory to defer a reference to after a lock
+ * (a purge, a cancel, a shutdown) or to snapshot a key's list of 100 ops.
  */
 #define _POSIX_C_SOURCE 200809L
 
 #include "purgatory_forced_ops.h"
 
-/* ---- 9: on_release outside the purgatory's shutdown lock ---- */
+/* ---- on_release outside the purgatory's shutdown lock ---- */
 
 /*
  * purgatory.h: on_release "runs with no lock the purgatory took held: not
- * the purgatory's own". Shutdown ran the on_release of the ops it handed
- * back while it held its shutdown lock: thread A, holding its lock L around its own call to
- * tw_purgatory_shutdown, waited for that lock, and B's on_release, which
- * takes L, waited for A -- a hang. Now a second shutdown waits for the
- * first one's work, not for its on_releases. (A bounded wait stands for
- * the hang: a failure, not a stuck test.)
+ * the purgatory's own". A shutdown that ran the on_release of the ops it
+ * handed back while it held its shutdown lock would hang: thread A,
+ * holding its lock L around its own call to tw_purgatory_shutdown, waits
+ * for that lock, and B's on_release, which takes L, waits for A. A second
+ * shutdown waits for the first one's work, not for its on_releases. (A
+ * bounded wait stands for the hang: a failure, not a stuck test.)
  */
 static pthread_mutex_t release_lock = PTHREAD_MUTEX_INITIALIZER;
 static atomic_int release_started, a_holds_lock, release_got_lock;
@@ -84,14 +84,14 @@ static void test_on_release_runs_outside_the_shutdown_lock(void)
 	tw_purgatory_destroy(p);
 }
 
-/* ---- 9: the purge walk beside a growing shard ---- */
+/* ---- the purge walk beside a growing shard ---- */
 
 /*
- * The walk over every shard read a shard's table pointer in its loop
+ * A walk over every shard that read a shard's table pointer in its loop
  * condition before taking that shard's lock, while a watch of a new key
- * replaced the table under the lock when the shard grew (its 9th key): a
- * data race (purgatory.h: every call may be made from any thread).
- * No test had a purge beside a growing shard: the threaded tests that
+ * replaces the table under the lock when the shard grows (its 9th key),
+ * is a data race (purgatory.h: every call may be made from any thread).
+ * Only a purge beside a growing shard shows it: the threaded tests that
  * purge watch 8 keys over 4 shards, and a shard grows at its 9th; the
  * test whose shards grow is single-threaded.
  *
@@ -201,19 +201,19 @@ static void test_a_purge_beside_a_growing_shard(void)
 		tw_op_destroy(&g.ops[i]);
 }
 
-/* ---- 10: no memory to defer a reference to after a lock ---- */
+/* ---- no memory to defer a reference to after a lock ---- */
 
 /*
  * A reference dropped under a purgatory lock runs on_release there when it
- * is the last. Three places collected the references they dropped on a
- * list that grows, and when it could not grow they dropped them in place
- * or lost them: the unlink of a watch entry (purge, key checks, cancel:
- * on_release under the shard lock), cancel_for_key's list of claimed ops
- * (the op claimed, never handed back, never completed) and shutdown's
- * list of handed-back timeouts (on_release under the shutdown lock and
- * the service's). Entries are now chained through their own links and the
- * handed-back timeouts through their ops, and no list of ops is left to
- * grow. Here every allocation the purgatory asks for fails (fail_all),
+ * is the last. Three places drop references they must defer: the unlink
+ * of a watch entry (purge, key checks, cancel: on_release under the
+ * shard lock), cancel_for_key's claimed ops (claimed, they must be handed
+ * back or completed) and shutdown's handed-back timeouts (on_release
+ * under the shutdown lock and the service's). Collected on a list that
+ * grows, they would be dropped in place or lost when it cannot grow;
+ * entries are chained through their own links and the handed-back
+ * timeouts through their ops, and no list of ops is left to grow. Here
+ * every allocation the purgatory asks for fails (fail_all),
  * and on_release records whether the shard's or the shutdown's lock was
  * held.
  */
@@ -369,12 +369,11 @@ static void test_a_shutdown_without_memory_releases_outside_its_lock(void)
 }
 
 /*
- * Shutdown took room for every armed timeout's reference before
- * it changed anything (the service's shutdown hands the still-armed
- * timeouts back under its lock, and their references are dropped after
- * it), and with more than its list held without memory (128; the header
- * said 32) it returned TW_ENOMEM. Now those references are chained
- * through their ops, and shutdown needs no memory at all: 136 ops armed,
+ * Shutdown hands the still-armed timeouts back under the service's lock
+ * and drops their references after it; a shutdown that took room for
+ * each reference first would return TW_ENOMEM with more than a fixed
+ * list holds (128) and no memory. Those references are chained through
+ * their ops, and shutdown needs no memory at all: 136 ops armed,
  * every allocation failing, all handed back, every on_release outside
  * the purgatory's locks; destroy the same.
  */
@@ -479,13 +478,13 @@ static void test_a_shutdown_handed_136_armed_timeouts_needs_no_memory(void)
 
 /*
  * A key check tries every op watched on its key, whatever the allocator
- * does. Its snapshot held 128 ops on the stack (30 to 100 at Kafka's
- * rates: 3 of 100 keys per request, tens of thousands of requests a
- * second) and grew for more; with no memory it left the ops past the
- * 128th untried, to their timeouts, and returned 128 (Kafka's
- * common case is more: one partition, many produce requests). Now it
- * takes its snapshot 128 at a time and allocates nothing: 300 ops whose
- * condition holds, checked with every allocation failing, all complete.
+ * does. A snapshot of 128 ops on the stack (30 to 100 at Kafka's rates: 3
+ * of 100 keys per request, tens of thousands of requests a second) that
+ * grew for more would, with no memory, leave the ops past the 128th
+ * untried, to their timeouts (Kafka's common case is more: one
+ * partition, many produce requests). The check takes its snapshot 128 at
+ * a time and allocates nothing: 300 ops whose condition holds, checked
+ * with every allocation failing, all complete.
  */
 static void test_a_key_check_of_300_ops_needs_no_memory(void)
 {

@@ -1,18 +1,19 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Stress for the purgatory: producer threads watch operations on one to
- * three of a few keys, acker threads make keys' conditions true and check
- * them, timeouts of a few milliseconds race both, and a cancel_for_key now
- * and then claims what waits on a key; shutdown ends it all. Afterwards:
+ * Every op ends exactly once, under stress: producer threads watch
+ * operations on one to three of a few keys, acker threads make keys'
+ * conditions true and check them, timeouts of a few milliseconds race
+ * both, and a cancel_for_key now and then claims what waits on a key;
+ * shutdown ends it all. Afterwards:
  *
  *   every op ended exactly once: completed by its condition, expired, or
  *   handed back (by cancel_for_key or shutdown), never two, never none;
  *   on_release ran exactly once per op, and no callback came after it.
  *
- * Built as test_purgatory_shaken (TW_SHAKE) it shakes the schedule at the
- * protocol's named points, as test_service_shaken does.
+ * Built as purgatory_stress_shaken (TW_SHAKE) it shakes the schedule at
+ * the protocol's named points, as service_stress_shaken does.
  *
- * usage: test_purgatory_stress [OPS_PER_THREAD [THREADS [SEED [PERCENT]]]]
+ * usage: purgatory_stress [OPS_PER_THREAD [THREADS [SEED [PERCENT]]]]
  */
 #define _POSIX_C_SOURCE 200809L
 

@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The purgatory's configuration and timeouts: the defaults, timeouts with
- * a tolerance expiring together (stepped and in one jump, at the ends of
- * time), a loop sleeping the purgatory's timeout, refused watches and
- * late or bad tolerances, a completion that unlinks its timeout.
+ * A purgatory's timeouts expire on time, no earlier than asked and no
+ * later than their tolerance allows: the default configuration, timeouts
+ * with a tolerance expiring together (stepped and in one jump, at the
+ * ends of time), a loop sleeping the purgatory's timeout, refused
+ * watches and late or bad tolerances, a completion that unlinks its
+ * timeout at once.
  */
 #define _POSIX_C_SOURCE 200809L
 

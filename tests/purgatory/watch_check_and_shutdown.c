@@ -1,10 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The purgatory's races, each driven deterministically through the named
- * test points of the library (tests/stop_points.h), as in test_races.c:
- * a check between another's check and watch, a failed watch, one watch
- * per init, shutdown beside a watch in flight, a forced completion
- * holding the op across its claim.
+ * No completion is lost between a watch, a key check and a shutdown: the
+ * purgatory's races, each driven deterministically through the named
+ * test points of the library (tests/support/stop_points.h), as in
+ * tests/service/cancel_sync_and_teardown.c: a check between another's
+ * check and watch, a failed watch, one watch per init, shutdown beside a
+ * watch in flight, a forced completion holding the op across its claim,
+ * shutdown dropping the reference of a claimed op's timeout.
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -79,8 +81,9 @@ static void condition_then_check(const void *obj, void *arg)
 
 /*
  * A check_and_complete between try_complete_else_watch's check and its
- * watch found nobody to try; the op then waited for its timeout though its
- * condition held. Kafka checks again after watching, and so do we now.
+ * watch finds nobody to try; without a second check the op would wait for
+ * its timeout though its condition held. Kafka checks again after
+ * watching, and so does the purgatory.
  */
 static void test_purgatory_check_between_check_and_watch_is_not_lost(void)
 {
@@ -130,9 +133,8 @@ static void force_then_check(const void *obj, void *arg)
  * the entries it made. One of them may be gone already: the watch claimed
  * the op (nothing completes it after TW_ENOMEM), and a key
  * check then unlinks its entries, as it would after a force. Taking it
- * back again dereferenced the entry's list pointer, which that unlink had
- * cleared (a crash); now the entry's own link says whether it is still in
- * a list.
+ * back again through the entry's list pointer, which that unlink cleared,
+ * would crash; the entry's own link says whether it is still in a list.
  */
 static void test_a_failed_watch_takes_back_only_entries_still_linked(void)
 {
@@ -223,13 +225,12 @@ static void *watch_thread(void *arg)
 }
 
 /*
- * A watch that failed had run the op's
- * on_release (the purgatory let go of it), yet the header let the op be
- * watched again, and that watch's end ran on_release a second time. A
- * second watch of an op, racing or after one that failed, or after one
- * whose op a key check completed, now gets TW_EBUSY: one watch per
- * tw_op_init. The racing pair is forced: the first watch is parked
- * right after it claimed the op.
+ * A watch that failed has run the op's on_release (the purgatory let go
+ * of it); a second watch of the op would end with on_release a second
+ * time. A second watch of an op, racing or after one that failed, or
+ * after one whose op a key check completed, gets TW_EBUSY: one watch per
+ * tw_op_init. The racing pair is forced: the first watch is parked right
+ * after it claimed the op.
  */
 static void test_one_watch_per_init(void)
 {
@@ -299,9 +300,9 @@ static void *purgatory_shutdown_thread(void *arg)
 }
 
 /*
- * An op that had passed the "closing" check watched after shutdown had
- * walked the lists: it was then never completed, expired or handed back.
- * Shutdown now waits for such calls to finish before it walks.
+ * An op that passed the "closing" check and watched after shutdown had
+ * walked the lists would never be completed, expired or handed back.
+ * Shutdown waits for such calls to finish before it walks.
  */
 static void test_purgatory_shutdown_waits_for_a_watch_in_flight(void)
 {
@@ -318,7 +319,7 @@ static void test_purgatory_shutdown_waits_for_a_watch_in_flight(void)
 	CHECK(sp_wait(open, &wt.done));
 	waiting = sp_arm("purgatory.shutdown.wait", p);
 	sp_spawn(&st, purgatory_shutdown_thread, &s);
-	sp_wait(waiting, &st.done); /* before the fix it just finished */
+	sp_wait(waiting, &st.done); /* it waits: it must not just finish */
 	sp_release(open);
 	sp_join(&wt, "try_complete_else_watch");
 	sp_release(waiting);
@@ -399,11 +400,12 @@ static void *check_key_thread(void *arg)
 }
 
 /*
- * Found by model/purgatory.pml: a key check has claimed the op and not yet
- * cancelled its timeout when shutdown runs. Shutdown does not claim it
- * (it is completed), and the service's own shutdown then handed the armed
- * timeout back to nobody: the timeout's reference leaked and on_release
- * never ran. The purgatory now takes that hand-back and drops it.
+ * A key check has claimed the op and not yet cancelled its timeout when
+ * shutdown runs (a case model/purgatory.pml reaches). Shutdown does not
+ * claim it (it is completed), and the service's own shutdown hands the
+ * armed timeout back: handed to nobody, the timeout's reference would
+ * leak and on_release never run. The purgatory takes that hand-back and
+ * drops it.
  */
 static void test_purgatory_shutdown_drops_the_reference_of_a_claimed_ops_timeout(void)
 {

@@ -1,11 +1,15 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The timer service's contract on a manual service and a virtual clock, so
- * every test is deterministic: order, batches, cancel, reschedule,
- * periodic timers, callbacks that change the service, shutdown's hand-back,
- * bad input and kafka mode. The windows are in test_service_windows.c, the
- * threaded tests in test_service_threaded.c, an event loop sleeping the
- * timeout in test_service_loop.c.
+ * A service timer runs once, in the order of its due time and never
+ * early, on a manual service and a virtual clock (every test is
+ * deterministic): one poll runs its batch in tick order, a huge expiry
+ * is one batch, cancel before and after expiry, reschedule, periodic
+ * timers that do not drift (past the end of time they run once; a
+ * reinit keeps or changes the period; one cancelled from its own
+ * callback stops), callbacks that cancel, free and re-enter, shutdown
+ * hands back what is pending, bad input and kafka mode. Windows are in
+ * windows.c, the service's threads in executors_and_back_pressure.c, an
+ * event loop sleeping the timeout in manual_loop.c.
  */
 #define _POSIX_C_SOURCE 200809L
 

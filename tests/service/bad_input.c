@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The service's rows of docs/bad-input.md, as in test_bad_input.c: the
- * bad call gets its documented result and the bystanders (service timers
- * kept pending meanwhile) run exactly once; calls from a callback, after
- * shutdown, and the destroy of a service that lost a timer (S8).
+ * Every service row of docs/bad-input.md, as the wheel's in
+ * tests/wheel/bad_input.c: the bad call gets its documented result and
+ * the bystanders (service timers kept pending meanwhile) run exactly
+ * once; calls from a callback, after shutdown, and the destroy of a
+ * service that lost a timer (S8) included.
  */
 
 #include <signal.h>
@@ -116,7 +117,7 @@ static void test_service_bad_input(void)
 	CHECK_EQ(tw_service_poll(NULL), TW_EINVAL);
 	{
 		/* A service with a reaper is not polled: its reaper and the
-		 * poll would both be its scanner (timers were lost). */
+		 * poll would both be its scanner (and lose timers). */
 		struct tw_service *reaped = NULL;
 
 		CHECK_EQ(tw_service_create(&reaped, NULL), TW_OK);
@@ -222,13 +223,13 @@ static void test_service_after_shutdown(void)
 
 /* S8: a timer wiped while its service holds it. The release build cannot
  * see the init (the timer's memory before its first init may be
- * anything); the debug build names tw_service_timer_init() at the call
- * (test_debug), so here it is wiped by a memset (memory reused) that no
- * build can see. Either way shutdown used to follow the wiped links: an
- * inbox entry pushed again after the wipe links to itself and the drain
- * looped for ever, so did a wheel bucket that links it twice, and a
- * bucket that links a wiped timer crashed. destroy now returns
- * TW_ECORRUPT (the debug build aborts naming the timer), and always
+ * anything); the checked build names tw_service_timer_init() at the call
+ * (tests/library/checked_build.c), so here it is wiped by a memset
+ * (memory reused) that no build can see. A shutdown that followed the
+ * wiped links would loop for ever on an inbox entry pushed again after
+ * the wipe (it links to itself) or on a wheel bucket that links the timer
+ * twice, and crash on a bucket that links a wiped timer. destroy returns
+ * TW_ECORRUPT (the checked build aborts naming the timer), and always
  * returns. */
 static void noop_cb(struct tw_service *s, struct tw_service_timer *t)
 {
@@ -284,10 +285,10 @@ static void test_destroy_of_a_service_that_lost_a_timer(void)
 		CHECK(pid >= 0);
 		if (pid == 0) {
 			/* A hang fails the test instead of stopping it; the
-			 * fixed library returns at once. */
+			 * library returns at once. */
 			alarm(120);
 #ifdef TW_DEBUG
-			close(STDERR_FILENO); /* the abort's message is test_debug's */
+			close(STDERR_FILENO); /* the abort's message: checked_build.c's */
 #endif
 			/* exit(), not _exit(): a coverage build writes what
 			 * the child ran (the paths only a wiped timer takes) */

@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The timer service's races around cancel_sync, the reaper and shutdown,
- * each driven deterministically through the named test points of the
- * library (tests/stop_points.h): a thread is parked at one step of the
+ * cancel_sync returns when service.h says and reports what happened, the
+ * reaper loses no wake-up, and shutdown runs nothing behind a caller's
+ * back -- in the races around cancel_sync, the reaper and shutdown, each
+ * driven deterministically through the named test points of the library
+ * (tests/support/stop_points.h): a thread is parked at one step of the
  * protocol (src/service/core.h) -- the reaper's loop, cancel_sync's cancel
  * and its wait, shutdown's hand-back and drain -- the other side acts, and
  * the outcome is checked against what service.h promises: when
@@ -10,9 +12,10 @@
  * waits, a reinit right after a plain cancel, a wake-up never lost,
  * nothing run behind shutdown's back. Nothing is timed: a bound of
  * seconds only turns a hang into a failure. A runner's claim and a
- * service's claim of a timer are in test_races_claims.c; one run at a
- * time (adds deferred to a run's end, timer_shutdown of a running timer)
- * in test_races_runs.c; the purgatory's races in test_races_purgatory.c.
+ * service's claim of a timer are in claims.c; one run at a time (adds
+ * deferred to a run's end, timer_shutdown of a running timer) in
+ * one_run_at_a_time.c. One test can be run alone by naming it:
+ *   service_cancel_sync_and_teardown test_cancel_sync_waits_for_a_running_callback
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -124,9 +127,10 @@ static void *cancel_sync_then_free(void *arg)
 }
 
 /*
- * Shutdown had moved the timer to IDLE in a private list; a cancel_sync
- * then found it IDLE and returned, the owner freed it, and shutdown handed
- * the freed timer back. Now cancel_sync waits until the hand-back is over.
+ * Shutdown moves the timer to IDLE in a private list before it hands it
+ * back; a cancel_sync that found it IDLE and returned would let the owner
+ * free it, and shutdown hand the freed timer back. cancel_sync waits
+ * until the hand-back is over.
  */
 static void test_cancel_sync_waits_for_shutdowns_hand_back(void)
 {
@@ -145,7 +149,7 @@ static void test_cancel_sync_waits_for_shutdowns_hand_back(void)
 	CHECK(sp_wait(at_hand_back, &s.done));
 	at_wait = sp_arm("cancel_sync.wait", &j.t);
 	sp_spawn(&c, cancel_sync_then_free, &canceller);
-	/* Fixed: it waits. Before: it returned at once and freed. */
+	/* It waits: a return at once would free the timer under shutdown. */
 	CHECK(sp_wait(at_wait, &c.done));
 	sp_release(at_wait);
 	sp_release(at_hand_back);

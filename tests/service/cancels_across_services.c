@@ -1,19 +1,22 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Promises of service.h, each forced through the library's test points
- * (tests/stop_points.h): a thread is parked at one step of the protocol,
- * the other side acts, and the outcome is checked against the header's
- * sentence: a cancel on the wrong service racing a timer's first add (it
- * never stops another service's timer: TW_SVC_IDLE before the add's claim,
- * TW_EOWNER after it), a hand_back that cancel_syncs another pending timer,
+ * A cancel never stops another service's timer, and cancel_sync's
+ * TW_EDEADLK comes for a ring of waits across services and hand_back
+ * functions, and only for a ring: promises of service.h, each forced
+ * through the library's test points (tests/support/stop_points.h): a
+ * thread is parked at one step of the protocol, the other side acts, and
+ * the outcome is checked against the header's sentence: a cancel on the
+ * wrong service racing a timer's first add (it never stops another
+ * service's timer: TW_SVC_IDLE before the add's claim, TW_EOWNER after
+ * it), a hand_back that cancel_syncs another pending timer,
  * cancel_sync's TW_EDEADLK for a ring of waits across services and through
  * hand_back functions -- and only for a ring --, and destroy from a
  * callback. Nothing is timed: a bound of seconds only turns a hang into a
  * failure, and a hang ends the binary -- so one test can be run alone by
  * naming it:
- *   test_promises_service test_cancel_sync_ring_of_two_services
+ *   service_cancels_across_services test_cancel_sync_ring_of_two_services
  * Reinit during a run, one poll running everything due and a periodic
- * timer freed by its own callback are in test_promises_service_runs.c.
+ * timer freed by its own callback are in runs_and_reinits.c.
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -194,7 +197,7 @@ static void *shutdown_thread(void *arg)
  * and is still pending there. The call stops it (TW_SVC_STOPPED) at once,
  * with no wait for this same thread, the timer is not handed back, and the
  * hand_back frees it. (A cancel_sync from another thread of the timer
- * being handed back waits for its hand_back: test_races.c's
+ * being handed back waits for its hand_back: cancel_sync_and_teardown.c's
  * test_cancel_sync_waits_for_shutdowns_hand_back.)
  */
 static void hand_back_cancel_syncs_another(bool free_other)
@@ -506,10 +509,10 @@ static void test_cancel_sync_on_the_wrong_service_leaves_the_timer_alone(void)
 }
 
 /*
- * service.h: tw_service_destroy() from a callback: "nothing happens".
- * It freed the service under the poll that ran the callback (a
- * use-after-free: only ASan sees it every time; make sanitize runs this
- * test). Now the service goes on, and is destroyed from outside.
+ * service.h: tw_service_destroy() from a callback: "nothing happens". A
+ * destroy that freed the service under the poll that ran the callback
+ * would be a use-after-free (only ASan sees it every time; make sanitize
+ * runs this test). The service goes on, and is destroyed from outside.
  */
 static void destroy_own_service(struct tw_service *svc, struct job *self)
 {

@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The claims of the timer service, each forced through the named test
- * points of the library (tests/stop_points.h) as in test_races.c:
+ * A timer is claimed once: by a runner or by a cancel, never both; by one
+ * service, never two. The claims of the timer service, each forced
+ * through the named test points of the library
+ * (tests/support/stop_points.h) as in cancel_sync_and_teardown.c:
  *   - a runner's claim of a timer it took into its batch: it stores its
  *     running mark, then exchanges its batch slot for NULL, while a cancel
  *     compares-and-swaps the same slot (src/service/core.h). A cancel

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * cancel_sync's TW_EDEADLK only for a cycle of waits, where callbacks run
- * on the executors and on the scanning thread.
+ * cancel_sync returns TW_EDEADLK only for a cycle of waits, also where
+ * callbacks run both on the executors and on the scanning thread (the
+ * executors' queue full).
  *
  * The scanning thread (here a manual service's poll) runs batches itself
  * only past queue_capacity timers waiting for the executors, oldest first
@@ -220,7 +221,9 @@ static void test_cancel_sync_through_a_waiter_whose_target_ran(void)
 	CHECK_EQ(tw_service_poll(svc), 1); /* queued: both executors busy */
 	atomic_store(&gate, 1);
 	CHECK(wait_flag(&m.done));
-	/* Before the fix: TW_EDEADLK, no wait; a is still parked. */
+	/* m waited: a ring check that looked at who ran s when a last
+	 * looked (X, now running m) would say TW_EDEADLK without a wait. a
+	 * is still parked. */
 	sp_release(parked);
 	sp_forget("cancel_sync.wait", &a.t);
 	CHECK(wait_flag(&a.done));

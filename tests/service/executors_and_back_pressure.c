@@ -1,8 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The timer service with its threads: the reaper, the executors,
- * cancel_sync and a full queue, with generous bounds that only a broken
- * service misses (no latency is asserted here: that is bench/'s job).
+ * The timer service with its threads runs every timer once and touches
+ * no timer its owner freed: the reaper alone drives expiry, the
+ * executors run batches, cancel_sync of a queued timer lets it be freed,
+ * a reschedule of a queued timer moves it, a periodic timer running at
+ * shutdown is not re-armed, a clock going back is ignored, and a full
+ * queue runs callbacks on the reaper with nothing lost -- with generous
+ * bounds that only a broken service misses (no latency is asserted here:
+ * that is bench/'s job).
  */
 #define _POSIX_C_SOURCE 200809L
 

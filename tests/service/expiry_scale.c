@@ -14,7 +14,7 @@
  * quadratic expiry (hours at a million timers) into a failure after
  * 60 s.
  *
- * usage: test_expiry_scale [N]   (default 1000000; 100000 under a sanitizer)
+ * usage: service_expiry_scale [N]   (default 1000000; 100000 under a sanitizer)
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -71,7 +71,7 @@ static void *watchdog(void *arg)
 {
 	(void)arg;
 	sleep(60);
-	fprintf(stderr, "test_expiry_scale: one expiry of %zu timers took over "
+	fprintf(stderr, "service_expiry_scale: one expiry of %zu timers took over "
 		"60 s\n", n);
 	abort();
 }

@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Two promises of service.h, forced through the test points as in
- * test_promises_service.c:
+ * A manual service's loop is woken for what it could not see, and a
+ * cancel reports TW_SVC_RUNNING only for a run: two promises of
+ * service.h, forced through the test points as in
+ * cancels_across_services.c:
  *   - a manual service's loop is woken (tw_service_set_wake) by what its
  *     last question could not see: an executor's re-arm of a periodic
  *     timer (once its run is over, never inside it), an add from another
@@ -13,7 +15,7 @@
  *     has given its lost claim up;
  * and the header's sentence that cancel_sync returns when the callback it
  * waits for adds its timer again. One test can be run alone by naming it:
- *   test_promises_service_loop test_an_executors_rearm_wakes_the_loop
+ *   service_loop_wakes_and_cancel_reports test_an_executors_rearm_wakes_the_loop
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -72,12 +74,11 @@ static void held_run(struct tw_service *svc, struct tw_service_timer *t)
  * sleeps for what they say misses nothing. A manual service with one
  * executor and a periodic timer: each poll queues the run for the
  * executor; the loop asks while the run is under way (the timer is in no
- * wheel: "nothing pending", -1) and sleeps. Before tw_service_set_wake the
- * executor's re-arm told nobody (kick() returned at once for a manual
- * service), and the loop slept past every later run (a loop like this one:
- * 3 runs in 3 s instead of about 150). Now the re-arm calls the loop's
- * wake-up, once per question, and the loop's next question has the
- * period's due time.
+ * wheel: "nothing pending", -1) and sleeps. A re-arm that told nobody
+ * would let the loop sleep past every later run (a loop like this one: 3
+ * runs in 3 s instead of about 150). The re-arm calls the loop's wake-up
+ * (tw_service_set_wake), once per question, and the loop's next question
+ * has the period's due time.
  */
 static void test_an_executors_rearm_wakes_the_loop(void)
 {
@@ -135,7 +136,7 @@ static void readd_then_hold(struct tw_service *svc, struct tw_service_timer *t)
  * with one executor; a callback there adds its own timer again, for later.
  * That add waits for the run's end (it is never filed beside its run), so
  * the loop's question during the run cannot see it -- and the run's end,
- * which files it, must wake the loop (it did not: the loop slept past the
+ * which files it, must wake the loop (or the loop sleeps past the
  * timer).
  */
 static void test_an_add_during_its_run_wakes_the_loop_when_filed(void)

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The timer service in an event loop that sleeps tw_service_timeout(), on
- * a manual service and a virtual clock.
+ * An event loop that sleeps tw_service_timeout() and then polls misses
+ * nothing and runs nothing early, on a manual service and a virtual
+ * clock.
  */
 #define _POSIX_C_SOURCE 200809L
 

@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * One run at a time (service.h), forced through the test points
- * (tests/stop_points.h) as in test_races.c. With executors, an add, a
- * reschedule or a re-add of a timer whose callback is running -- from
- * another thread or from the callback -- is deferred to that run's end
+ * A timer's callback never runs beside itself: one run at a time
+ * (service.h), forced through the test points
+ * (tests/support/stop_points.h) as in cancel_sync_and_teardown.c. With
+ * executors, an add, a reschedule or a re-add of a timer whose callback
+ * is running -- from another thread or from the callback -- is deferred
+ * to that run's end
  * (src/service/core.h): the timer is pending, in no wheel, and no poll
  * dispatches it. The run's end runs it at once, on the same thread, when
  * it is due, and files it in the wheel when it is not; a periodic timer's

@@ -246,8 +246,9 @@ static void test_reaper_sleeps_and_is_woken_by_earlier_add(void)
 }
 
 /* An injected clock near INT64_MIN and a timer half way to INT64_MAX:
- * next - now does not fit an int64_t. It overflowed into a negative "due
- * already" and the reaper spun; it sleeps its longest now. */
+ * next - now does not fit an int64_t. Overflowed into a negative "due
+ * already", it would make the reaper spin; the reaper sleeps its
+ * longest. */
 static void test_reaper_sleeps_with_a_clock_near_int64_min(void)
 {
 	struct tw_service *svc = reaper_service(INT64_MIN + 1000, 1000);
@@ -263,10 +264,10 @@ static void test_reaper_sleeps_with_a_clock_near_int64_min(void)
 }
 
 /* service.h: "A clock that goes back is tolerated: the service keeps the
- * latest time it read, and an earlier time changes nothing". The
- * reaper read the clock again to size its sleep, without that rule: one
- * time 3 s behind there made a timer due in 100 ms run 3 s late, and
- * clock_backwards did not count it. Every time read now goes through the
+ * latest time it read, and an earlier time changes nothing". The reaper
+ * reads the clock again to size its sleep; without that rule there, one
+ * time 3 s behind would make a timer due in 100 ms run 3 s late, and
+ * clock_backwards would not count it. Every time read goes through the
  * rule. */
 static void test_a_clock_behind_changes_no_sleep(void)
 {

@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Promises of service.h about a run, forced through the test points as in
- * test_promises_service.c: a timer re-initialised right after a plain
- * cancel -- after its runner's claim (the run that started keeps the
+ * A run keeps the callback it started with, one poll runs everything
+ * due, and a periodic timer may stop and free itself in its own run:
+ * promises of service.h about a run, forced through the test points as
+ * in cancels_across_services.c: a timer re-initialised right after a
+ * plain cancel -- after its runner's claim (the run that started keeps the
  * callback it expired with) or before it (the cancel won: nothing of the
  * old callback runs) --, one poll running (or queueing) everything due,
  * and a periodic timer made one-shot or cancelled in its own callback,
@@ -10,7 +12,7 @@
  * the harness's mutex does not order (quiet_arm), so that ThreadSanitizer
  * sees only the library's own synchronisation. One test can be run alone
  * by naming it:
- *   test_promises_service_runs test_one_poll_runs_everything_due
+ *   service_runs_and_reinits test_one_poll_runs_everything_due
  */
 #define _POSIX_C_SOURCE 200809L
 

@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Stress: several threads add, cancel and reschedule a shared pool of
- * timers (any thread may touch any timer; half the reschedules and half
- * the owned adds with a window) while the reaper and executors
- * expire them on the real clock; callbacks re-add timers too. At the end,
+ * Every add ends exactly once, under stress: several threads add, cancel
+ * and reschedule a shared pool of timers (any thread may touch any
+ * timer; half the reschedules and half the owned adds with a window)
+ * while the reaper and executors expire them on the real clock;
+ * callbacks re-add timers too. At the end,
  * after shutdown, every add is accounted for exactly once:
  *
  *     adds == runs + cancels that returned STOPPED + timers handed back
@@ -16,14 +17,15 @@
  * (make sanitize) and TSan (make tsan) report. Built with
  * ThreadSanitizer by `make tsan`; `make soak` runs it for minutes.
  *
- * Built as test_service_shaken (TW_SHAKE, the timingwheel_hooks library),
- * it also shakes the schedule: at every named point of the protocol a
- * thread yields or sleeps a few microseconds with a seeded probability
- * (tests/stop_points.h), in the style of PCT, so that windows of a few
- * instructions are entered far more often than timing alone would.
+ * Built as service_stress_shaken (TW_SHAKE, the timingwheel_hooks
+ * library), it also shakes the schedule: at every named point of the
+ * protocol a thread yields or sleeps a few microseconds with a seeded
+ * probability (tests/support/stop_points.h), in the style of PCT, so that
+ * windows of a few instructions are entered far more often than timing
+ * alone would.
  *
- * usage: test_service_stress [TOTAL_OPS [THREADS [EXECUTORS [INBOXES
- *                            [SEED [PERCENT]]]]]]
+ * usage: service_stress [TOTAL_OPS [THREADS [EXECUTORS [INBOXES
+ *                       [SEED [PERCENT]]]]]]
  */
 #define _POSIX_C_SOURCE 200809L
 

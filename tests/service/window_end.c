@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
+ * A window ends where service.h says, under one tick after latest:
  * tw_service_add_range()'s window, as service.h states it: a timer runs
  * no earlier than earliest and no later than the first tick at or after
  * latest (under one tick after it, as a timer added at latest), and
@@ -9,8 +10,8 @@
  * loop drives one: ask next_expiry, move the clock there, poll, until
  * the timer ran. Windows at random (seeded), on ticks from 1 to 1000,
  * on both sides of 0, and one whose end falls inside a tick
- * ([520291, 607583] at a tick of 1000 runs at 608000, 417 after latest:
- * the header once said "no later than latest").
+ * ([520291, 607583] at a tick of 1000 runs at 608000, 417 after latest,
+ * which a promise of "no later than latest" would break).
  */
 #include <stdint.h>
 #include <string.h>

@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The timer service's windows (tw_service_add_range,
- * tw_service_reschedule_range) on a manual service and a virtual clock:
- * each timer runs inside its window, stepped or in one jump, overlapping
- * windows fire together, a periodic timer keeps its window, bad windows
- * and the ends of time.
+ * A service timer with a window (tw_service_add_range,
+ * tw_service_reschedule_range) runs inside it, on a manual service and a
+ * virtual clock, stepped or in one jump; overlapping windows fire
+ * together, a reschedule to a window that holds the bucket stays, a
+ * periodic timer keeps its window; bad windows are refused, and windows
+ * at the ends of time work.
  */
 #define _POSIX_C_SOURCE 200809L
 

@@ -1,10 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The fixtures of the forced races (test_races*.c, the test-point build):
- * the stop points, the virtual clock, and a job (a service timer whose
- * callback counts its runs, says when it is inside and finished, and
- * takes an action of the test's), and RUN_SELECTED: with a test's name as
- * the program's argument, only that test runs.
+ * The fixtures of the tests forced at the test points that follow a
+ * callback step by step (tests/service/: cancel_sync_and_teardown.c,
+ * claims.c, one_run_at_a_time.c; tests/purgatory/
+ * watch_check_and_shutdown.c; the test-point build): the stop points, the
+ * virtual clock, and a job (a service timer whose callback counts its
+ * runs, says when it is inside and finished, and takes an action of the
+ * test's), and RUN_SELECTED: with a test's name as the program's
+ * argument, only that test runs.
  */
 #ifndef TW_TEST_FORCED_JOBS_H
 #define TW_TEST_FORCED_JOBS_H

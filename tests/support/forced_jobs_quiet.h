@@ -1,11 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The fixtures of the service's promise tests (test_promises_service*.c,
- * the test-point build): the stop points, the virtual clock, a job (a
- * service timer that counts its runs and takes an action of the test's),
- * the exactly-once check of a service's counts, a park the harness cannot
- * see through (quiet_*), a check that freed memory was poisoned, and
- * RUN_SELECTED (with an argument, only the test of that name).
+ * The fixtures of the service's tests forced at the test points that
+ * check counts and park quietly (tests/service/: cancels_across_services.c,
+ * runs_and_reinits.c, loop_wakes_and_cancel_reports.c; the test-point
+ * build): the stop points, the virtual clock, a job (a service timer that
+ * counts its runs and takes an action of the test's, on another timer
+ * and maybe another service), the exactly-once check of a service's
+ * counts, a park the harness cannot see through (quiet_*), a check that
+ * freed memory was poisoned, and RUN_SELECTED (with an argument, only the
+ * test of that name).
  */
 #ifndef TW_TEST_FORCED_JOBS_QUIET_H
 #define TW_TEST_FORCED_JOBS_QUIET_H

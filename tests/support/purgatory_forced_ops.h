@@ -1,10 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The fixtures of the purgatory's promise tests (test_promises_purgatory*.c,
- * the test-point build): the stop points, the virtual clock, a gop (an op
- * that counts its completions, expirations and releases, with hooks of
- * the test's), the threads that check a key, poll or try to complete, and
- * RUN_IF (with an argument, only the tests whose name contains it).
+ * The fixtures of the purgatory's tests forced at the test points
+ * (tests/purgatory/: completion_and_release.c, completion_during_a_watch.c,
+ * release_outside_locks.c; the test-point build): the stop points, the
+ * virtual clock, a gop (an op that counts its completions, expirations
+ * and releases, with hooks of the test's), the threads that check a key,
+ * poll or try to complete, and RUN_IF (with an argument, only the tests
+ * whose name contains it).
  */
 #ifndef TW_TEST_PURGATORY_FORCED_OPS_H
 #define TW_TEST_PURGATORY_FORCED_OPS_H

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The fixtures of the purgatory's contract tests (test_purgatory*.c): a
+ * The fixtures of the purgatory's contract tests (tests/purgatory/:
+ * complete_expire_purge.c, many_threads.c, timeouts_and_tolerance.c): a
  * mock op (its condition a count of keys checked, what completed or
  * expired it), a purgatory with its own service, a watch on n keys, a key
  * check, and the real clock in nanoseconds for the threaded ones.

@@ -1,10 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The fixtures of the timer service's contract tests (test_service*.c): a
- * job (a service timer or periodic timer with what its runs saw, and an
- * action its callback takes), the order jobs ran in, a manual service on
- * the virtual clock (virtual_clock.h: tick 10, 8 buckets, the clock at
- * 1000), a job that frees itself and a hand_back that notes the ids.
+ * The fixtures of the timer service's contract tests (tests/service/:
+ * add_cancel_reschedule.c, windows.c, manual_loop.c,
+ * executors_and_back_pressure.c): a job (a service timer or periodic
+ * timer with what its runs saw, and an action its callback takes), the
+ * order jobs ran in, a manual service on the virtual clock
+ * (virtual_clock.h: tick 10, 8 buckets, the clock at 1000), a job that
+ * frees itself and a hand_back that notes the ids.
  */
 #ifndef TW_TEST_SERVICE_JOBS_H
 #define TW_TEST_SERVICE_JOBS_H

@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The scaffolding of the tests of a transition checker (the service's
- * timer word, test_transitions.c; the purgatory's op, test_op_transitions.c):
- * one step reported to the checker in a child, since a refused step
- * aborts the program. TRANSITION_CHILD(check, tr_type, word_type) defines
+ * timer word, tests/transitions/service_checker.c; the purgatory's op,
+ * purgatory_checker.c): one step reported to the checker in a child,
+ * since a refused step aborts the program. TRANSITION_CHILD(check,
+ * tr_type, word_type) defines
  *   report_in_child(tr, from, to, out, size)
  * which calls check(tr, from, to) in a child and returns the signal that
  * ended it (0: the step passed), with what it wrote on stderr in out.

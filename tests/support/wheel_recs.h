@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The fixtures of the wheel's contract tests (test_wheel*.c): a rec (a
- * wheel timer with what its firing saw, and an action its callback takes)
- * and the log of the order recs fired in.
+ * The fixtures of the wheel's contract tests (tests/wheel/:
+ * add_cancel_reschedule.c, callbacks_and_order.c, windows.c,
+ * ends_of_time.c): a rec (a wheel timer with what its firing saw, and an
+ * action its callback takes) and the log of the order recs fired in.
  */
 #ifndef TW_TEST_WHEEL_RECS_H
 #define TW_TEST_WHEEL_RECS_H

@@ -3,16 +3,17 @@
  * The purgatory's transition check itself (src/purgatory/transitions.c,
  * test-point build): a step of the model passes, a step the model does
  * not make aborts the program and names it, and a step that leaves the
- * abstract word as it was is looked up too. The mutants 4 and 5 of
- * tests/transitions/mutants_are_caught.sh show the same from inside the purgatory;
- * this shows it of the checker alone, and mutant 6 shows an owner-word
- * step refused from inside the purgatory. Last, a watch that fails for
- * want of memory on its first key claims its op holding only its own
- * reference (the model's claim ONE -> ONE+completed, which the race and
- * stress programs do not make) and releases it completed (no op is
- * released uncompleted: the model has no such step); and a completion
- * from outside before any watch marks the op never watched (mark_never),
- * which tests/transitions/code_matches_model.sh requires of the suite (it runs this too).
+ * abstract word as it was is looked up too. The mutants 4 and 5
+ * (mutants/, mutants_are_caught.sh) show the same from inside the
+ * purgatory; this shows it of the checker alone, and mutant 6 shows an
+ * owner-word step refused from inside the purgatory. Last, a watch that
+ * fails for want of memory on its first key claims its op holding only
+ * its own reference (the model's claim ONE -> ONE+completed, which the
+ * forced and stress programs do not make) and releases it completed (no
+ * op is released uncompleted: the model has no such step); and a
+ * completion from outside before any watch marks the op never watched
+ * (mark_never), which code_matches_model.sh requires of the suite (it
+ * runs this too).
  */
 #define _POSIX_C_SOURCE 200809L
 

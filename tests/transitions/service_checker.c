@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The transition check itself (src/service/transitions.c, test-point
- * build): a step of the model passes, a step the model does not make
- * aborts the program and names it, a word that does not change is no
- * step. The mutants of tests/transitions/mutants_are_caught.sh show the same from
- * inside the service; this shows it of the checker alone.
+ * The service's transition check itself (src/service/transitions.c,
+ * test-point build): a step of the model passes, a step the model does
+ * not make aborts the program and names it, a word that does not change
+ * is no step. The mutants 1 to 3 (mutants/, mutants_are_caught.sh) show
+ * the same from inside the service; this shows it of the checker alone.
  */
 #define _POSIX_C_SOURCE 200809L
 

@@ -1,10 +1,16 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The wheel's contract, as a user relies on it: bad input, O(1) add /
- * cancel / reschedule bookkeeping, never early in exact mode, and the
- * event-loop helpers. Callbacks that change the wheel are in
- * test_wheel_callbacks.c, windows and the drop hook in
- * test_wheel_windows.c, the int64 edges in test_wheel_edges.c.
+ * A wheel timer fires once, in the advance that reaches its tick, and
+ * the wheel's books stay right through add, cancel and reschedule: init
+ * refuses bad parameters, a bad call changes nothing, a timer is five
+ * words, the counts follow every call, exact mode never fires early and
+ * at most one tick late, a timer due at or before now fires on the next
+ * advance, a reschedule within its bucket stays put, the clock jumps over
+ * empty time, exact mode spreads its cascades over time, the event-loop
+ * helpers (next expiry, timeout) wake a loop only to fire, and an
+ * observer installed between adds sees them. Callbacks that change the
+ * wheel are in callbacks_and_order.c, windows in windows.c, the ends of
+ * time in ends_of_time.c.
  */
 
 #include "wheel_recs.h"
@@ -391,9 +397,9 @@ static void test_exact_drain_shares_follow_the_ticks_an_advance_covers(void)
 
 /* An event loop that only wakes when next_expiry says: 100000 timers due
  * in [1000, 1100) sit in big buckets that must drain before 1000. Waking
- * only to fire, the loop slept until 1000 and moved nearly all of them in
- * that one advance (the service's p99 lateness went to 20-30 ms); the big
- * buckets now ask for a wake per 2048 timers to move. */
+ * only to fire, the loop would sleep until 1000 and move nearly all of
+ * them in that one advance (the service's p99 lateness 20-30 ms); the
+ * big buckets ask for a wake per 2048 timers to move. */
 static void test_exact_big_buckets_drain_in_an_event_loop(void)
 {
 	enum { N = 100000 };

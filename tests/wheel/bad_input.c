@@ -1,12 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Every row of docs/bad-input.md: the bad call gets its documented result,
- * and every other timer is intact. Each test keeps "bystanders" pending
- * (timers, service timers, a delayed operation) while the bad calls are
- * made, then checks the structure and lets the bystanders fire: each must
- * run exactly once, at or after its due time. Here the wheel's rows; the
- * service's in test_bad_input_service.c, the purgatory's and the error
- * strings, durations and version in test_bad_input_purgatory.c.
+ * Every wheel row of docs/bad-input.md: the bad call gets its documented
+ * result, and every other timer is intact. Each test keeps "bystanders"
+ * pending while the bad calls are made, then checks the structure and
+ * lets the bystanders fire: each must run exactly once, at or after its
+ * due time. The service's rows are in tests/service/bad_input.c, the
+ * purgatory's in tests/purgatory/bad_input.c, the error texts (E1) in
+ * tests/library/error_texts.c.
  */
 
 #include <signal.h>

@@ -1,8 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The wheel's callbacks that change the wheel (cancel, re-add, reschedule,
- * free, re-enter), the order of equal and cascading due times, and the
- * unordered advance.
+ * A wheel callback may change the wheel it runs in -- cancel another
+ * timer of its batch, re-add or reschedule itself or another, free its
+ * own timer, try to re-enter -- and every timer still fires exactly once
+ * (a re-add of a due timer does not loop; a drain's hand_back that
+ * re-adds ends); equal due times fire in the order they were added,
+ * others in tick order across buckets and levels; the unordered advance
+ * runs each due timer once.
  */
 
 #include "wheel_recs.h"
@@ -99,15 +103,16 @@ static void test_callback_readding_due_timer_does_not_loop(void)
 
 static void act_readd_now_bounded(struct tw_wheel *w, struct rec *self)
 {
-	if (self->fires < 5) /* the bug looped: bound it so the test ends */
+	if (self->fires < 5) /* a re-add run by the same advance loops: bound it */
 		CHECK_EQ(tw_wheel_add(w, &self->timer, tw_wheel_now(w)), TW_OK);
 }
 
 /*
  * Kafka mode's clock lags the caller's (it only moves to the buckets it
- * pops), so a timer re-added "now" by a callback was filed in a bucket
- * behind the advance's limit and popped, and run, by the same advance.
- * The promise is the same in both modes: the next advance runs it.
+ * pops), so a timer re-added "now" by a callback could be filed in a
+ * bucket behind the advance's limit and popped, and run, by the same
+ * advance. The promise is the same in both modes: the next advance runs
+ * it.
  */
 static void test_kafka_mode_readd_from_callback_waits_for_next_advance(void)
 {
@@ -132,14 +137,14 @@ static int handed_back_count;
 
 static void hand_back_and_readd(struct tw_wheel *w, struct tw_timer *t)
 {
-	if (++handed_back_count < 100) /* the bug never ended: bound it */
+	if (++handed_back_count < 100) /* a drain that never ends: bound it */
 		CHECK_EQ(tw_wheel_add(w, t, t->due), TW_OK);
 }
 
 /*
- * tw_wheel_drain took timers bucket by bucket; one that hand_back added
- * again landed in a later bucket and was drained again, for ever. Now the
- * drain takes everything first: what hand_back re-adds stays pending.
+ * A drain that took timers bucket by bucket would drain again, for ever,
+ * a timer that hand_back adds again to a later bucket. The drain takes
+ * everything first: what hand_back re-adds stays pending.
  */
 static void test_drain_with_hand_back_that_readds_ends(void)
 {

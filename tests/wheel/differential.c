@@ -19,7 +19,7 @@
  * limit reaches ceil(latest / tick) at the latest; it is left out of the
  * order (it fires when its bucket pops, anywhere in its window).
  *
- * usage: test_differential [OPS_PER_MODE [SEED]]  (default 600000, 1)
+ * usage: wheel_differential [OPS_PER_MODE [SEED]]  (default 600000, 1)
  */
 #include <limits.h>
 #include <string.h>

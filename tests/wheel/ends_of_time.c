@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The wheel at the int64 edges: negative times, due times and windows at
- * either end of time, an add_in past either end, the timeout's clamp.
+ * The wheel at the int64 edges works as near the middle: negative times
+ * are described, due times and windows at either end of time fire once
+ * and on time, an add_in past either end is refused (TW_EOVERFLOW) and
+ * files nothing, and the timeout clamps instead of wrapping.
  */
 
 #include "wheel_recs.h"
@@ -87,8 +89,8 @@ static void test_due_times_at_int64_edges(void)
 	}
 }
 
-/* A sum past either end is refused, as tw_service_add_in() refuses it:
- * the wheel used to clamp it, filing a due time nobody asked for. */
+/* A sum past either end is refused, as tw_service_add_in() refuses it,
+ * not clamped: a clamp would file a due time nobody asked for. */
 static void test_add_in_refuses_an_overflow(void)
 {
 	struct tw_wheel w;
@@ -150,7 +152,7 @@ static void test_window_takes_the_last_bucket_within_reach(void)
  * can hold no pop inside it while the level above does: [2016391,
  * 3301075] at 977253 (tick 1) is filed once, in the 2^20-tick level's
  * bucket that pops at 2097152 (a level not made yet when the window was
- * added). It was filed at earliest and moved down 19 levels. */
+ * added), not filed at earliest and moved down 19 levels. */
 static void test_window_tries_the_level_above_the_first_that_reaches(void)
 {
 	struct tw_wheel w;

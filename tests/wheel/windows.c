@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The wheel's windows (tw_wheel_add_range): each fires inside its edges,
- * a reschedule inside one stays put; and drain and destroy
- * that hand back what is pending.
+ * A window (tw_wheel_add_range) fires inside its edges: narrow windows
+ * share their aligned tick, a reschedule to a window that holds the
+ * timer's tick stays put, a window pushed inside a draining bucket fires
+ * at that pop, bad windows are refused; and drain and destroy hand back
+ * what is pending.
  */
 
 #include "wheel_recs.h"
