@@ -77,16 +77,16 @@ tsan:
 
 # The threaded suite FLAKY_RUNS times under ThreadSanitizer with every core
 # kept busy by a second job: every test that failed even once, and how
-# often (tests/flaky.sh). A test that leans on the scheduler shows here.
+# often (tests/support/flaky.sh). A test that leans on the scheduler shows here.
 FLAKY_RUNS ?= 30
 flaky: tsan
-	bash tests/flaky.sh $(BUILD)-tsan $(FLAKY_RUNS)
+	bash tests/support/flaky.sh $(BUILD)-tsan $(FLAKY_RUNS)
 
 # The stress tests for SOAK_MINUTES with the schedule shaken at the
-# protocol's test points, under ThreadSanitizer (tests/soak.sh).
+# protocol's test points, under ThreadSanitizer (tests/support/soak.sh).
 SOAK_MINUTES ?= 30
 soak: tsan
-	bash tests/soak.sh $(BUILD)-tsan $(SOAK_MINUTES)
+	bash tests/support/soak.sh $(BUILD)-tsan $(SOAK_MINUTES)
 
 # The SPIN models of the service's and the purgatory's protocols: every
 # scenario exhaustively, then every protocol bug of issue 13 put back into
@@ -94,12 +94,12 @@ soak: tsan
 # the service model's state-word transitions and of the purgatory model's
 # op-state transitions must be the ones committed; and the check of the C
 # code's transitions against them must find each transition mutant
-# (tests/mutants/*.patch, each applied to a scratch copy of the tree by
-# tests/transition_mutants.sh: one build, rebuilt per mutant).
+# (tests/transitions/mutants/*.patch, each applied to a scratch copy of the tree by
+# tests/transitions/mutants_are_caught.sh: one build, rebuilt per mutant).
 model:
 	@bash tools/deps.sh build model
 	bash model/check.sh
-	JOBS=$(JOBS) bash tests/transition_mutants.sh . $(BUILD)-mutants
+	JOBS=$(JOBS) bash tests/transitions/mutants_are_caught.sh . $(BUILD)-mutants
 
 clang:
 	@bash tools/deps.sh build clang
@@ -107,17 +107,23 @@ clang:
 	cmake --build $(BUILD)-clang -j $(JOBS)
 	cd $(BUILD)-clang && ctest --output-on-failure -j $(JOBS)
 
-# (A program split by what it tests: every part.)
-VALGRIND_TESTS = test_wheel test_wheel_callbacks test_wheel_windows \
-	test_wheel_edges test_kafka test_seeds test_service \
-	test_service_windows test_service_threaded test_service_loop \
-	test_purgatory test_purgatory_threads test_purgatory_tolerance \
-	test_check test_bad_input test_bad_input_service \
-	test_bad_input_purgatory test_overload test_races test_races_claims \
-	test_races_purgatory test_races_runs test_promises_service \
-	test_promises_service_runs test_promises_purgatory \
-	test_promises_purgatory_watch test_promises_purgatory_locks \
-	test_service_queue_full test_service_window_end
+# The test programs (build/tests/FOLDER_FILE, from tests/FOLDER/FILE.c)
+# that run under memcheck as they are; the stress and differential tests
+# run below with fewer operations.
+VALGRIND_TESTS = \
+	wheel_add_cancel_reschedule wheel_callbacks_and_order wheel_windows \
+	wheel_ends_of_time wheel_bad_input wheel_kafka_timer_tests \
+	wheel_seed_examples wheel_invariant_checker \
+	service_add_cancel_reschedule service_windows service_window_end \
+	service_manual_loop service_bad_input service_executors_and_back_pressure \
+	service_cancel_sync_and_teardown service_claims service_one_run_at_a_time \
+	service_cancels_across_services service_runs_and_reinits \
+	service_edeadlk_only_for_a_cycle \
+	purgatory_complete_expire_purge purgatory_timeouts_and_tolerance \
+	purgatory_many_threads purgatory_bad_input \
+	purgatory_watch_check_and_shutdown purgatory_completion_and_release \
+	purgatory_completion_during_a_watch purgatory_release_outside_locks \
+	library_error_texts library_durations_and_version library_overload
 VALGRIND = valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=all
 
 # memcheck over every test binary and the trace tool (the differential test
@@ -126,15 +132,15 @@ valgrind: build
 	@bash tools/deps.sh valgrind
 	@set -e; for t in $(VALGRIND_TESTS); do \
 	  echo "valgrind $$t"; $(VALGRIND) $(BUILD)/tests/$$t >/dev/null; done
-	@echo "valgrind test_differential 100000"
-	@$(VALGRIND) $(BUILD)/tests/test_differential 100000 >/dev/null
-	@echo "valgrind test_service_stress 100000"
-	@$(VALGRIND) $(BUILD)/tests/test_service_stress 100000 >/dev/null
-	@echo "valgrind test_purgatory_stress 2000"
-	@$(VALGRIND) $(BUILD)/tests/test_purgatory_stress 2000 >/dev/null
+	@echo "valgrind wheel_differential 100000"
+	@$(VALGRIND) $(BUILD)/tests/wheel_differential 100000 >/dev/null
+	@echo "valgrind service_stress 100000"
+	@$(VALGRIND) $(BUILD)/tests/service_stress 100000 >/dev/null
+	@echo "valgrind purgatory_stress 2000"
+	@$(VALGRIND) $(BUILD)/tests/purgatory_stress 2000 >/dev/null
 	@echo "valgrind tw-trace"
 	@$(VALGRIND) $(BUILD)/tw-trace --text examples/seed001.tw >/dev/null
-	@$(VALGRIND) $(BUILD)/tw-trace --events tests/scenarios/cancel.tw >/dev/null
+	@$(VALGRIND) $(BUILD)/tw-trace --events tests/trace/scenarios/cancel.tw >/dev/null
 	@$(VALGRIND) $(BUILD)/tw-trace --html $(BUILD)/valgrind-seed004.html examples/seed004.tw
 	@echo "valgrind examples"
 	@$(VALGRIND) $(BUILD)/epoll_idle 50 >/dev/null
@@ -269,12 +275,12 @@ docs:
 
 # The Debian packages (libtimingwheel0, libtimingwheel-dev,
 # timingwheel-tools) built from a scratch copy, lintian-checked, installed
-# into a scratch root and used (tests/deb_test.sh).
+# into a scratch root and used (tests/packaging/deb.sh).
 deb:
 	@bash tools/deps.sh build deb
-	bash tests/deb_test.sh . $(BUILD)/deb
+	bash tests/packaging/deb.sh . $(BUILD)/deb
 
-# The ABI baseline that tests/abi_check.sh compares the shared library
+# The ABI baseline that tests/packaging/abi.sh compares the shared library
 # with: regenerate it (and commit it) when the ABI changes on purpose.
 abi-baseline: build
 	abidw --headers-dir include/timingwheel --no-corpus-path \

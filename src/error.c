@@ -13,8 +13,8 @@
  * none; 1 and 2 are the cancels' results and also counts; TW_ECORRUPT
  * comes from the wheel's check, drain and destroy and from the service's
  * shutdown and destroy, and names the mistake that causes it.
- * tests/test_bad_input_purgatory.c checks that every code has a text of
- * its own, tests/test_wheel.c that each fits its calls.
+ * tests/library/error_texts.c checks that every code has a text of its
+ * own and that each fits its calls.
  *
  * tw_version() and tw_version_string() say what the library was built
  * as, so a program can compare it with the TW_VERSION_HEX it was compiled

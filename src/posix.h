@@ -25,8 +25,9 @@
  * place of its own #define _POSIX_C_SOURCE. Another C library reads the
  * feature macros at each header, so there the macros below suffice unless
  * the program included the same header before them.
- * tests/amalgamation.sh compiles timingwheel.c after each of several
- * system headers with -std=c11 -Werror=implicit-function-declaration.
+ * tests/packaging/amalgamation.sh compiles timingwheel.c after each of
+ * several system headers with -std=c11
+ * -Werror=implicit-function-declaration.
  */
 #ifndef TW_POSIX_H
 #define TW_POSIX_H

@@ -8,10 +8,10 @@
  * runs, if ever. So the library names the places where a thread's progress
  * matters to another (between a check and the act that depends on it), and
  * a test build (TW_TEST_HOOKS, the timingwheel_hooks library) calls a hook
- * there. tests/stop_points.h uses the hook to park a thread at a point
- * until the test releases it, which turns a one-in-a-million interleaving
- * into a deterministic test, and to shake the schedule at random (seeded)
- * in the soak run.
+ * there. tests/support/stop_points.h uses the hook to park a thread at a
+ * point until the test releases it, which turns a one-in-a-million
+ * interleaving into a deterministic test, and to shake the schedule at
+ * random (seeded) in the soak run.
  *
  * In every other build TW_TEST_POINT expands to nothing: the shipped
  * library has no hook, no branch and no symbol for it.
@@ -29,7 +29,7 @@ void tw__test_point(const char *point, const void *obj);
 #define TW_TEST_POINT(point, obj) tw__test_point(point, obj)
 /* Whether the allocation at this point should fail: a path that only an
  * out-of-memory reaches, made reachable from a forced-interleaving test
- * (test_overload fails malloc itself, but cannot stop a thread). */
+ * (library_overload fails malloc itself, but cannot stop a thread). */
 typedef bool tw__test_fail_fn(const char *point, const void *obj);
 void tw__test_set_fail(tw__test_fail_fn *fn);
 bool tw__test_fail(const char *point, const void *obj);

@@ -59,17 +59,17 @@
  * wakes one sleeper when it lets go.
  *
  * Races closed (model/purgatory.pml checks them, and
- * tests/test_races_purgatory.c forces each): try_complete_else_watch
- * checks again
- * after watching, under the op's lock, so a key check between its first
+ * tests/purgatory/watch_check_and_shutdown.c forces each):
+ * try_complete_else_watch checks again after watching, under the op's
+ * lock, so a key check between its first
  * check and its watch is not lost; shutdown waits for the calls under way
  * (counted in stripes) before it walks the lists; claim() takes its
  * reference before the exactly-once CAS, so the op cannot be released
  * under it; and the service's shutdown hands a still-armed timeout (of an
  * op a completer claimed but has not cancelled yet) back to the purgatory,
  * which drops its reference. Three more (the model checks each,
- * tests/test_promises_purgatory*.c force each): no reference is taken
- * from zero, else on_release would run twice; a completer never waits in
+ * tests/purgatory/completion_and_release.c forces each): no reference is
+ * taken from zero, else on_release would run twice; a completer never waits in
  * cancel_sync for an expired timeout, whose reaper may be waiting for the
  * completer's lock; no purge runs inside a completion, where it could
  * release another op under the shared lock. And two at an op's first

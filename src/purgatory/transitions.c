@@ -16,9 +16,9 @@
  * leaves the word as it was (a put MANY -> MANY) is looked up too: every
  * call of a transition changes a field. With TW_OP_TRANSITIONS_SEEN=file
  * set, a program also appends every distinct step it made to that file
- * at exit, for tests/transitions.sh (docs/model.md). The service's check
- * (service/transitions.c) writes to its own file, TW_TRANSITIONS_SEEN:
- * two tables, two lists of steps made.
+ * at exit, for tests/transitions/code_matches_model.sh (docs/model.md).
+ * The service's check (service/transitions.c) writes to its own file,
+ * TW_TRANSITIONS_SEEN: two tables, two lists of steps made.
  */
 #define _POSIX_C_SOURCE 200809L
 

@@ -113,8 +113,8 @@
  * hand_back runs, as a callback is.
  *
  * All of this is modelled in model/service.pml and checked by SPIN (make
- * model); tests/test_races*.c force each interleaving at the test points
- * of test_point.h (docs/model.md).
+ * model); the programs of tests/service/ built with the test points of
+ * test_point.h force each interleaving (docs/model.md).
  */
 #ifndef TW_SERVICE_CORE_H
 #define TW_SERVICE_CORE_H

@@ -11,8 +11,8 @@
  * so the race tests, the stress tests and the soak all check that the
  * code is the machine SPIN verified. With TW_TRANSITIONS_SEEN=file set, a
  * program also appends every distinct step it made to that file at exit,
- * so tests/transitions.sh can show which of the model's steps the C suite
- * exercises (docs/model.md).
+ * so tests/transitions/code_matches_model.sh can show which of the
+ * model's steps the C suite exercises (docs/model.md).
  */
 #include "../posix.h"
 

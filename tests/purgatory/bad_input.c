@@ -1,0 +1,143 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Every purgatory row of docs/bad-input.md, as the wheel's in
+ * tests/wheel/bad_input.c (a delayed operation kept pending while the bad
+ * calls are made): the bad call gets its documented result and the
+ * bystander ends exactly once.
+ */
+
+#include <signal.h>
+#include <stdatomic.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "virtual_clock.h"
+
+/* ---- the purgatory ---- */
+
+struct op {
+	struct tw_delayed_op base;
+	struct tw_watch watch[2];
+	atomic_int completes, expirations;
+	bool ready;
+};
+
+static bool op_ready(struct tw_delayed_op *d)
+{
+	struct op *o = tw_container_of(d, struct op, base);
+
+	return o->ready && tw_op_force_complete(d);
+}
+
+static void op_completed(struct tw_delayed_op *d)
+{
+	atomic_fetch_add(&tw_container_of(d, struct op, base)->completes, 1);
+}
+
+static void op_expired(struct tw_delayed_op *d)
+{
+	atomic_fetch_add(&tw_container_of(d, struct op, base)->expirations, 1);
+}
+
+static const struct tw_op_ops bystander_ops = { op_ready, op_completed,
+						op_expired, NULL };
+static const struct tw_op_ops plain_ops = { op_ready, op_completed, NULL, NULL };
+static const struct tw_op_ops no_condition = { NULL, op_completed, NULL, NULL };
+static const struct tw_op_ops no_completion = { op_ready, NULL, NULL, NULL };
+
+/* P1-P4: bad operations, bad keys, NULLs, calls after shutdown. */
+static void test_purgatory_bad_input(void)
+{
+	struct tw_purgatory_config cfg = { .service = { .tick = 1, .manual = true } };
+	struct tw_purgatory *p, *none = (struct tw_purgatory *)1;
+	struct op bystander = { 0 }, bad = { 0 };
+	static char long_key[TW_KEY_MAX + 1];
+	const void *keys[2] = { "k", long_key };
+	size_t lens[2] = { 1, TW_KEY_MAX + 1 };
+	size_t zero = 0;
+
+	cfg.service.clock.now = virtual_clock;
+	atomic_store(&virtual_now, 0);
+	CHECK_EQ(tw_purgatory_create(NULL, &cfg), TW_EINVAL);
+	cfg.shards = 70000;
+	CHECK_EQ(tw_purgatory_create(&none, &cfg), TW_EINVAL);
+	CHECK(none == NULL);
+	cfg.shards = 0;
+	CHECK_EQ(tw_purgatory_create(&p, &cfg), 0);
+
+	/* The bystander waits on "k" for 100. */
+	CHECK_EQ(tw_op_init(&bystander.base, 100, &bystander_ops, NULL), 0);
+	CHECK_EQ(tw_purgatory_try_complete_else_watch(p, &bystander.base, keys, lens, 1,
+						      bystander.watch), 0);
+
+	CHECK_EQ(tw_op_init(NULL, 10, &plain_ops, NULL), TW_EINVAL);
+	CHECK_EQ(tw_op_init(&bad.base, 0, &plain_ops, NULL), TW_EINVAL);
+	CHECK_EQ(tw_op_init(&bad.base, -1, &plain_ops, NULL), TW_EINVAL);
+	CHECK_EQ(tw_op_init(&bad.base, 10, &no_condition, NULL), TW_EINVAL);
+	CHECK_EQ(tw_op_init(&bad.base, 10, &no_completion, NULL), TW_EINVAL);
+	CHECK_EQ(tw_op_init(&bad.base, 10, NULL, NULL), TW_EINVAL);
+	CHECK_EQ(tw_op_init(&bad.base, 10, &plain_ops, NULL), 0);
+	/* Keys: none, empty, too long, NULL. */
+	CHECK_EQ(tw_purgatory_try_complete_else_watch(p, &bad.base, keys, lens, 0, bad.watch), TW_EINVAL);
+	CHECK_EQ(tw_purgatory_try_complete_else_watch(p, &bad.base, keys, &zero, 1, bad.watch), TW_EINVAL);
+	CHECK_EQ(tw_purgatory_try_complete_else_watch(p, &bad.base, keys, lens, 2, bad.watch), TW_EINVAL);
+	CHECK_EQ(tw_purgatory_try_complete_else_watch(p, &bad.base, NULL, lens, 1, bad.watch), TW_EINVAL);
+	CHECK_EQ(tw_purgatory_try_complete_else_watch(p, &bad.base, keys, lens, 1, NULL), TW_EINVAL);
+	CHECK_EQ(tw_purgatory_try_complete_else_watch(p, &bad.base, keys, NULL, 1, bad.watch), TW_EINVAL);
+	CHECK_EQ(tw_purgatory_try_complete_else_watch(p, NULL, keys, lens, 1, bad.watch), TW_EINVAL);
+	{
+		const void *null_key[1] = { NULL };
+
+		CHECK_EQ(tw_purgatory_try_complete_else_watch(p, &bad.base, null_key, lens, 1,
+							      bad.watch), TW_EINVAL);
+	}
+	CHECK_EQ(tw_purgatory_try_complete_else_watch(NULL, &bad.base, keys, lens, 1, bad.watch), TW_EINVAL);
+	CHECK_EQ(tw_purgatory_check_and_complete(p, "", 0), TW_EINVAL);
+	CHECK_EQ(tw_purgatory_check_and_complete(p, long_key, TW_KEY_MAX + 1), TW_EINVAL);
+	CHECK_EQ(tw_purgatory_check_and_complete(NULL, "k", 1), TW_EINVAL);
+	CHECK_EQ(tw_purgatory_cancel_for_key(p, NULL, 1, NULL), TW_EINVAL);
+	CHECK_EQ(tw_purgatory_check_and_complete(p, long_key, TW_KEY_MAX), 0); /* long is fine */
+	CHECK(!tw_op_force_complete(NULL));
+	CHECK(!tw_op_is_completed(NULL));
+	CHECK(!tw_op_safe_try_complete(NULL));
+	CHECK_EQ(tw_purgatory_watched(NULL), 0);
+	CHECK_EQ(tw_purgatory_delayed(NULL), 0);
+	CHECK_EQ(tw_purgatory_poll(NULL), TW_EINVAL);
+	CHECK_EQ(tw_purgatory_shutdown(NULL, NULL), TW_EINVAL);
+	tw_purgatory_purge(NULL);
+	tw_purgatory_destroy(NULL);
+	tw_op_destroy(NULL);
+	CHECK(!tw_op_is_completed(&bad.base));
+
+	/* P6: the bystander watched a second time (accepted, it would be
+	 * linked twice): TW_EBUSY, nothing changed. */
+	CHECK_EQ(tw_purgatory_try_complete_else_watch(p, &bystander.base, keys, lens, 1,
+						      bystander.watch), TW_EBUSY);
+
+	/* The bystander is intact: still watched, completes by its key. */
+	CHECK_EQ(tw_purgatory_watched(p), 1);
+	CHECK_EQ(tw_purgatory_delayed(p), 1);
+	bystander.ready = true;
+	CHECK_EQ(tw_purgatory_check_and_complete(p, "k", 1), 1);
+	CHECK_EQ(atomic_load(&bystander.completes), 1);
+	atomic_store(&virtual_now, 1000);
+	CHECK(tw_purgatory_poll(p) >= 0);
+	CHECK_EQ(atomic_load(&bystander.expirations), 0);
+
+	/* After shutdown: refused, nothing watched. */
+	CHECK_EQ(tw_purgatory_shutdown(p, NULL), 0);
+	CHECK_EQ(tw_purgatory_try_complete_else_watch(p, &bad.base, keys, lens, 1, bad.watch),
+		 TW_ESHUTDOWN);
+	CHECK_EQ(tw_purgatory_delayed(p), 0);
+	tw_purgatory_destroy(p);
+	tw_op_destroy(&bystander.base);
+	tw_op_destroy(&bad.base);
+}
+
+int main(void)
+{
+	RUN(test_purgatory_bad_input);
+	return check_report();
+}

@@ -1,0 +1,501 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * cancel_sync returns when service.h says and reports what happened, the
+ * reaper loses no wake-up, and shutdown runs nothing behind a caller's
+ * back -- in the races around cancel_sync, the reaper and shutdown, each
+ * driven deterministically through the named test points of the library
+ * (tests/support/stop_points.h): a thread is parked at one step of the
+ * protocol (src/service/core.h) -- the reaper's loop, cancel_sync's cancel
+ * and its wait, shutdown's hand-back and drain -- the other side acts, and
+ * the outcome is checked against what service.h promises: when
+ * cancel_sync returns and what it reports, TW_EDEADLK only for a cycle of
+ * waits, a reinit right after a plain cancel, a wake-up never lost,
+ * nothing run behind shutdown's back. Nothing is timed: a bound of
+ * seconds only turns a hang into a failure. A runner's claim and a
+ * service's claim of a timer are in claims.c; one run at a time (adds
+ * deferred to a run's end, timer_shutdown of a running timer) in
+ * one_run_at_a_time.c. One test can be run alone by naming it:
+ *   service_cancel_sync_and_teardown test_cancel_sync_waits_for_a_running_callback
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include "forced_jobs.h"
+
+/* ---- the reaper's lost wake-up ---- */
+
+/* Due now: only a kick makes the sleeping reaper run it (a lost wake-up
+ * leaves it asleep for good, which WAIT_FOR's guard reports). */
+static void add_due_now_and_see_it_run(struct tw_service *svc, struct job *j)
+{
+	CHECK_EQ(tw_service_add(svc, &j->t, 1000), TW_OK);
+	WAIT_FOR(atomic_load(&j->runs) == 1, "the kicked reaper never ran it");
+	CHECK_EQ(atomic_load(&j->runs), 1);
+}
+
+/*
+ * A kick that lands at the top of the reaper's loop, before it clears its
+ * flag, is used up by that round; it must not leave the reaper deaf to
+ * later kicks (a lost wake-up sleeps for ever). Parked at the top of its
+ * loop, the reaper gets one kick and a timer due now is added; both
+ * timers, that one and one added once it sleeps, must run.
+ */
+static void test_reaper_keeps_waking_after_a_kick_at_its_loop_top(void)
+{
+	struct tw_service *svc = service(false, 0);
+	struct job a, b;
+	int top;
+
+	job_init(&a);
+	job_init(&b);
+	top = sp_arm("reaper.loop_top", svc);
+	tw_service_kick(svc);
+	CHECK(sp_wait(top, NULL));
+	CHECK_EQ(tw_service_add(svc, &a.t, 1000), TW_OK); /* kicks */
+	sp_release(top);
+	WAIT_FOR(atomic_load(&a.runs) == 1, "the first timer never ran");
+	add_due_now_and_see_it_run(svc, &b);
+	CHECK_EQ(tw_service_shutdown(svc, NULL, NULL), atomic_load(&b.runs) ? 0 : 1);
+	tw_service_destroy(svc);
+}
+
+/*
+ * A kick sets the reaper's flag, which the reaper clears at the top of its
+ * loop and reads again before it sleeps: a kick (and an add's own kick)
+ * that lands after the clear and before the scan must still make it go
+ * round. Parked right after its clear, the reaper is kicked and a timer
+ * due now is added; the timer must run, and once the reaper sleeps the
+ * next add must wake it.
+ */
+static void test_a_kick_that_finds_one_pending_loses_no_timer(void)
+{
+	struct tw_service *svc = service(false, 0);
+	struct job a, b;
+	int cleared;
+
+	job_init(&a);
+	job_init(&b);
+	cleared = sp_arm("reaper.cleared", svc);
+	tw_service_kick(svc);
+	CHECK(sp_wait(cleared, NULL));
+	tw_service_kick(svc); /* pending again, the reaper not yet scanning */
+	CHECK_EQ(tw_service_add(svc, &a.t, 1000), TW_OK); /* due now */
+	sp_release(cleared);
+	WAIT_FOR(atomic_load(&a.runs) == 1, "the timer added under a pending kick never ran");
+	add_due_now_and_see_it_run(svc, &b);
+	CHECK_EQ(tw_service_shutdown(svc, NULL, NULL), 0);
+	tw_service_destroy(svc);
+}
+
+/* ---- cancel_sync racing shutdown's hand-back ---- */
+
+static atomic_int handed, handed_after_free;
+
+static void hand_back_job(struct tw_service_timer *t, void *arg)
+{
+	struct job *j = tw_container_of(t, struct job, t);
+
+	(void)arg;
+	if (atomic_load(&j->freed))
+		atomic_fetch_add(&handed_after_free, 1);
+	atomic_fetch_add(&handed, 1);
+}
+
+struct svc_job {
+	struct tw_service *svc;
+	struct job *job;
+	int64_t result;
+};
+
+static void *shutdown_thread(void *arg)
+{
+	struct svc_job *sj = arg;
+
+	sj->result = tw_service_shutdown(sj->svc, hand_back_job, NULL);
+	return NULL;
+}
+
+/* cancel_sync said the timer may be freed: from here anything in the
+ * service still using it reads garbage. */
+static void *cancel_sync_then_free(void *arg)
+{
+	struct svc_job *sj = arg;
+
+	sj->result = tw_service_cancel_sync(sj->svc, &sj->job->t);
+	memset(&sj->job->t, 0xa5, sizeof(sj->job->t));
+	atomic_store(&sj->job->freed, 1);
+	return NULL;
+}
+
+/*
+ * Shutdown moves the timer to IDLE in a private list before it hands it
+ * back; a cancel_sync that found it IDLE and returned would let the owner
+ * free it, and shutdown hand the freed timer back. cancel_sync waits
+ * until the hand-back is over.
+ */
+static void test_cancel_sync_waits_for_shutdowns_hand_back(void)
+{
+	struct tw_service *svc = service(true, 0);
+	struct job j;
+	struct svc_job down = { svc, &j, 0 }, canceller = { svc, &j, 0 };
+	struct sp_thread s, c;
+	int at_hand_back, at_wait;
+
+	job_init(&j);
+	atomic_store(&handed, 0);
+	atomic_store(&handed_after_free, 0);
+	CHECK_EQ(tw_service_add(svc, &j.t, 5000), TW_OK);
+	at_hand_back = sp_arm("shutdown.hand_back", &j.t);
+	sp_spawn(&s, shutdown_thread, &down);
+	CHECK(sp_wait(at_hand_back, &s.done));
+	at_wait = sp_arm("cancel_sync.wait", &j.t);
+	sp_spawn(&c, cancel_sync_then_free, &canceller);
+	/* It waits: a return at once would free the timer under shutdown. */
+	CHECK(sp_wait(at_wait, &c.done));
+	sp_release(at_wait);
+	sp_release(at_hand_back);
+	sp_join(&s, "shutdown");
+	sp_join(&c, "cancel_sync");
+	CHECK_EQ(down.result, 1);
+	CHECK_EQ(atomic_load(&handed), 1);
+	CHECK_EQ(atomic_load(&handed_after_free), 0);
+	CHECK_EQ(canceller.result, TW_SVC_IDLE); /* shutdown claimed it */
+	tw_service_destroy(svc);
+}
+
+/* ---- cancel_sync on a one-executor service ---- */
+
+static void cancel_other_sync(struct tw_service *svc, struct job *self)
+{
+	atomic_store(&self->result, tw_service_cancel_sync(svc, &self->other->t));
+	atomic_store(&self->finished, 1);
+}
+
+/*
+ * The only executor runs x, whose callback cancel_syncs y (expired, taken
+ * into the same batch behind x: the cancel takes its batch slot back).
+ * Meanwhile y is re-added and expires again, waiting for this very
+ * executor; cancel_sync must not wait for that expiry, which only this
+ * executor could run. A re-added timer is the new add's: there is nothing
+ * to wait for.
+ */
+static void test_cancel_sync_does_not_wait_for_a_readded_timer(void)
+{
+	struct tw_service *svc = service(true, 1);
+	struct job x, y;
+	int cancelled;
+
+	job_init(&x);
+	job_init(&y);
+	x.action = cancel_other_sync;
+	x.other = &y;
+	atomic_store(&x.result, -1000);
+	/* One thread's adds due at one tick expire in the order added. */
+	CHECK_EQ(tw_service_add(svc, &x.t, 1000), TW_OK);
+	CHECK_EQ(tw_service_add(svc, &y.t, 1000), TW_OK);
+	cancelled = sp_arm("cancel_sync.cancelled", &y.t);
+	CHECK_EQ(tw_service_poll(svc), 2); /* x then y queued */
+	CHECK(sp_wait(cancelled, NULL));
+	/* y is IDLE, stopped before its turn: add it again, expire it. */
+	CHECK_EQ(tw_service_add(svc, &y.t, 1000), TW_OK);
+	CHECK_EQ(tw_service_poll(svc), 1);
+	sp_release(cancelled);
+	WAIT_FOR(atomic_load(&x.finished), "cancel_sync waited for itself");
+	CHECK_EQ(atomic_load(&x.result), TW_SVC_STOPPED);
+	WAIT_FOR(atomic_load(&y.runs) == 1, "the re-added timer never ran");
+	CHECK_EQ(tw_service_shutdown(svc, NULL, NULL), 0);
+	CHECK_EQ(atomic_load(&y.runs), 1);
+	tw_service_destroy(svc);
+}
+
+/* ---- cancel_sync of a callback that is running ---- */
+
+static void run_until_go(struct tw_service *svc, struct job *self)
+{
+	(void)svc;
+	atomic_store(&self->in_callback, 1);
+	while (!atomic_load(&self->go))
+		sched_yield();
+	atomic_store(&self->finished, 1);
+}
+
+/* At "cancel_sync.wait", on the cancelling thread: only now may the
+ * callback end. */
+static void let_the_callback_end(const void *obj, void *arg)
+{
+	(void)obj;
+	atomic_store(&((struct job *)arg)->go, 1);
+}
+
+/*
+ * The only executor runs x's callback; a cancel_sync of x from another
+ * thread says it was running and returns only once the callback has
+ * ended. The callback is let go when cancel_sync is about to wait, so
+ * the outcome does not depend on how long either thread was off the CPU
+ * (a version on the real clock let it go 50 ms after the cancel began,
+ * and a cancelling thread preempted for longer found x IDLE).
+ */
+static void test_cancel_sync_waits_for_a_running_callback(void)
+{
+	struct tw_service *svc = service(true, 1);
+	struct job x;
+
+	job_init(&x);
+	x.action = run_until_go;
+	CHECK_EQ(tw_service_add(svc, &x.t, 1000), TW_OK);
+	CHECK_EQ(tw_service_poll(svc), 1); /* queued for the executor */
+	WAIT_FOR(atomic_load(&x.in_callback), "the executor never ran x");
+	sp_on("cancel_sync.wait", &x.t, let_the_callback_end, &x);
+	CHECK_EQ(tw_service_cancel_sync(svc, &x.t), TW_SVC_RUNNING);
+	CHECK_EQ(atomic_load(&x.finished), 1); /* it waited for the end */
+	CHECK_EQ(tw_service_cancel_sync(svc, &x.t), TW_SVC_IDLE);
+	CHECK_EQ(tw_service_shutdown(svc, NULL, NULL), 0);
+	CHECK_EQ(atomic_load(&x.runs), 1);
+	tw_service_destroy(svc);
+}
+
+/* ---- cancel_sync of a timer from its own callback ---- */
+
+static atomic_int self_result;
+
+static void cancel_self_and_free(struct tw_service *svc, struct job *self)
+{
+	atomic_store(&self->in_callback, 1);
+	while (!atomic_load(&self->go))
+		sched_yield();
+	atomic_store(&self_result, tw_service_cancel_sync(svc, &self->t));
+	atomic_fetch_add(&self->finished, 1);
+	free(self); /* a one-shot callback may free its timer as its last act */
+}
+
+/*
+ * While x's callback runs on the only executor, another thread adds x
+ * again: the add is deferred to the run's end (one run at a time). The
+ * callback then cancel_syncs itself -- which stops that deferred add
+ * (TW_SVC_STOPPED) and does not wait for itself -- and frees x, as
+ * service.h allows a one-shot callback after cancel_sync. Nothing in the
+ * service may touch x after that: not the run's end, not a poll, not
+ * shutdown (ASan sees any touch).
+ */
+static void test_cancel_sync_of_self_unlinks_and_reports(void)
+{
+	struct tw_service *svc = service(true, 1);
+	struct job *x = malloc(sizeof(*x));
+	struct tw_service_stats st;
+
+	job_init(x);
+	x->action = cancel_self_and_free;
+	atomic_store(&self_result, -1000);
+	CHECK_EQ(tw_service_add(svc, &x->t, 1000), TW_OK);
+	CHECK_EQ(tw_service_poll(svc), 1);
+	WAIT_FOR(atomic_load(&x->in_callback), "the callback never ran");
+	CHECK_EQ(tw_service_add(svc, &x->t, 1050), TW_OK);
+	atomic_store(&x->go, 1);
+	WAIT_FOR(atomic_load(&self_result) != -1000, "cancel_sync(self) hung");
+	CHECK_EQ(atomic_load(&self_result), TW_SVC_STOPPED);
+	/* x is freed: nothing in the service may touch it (ASan would say). */
+	atomic_store(&virtual_now, 1100);
+	CHECK_EQ(tw_service_poll(svc), 0);
+	CHECK_EQ(tw_service_count(svc), 0);
+	CHECK_EQ(tw_service_shutdown(svc, NULL, NULL), 0);
+	tw_service_stats(svc, &st);
+	CHECK_EQ(st.added, 2);
+	CHECK_EQ(st.ran, 1);
+	CHECK_EQ(st.stopped, 1);
+	tw_service_destroy(svc);
+}
+
+/* ---- two callbacks that cancel_sync each other ---- */
+
+static atomic_int both_running;
+
+static void meet_then_cancel_other(struct tw_service *svc, struct job *self)
+{
+	atomic_fetch_add(&both_running, 1);
+	while (atomic_load(&both_running) < 2)
+		sched_yield();
+	atomic_store(&self->result, tw_service_cancel_sync(svc, &self->other->t));
+	atomic_store(&self->finished, 1);
+}
+
+static void test_cancel_sync_cycle_is_an_error_not_a_hang(void)
+{
+	struct tw_service *svc = service(true, 2);
+	struct job a, b;
+	int ra, rb;
+
+	job_init(&a);
+	job_init(&b);
+	a.action = b.action = meet_then_cancel_other;
+	a.other = &b;
+	b.other = &a;
+	atomic_store(&both_running, 0);
+	CHECK_EQ(tw_service_add(svc, &a.t, 1000), TW_OK);
+	CHECK_EQ(tw_service_add(svc, &b.t, 1000), TW_OK);
+	CHECK_EQ(tw_service_poll(svc), 2);
+	WAIT_FOR(atomic_load(&a.finished) && atomic_load(&b.finished),
+		 "two callbacks cancel_sync each other");
+	ra = atomic_load(&a.result);
+	rb = atomic_load(&b.result);
+	/* At least one sees the cycle; the other may wait for it to end. */
+	CHECK(ra == TW_EDEADLK || rb == TW_EDEADLK);
+	CHECK(ra == TW_EDEADLK || ra == TW_SVC_RUNNING);
+	CHECK(rb == TW_EDEADLK || rb == TW_SVC_RUNNING);
+	CHECK_EQ(tw_service_shutdown(svc, NULL, NULL), 0);
+	tw_service_destroy(svc);
+}
+
+/* ---- re-initialising a timer after a plain cancel ---- */
+
+static void block_until_go(struct tw_service *svc, struct job *self)
+{
+	(void)svc;
+	atomic_store(&self->in_callback, 1);
+	while (!atomic_load(&self->go))
+		sched_yield();
+	atomic_store(&self->finished, 1);
+}
+
+static void second_fn(struct tw_service *svc, struct tw_service_timer *t)
+{
+	job_run(svc, t);
+}
+
+/*
+ * x expired and waits on its shard's expired list behind a busy executor;
+ * a plain cancel unlinks it (TW_SVC_STOPPED), and tw_service_timer_reinit()
+ * gives it a new callback right after (service.h: "Safe right after a
+ * plain tw_service_cancel()"). Re-added and expired again, it is refused
+ * a reinit while it waits to run (TW_EBUSY: that would race the
+ * executor), and runs once, with the new callback.
+ */
+static void test_reinit_after_plain_cancel_runs_once(void)
+{
+	struct tw_service *svc = service(true, 1);
+	struct job blocker, x;
+
+	job_init(&blocker);
+	blocker.action = block_until_go;
+	job_init(&x);
+	CHECK_EQ(tw_service_add(svc, &blocker.t, 1000), TW_OK);
+	CHECK_EQ(tw_service_poll(svc), 1);
+	WAIT_FOR(atomic_load(&blocker.in_callback), "the blocker never ran");
+	CHECK_EQ(tw_service_add(svc, &x.t, 1000), TW_OK);
+	CHECK_EQ(tw_service_poll(svc), 1); /* x waits for the executor */
+	CHECK(tw_service_timer_pending(&x.t));
+	CHECK_EQ(tw_service_cancel(svc, &x.t), TW_SVC_STOPPED);
+	CHECK(!tw_service_timer_pending(&x.t));
+	CHECK_EQ(tw_service_timer_reinit(&x.t, second_fn), TW_OK);
+	CHECK_EQ(tw_service_add(svc, &x.t, 1000), TW_OK);
+	CHECK_EQ(tw_service_poll(svc), 1); /* a new expiry: the stopped one left nothing */
+	/* Not while it is pending: that would race the executor. */
+	CHECK_EQ(tw_service_timer_reinit(&x.t, second_fn), TW_EBUSY);
+	CHECK_EQ(tw_service_timer_reinit(NULL, second_fn), TW_EINVAL);
+	atomic_store(&blocker.go, 1);
+	WAIT_FOR(atomic_load(&x.runs) == 1, "the re-added timer never ran");
+	CHECK_EQ(tw_service_shutdown(svc, NULL, NULL), 0);
+	CHECK_EQ(atomic_load(&x.runs), 1);
+	tw_service_destroy(svc);
+}
+
+/*
+ * A cancel unlinks a pending timer from its shard's wheel at once, under
+ * the shard's mutex: count leaves it out, a second cancel finds it IDLE,
+ * a re-add files it again, a cancel_sync of it returns at once and the
+ * owner may free it (ASan sees any later touch), and a poll past the
+ * stopped timers' due time runs only the live ones.
+ */
+static void test_a_cancel_unlinks_the_timer_at_once(void)
+{
+	struct tw_service *svc = service(true, 0);
+	struct job *heap = malloc(sizeof(*heap));
+	struct job a, b, left;
+	struct tw_service_stats st;
+
+	job_init(heap);
+	job_init(&a);
+	job_init(&b);
+	job_init(&left);
+	CHECK_EQ(tw_service_add(svc, &heap->t, 5000), TW_OK);
+	CHECK_EQ(tw_service_add(svc, &a.t, 5000), TW_OK);
+	CHECK_EQ(tw_service_add(svc, &b.t, 5000), TW_OK);
+	CHECK_EQ(tw_service_add(svc, &left.t, 5000), TW_OK);
+	CHECK_EQ(tw_service_poll(svc), 0);
+	CHECK_EQ(tw_service_count(svc), 4);
+	CHECK_EQ(tw_service_cancel(svc, &left.t), TW_SVC_STOPPED);
+	CHECK_EQ(tw_service_count(svc), 3);
+	CHECK_EQ(tw_service_cancel(svc, &heap->t), TW_SVC_STOPPED);
+	CHECK_EQ(tw_service_cancel(svc, &a.t), TW_SVC_STOPPED);
+	CHECK_EQ(tw_service_cancel(svc, &a.t), TW_SVC_IDLE);
+	CHECK_EQ(tw_service_count(svc), 1);
+	CHECK_EQ(tw_service_add(svc, &a.t, 4000), TW_OK); /* filed again */
+	CHECK_EQ(tw_service_count(svc), 2);
+	CHECK_EQ(tw_service_cancel_sync(svc, &heap->t), TW_SVC_IDLE);
+	memset(heap, 0xa5, sizeof(*heap));
+	free(heap); /* ASan: any later touch of it is reported */
+	CHECK_EQ(tw_service_count(svc), 2);
+	atomic_store(&virtual_now, 6000);
+	CHECK_EQ(tw_service_poll(svc), 2);  /* a and b, nothing stopped */
+	CHECK_EQ(atomic_load(&a.runs), 1);
+	CHECK_EQ(atomic_load(&b.runs), 1);
+	CHECK_EQ(atomic_load(&left.runs), 0);
+	CHECK_EQ(tw_service_count(svc), 0);
+	CHECK_EQ(tw_service_cancel_sync(svc, &left.t), TW_SVC_IDLE);
+	CHECK_EQ(tw_service_shutdown(svc, NULL, NULL), 0);
+	tw_service_stats(svc, &st);
+	CHECK_EQ(st.added, 5);
+	CHECK_EQ(st.ran, 2);
+	CHECK_EQ(st.stopped, 3);
+	tw_service_destroy(svc);
+}
+
+/* ---- a poll that passed the closing check ---- */
+/*
+ * A poll that had read "not closing" went on after shutdown had begun: it
+ * could expire a timer shutdown meant to hand back and run its callback
+ * after shutdown returned.
+ */
+static void test_no_poll_once_shutdown_began(void)
+{
+	struct tw_service *svc = service(true, 0);
+	struct job j;
+	struct poller pl = { svc, -1000 };
+	struct svc_job down = { svc, &j, -1000 };
+	struct sp_thread p, s;
+	int entered, draining;
+
+	job_init(&j);
+	atomic_store(&handed, 0);
+	atomic_store(&handed_after_free, 0);
+	CHECK_EQ(tw_service_add(svc, &j.t, 1000), TW_OK); /* due now */
+	entered = sp_arm("poll.enter", svc);
+	sp_spawn(&p, poll_thread, &pl);
+	CHECK(sp_wait(entered, &p.done));
+	draining = sp_arm("shutdown.drain", svc);
+	sp_spawn(&s, shutdown_thread, &down);
+	CHECK(sp_wait(draining, &s.done));
+	sp_release(entered);
+	sp_join(&p, "poll");
+	sp_release(draining);
+	sp_join(&s, "shutdown");
+	CHECK_EQ(pl.result, TW_ESHUTDOWN);
+	CHECK_EQ(atomic_load(&j.runs), 0);
+	CHECK_EQ(down.result, 1); /* handed back, not run behind its back */
+	tw_service_destroy(svc);
+}
+
+int main(int argc, char **argv)
+{
+	races_only = argc > 1 ? argv[1] : NULL;
+	sp_install();
+	RUN_SELECTED(test_reaper_keeps_waking_after_a_kick_at_its_loop_top);
+	RUN_SELECTED(test_a_kick_that_finds_one_pending_loses_no_timer);
+	RUN_SELECTED(test_cancel_sync_waits_for_shutdowns_hand_back);
+	RUN_SELECTED(test_cancel_sync_waits_for_a_running_callback);
+	RUN_SELECTED(test_cancel_sync_does_not_wait_for_a_readded_timer);
+	RUN_SELECTED(test_cancel_sync_of_self_unlinks_and_reports);
+	RUN_SELECTED(test_cancel_sync_cycle_is_an_error_not_a_hang);
+	RUN_SELECTED(test_reinit_after_plain_cancel_runs_once);
+	RUN_SELECTED(test_a_cancel_unlinks_the_timer_at_once);
+	RUN_SELECTED(test_no_poll_once_shutdown_began);
+	return races_report();
+}

@@ -1,0 +1,498 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * A timer is claimed once: by a runner or by a cancel, never both; by one
+ * service, never two. The claims of the timer service, each forced
+ * through the named test points of the library
+ * (tests/support/stop_points.h) as in cancel_sync_and_teardown.c:
+ *   - a runner's claim of a timer it took into its batch: it stores its
+ *     running mark, then exchanges its batch slot for NULL, while a cancel
+ *     compares-and-swaps the same slot (src/service/core.h). A cancel
+ *     before the exchange wins (TW_SVC_STOPPED, no run, the runner never
+ *     touches the timer again); after it, the run is under way
+ *     (TW_SVC_RUNNING, and cancel_sync waits for it); a reschedule while
+ *     the scanner holds the timer in its batch ends that expiry;
+ *   - a service's claim of a timer at its first add: owner and shard in
+ *     one compare-and-swap of the state word, so that two services racing
+ *     for a timer leave it in one (the other gets TW_EOWNER), an owner id
+ *     is never one a live service holds, and an add that claimed before
+ *     shutdown and files after it is refused.
+ * Nothing is timed: a bound of seconds only turns a hang into a failure.
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include "forced_jobs.h"
+#include "service/state.h"
+
+/* After shutdown: the service's counts, and every add ended exactly once
+ * (it ran, was stopped or was handed back). */
+static void check_balanced(struct tw_service *svc, uint64_t added, uint64_t ran,
+			   uint64_t stopped)
+{
+	struct tw_service_stats st;
+
+	tw_service_stats(svc, &st);
+	CHECK_EQ(st.added, added);
+	CHECK_EQ(st.ran, ran);
+	CHECK_EQ(st.stopped, stopped);
+	CHECK_EQ(st.added, st.ran + st.stopped + st.handed_back);
+}
+
+struct svc_job {
+	struct tw_service *svc;
+	struct job *job;
+	int64_t result;
+};
+
+static void *shutdown_thread(void *arg)
+{
+	struct svc_job *sj = arg;
+
+	sj->result = tw_service_shutdown(sj->svc, NULL, NULL);
+	return NULL;
+}
+
+/* ---- shutdown and a first add between its claim and its filing ---- */
+
+static void *add_thread(void *arg)
+{
+	struct svc_job *sj = arg;
+
+	sj->result = tw_service_add(sj->svc, &sj->job->t, 9000);
+	return NULL;
+}
+
+/*
+ * Shutdown closes each shard under its mutex, and an add decides under
+ * the same mutex: an add that claimed its timer before shutdown began and
+ * reaches its shard after the close is refused (TW_ESHUTDOWN), and
+ * shutdown neither waits for it nor hands anything back for it. Forced:
+ * the first add of j is parked right after its claim ("add.claimed", no
+ * lock held); a whole shutdown runs (it would hang here if it waited for
+ * the add); the add goes on. Nothing was added, nothing handed back, and
+ * the accounting balances.
+ */
+static void test_an_add_that_claimed_before_shutdown_is_refused_after(void)
+{
+	struct tw_service *svc = service(true, 0);
+	struct job j;
+	struct svc_job adder = { svc, &j, -1000 }, down = { svc, &j, -1000 };
+	struct sp_thread a, d;
+	struct tw_service_stats st;
+	int claimed;
+
+	job_init(&j);
+	claimed = sp_arm("add.claimed", &j.t);
+	sp_spawn(&a, add_thread, &adder);
+	CHECK(sp_wait(claimed, &a.done));
+	sp_spawn(&d, shutdown_thread, &down);
+	sp_join(&d, "shutdown beside an add that claimed its timer");
+	CHECK_EQ(down.result, 0);
+	sp_release(claimed);
+	sp_join(&a, "add");
+	CHECK_EQ(adder.result, TW_ESHUTDOWN);
+	CHECK(!tw_service_timer_pending(&j.t));
+	CHECK_EQ(atomic_load(&j.runs), 0);
+	tw_service_stats(svc, &st);
+	CHECK_EQ(st.added, 0);
+	CHECK_EQ(st.handed_back, 0);
+	CHECK_EQ(tw_service_add(svc, &j.t, 9000), TW_ESHUTDOWN);
+	CHECK_EQ(tw_service_destroy(svc), TW_OK);
+}
+
+/* ---- the claim: a cancel and a runner race for a batch slot ---- */
+
+static atomic_int claim_runs; /* runs of the timers the claim tests free */
+
+static void count_claim_run(struct tw_service *svc, struct tw_service_timer *t)
+{
+	(void)svc;
+	(void)t;
+	atomic_fetch_add(&claim_runs, 1);
+}
+
+/* t due now, expired by a poll on a thread of its own (sp_join it) and
+ * taken into a runner's batch: the poll's own thread without executors,
+ * the only executor with one. Returns once that runner is parked at point
+ * with t (its slot). */
+static int taken_by_a_runner_parked_at(struct tw_service *svc,
+				       struct tw_service_timer *t,
+				       const char *point, struct poller *pl,
+				       struct sp_thread *th)
+{
+	int slot;
+
+	CHECK_EQ(tw_service_add(svc, t, 1000), TW_OK);
+	slot = sp_arm(point, t);
+	pl->svc = svc;
+	pl->result = -1000;
+	sp_spawn(th, poll_thread, pl);
+	CHECK(sp_wait(slot, NULL));
+	return slot;
+}
+
+/*
+ * The claim (core.h): a runner stores its running mark, then exchanges its
+ * batch slot for NULL; a cancel compares-and-swaps the same slot from the
+ * timer to NULL. Forced: the runner is parked between its mark and its
+ * exchange ("run.claiming"); a cancel from another thread wins the slot:
+ * TW_SVC_STOPPED, the timer is no longer pending, and the owner frees it
+ * there and then. Released, the runner finds its slot empty: the callback
+ * never runs, and the runner never touches the timer (ASan sees any
+ * touch of the freed memory). Without executors (the poll's thread is the
+ * runner) and with one (the executor is).
+ */
+static void a_cancel_before_the_claim_wins(unsigned executors)
+{
+	struct tw_service *svc = service(true, executors);
+	struct tw_service_timer *t = malloc(sizeof(*t));
+	struct poller pl;
+	struct sp_thread th;
+	struct tw_service_stats st;
+	int claiming;
+
+	atomic_store(&claim_runs, 0);
+	tw_service_timer_init(t, count_claim_run);
+	claiming = taken_by_a_runner_parked_at(svc, t, "run.claiming", &pl, &th);
+	CHECK(tw_service_timer_pending(t)); /* taken, not claimed */
+	CHECK_EQ(tw_service_cancel(svc, t), TW_SVC_STOPPED);
+	CHECK(!tw_service_timer_pending(t));
+	free(t);
+	sp_release(claiming);
+	sp_join(&th, "the poll");
+	CHECK_EQ(pl.result, 1); /* that poll expired it */
+	CHECK_EQ(tw_service_shutdown(svc, NULL, NULL), 0);
+	CHECK_EQ(atomic_load(&claim_runs), 0);
+	tw_service_stats(svc, &st);
+	CHECK_EQ(st.added, 1);
+	CHECK_EQ(st.ran, 0);
+	CHECK_EQ(st.stopped, 1);
+	CHECK_EQ(tw_service_destroy(svc), TW_OK);
+}
+
+static void test_a_cancel_before_the_claim_wins_the_scanners_slot(void)
+{
+	a_cancel_before_the_claim_wins(0);
+}
+
+static void test_a_cancel_before_the_claim_wins_an_executors_slot(void)
+{
+	a_cancel_before_the_claim_wins(1);
+}
+
+struct sync_call {
+	struct tw_service *svc;
+	struct tw_service_timer *t;
+	struct job *watched;     /* its finished flag, read on return */
+	bool free_it;            /* free t once the call returned */
+	atomic_int result, finished_at_return;
+};
+
+static void *cancel_sync_call(void *arg)
+{
+	struct sync_call *c = arg;
+	int rc = tw_service_cancel_sync(c->svc, c->t);
+
+	if (c->watched)
+		atomic_store(&c->finished_at_return,
+			     atomic_load(&c->watched->finished));
+	if (c->free_it)
+		free(c->t); /* cancel_sync returned: nothing refers to it */
+	atomic_store(&c->result, rc);
+	return NULL;
+}
+
+/*
+ * The same race won by the cancel inside cancel_sync, from another thread,
+ * while the runner's mark is stored: the call stops the timer
+ * (TW_SVC_STOPPED) and returns at once -- a timer taken back before its
+ * claim is no run, whatever the runner's mark says, and the runner, whose
+ * claim then fails, never touches it -- and the timer is freed while the
+ * runner is still parked. The callback never runs (and ASan sees no
+ * touch after the free).
+ */
+static void test_cancel_sync_beats_a_runner_at_its_claim(void)
+{
+	struct tw_service *svc = service(true, 1);
+	struct tw_service_timer *t = malloc(sizeof(*t));
+	struct sync_call c = { svc, t, NULL, true, -1000, -1 };
+	struct poller pl;
+	struct sp_thread th, cs;
+	int claiming, waiting;
+
+	atomic_store(&claim_runs, 0);
+	tw_service_timer_init(t, count_claim_run);
+	claiming = taken_by_a_runner_parked_at(svc, t, "run.claiming", &pl, &th);
+	sp_join(&th, "the poll");
+	CHECK_EQ(pl.result, 1);
+	waiting = sp_arm("cancel_sync.wait", t);
+	sp_spawn(&cs, cancel_sync_call, &c);
+	/* It returns while the runner is parked with its mark: no wait. */
+	sp_join(&cs, "cancel_sync");
+	sp_forget("cancel_sync.wait", t);
+	(void)waiting;
+	sp_release(claiming);
+	CHECK_EQ(atomic_load(&c.result), TW_SVC_STOPPED);
+	CHECK_EQ(tw_service_shutdown(svc, NULL, NULL), 0);
+	CHECK_EQ(atomic_load(&claim_runs), 0);
+	check_balanced(svc, 1, 0, 1);
+	CHECK_EQ(tw_service_destroy(svc), TW_OK);
+}
+
+/*
+ * The runner wins: parked right after its exchange ("run.claimed"), the
+ * callback next. The timer is no longer pending; a cancel says
+ * TW_SVC_RUNNING (too late), and a cancel_sync from another thread waits
+ * for the callback: it returns TW_SVC_RUNNING once the callback has
+ * finished, and the callback ran once.
+ */
+static void test_a_cancel_after_the_claim_is_too_late_and_cancel_sync_waits(void)
+{
+	struct tw_service *svc = service(true, 1);
+	struct job j;
+	struct sync_call c = { svc, &j.t, &j, false, -1000, -1 };
+	struct poller pl;
+	struct sp_thread th, cs;
+	int claimed, waiting;
+
+	job_init(&j);
+	claimed = taken_by_a_runner_parked_at(svc, &j.t, "run.claimed", &pl, &th);
+	sp_join(&th, "the poll");
+	CHECK_EQ(pl.result, 1);
+	CHECK(!tw_service_timer_pending(&j.t));
+	CHECK_EQ(tw_service_cancel(svc, &j.t), TW_SVC_RUNNING);
+	waiting = sp_arm("cancel_sync.wait", &j.t);
+	sp_spawn(&cs, cancel_sync_call, &c);
+	CHECK(sp_wait(waiting, &cs.done));
+	sp_release(waiting);
+	CHECK_EQ(atomic_load(&cs.done), 0);
+	CHECK_EQ(atomic_load(&j.runs), 0);
+	sp_release(claimed);
+	sp_join(&cs, "cancel_sync");
+	CHECK_EQ(atomic_load(&c.result), TW_SVC_RUNNING);
+	CHECK_EQ(atomic_load(&c.finished_at_return), 1);
+	CHECK_EQ(atomic_load(&j.runs), 1);
+	CHECK_EQ(tw_service_cancel_sync(svc, &j.t), TW_SVC_IDLE);
+	CHECK_EQ(tw_service_shutdown(svc, NULL, NULL), 0);
+	check_balanced(svc, 1, 1, 0);
+	CHECK_EQ(tw_service_destroy(svc), TW_OK);
+}
+
+/* ---- a window rescheduled out of the scanner's batch ---- */
+
+/*
+ * j, due 1100, expires in a poll at 1700 and is taken into the scanner's
+ * batch; the scanner is parked there, the shard's mutex let go
+ * ("scan.batch"). A reschedule to the window [3000, 3500] takes its slot
+ * back (TW_SVC_STOPPED: that expiry ends there) and files the new window.
+ * The expiry the poll made must not run, nor may the new window fire
+ * before 3000 (never early); it fires once, by 3500 and a tick.
+ */
+static void test_a_window_rescheduled_out_of_the_scanners_batch_never_fires_early(void)
+{
+	struct tw_service *svc = service(true, 0);
+	struct job j;
+	struct poller poller = { svc, -1000 };
+	struct sp_thread p;
+	int batch;
+
+	job_init(&j);
+	CHECK_EQ(tw_service_add(svc, &j.t, 1100), TW_OK);
+	atomic_store(&virtual_now, 1700);
+	batch = sp_arm("scan.batch", svc);
+	sp_spawn(&p, poll_thread, &poller);
+	CHECK(sp_wait(batch, &p.done));
+	CHECK(tw_service_timer_pending(&j.t)); /* taken, not claimed */
+	CHECK_EQ(tw_service_reschedule_range(svc, &j.t, 3000, 3500), TW_SVC_STOPPED);
+	CHECK_EQ(tw_service_count(svc), 1);
+	sp_release(batch);
+	sp_join(&p, "poll");
+	CHECK_EQ(poller.result, 1); /* that poll expired it */
+	CHECK_EQ(atomic_load(&j.runs), 0);
+	for (int64_t now = 1700; now < 3000; now++) {
+		atomic_store(&virtual_now, now);
+		CHECK(tw_service_poll(svc) >= 0);
+	}
+	CHECK_EQ(atomic_load(&j.runs), 0);
+	atomic_store(&virtual_now, 3510);
+	CHECK(tw_service_poll(svc) >= 0);
+	CHECK_EQ(atomic_load(&j.runs), 1);
+	CHECK_EQ(tw_service_shutdown(svc, NULL, NULL), 0);
+	check_balanced(svc, 2, 1, 1);
+	tw_service_destroy(svc);
+}
+
+/*
+ * Owner ids wrap after 2^18 - 1 services; a new service must never get the
+ * id of one still alive, or each passes the other's owner checks (a cancel
+ * on the new one would stop the old one's timer, and neither's accounting
+ * would balance). The hook stands for the wrap: the next id to hand out is
+ * the live service's.
+ */
+static void test_a_wrapped_owner_id_skips_live_services(void)
+{
+	struct tw_service *a = service(true, 0), *b;
+	struct job j, k;
+	uint32_t id_a;
+
+	job_init(&j);
+	job_init(&k);
+	CHECK_EQ(tw_service_add(a, &j.t, 5000), TW_OK);
+	id_a = j.t.state >> OWNER_SHIFT; /* the owner's id (state.h) */
+	CHECK(id_a != 0);
+	tw__test_service_next_id(id_a - 1);
+	b = service(true, 0);
+	CHECK_EQ(tw_service_cancel(b, &j.t), TW_EOWNER);
+	CHECK_EQ(tw_service_add(b, &k.t, 5000), TW_OK);
+	CHECK(k.t.state >> OWNER_SHIFT != 0);
+	CHECK(k.t.state >> OWNER_SHIFT != id_a);
+	CHECK_EQ(tw_service_cancel(a, &k.t), TW_EOWNER);
+	CHECK_EQ(tw_service_shutdown(b, NULL, NULL), 1);
+	CHECK_EQ(tw_service_shutdown(a, NULL, NULL), 1);
+	tw_service_destroy(b);
+	tw_service_destroy(a);
+}
+
+struct add_from {
+	struct tw_service *svc;
+	struct job *job;
+};
+
+static void *add_from_a_new_thread(void *arg)
+{
+	struct add_from *af = arg;
+
+	CHECK_EQ(tw_service_add(af->svc, &af->job->t, 5000), TW_OK);
+	return NULL;
+}
+
+/*
+ * After the ids wrap, a timer of a destroyed service carries the id a new
+ * service holds (the header: reuse a timer with another service only after
+ * a fresh init). It must not take the new service for its own where its
+ * shard is not one of the new service's: it indexed past the new
+ * service's shards (ASan: heap-buffer-overflow in the add). A has 256 shards, and of two timers added from
+ * two threads one sits past shard 0; B has one shard and A's id.
+ */
+static void test_a_destroyed_services_timer_is_another_services_after_a_wrap(void)
+{
+	struct tw_service_config cfg = { 0 };
+	struct tw_service *a = NULL, *b = NULL;
+	struct job j[2], *stale;
+	struct add_from af;
+	pthread_t th;
+	uint32_t id_a;
+
+	cfg.manual = true;
+	cfg.shards = 256;
+	cfg.clock.now = virtual_clock;
+	CHECK_EQ(tw_service_create(&a, &cfg), TW_OK);
+	job_init(&j[0]);
+	job_init(&j[1]);
+	CHECK_EQ(tw_service_add(a, &j[0].t, 5000), TW_OK);
+	af.svc = a;
+	af.job = &j[1];
+	pthread_create(&th, NULL, add_from_a_new_thread, &af);
+	pthread_join(th, NULL);
+	stale = word_shard(j[0].t.state) ? &j[0] : &j[1];
+	CHECK(word_shard(stale->t.state) != 0);
+	id_a = stale->t.state >> OWNER_SHIFT;
+	CHECK_EQ(tw_service_shutdown(a, NULL, NULL), 2); /* stale stays as it was */
+	CHECK_EQ(tw_service_destroy(a), TW_OK);
+	tw__test_service_next_id(id_a - 1);
+	cfg.shards = 1;
+	CHECK_EQ(tw_service_create(&b, &cfg), TW_OK);
+	CHECK_EQ(tw_service_add(b, &stale->t, 6000), TW_EOWNER);
+	CHECK_EQ(tw_service_reschedule(b, &stale->t, 6000), TW_EOWNER);
+	CHECK_EQ(tw_service_cancel(b, &stale->t), TW_EOWNER);
+	CHECK_EQ(tw_service_cancel_sync(b, &stale->t), TW_EOWNER);
+	CHECK_EQ(tw_service_timer_shutdown(b, &stale->t), TW_EOWNER);
+	CHECK_EQ(tw_service_shutdown(b, NULL, NULL), 0);
+	tw_service_destroy(b);
+}
+
+/* ---- two services racing for a timer's first add ---- */
+
+struct first_add {
+	struct tw_service *svc;
+	struct job *job;
+	bool reschedule;
+	int result;
+};
+
+static int first_add(struct tw_service *svc, struct job *j, bool reschedule)
+{
+	return reschedule ? tw_service_reschedule(svc, &j->t, 2000)
+			  : tw_service_add(svc, &j->t, 2000);
+}
+
+static void *first_add_thread(void *arg)
+{
+	struct first_add *f = arg;
+
+	f->result = first_add(f->svc, f->job, f->reschedule);
+	return NULL;
+}
+
+/*
+ * A timer joins the service whose first add claims it: the owner and the
+ * shard go into its state word in one compare-and-swap. Forced: the first
+ * add of a fresh timer on s1 is parked before its claim ("add.claiming",
+ * the word read without an owner); the timer is added on s2, which claims
+ * it; s1's claim then fails and finds s2's id: TW_EOWNER. The timer is in
+ * s2's wheel only, and s2's shutdown hands it back. As an add and as a
+ * reschedule (which reports TW_SVC_IDLE for a timer that was not pending).
+ */
+static void two_services_race_for_a_first_add(bool reschedule)
+{
+	struct tw_service *s1 = service(true, 0), *s2 = service(true, 0);
+	struct job j;
+	struct first_add f = { s1, &j, reschedule, -1000 };
+	struct sp_thread th;
+	int claiming;
+
+	job_init(&j);
+	claiming = sp_arm("add.claiming", &j.t);
+	sp_spawn(&th, first_add_thread, &f);
+	CHECK(sp_wait(claiming, &th.done));
+	CHECK_EQ(first_add(s2, &j, reschedule), reschedule ? TW_SVC_IDLE : TW_OK);
+	sp_release(claiming);
+	sp_join(&th, "the first add on s1");
+	CHECK_EQ(f.result, TW_EOWNER);
+	CHECK(tw_service_timer_pending(&j.t));
+	CHECK_EQ(tw_service_count(s1), 0);
+	CHECK_EQ(tw_service_count(s2), 1);
+	CHECK_EQ(tw_service_cancel(s1, &j.t), TW_EOWNER);
+	CHECK_EQ(tw_service_shutdown(s1, NULL, NULL), 0);
+	CHECK_EQ(tw_service_shutdown(s2, NULL, NULL), 1);
+	check_balanced(s1, 0, 0, 0);
+	check_balanced(s2, 1, 0, 0);
+	tw_service_destroy(s1);
+	tw_service_destroy(s2);
+}
+
+static void test_a_timer_joins_one_service_only(void)
+{
+	two_services_race_for_a_first_add(false);
+}
+
+static void test_a_timer_rescheduled_on_two_services_joins_one(void)
+{
+	two_services_race_for_a_first_add(true);
+}
+
+int main(int argc, char **argv)
+{
+	races_only = argc > 1 ? argv[1] : NULL;
+	sp_install();
+	RUN_SELECTED(test_a_cancel_before_the_claim_wins_the_scanners_slot);
+	RUN_SELECTED(test_a_cancel_before_the_claim_wins_an_executors_slot);
+	RUN_SELECTED(test_cancel_sync_beats_a_runner_at_its_claim);
+	RUN_SELECTED(test_a_cancel_after_the_claim_is_too_late_and_cancel_sync_waits);
+	RUN_SELECTED(test_a_window_rescheduled_out_of_the_scanners_batch_never_fires_early);
+	RUN_SELECTED(test_a_timer_joins_one_service_only);
+	RUN_SELECTED(test_a_timer_rescheduled_on_two_services_joins_one);
+	RUN_SELECTED(test_a_wrapped_owner_id_skips_live_services);
+	RUN_SELECTED(test_a_destroyed_services_timer_is_another_services_after_a_wrap);
+	RUN_SELECTED(test_an_add_that_claimed_before_shutdown_is_refused_after);
+	return races_report();
+}

@@ -1,0 +1,302 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The reaper's sleep, checked by what it decides, not by how often it woke.
+ *
+ * A count of wake-ups over real time is a property of the machine as much
+ * as of the library: a reaper that ThreadSanitizer or a busy host stalls
+ * wakes more often, or less (one run in 13 under TSan failed such a
+ * count). So these tests run a real reaper thread on an injected clock
+ * that only the test moves, and read, at the test point
+ * "reaper.sleeping", how long the reaper chose to sleep. With the clock
+ * still, each decision is exact: the test moves the clock to the end of
+ * the chosen sleep, kicks the reaper, and waits for its next decision,
+ * which is the one a reaper woken by its own deadline would make. A stall
+ * only delays a step; it cannot change what is decided or counted.
+ *
+ * (The reaper may also wake by itself when the real time of a sleep runs
+ * out before the test moves the clock: it then finds nothing due at the
+ * same time and decides the same sleep again, which the steps below
+ * tolerate by waiting for a decision made after their own kick.)
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <string.h>
+#include <time.h>
+
+#include "check.h"
+#include "test_point.h"
+#include "virtual_clock.h"
+
+/* ---- the reaper's decisions, seen at its test points ---- */
+
+static pthread_mutex_t seen_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t seen_cv = PTHREAD_COND_INITIALIZER;
+static _Atomic(const struct tw_service *) watched;
+static uint64_t scans_begun;      /* "reaper.cleared": a scan is to start */
+static uint64_t decided_after;    /* scans_begun at the last decision */
+static int64_t decided_ns;        /* that decision's sleep */
+
+/* The clock of the test of a time behind: on the reaper's second read
+ * after a scan begins (the one it sleeps from; the scan of its one shard
+ * takes the first) it reads 3 s behind, once, when armed. */
+static atomic_int arm_behind, reads_to_behind;
+#define BEHIND TW_S(3)
+
+static int64_t clock_one_behind(void *arg)
+{
+	int64_t now = virtual_clock(arg);
+
+	if (atomic_load(&reads_to_behind) > 0 &&
+	    atomic_fetch_sub(&reads_to_behind, 1) == 1)
+		return now - BEHIND;
+	return now;
+}
+
+static void hook(const char *point, const void *obj)
+{
+	if (obj != atomic_load(&watched))
+		return;
+	if (strcmp(point, "reaper.cleared") == 0) {
+		pthread_mutex_lock(&seen_mu);
+		scans_begun++;
+		pthread_mutex_unlock(&seen_mu);
+		if (atomic_exchange(&arm_behind, 0))
+			atomic_store(&reads_to_behind, 2);
+	} else if (strcmp(point, "reaper.sleeping") == 0) {
+		pthread_mutex_lock(&seen_mu);
+		decided_after = scans_begun;
+		decided_ns = tw__test_service_sleep_ns(obj);
+		pthread_cond_broadcast(&seen_cv);
+		pthread_mutex_unlock(&seen_mu);
+	}
+}
+
+/* Kick the reaper and return the sleep it decides on after a scan that
+ * began after the kick: a scan that saw everything the test did before.
+ * -2 if none came within 10 s (a hung reaper, not a slow one). */
+static int64_t next_decision(struct tw_service *svc)
+{
+	struct timespec until;
+	uint64_t before;
+	int64_t ns = -2;
+
+	pthread_mutex_lock(&seen_mu);
+	before = scans_begun;
+	pthread_mutex_unlock(&seen_mu);
+	tw_service_kick(svc);
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += 60; /* a guard against a hang */
+	pthread_mutex_lock(&seen_mu);
+	while (decided_after <= before)
+		if (pthread_cond_timedwait(&seen_cv, &seen_mu, &until))
+			break;
+	if (decided_after > before)
+		ns = decided_ns;
+	pthread_mutex_unlock(&seen_mu);
+	return ns;
+}
+
+static struct tw_service *reaper_service_on(int64_t start, int64_t tick,
+					    int64_t (*now)(void *))
+{
+	struct tw_service_config cfg = { 0 };
+	struct tw_service *svc = NULL;
+
+	cfg.tick = tick;
+	cfg.wheel_size = 64;
+	cfg.executors = 1;
+	cfg.shards = 1; /* the clock read once per scan */
+	cfg.clock.now = now;
+	atomic_store(&virtual_now, start);
+	pthread_mutex_lock(&seen_mu);
+	scans_begun = decided_after = 0;
+	decided_ns = 0;
+	pthread_mutex_unlock(&seen_mu);
+	CHECK_EQ(tw_service_create(&svc, &cfg), TW_OK);
+	atomic_store(&watched, svc);
+	return svc;
+}
+
+static struct tw_service *reaper_service(int64_t start, int64_t tick)
+{
+	return reaper_service_on(start, tick, virtual_clock);
+}
+
+struct job {
+	struct tw_service_timer t;
+	atomic_int runs;
+	_Atomic int64_t ran_at;
+};
+
+static void on_run(struct tw_service *svc, struct tw_service_timer *t)
+{
+	struct job *j = tw_container_of(t, struct job, t);
+
+	atomic_store(&j->ran_at, tw_service_now(svc));
+	atomic_fetch_add(&j->runs, 1);
+}
+
+static void job_init(struct job *j)
+{
+	memset(j, 0, sizeof(*j));
+	tw_service_timer_init(&j->t, on_run);
+}
+
+static bool all_ran(struct job *j, int n)
+{
+	struct timespec ms = { 0, 1000000 };
+
+	for (int wait = 0; wait < 60000; wait++) { /* 60 s: a hang guard */
+		int done = 0;
+
+		for (int i = 0; i < n; i++)
+			done += atomic_load(&j[i].runs) > 0;
+		if (done == n)
+			return true;
+		nanosleep(&ms, NULL);
+	}
+	return false;
+}
+
+/* Follow the reaper from decision to decision, moving the clock to the end
+ * of each sleep, until it sleeps until kicked; the number of sleeps that
+ * ended with something due (at most `limit`, or -1). */
+static int follow_the_reaper(struct tw_service *svc, int limit)
+{
+	int wakes = 0;
+	int64_t ns = next_decision(svc);
+
+	while (ns != -1) {
+		if (ns < 0 || ++wakes > limit)
+			return -1;
+		atomic_fetch_add(&virtual_now, ns);
+		ns = next_decision(svc);
+	}
+	return wakes;
+}
+
+/* 64 timers due 10 + i ms from now (i < 64), each allowed to 400 ms: the
+ * reaper wakes once for them all (the level-1 bucket that pops at 384 ms
+ * holds every window), where the same timers exact wake it for each
+ * millisecond that holds one. */
+static void test_reaper_wakes_once_for_overlapping_windows(void)
+{
+	static struct job j[64];
+	int wakes[2];
+
+	for (int windowed = 0; windowed < 2; windowed++) {
+		int64_t start = TW_S(1000);
+		struct tw_service *svc = reaper_service(start, TW_MS(1));
+
+		for (int i = 0; i < 64; i++) {
+			job_init(&j[i]);
+			CHECK_EQ(tw_service_add_range(svc, &j[i].t,
+						      start + TW_MS(10 + i),
+						      start + (windowed ? TW_MS(400)
+									: TW_MS(10 + i))),
+				 TW_OK);
+		}
+		wakes[windowed] = follow_the_reaper(svc, 1000);
+		CHECK(all_ran(j, 64));
+		for (int i = 0; i < 64; i++) {
+			CHECK_EQ(atomic_load(&j[i].runs), 1);
+			CHECK(atomic_load(&j[i].ran_at) >= start + TW_MS(10 + i));
+			if (windowed)
+				CHECK(atomic_load(&j[i].ran_at) <= start + TW_MS(400));
+		}
+		CHECK_EQ(tw_service_shutdown(svc, NULL, NULL), 0);
+		tw_service_destroy(svc);
+	}
+	CHECK_EQ(wakes[0], 64);
+	CHECK_EQ(wakes[1], 1);
+}
+
+/* Nothing due for an hour: the reaper sleeps until the far timer's bucket
+ * (no ticking); an earlier add wakes it at once, and it sleeps then only
+ * until the earlier timer. */
+static void test_reaper_sleeps_and_is_woken_by_earlier_add(void)
+{
+	int64_t start = TW_S(1000);
+	struct tw_service *svc = reaper_service(start, TW_MS(1));
+	struct job far, near;
+	int64_t ns;
+
+	job_init(&far);
+	job_init(&near);
+	CHECK_EQ(tw_service_add_in(svc, &far.t, TW_S(3600)), TW_OK);
+	ns = next_decision(svc);
+	/* The level that holds an hour at 1 ms x 64 has buckets of 262 s:
+	 * the far timer's pops 3,407.872 s from now, where it cascades. */
+	CHECK(ns >= TW_S(3407));
+	CHECK(ns <= TW_S(3600));
+	CHECK_EQ(tw_service_add_in(svc, &near.t, TW_MS(5)), TW_OK);
+	ns = next_decision(svc);
+	CHECK_EQ(ns, TW_MS(5));
+	atomic_fetch_add(&virtual_now, ns);
+	ns = next_decision(svc);
+	CHECK(all_ran(&near, 1));
+	CHECK(atomic_load(&near.ran_at) >= start + TW_MS(5));
+	CHECK_EQ(atomic_load(&far.runs), 0);
+	/* And back to the far one. */
+	CHECK(ns >= TW_S(3407) - TW_MS(5));
+	CHECK_EQ(tw_service_shutdown(svc, NULL, NULL), 1);
+	tw_service_destroy(svc);
+}
+
+/* An injected clock near INT64_MIN and a timer half way to INT64_MAX:
+ * next - now does not fit an int64_t. Overflowed into a negative "due
+ * already", it would make the reaper spin; the reaper sleeps its
+ * longest. */
+static void test_reaper_sleeps_with_a_clock_near_int64_min(void)
+{
+	struct tw_service *svc = reaper_service(INT64_MIN + 1000, 1000);
+	struct job far;
+
+	job_init(&far);
+	CHECK_EQ(tw_service_add(svc, &far.t, INT64_MAX / 2), TW_OK);
+	CHECK_EQ(next_decision(svc), TW_S(3600));
+	CHECK_EQ(next_decision(svc), TW_S(3600)); /* and again: no spin */
+	CHECK_EQ(atomic_load(&far.runs), 0);
+	CHECK_EQ(tw_service_shutdown(svc, NULL, NULL), 1);
+	tw_service_destroy(svc);
+}
+
+/* service.h: "A clock that goes back is tolerated: the service keeps the
+ * latest time it read, and an earlier time changes nothing". The reaper
+ * reads the clock again to size its sleep; without that rule there, one
+ * time 3 s behind would make a timer due in 100 ms run 3 s late, and
+ * clock_backwards would not count it. Every time read goes through the
+ * rule. */
+static void test_a_clock_behind_changes_no_sleep(void)
+{
+	int64_t start = TW_S(1000);
+	struct tw_service *svc = reaper_service_on(start, TW_MS(1), clock_one_behind);
+	struct tw_service_stats st;
+	struct job a;
+
+	job_init(&a);
+	CHECK_EQ(tw_service_add(svc, &a.t, start + TW_MS(100)), TW_OK);
+	CHECK_EQ(next_decision(svc), TW_MS(100));
+	atomic_store(&arm_behind, 1);
+	CHECK_EQ(next_decision(svc), TW_MS(100)); /* not 3.1 s */
+	tw_service_stats(svc, &st);
+	CHECK(st.clock_backwards >= 1);
+	atomic_fetch_add(&virtual_now, TW_MS(100));
+	next_decision(svc);
+	CHECK(all_ran(&a, 1));
+	CHECK_EQ(atomic_load(&a.ran_at), start + TW_MS(100));
+	CHECK_EQ(tw_service_shutdown(svc, NULL, NULL), 0);
+	tw_service_destroy(svc);
+}
+
+int main(void)
+{
+	tw__test_set_hook(hook);
+	RUN(test_reaper_wakes_once_for_overlapping_windows);
+	RUN(test_reaper_sleeps_and_is_woken_by_earlier_add);
+	RUN(test_reaper_sleeps_with_a_clock_near_int64_min);
+	RUN(test_a_clock_behind_changes_no_sleep);
+	return check_report();
+}

@@ -1,0 +1,66 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The fixtures of the tests forced at the test points that follow a
+ * callback step by step (tests/service/: cancel_sync_and_teardown.c,
+ * claims.c, one_run_at_a_time.c; tests/purgatory/
+ * watch_check_and_shutdown.c; the test-point build): the stop points, the
+ * virtual clock, and a job (a service timer whose callback counts its
+ * runs, says when it is inside and finished, and takes an action of the
+ * test's), and RUN_SELECTED: with a test's name as the program's
+ * argument, only that test runs.
+ */
+#ifndef TW_TEST_FORCED_JOBS_H
+#define TW_TEST_FORCED_JOBS_H
+
+#include "stop_points.h"
+
+#include "check.h"
+#include "virtual_clock.h"
+
+struct job {
+	struct tw_service_timer t;
+	atomic_int runs;
+	atomic_int in_callback, go, finished;
+	atomic_int freed;       /* the owner let go of it */
+	atomic_int result;
+	struct job *other;
+	void (*action)(struct tw_service *svc, struct job *self);
+};
+
+static inline void job_run(struct tw_service *svc, struct tw_service_timer *t)
+{
+	struct job *j = tw_container_of(t, struct job, t);
+
+	atomic_fetch_add(&j->runs, 1);
+	if (j->action)
+		j->action(svc, j); /* it says when it finished: it may free j */
+	else
+		atomic_store(&j->finished, 1);
+}
+
+static inline void job_init(struct job *j)
+{
+	memset(j, 0, sizeof(*j));
+	tw_service_timer_init(&j->t, job_run);
+}
+
+/* argv[1], where a program takes it: run only the test of that name. */
+static const char *races_only __attribute__((unused));
+
+#define RUN_SELECTED(test)                                                  \
+	do {                                                                \
+		if (!races_only || strcmp(races_only, #test) == 0)          \
+			RUN(test);                                          \
+	} while (0)
+
+/* The end of a main() that ran its tests through RUN_SELECTED. */
+static inline int races_report(void)
+{
+	if (tests_passed + tests_failed == 0) {
+		fprintf(stderr, "no test named %s\n", races_only);
+		return 2;
+	}
+	return check_report();
+}
+
+#endif
