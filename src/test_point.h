@@ -37,7 +37,7 @@ bool tw__test_fail(const char *point, const void *obj);
 #include <stdint.h>
 /* The next service's owner id: the one after id (src/service/lifecycle.c). */
 void tw__test_service_next_id(uint32_t id);
-/* The reaper's last sleep: ns, -1 until kicked, 0 none (running.c). */
+/* The reaper's last sleep: ns, -1 until kicked, 0 none (src/service/run.c). */
 struct tw_service;
 int64_t tw__test_service_sleep_ns(const struct tw_service *svc);
 #else

@@ -103,7 +103,7 @@
 #include <string.h>
 
 #include "../list.h"
-#include "../service/service_internal.h"
+#include "../service/for_purgatory.h"
 #include "../test_point.h"
 #include "timingwheel/purgatory.h"
 #include "opstate.h"

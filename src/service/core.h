@@ -16,7 +16,7 @@
  *                count, stats, owner ids
  *   transitions.c  (test-point build) every transition checked against
  *                the model's table
- *   service_internal.h  what the purgatory calls beyond the public API
+ *   for_purgatory.h  what the purgatory calls beyond the public API
  *
  * Structure. N shards (a power of two at least the number of cores by
  * default), each a wheel under its own mutex. A thread adds to its shard,
@@ -127,8 +127,8 @@
 #include "../debug.h"
 #include "../list.h"
 #include "../test_point.h"
-#include "../wheel_internal.h"
-#include "service_internal.h"
+#include "../wheel/for_service.h"
+#include "for_purgatory.h"
 #include "state.h"
 #include "timingwheel/service.h"
 

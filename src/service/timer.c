@@ -449,7 +449,7 @@ int tw_service_cancel(struct tw_service *svc, struct tw_service_timer *t)
 }
 
 /*
- * The purgatory's completion (service_internal.h): stop a timeout that has
+ * The purgatory's completion (for_purgatory.h): stop a timeout that has
  * not started to run, never wait. A running or finished run, or a timer
  * shutdown is handing back, is left alone: its callback or hand_back
  * finds the op done.

@@ -5,7 +5,7 @@
  * the unordered jump.
  *
  * What it owns. Filing a timer that the inlined fast path (insert_exact
- * in internal.h) leaves out of line -- a bucket that turns non-empty, a
+ * in own.h) leaves out of line -- a bucket that turns non-empty, a
  * level still to be created, a size other than the inlined one (64, 128
  * and 256 get the same path here) -- and everything an
  * advance does in exact mode: which bucket pops next, draining a big one
@@ -57,7 +57,7 @@
  * once per level, spread over the tick before it is needed; next_expiry
  * is O(levels) bit scans, one in the common case.
  */
-#include "internal.h"
+#include "own.h"
 
 /* ---- filing, out of the inlined path ---- */
 
@@ -157,7 +157,7 @@ static int64_t drain_share(struct tw_wheel *w, int64_t limit)
 
 /* ---- the occupancy bitmaps ----
  *
- * level_next() (internal.h) finds a level's next queued bucket with one
+ * level_next() (own.h) finds a level's next queued bucket with one
  * shift and one count of trailing zeros; the rest of the queue's
  * questions are here. */
 

@@ -43,7 +43,7 @@
  *   start), task3 drops to level 1 bucket 2 (...023000) and task7 to level 2
  *   bucket 2 (...027000). Then one bucket a second: ...022000 ... ...027000.
  */
-#include "internal.h"
+#include "own.h"
 
 static uint32_t slot_of(const struct tw_wheel *w, int64_t bucket_number)
 {

@@ -18,7 +18,7 @@
  * drain with TW_ECORRUPT instead of looping or crashing. Costs: init and
  * destroy O(levels * size); drain O(buckets + timers).
  */
-#include "internal.h"
+#include "own.h"
 
 static void bucket_init(struct tw_wheel *w, struct tw_bucket *b)
 {

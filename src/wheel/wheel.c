@@ -136,11 +136,11 @@
  * public calls tw_wheel_add, _add_in, _cancel, _reschedule, _advance,
  * _advance_unordered, _next_expiry, _timeout, _now, _count, _levels. Their
  * hot paths (filing a timer, unlinking it) are static inline in
- * internal.h, so that each call is one body without a call inside it.
+ * own.h, so that each call is one body without a call inside it.
  * lifecycle.c: tw_timer_init, tw_wheel_init, _drain, _destroy. kafka.c,
  * exact.c, window.c: the two queues and the windows, above.
  */
-#include "internal.h"
+#include "own.h"
 
 /* ---- arithmetic that cannot overflow ---- */
 

@@ -49,7 +49,7 @@
  * files it there, windowed (its due time says 30720), and it fires at
  * 32768 without moving down.
  */
-#include "internal.h"
+#include "own.h"
 
 /* place_new() for the window calls, which run in exact mode only, with
  * the key of t->due given: the common move (window_refile, a tick of 1)

@@ -9,9 +9,9 @@
 #include <string.h>
 
 #include "check.h"
-#include "../../src/bucket_queue.h"
+#include "../../src/wheel/bucket_queue.h"
 #include "../../src/list.h"
-#include "../../src/wheel_internal.h"
+#include "../../src/wheel/for_inspect.h"
 
 /* Tick 10, 4 buckets (exact mode: each level 2x the one below), clock at 10:
  * timers at 25 and 37 (level 1), 80 and 500 (higher levels), 5000 (top). */

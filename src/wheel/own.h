@@ -5,7 +5,7 @@
  * an exact timer -- as static inline functions, so that each public call
  * compiles to one body with no call inside it whichever file defines it.
  * Everything here is private to the wheel; what the rest of the library
- * may use is in ../wheel_internal.h.
+ * may use is in for_inspect.h and for_service.h.
  *
  * Which file owns what:
  *   wheel.c      the model both modes share (ticks, levels, buckets, the
@@ -20,19 +20,20 @@
  *   window.c     timers that may fire anywhere in a window
  *                (tw_wheel_add_range, tw_wheel_reschedule_range).
  */
-#ifndef TW_WHEEL_WHEEL_INTERNAL_H
-#define TW_WHEEL_WHEEL_INTERNAL_H
+#ifndef TW_WHEEL_OWN_H
+#define TW_WHEEL_OWN_H
 
 #include <limits.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "../bucket.h"
+#include "bucket.h"
 #include "../debug.h"
-#include "../bucket_queue.h"
+#include "bucket_queue.h"
 #include "../list.h"
-#include "../wheel_internal.h"
+#include "for_inspect.h"
+#include "for_service.h"
 
 /* The add, cancel and reschedule paths are a few dozen instructions: a
  * call and its spills would be a good part of them. Not in the coverage

@@ -3,8 +3,8 @@
  * What the wheel, the bucket queue and the inspector share: the bucket and
  * level layouts. Private to the library.
  */
-#ifndef TW_BUCKET_H
-#define TW_BUCKET_H
+#ifndef TW_WHEEL_BUCKET_H
+#define TW_WHEEL_BUCKET_H
 
 #include "timingwheel/wheel.h"
 
@@ -68,7 +68,7 @@ struct tw_level {
 				     (nlevels) where the add's short path
 				     applies -- exact mode, a tick of 1, 64
 				     buckets, no observer -- else 0 (see
-				     wheel/internal.h's place_new) */
+				     own.h's place_new) */
 	/* Exact mode: bit s % 64 of word s / 64 set iff slots[s] is queued
 	 * (non-empty and not draining); words past size / 64 stay 0, and
 	 * kafka mode's are all 0. Word 0, all a level of up to 64 buckets

@@ -1,10 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Helpers the wheel (src/wheel/) shares with inspect.c (the invariant checker recomputes
- * what the wheel computed, the same way). Private to the library.
+ * What the inspector (inspect.c: the read-only views and the invariant
+ * checker) uses of the wheel: the arithmetic that files a timer and the
+ * wheel's lists, so that the checker recomputes where each timer belongs
+ * the way the wheel computed it. The invariant-checker test includes it
+ * for the same reason. Private to the library.
  */
-#ifndef TW_WHEEL_INTERNAL_H
-#define TW_WHEEL_INTERNAL_H
+#ifndef TW_WHEEL_FOR_INSPECT_H
+#define TW_WHEEL_FOR_INSPECT_H
 
 #include "timingwheel/inspect.h"
 #include "bucket.h"
@@ -26,23 +29,5 @@ struct tw_bucket *tw__hand_back_list(const struct tw_wheel *w);
 unsigned tw__bucket_level(const struct tw_wheel *w, const struct tw_bucket *b);
 bool tw__bucket_queued(const struct tw_wheel *w, const struct tw_bucket *b);
 unsigned tw__bucket_slot(const struct tw_wheel *w, const struct tw_bucket *b);
-/* tw_wheel_drain(), telling which timer's links were broken (*broken,
- * with TW_ECORRUPT), for the service to name it. */
-int64_t tw__wheel_drain_checked(struct tw_wheel *w, tw_timer_fn *hand_back,
-				struct tw_timer **broken);
-
-/* An event loop's timeout from a next expiry: -1 if nothing is queued
- * (any false), else max(0, when - now), clamped to INT64_MAX (when - now
- * need not fit). tw_wheel_timeout() and tw_service_timeout() both. */
-static inline int64_t tw__timeout_until(bool any, int64_t when, int64_t now)
-{
-	if (!any)
-		return -1;
-	if (when <= now)
-		return 0;
-	if (now < 0 && when > INT64_MAX + now)
-		return INT64_MAX;
-	return when - now;
-}
 
 #endif

@@ -7,8 +7,8 @@
  * the queue in O(log B). B is at most levels * wheel_size, a few hundred in
  * practice, independent of the number of timers.
  */
-#ifndef TW_BUCKET_QUEUE_H
-#define TW_BUCKET_QUEUE_H
+#ifndef TW_WHEEL_BUCKET_QUEUE_H
+#define TW_WHEEL_BUCKET_QUEUE_H
 
 #include "bucket.h"
 

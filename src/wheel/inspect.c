@@ -12,8 +12,8 @@
 #include <stdlib.h>
 
 #include "bucket_queue.h"
-#include "list.h"
-#include "wheel_internal.h"
+#include "../list.h"
+#include "for_inspect.h"
 
 static const struct tw_level *level_of(const struct tw_wheel *w, unsigned level)
 {

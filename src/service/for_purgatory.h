@@ -1,24 +1,21 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * service_internal.h -- what the purgatory needs of the service beyond its
- * public API (defined in sync.c and producer.c). Not exported (the
- * library's default visibility is hidden, and nothing here is in a public
- * header).
+ * What the purgatory uses of the service beyond its public API (defined
+ * in timer.c). Not exported (the library's default visibility is hidden,
+ * and nothing here is in a public header).
  */
-#ifndef TW_SERVICE_INTERNAL_H
-#define TW_SERVICE_INTERNAL_H
+#ifndef TW_SERVICE_FOR_PURGATORY_H
+#define TW_SERVICE_FOR_PURGATORY_H
 
 #include "timingwheel/service.h"
 
 /*
- * Stop a timer that is pending, and never wait. PENDING (with no entry of
- * an earlier expiry still waiting) -> IDLE in one CAS, then, under the
- * wheel's lock, the timer leaves the wheel and every inbox. The wheel's
- * lock is a leaf: no callback ever runs under it, so this cannot wait for
- * one, unlike tw_service_cancel_sync(). The one thing it waits for is an
- * add that has made the timer PENDING and not yet pushed it on its inbox
- * (a few instructions, no lock): until that push is drained, an inbox
- * would still refer to the timer.
+ * Stop a timer that has not started to run, and never wait. Under its
+ * shard's lock, a timer pending in the shard's wheel, queued for an
+ * executor, deferred to the end of its run, or taken by a scan that has
+ * not yet claimed it, leaves the service. The shard's lock is a leaf: no
+ * callback ever runs under it, so this cannot wait for one, unlike
+ * tw_service_cancel_sync().
  *
  * For a timer added once and never re-added while it may still run (the
  * purgatory's timeouts): when it returns TW_SVC_STOPPED nothing in the
