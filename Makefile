@@ -89,7 +89,7 @@ soak: tsan
 	bash tests/support/soak.sh $(BUILD)-tsan $(SOAK_MINUTES)
 
 # The SPIN models of the service's and the purgatory's protocols: every
-# scenario exhaustively, then every protocol bug of issue 13 put back into
+# scenario exhaustively, then every protocol bug found in the code put back into
 # the model must be found (model/check.sh, docs/model.md); the tables of
 # the service model's state-word transitions and of the purgatory model's
 # op-state transitions must be the ones committed; and the check of the C
@@ -151,9 +151,8 @@ valgrind: build
 	@echo "valgrind: clean"
 
 # The wheel against libuv, libev, libevent (the distribution's packages)
-# and a binary heap (issue 6), in seven cells and the wheel's unordered
-# jump (issue 24's method: bench/wheel_bench.c); nothing fetched from
-# elsewhere is built (issue 37): a table on stdout, build/bench/results.csv and
+# and a binary heap, in seven cells and the wheel's unordered jump (the
+# method: bench/wheel_bench.c); nothing fetched from elsewhere is built: a table on stdout, build/bench/results.csv and
 # build/bench/results.png (gnuplot). bench: N = 1e3 .. 1e7; bench-quick:
 # N = 1e3, 1e6; bench-big: the wheel alone with 1e8 pending timers;
 # bench-instr: instructions per operation of each library in each cell
@@ -200,14 +199,14 @@ bench-geometry: bench-deps
 	  $(BENCH_INSTR_N) $(BUILD)/bench/geometry.csv \
 	  $(foreach s,$(wordlist 2,99,$(GEOMETRY_SIZES)),"$(BUILD)/bench/wheel_bench --wheel-only --wheel-size $(s)")
 
-# The timer service against a binary heap under one mutex (issue 4): a
+# The timer service against a binary heap under one mutex: a
 # table on stdout and build/bench/service.csv.
 bench-service: build
 	@mkdir -p $(BUILD)/bench
 	$(BUILD)/bench/service_bench $${BENCH_N:-1000000} $(BUILD)/bench/service.csv
 	$(BUILD)/bench/service_bench --connections $${BENCH_N:-1000000} 20 0 1 15
 
-# The purgatory at a Poisson request rate (issue 5), then the highest rate
+# The purgatory at a Poisson request rate, then the highest rate
 # this machine sustains.
 bench-purgatory: build
 	$(BUILD)/bench/purgatory_bench 200000 20000

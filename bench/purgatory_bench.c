@@ -23,10 +23,9 @@
  *        purgatory_bench --tolerance PCT [REQUESTS [RATE [TIMEOUT_MS]]]
  *        the rounds with exact timeouts, with every op's timeout allowed
  *        PCT % late (tw_op_set_tolerance), and the do-nothing purgatory
- *        (issue 26)
  *        purgatory_bench --idle [OPS]   memory per watched op: OPS (default
- *        1e6) ops watching 3 keys each, none completing (issue 16's
- *        figure for Kafka)
+ *        1e6) ops watching 3 keys each, none completing (the figure
+ *        quoted for Kafka)
  * BENCH_CSV=FILE appends impl,figure,rate,value rows, for a driver of
  * another purgatory that writes the same rows. A figure of another
  * implementation from an earlier run is no ratio, so none is quoted here.
@@ -524,7 +523,7 @@ static void idle_complete(struct tw_delayed_op *op)
 static const struct tw_op_ops idle_ops = { idle_never, idle_complete, NULL,
 					   NULL };
 
-/* Issue 16's memory row: ops that wait (an hour's timeout), each on 3 of
+/* The memory row: ops that wait (an hour's timeout), each on 3 of
  * the KEY_SPACE keys. The caller's part is the op and its watch entries;
  * the purgatory's own is what the allocator holds more once they are
  * watched (key lists, hash tables, its service and wheel), per op. */

@@ -24,8 +24,8 @@
  *   6. a summary: ratios against the heap measured in this run (a figure
  *      of another implementation from an earlier run is no ratio, so
  *      none is quoted here);
- *   7. with --connections: a server's idle timeouts, exact against windows
- *      (issue 26): the reaper's wake-ups and the CPU they cost.
+ *   7. with --connections: a server's idle timeouts, exact against windows:
+ *      the reaper's wake-ups and the CPU they cost.
  * Every phase runs under a watchdog: one that overstays its limit is
  * reported with its counts (pushed, ran, pending) and the run exits 3.
  *
@@ -149,8 +149,8 @@ static int nruns = 3;
  *
  * Every phase arms it with its name and a time limit; a thread checks
  * every 100 ms and, past the limit, prints what the phase pushed, what
- * ran and what is still pending, and exits with status 3 (the expiry
- * phase used to hang for ever on a lost wake-up: issue 13, bug 1). */
+ * ran and what is still pending, and exits with status 3 (a lost wake-up
+ * would hang the expiry phase for ever). */
 static pthread_mutex_t watch_mu = PTHREAD_MUTEX_INITIALIZER;
 static const char *watch_phase;
 static int64_t watch_deadline;
@@ -1007,7 +1007,7 @@ static void idle_wakeups(void)
 	free(seen);
 }
 
-/* ---- idle connections: windows against exact timeouts (issue 26) ----
+/* ---- idle connections: windows against exact timeouts ----
  *
  * A server holding `conns` connections, each with a 30 s idle timeout. Nine
  * in ten are active: a driver thread resets a random one of them to now +

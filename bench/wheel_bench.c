@@ -8,7 +8,7 @@
  * of a pool of N entries touched per operation, which no timer structure
  * can beat by much.
  *
- * The method (issue 24, the one an independent harness used): per N one
+ * The method (the one an independent harness used): per N one
  * set of N timers, preallocated in one array and initialised untimed; a
  * 1 ms tick, a virtual clock from 0. Seven cells (and an eighth for the
  * wheel alone), each timed alone:
@@ -38,7 +38,7 @@
  *                windows [now + 30 s, now + 30 s + p %] (TW_BENCH_WINDOW_PCT,
  *                default 1): tw_wheel_reschedule_range; the summary
  *                sets the wheel's against a peer's windows where it has
- *                them, its exact idle timeouts otherwise (issue 26)
+ *                them, its exact idle timeouts otherwise
  *   jump-unordered  (the wheel alone) expire-jump with
  *                tw_wheel_advance_unordered, which promises no order among
  *                the timers it fires; the summary sets it against the

@@ -543,8 +543,8 @@ proctype tcew()
 	:: else -> skip
 	fi;
 #else
-	/* the code before issue 49: the op left uncompleted, for a key
-	 * check that took it to complete after TW_ENOMEM */
+	/* a failed watch that lets go of its op uncompleted (the claim
+	 * left out): a key check then completes it after TW_ENOMEM */
 	withdrawn = failed;
 #endif
 	unlock(op_mu);

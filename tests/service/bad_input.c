@@ -226,11 +226,11 @@ static void test_service_after_shutdown(void)
  * anything); the checked build names tw_service_timer_init() at the call
  * (tests/library/checked_build.c), so here it is wiped by a memset
  * (memory reused) that no build can see. A shutdown that followed the
- * wiped links would loop for ever on an inbox entry pushed again after
- * the wipe (it links to itself) or on a wheel bucket that links the timer
- * twice, and crash on a bucket that links a wiped timer. destroy returns
- * TW_ECORRUPT (the checked build aborts naming the timer), and always
- * returns. */
+ * wiped links would crash on a bucket that links a wiped timer, and loop
+ * for ever on one that links the timer twice (wiped, then added again).
+ * destroy returns TW_ECORRUPT (the checked build aborts naming the
+ * timer), and always returns, whether a poll ran between the add and the
+ * wipe or not. */
 static void noop_cb(struct tw_service *s, struct tw_service_timer *t)
 {
 	(void)s;
@@ -248,10 +248,10 @@ static void wipe(struct tw_service_timer *t)
 }
 
 enum wipe_case {
-	WIPED_IN_INBOX,            /* then destroyed: silently lost before */
-	WIPED_IN_INBOX_READDED,    /* a cycle in the inbox: hung before */
-	WIPED_IN_WHEEL,            /* a bucket links a zeroed timer: crashed */
-	WIPED_IN_WHEEL_READDED,    /* linked twice: hung before */
+	WIPED_ADDED,               /* wiped once added */
+	WIPED_ADDED_READDED,       /* then added again: linked twice */
+	WIPED_POLLED,              /* wiped after a poll */
+	WIPED_POLLED_READDED,      /* then added again */
 	WIPED_CASES
 };
 
@@ -264,10 +264,10 @@ static int wipe_and_destroy(enum wipe_case c)
 	tw_service_timer_init(&bystander, noop_cb);
 	CHECK_EQ(tw_service_add(svc, &bystander, 5000), 0);
 	CHECK_EQ(tw_service_add(svc, &t, 3000), 0);
-	if (c == WIPED_IN_WHEEL || c == WIPED_IN_WHEEL_READDED)
-		CHECK_EQ(tw_service_poll(svc), 0); /* placed in the wheel */
+	if (c == WIPED_POLLED || c == WIPED_POLLED_READDED)
+		CHECK_EQ(tw_service_poll(svc), 0);
 	wipe(&t);
-	if (c == WIPED_IN_INBOX_READDED || c == WIPED_IN_WHEEL_READDED)
+	if (c == WIPED_ADDED_READDED || c == WIPED_POLLED_READDED)
 		CHECK_EQ(tw_service_add(svc, &t, 4000), 0);
 	return tw_service_destroy(svc);
 }

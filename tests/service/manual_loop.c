@@ -18,9 +18,9 @@
  * tick, no earlier and no later, so a timeout that slept past a due tick
  * fails; a windowed one inside its window (under a tick past latest);
  * and no timer may be left overdue after a poll, nor the loop told to
- * sleep for ever while one is pending. The adds sit in the inboxes until
- * the timeout applies them: a timeout that read the wheel alone told the
- * loop to sleep for ever with timers pending. */
+ * sleep for ever while one is pending. The timers are spread over the
+ * service's shards: the timeout must take the earliest of every shard's
+ * wheel, and one that read a single shard would sleep past the others. */
 
 #define LOOP_TIMERS 64
 #define LOOP_PERIODIC 8 /* the first ones */

@@ -24,7 +24,7 @@
  * windows of a few instructions are entered far more often than timing
  * alone would.
  *
- * usage: service_stress [TOTAL_OPS [THREADS [EXECUTORS [INBOXES
+ * usage: service_stress [TOTAL_OPS [THREADS [EXECUTORS [SHARDS
  *                       [SEED [PERCENT]]]]]]
  */
 #define _POSIX_C_SOURCE 200809L
@@ -188,7 +188,7 @@ static void hand_back(struct tw_service_timer *t, void *arg)
 }
 
 static long total_ops = 1000000;
-static unsigned nthreads = 4, nexecutors = 2, ninboxes = 4;
+static unsigned nthreads = 4, nexecutors = 2, nshards = 4;
 
 static void test_every_add_ends_exactly_once(void)
 {
@@ -199,7 +199,7 @@ static void test_every_add_ends_exactly_once(void)
 
 	cfg.tick = 100000; /* 0.1 ms: many buckets fire during the run */
 	cfg.executors = nexecutors;
-	cfg.shards = ninboxes;
+	cfg.shards = nshards;
 	cfg.queue_capacity = 256; /* small: the full-queue path runs too */
 	CHECK_EQ(tw_service_create(&svc, &cfg), TW_OK);
 	for (int i = 0; i < POOL; i++) {
@@ -237,11 +237,11 @@ static void test_every_add_ends_exactly_once(void)
 	tw_service_stats(svc, &st);
 	CHECK_EQ(st.added, (uint64_t)adds);
 	CHECK_EQ(st.ran + st.stopped + st.handed_back, (uint64_t)adds);
-	printf("stress: %ld ops on %u threads, %u executors, %u inboxes: %ld adds = "
+	printf("stress: %ld ops on %u threads, %u executors, %u shards: %ld adds = "
 	       "%llu ran + %llu stopped + %llu handed back (%llu run by the reaper "
 	       "when the queue was full, %llu reaper wake-ups; owned timers: "
 	       "%ld ran, %ld stopped by cancel_sync and freed)\n",
-	       total_ops, nthreads, nexecutors, ninboxes, adds,
+	       total_ops, nthreads, nexecutors, nshards, adds,
 	       (unsigned long long)st.ran, (unsigned long long)st.stopped,
 	       (unsigned long long)st.handed_back, (unsigned long long)st.caller_ran,
 	       (unsigned long long)st.wakeups, atomic_load(&owned_runs),
@@ -358,7 +358,7 @@ static void test_no_timer_runs_beside_itself(void)
 
 	cfg.tick = 100000;
 	cfg.executors = nexecutors < 2 ? 2 : nexecutors;
-	cfg.shards = ninboxes;
+	cfg.shards = nshards;
 	cfg.queue_capacity = 16;
 	CHECK_EQ(tw_service_create(&solo_svc, &cfg), TW_OK);
 	for (int i = 0; i < NPER + NONE_SHOT; i++) {
@@ -416,7 +416,7 @@ int main(int argc, char **argv)
 	if (argc > 3)
 		nexecutors = (unsigned)strtoul(argv[3], NULL, 10);
 	if (argc > 4)
-		ninboxes = (unsigned)strtoul(argv[4], NULL, 10);
+		nshards = (unsigned)strtoul(argv[4], NULL, 10);
 	if (nthreads < 1 || nthreads > 64)
 		nthreads = 4;
 #ifdef TW_SHAKE
