@@ -2,7 +2,11 @@
 /*
  * debug.c — the debug build's object tracker (debug.h says what it is
  * for). One table for the whole process: a chained hash of (kind, address)
- * under one mutex. Slow, and meant to be: it is built only with
+ * under one mutex, which doubles its chains whenever they hold two
+ * entries each on average, so that a lookup stays O(1) with a million
+ * timers tracked (a server's checked build holds that many; with a fixed
+ * number of chains one expiry of a million timers was quadratic). Slower
+ * than the release build, and meant to be: it is built only with
  * -DTW_DEBUG=ON, where naming a mistake matters more than nanoseconds.
  */
 #include "posix.h" /* first: the feature macros */
@@ -16,7 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#define TABLE_SIZE 4096 /* chains: a debug run holds thousands, not millions */
+#define FIRST_CHAINS 4096 /* a power of two */
 
 struct node {
 	struct node *next;
@@ -27,7 +31,12 @@ struct node {
 };
 
 static pthread_mutex_t table_mu = PTHREAD_MUTEX_INITIALIZER;
-static struct node *table[TABLE_SIZE];
+static struct node *first_table[FIRST_CHAINS];
+/* A grown table replaces the first one and is kept for the process's
+ * life, as the first one is. */
+static struct node **table = first_table;
+static size_t chains = FIRST_CHAINS;
+static size_t entries;
 static atomic_ulong threads_seen;
 static _Thread_local uint64_t thread_id; /* 0: not yet numbered */
 
@@ -38,10 +47,44 @@ static uint64_t me(void)
 	return thread_id;
 }
 
+static size_t chain_of(enum tw__debug_kind kind, const void *obj, size_t n)
+{
+	uint64_t h = ((uint64_t)(uintptr_t)obj + (uint64_t)kind) *
+		     0x9E3779B97F4A7C15ull;
+
+	return (size_t)(h >> 32) & (n - 1); /* n: a power of two <= 2^32 */
+}
+
+/* Twice the chains, each node moved to its new one; where the memory is
+ * not there the table stays as it is (longer chains, the same answers). */
+static void grow_locked(void)
+{
+	size_t n = chains * 2;
+	struct node **grown;
+
+	if ((uint64_t)n > ((uint64_t)1 << 32) ||
+	    !(grown = calloc(n, sizeof(*grown))))
+		return;
+	for (size_t i = 0; i < chains; i++) {
+		struct node *node = table[i], *next;
+
+		for (; node; node = next) {
+			size_t c = chain_of(node->kind, node->obj, n);
+
+			next = node->next;
+			node->next = grown[c];
+			grown[c] = node;
+		}
+	}
+	if (table != first_table)
+		free(table);
+	table = grown;
+	chains = n;
+}
+
 static struct node **slot_of(enum tw__debug_kind kind, const void *obj)
 {
-	uintptr_t h = (uintptr_t)obj * 0x9E3779B97F4A7C15ull + (uintptr_t)kind;
-	struct node **p = &table[(h >> 20) % TABLE_SIZE];
+	struct node **p = &table[chain_of(kind, obj, chains)];
 
 	while (*p && ((*p)->obj != obj || (*p)->kind != kind))
 		p = &(*p)->next;
@@ -81,6 +124,10 @@ static void set_locked(enum tw__debug_kind kind, const void *obj, bool tracked,
 	struct node **p = slot_of(kind, obj), *n = *p;
 
 	if (tracked && !n) {
+		if (entries >= 2 * chains) {
+			grow_locked();
+			p = slot_of(kind, obj);
+		}
 		n = calloc(1, sizeof(*n));
 		if (!n)
 			return; /* a debug aid that runs out of memory stays quiet */
@@ -88,12 +135,14 @@ static void set_locked(enum tw__debug_kind kind, const void *obj, bool tracked,
 		n->kind = kind;
 		n->next = NULL;
 		*p = n;
+		entries++;
 	}
 	if (tracked) {
 		n->tag = tag;
 	} else if (n) {
 		*p = n->next;
 		free(n);
+		entries--;
 	}
 }
 
@@ -120,7 +169,7 @@ bool tw__debug_get(enum tw__debug_kind kind, const void *obj, uint64_t *tag)
 void tw__debug_forget(enum tw__debug_kind kind, uint64_t tag)
 {
 	pthread_mutex_lock(&table_mu);
-	for (size_t i = 0; i < TABLE_SIZE; i++) {
+	for (size_t i = 0; i < chains; i++) {
 		struct node **p = &table[i];
 
 		while (*p) {
@@ -129,6 +178,7 @@ void tw__debug_forget(enum tw__debug_kind kind, uint64_t tag)
 			if (n->kind == kind && n->tag == tag) {
 				*p = n->next;
 				free(n);
+				entries--;
 			} else {
 				p = &n->next;
 			}
