@@ -45,7 +45,7 @@
 struct item {
 	struct tw_service_timer t;
 	atomic_long adds, runs, stopped, handed;
-	bool readd;         /* its callback adds it again once */
+	bool readd;         /* its callback adds it again, once a two runs */
 };
 
 static struct item pool[POOL];
@@ -56,8 +56,13 @@ static void on_run(struct tw_service *s, struct tw_service_timer *t)
 {
 	struct item *it = tw_container_of(t, struct item, t);
 
-	atomic_fetch_add(&it->runs, 1);
-	if (it->readd && tw_service_add_in(s, t, 20000) == TW_OK)
+	/* An add from the callback races the producers' calls on the timer.
+	 * Every other run, not every run: a timer that re-adds itself after
+	 * every run fires on every tick until shutdown, and 512 of them kept
+	 * the reaper from ever catching up under valgrind (its producers
+	 * waited minutes for their shard's lock). */
+	if ((atomic_fetch_add(&it->runs, 1) & 1) == 0 && it->readd &&
+	    tw_service_add_in(s, t, 20000) == TW_OK)
 		atomic_fetch_add(&it->adds, 1);
 }
 
