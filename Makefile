@@ -154,7 +154,8 @@ valgrind: build
 # and a binary heap, in seven cells and the wheel's unordered jump (the
 # method: bench/wheel_bench.c); nothing fetched from elsewhere is built: a
 # table on stdout, build/bench/results.csv and build/bench/results.png
-# (gnuplot). bench: N = 1e3 .. 1e7; bench-quick: N = 1e3, 1e6; bench-big: the wheel alone with 1e8 pending timers;
+# (gnuplot). bench: N = 1e3 .. 1e7; bench-quick: N = 1e3, 1e6; bench-big:
+# the wheel alone with 1e8 pending timers;
 # bench-instr: instructions per operation of each library in each cell
 # under valgrind's callgrind at N = BENCH_INSTR_N (bench/instr.sh), a
 # table and build/bench/instr.csv; its last column, timingwheel-inline,
