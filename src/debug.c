@@ -5,7 +5,8 @@
  * under one mutex, which doubles its chains whenever they hold two
  * entries each on average, so that a lookup stays O(1) with a million
  * timers tracked (a server's checked build holds that many; with a fixed
- * number of chains one expiry of a million timers was quadratic). Slower
+ * number of chains one expiry of a million timers would be quadratic,
+ * service_expiry_scale). Slower
  * than the release build, and meant to be: it is built only with
  * -DTW_DEBUG=ON, where naming a mistake matters more than nanoseconds.
  */
