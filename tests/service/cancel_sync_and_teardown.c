@@ -100,12 +100,6 @@ static void hand_back_job(struct tw_service_timer *t, void *arg)
 	atomic_fetch_add(&handed, 1);
 }
 
-struct svc_job {
-	struct tw_service *svc;
-	struct job *job;
-	int64_t result;
-};
-
 static void *shutdown_thread(void *arg)
 {
 	struct svc_job *sj = arg;

@@ -23,26 +23,6 @@
 #include "forced_jobs.h"
 #include "service/state.h"
 
-/* After shutdown: the service's counts, and every add ended exactly once
- * (it ran, was stopped or was handed back). */
-static void check_balanced(struct tw_service *svc, uint64_t added, uint64_t ran,
-			   uint64_t stopped)
-{
-	struct tw_service_stats st;
-
-	tw_service_stats(svc, &st);
-	CHECK_EQ(st.added, added);
-	CHECK_EQ(st.ran, ran);
-	CHECK_EQ(st.stopped, stopped);
-	CHECK_EQ(st.added, st.ran + st.stopped + st.handed_back);
-}
-
-struct svc_job {
-	struct tw_service *svc;
-	struct job *job;
-	int64_t result;
-};
-
 static void *shutdown_thread(void *arg)
 {
 	struct svc_job *sj = arg;

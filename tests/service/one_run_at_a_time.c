@@ -116,19 +116,6 @@ static void wait_for_the_rearm(struct tw_service *svc)
 	CHECK_EQ(tw_service_count(svc), 1);
 }
 
-/* After shutdown: every add ended exactly once. */
-static void check_balanced(struct tw_service *svc, uint64_t added, uint64_t ran,
-			   uint64_t stopped)
-{
-	struct tw_service_stats st;
-
-	tw_service_stats(svc, &st);
-	CHECK_EQ(st.added, added);
-	CHECK_EQ(st.ran, ran);
-	CHECK_EQ(st.stopped, stopped);
-	CHECK_EQ(st.added, st.ran + st.stopped + st.handed_back);
-}
-
 /* Run 1 of j (due 1000) under way on an executor; then j rescheduled to
  * d2 (from the test, or from run 1 itself) and the clock moved to d2. The
  * reschedule is deferred to run 1's end: j is pending, in no wheel, and

@@ -6,8 +6,9 @@
  * watch_check_and_shutdown.c; the test-point build): the stop points, the
  * virtual clock, and a job (a service timer whose callback counts its
  * runs, says when it is inside and finished, and takes an action of the
- * test's), and RUN_SELECTED: with a test's name as the program's
- * argument, only that test runs.
+ * test's), a thread's call on a service and a job (struct svc_job), the
+ * exactly-once count after shutdown (check_balanced), and RUN_SELECTED:
+ * with a test's name as the program's argument, only that test runs.
  */
 #ifndef TW_TEST_FORCED_JOBS_H
 #define TW_TEST_FORCED_JOBS_H
@@ -45,6 +46,27 @@ static inline void job_init(struct job *j)
 }
 
 /* argv[1], where a program takes it: run only the test of that name. */
+/* A thread's call on a service and a job, and what it returned. */
+struct svc_job {
+	struct tw_service *svc;
+	struct job *job;
+	int64_t result;
+};
+
+/* After shutdown: the service's counts, and every add ended exactly once
+ * (it ran, was stopped or was handed back). */
+static inline void check_balanced(struct tw_service *svc, uint64_t added,
+				  uint64_t ran, uint64_t stopped)
+{
+	struct tw_service_stats st;
+
+	tw_service_stats(svc, &st);
+	CHECK_EQ(st.added, added);
+	CHECK_EQ(st.ran, ran);
+	CHECK_EQ(st.stopped, stopped);
+	CHECK_EQ(st.added, st.ran + st.stopped + st.handed_back);
+}
+
 static const char *races_only __attribute__((unused));
 
 #define RUN_SELECTED(test)                                                  \
