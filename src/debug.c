@@ -38,13 +38,13 @@ static struct node *first_table[FIRST_CHAINS];
 static struct node **table = first_table;
 static size_t chains = FIRST_CHAINS;
 static size_t entries;
-static atomic_ulong threads_seen;
+static atomic_ulong tracker_threads_seen;
 static _Thread_local uint64_t thread_id; /* 0: not yet numbered */
 
 static uint64_t me(void)
 {
 	if (!thread_id)
-		thread_id = atomic_fetch_add(&threads_seen, 1) + 1;
+		thread_id = atomic_fetch_add(&tracker_threads_seen, 1) + 1;
 	return thread_id;
 }
 

@@ -31,14 +31,14 @@
 #include "core.h"
 
 static _Thread_local unsigned tls_shard_seq; /* 0: not yet */
-static atomic_uint threads_seen;
+static atomic_uint shard_threads_seen;
 
 /* The calling thread's shard: chosen at its first add, round robin (the
  * number of shards is a power of two: a mask, not a division). */
 static unsigned my_shard(const struct tw_service *svc)
 {
 	if (!tls_shard_seq)
-		tls_shard_seq = atomic_fetch_add(&threads_seen, 1) + 1;
+		tls_shard_seq = atomic_fetch_add(&shard_threads_seen, 1) + 1;
 	return (tls_shard_seq - 1) & (svc->nshards - 1);
 }
 
