@@ -1,10 +1,13 @@
 # SPDX-License-Identifier: MIT
-# A thin wrapper around CMake (the real build). The README's two commands:
-#   make demo   build, show seed 001 in kafka and exact mode side by side,
-#               run the acks=all purgatory example
-#   make test   build, then run every test through ctest
+# A thin wrapper around CMake (the real build). The README's two commands,
+# each of which installs the Debian packages it needs (tools/deps.sh):
+#   make demo   build tw-trace and the purgatory example, show seed 001 in
+#               kafka and exact mode side by side, run the acks=all
+#               purgatory example
+#   make test   build everything, then run every test through ctest
 # Also: make sanitize (ASan+UBSan test run), make clang (clang -Werror build
-# and tests), make valgrind, make install PREFIX=..., make deps.
+# and tests), make valgrind, make install PREFIX=... (builds only what it
+# installs), make deps.
 
 BUILD    ?= build
 PREFIX   ?= /usr/local
@@ -16,6 +19,9 @@ CMAKE_FLAGS ?=
 # .deb). `make install TW_WERROR=OFF` where such a warning stops it.
 TW_WERROR ?= ON
 WERROR = -DTW_WERROR=$(TW_WERROR)
+# No "Entering directory" lines from the makes that cmake --build runs
+# (MAKEFLAGS reaches them through the environment).
+MAKEFLAGS += --no-print-directory
 
 .PHONY: coverage fuzz docs all build demo test sanitize tsan flaky soak model clang valgrind install deps deps-all clean abi-baseline deb install-tsan install-asan \
 	bench-service bench-purgatory bench bench-quick bench-big bench-deps bench-instr bench-geometry \
@@ -48,8 +54,11 @@ build: $(BUILD)/Makefile
 	cmake --build $(BUILD) -j $(JOBS)
 
 # Seed 001 in kafka mode and in exact mode side by side, one picture of
-# the wheel, then the purgatory example (tools/demo.sh).
-demo: build
+# the wheel, then the purgatory example (tools/demo.sh): it builds the two
+# programs it runs, nothing else.
+demo: $(BUILD)/Makefile
+	@echo "demo: building tw-trace and examples/produce_acks.c in $(BUILD)/"
+	@cmake --build $(BUILD) -j $(JOBS) --target tw-trace produce_acks >/dev/null
 	@bash tools/demo.sh $(BUILD)
 
 # A test whose optional tool or library is missing is skipped, and says
@@ -286,12 +295,18 @@ abi-baseline: build
 	abidw --headers-dir include/timingwheel --no-corpus-path \
 	  --out-file abi/libtimingwheel.abi $$(ls $(BUILD)/libtimingwheel.so.*.* | head -1)
 
-# The prefix is given at install time too: build/ may have been configured
-# (by make demo, say) before PREFIX was chosen.
-# The manual pages (one per call) are the build's own; doxygen adds the
-# HTML reference.
-install: build
-	@if command -v doxygen >/dev/null 2>&1; then $(MAKE) -s docs; else \
+# What make install builds: what it installs, and nothing else (no test,
+# bench or amalgamation): both libraries, tw-trace and the manual pages
+# (one per call, the build's own, tools/man3.sh); the rest it installs
+# (headers, examples' sources, pkg-config and CMake files) is not built.
+# Where doxygen is, the HTML reference too (doxygen alone: make docs adds
+# the checks). The prefix is given at install time too: build/ may have
+# been configured (by make demo, say) before PREFIX was chosen.
+INSTALL_TARGETS = timingwheel timingwheel_shared tw-trace man3
+install: $(BUILD)/Makefile
+	cmake --build $(BUILD) -j $(JOBS) --target $(INSTALL_TARGETS)
+	@if command -v doxygen >/dev/null 2>&1; then mkdir -p $(BUILD)/docs && \
+	  TW_DOCS_OUT=$(BUILD)/docs doxygen docs/Doxyfile; else \
 	  echo "install: no doxygen, so no HTML reference" \
 	       "(apt-get install doxygen, then make install again)"; fi
 	cmake --install $(BUILD) --prefix $(PREFIX)
