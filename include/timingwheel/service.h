@@ -128,9 +128,12 @@ enum tw_cancel_result {
  *  -  4: the window asked for, in ticks (tw_service_add_range());
  *  -  4: where its last expiry waits to run: which runner (executor or
  *    reaper) and the place in that runner's batch.
- * A periodic timer needs its period too: it is a struct tw_service_periodic
- * (72 bytes), which embeds this one, so that the one-shot timeouts most
- * programs hold by the million do not pay for it.
+ * A periodic timer needs its period and the due time of its current
+ * period too (the wheel moves a window's due time to where it files it,
+ * and the next period counts from the time asked for, not from there):
+ * it is a struct tw_service_periodic (80 bytes), which embeds this one,
+ * so that the one-shot timeouts most programs hold by the million do not
+ * pay for it.
  */
 struct tw_service_timer {
 	struct tw_timer wheel_timer; /**< its entry in its shard's wheel (40 B) */
@@ -159,6 +162,9 @@ struct tw_service_timer {
 struct tw_service_periodic {
 	struct tw_service_timer timer; /**< what the service functions take */
 	int64_t period;                /**< > 0 while it is periodic */
+	int64_t due;                   /**< the earliest time its current
+					    period was asked for (the grid
+					    the next period counts from) */
 };
 
 /** An injectable clock (tests drive a virtual one). */

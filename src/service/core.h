@@ -353,6 +353,24 @@ static inline void set_period(struct tw_service_periodic *p, int64_t period)
 	p->period = period > 0 ? period : 0;
 }
 
+/* Under the shard's mutex, whenever a periodic timer is filed or run
+ * again: the earliest time asked for this period, which the next period
+ * counts from. Not the wheel timer's due time: the wheel moves a
+ * window's due time to the tick it files it at, anywhere in the window,
+ * and counting from there would let the grid slide to each window's end
+ * and past it. */
+static inline void set_grid(struct tw_service_timer *t, uint32_t word,
+			    int64_t due)
+{
+	if (word_has(word, F_PERIODIC))
+		periodic_of(t)->due = due;
+}
+
+static inline int64_t grid_of(struct tw_service_timer *t)
+{
+	return periodic_of(t)->due;
+}
+
 /* TW_EOWNER if another service owns the timer. The owner is set once, by
  * the first add's claim, so a check outside the mutex is final. */
 static inline int owner_check(const struct tw_service *svc, uint32_t word)

@@ -268,6 +268,7 @@ static bool run_end(struct tw_service *svc, unsigned ri,
 			/* Its add ends in the run that follows, here: taken
 			 * and claimed by this runner at once (its batch slot
 			 * was emptied by the claim of the run now over). */
+			set_grid(t, word, t->wheel_timer.due);
 			word_set(t, word, word_with(word, ST_TAKEN, 0, 0), TR_again);
 			*fn = callback_of(t);
 			*periodic = word_has(word, F_PERIODIC);
@@ -280,7 +281,7 @@ static bool run_end(struct tw_service *svc, unsigned ri,
 	} else if (rearm && word_state(word) == ST_TAKEN && t->runner == ri &&
 		   !taken_unclaimed(svc, t)) {
 		/* Nobody touched it during its run: its next period. */
-		int64_t period = period_of(periodic_of(t)), due = t->wheel_timer.due;
+		int64_t period = period_of(periodic_of(t)), due = grid_of(t);
 
 		if (s->closed || word_has(word, F_SHUT) || period <= 0 ||
 		    due > INT64_MAX - period) {
@@ -295,6 +296,7 @@ static bool run_end(struct tw_service *svc, unsigned ri,
 			 * runner is this thread anyway: the wheel has it run
 			 * at the next advance. */
 			t->wheel_timer.due = due + period;
+			periodic_of(t)->due = due + period;
 			bump(&s->added, 1);
 			*fn = callback_of(t);
 			*periodic = true;

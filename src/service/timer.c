@@ -103,6 +103,7 @@ static void link_pending(struct tw_service *svc, struct shard *s,
 	int64_t end = due;
 
 	t->slack = slack;
+	set_grid(t, word, due);
 	if (slack) {
 		end = tw__svc_window_end(svc, due, slack);
 		tw_wheel_add_range(&s->wheel, &t->wheel_timer, due, end);
@@ -166,6 +167,7 @@ static void reschedule_pending(struct tw_service *svc, struct shard *s,
 	int64_t end = tw__svc_window_end(svc, due, slack);
 
 	t->slack = slack;
+	set_grid(t, word_load(t), due);
 	if (slack)
 		tw_wheel_reschedule_range(&s->wheel, &t->wheel_timer, due, end);
 	else

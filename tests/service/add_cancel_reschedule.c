@@ -281,7 +281,7 @@ static void test_periodic_reinit_keeps_or_changes_the_period(void)
 	struct job p;
 
 	CHECK_EQ(sizeof(struct tw_service_periodic),
-		 sizeof(struct tw_service_timer) + sizeof(int64_t));
+		 sizeof(struct tw_service_timer) + 2 * sizeof(int64_t));
 	job_init(&p, 1, 100);
 	CHECK_EQ(tw_service_add(svc, &p.t, 1100), TW_OK);
 	CHECK_EQ(tw_service_periodic_reinit(&p.p, on_run, 30), TW_EBUSY);

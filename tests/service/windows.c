@@ -9,6 +9,8 @@
  */
 #define _POSIX_C_SOURCE 200809L
 
+#include <stdarg.h>
+
 #include "service_jobs.h"
 
 #define NWIN 240
@@ -203,6 +205,81 @@ static void test_periodic_keeps_its_window(void)
 	tw_service_destroy(svc);
 }
 
+static void fail_at(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	CHECK(!"a periodic window's run or next_expiry off its grid");
+}
+
+/* A periodic timer with a window stays on its grid: run k inside
+ * [due0 + k period, due0 + k period + the window in whole ticks], its end
+ * under one tick late; and after every poll tw_service_next_expiry() is
+ * at or before the pending window's end rounded up to its tick. Ticks of
+ * 1 and 10, periods of 1 to 5000 ticks (some with a part of a tick),
+ * windows of none, half, one and three periods; the clock moves one unit
+ * per poll. */
+static void test_periodic_windows_stay_on_their_grid(void)
+{
+	static const int64_t ticks[] = { 1, 10 };
+	static const int64_t periods[] = { 1, 2, 3, 7, 32, 33, 100, 1000, 5000 };
+
+	for (unsigned ti = 0; ti < 2; ti++) {
+		for (unsigned pi = 0; pi < sizeof(periods) / sizeof(periods[0]); pi++) {
+			for (int wi = 0; wi < 4; wi++) {
+				int64_t tick = ticks[ti];
+				int64_t period = periods[pi] * tick + (pi % 3 == 1 ? tick / 2 : 0);
+				int64_t window = wi == 0 ? 0 : wi == 1 ? period / 2
+						 : wi == 2 ? period : 3 * period;
+				int64_t width = window / tick * tick; /* whole ticks */
+				int64_t due0 = 1006 * tick + (ti ? 6 : 0);
+				struct tw_service_config cfg = { 0 };
+				struct tw_service *svc = NULL;
+				struct job p;
+				int runs = 0;
+
+				cfg.tick = tick;
+				cfg.wheel_size = 8;
+				cfg.manual = true;
+				cfg.clock.now = virtual_clock;
+				set_clock(1000 * tick);
+				CHECK_EQ(tw_service_create(&svc, &cfg), TW_OK);
+				job_init(&p, 1, period);
+				CHECK_EQ(tw_service_add_range(svc, &p.t, due0, due0 + window), TW_OK);
+				for (int64_t now = 1000 * tick; runs < 12; now++) {
+					int64_t due = due0 + runs * period, when = 0;
+
+					set_clock(now);
+					CHECK(tw_service_poll(svc) >= 0);
+					if (atomic_load(&p.runs) > runs) {
+						runs = atomic_load(&p.runs);
+						if (!(p.ran_at >= due && p.ran_at < due + width + tick))
+							fail_at("tick %lld period %lld window %lld: run %d "
+								"due %lld ran at %lld\n", (long long)tick,
+								(long long)period, (long long)window, runs,
+								(long long)due, (long long)p.ran_at);
+						due += period;
+					}
+					/* The next run's window ends at due + width. */
+					CHECK(tw_service_next_expiry(svc, &when));
+					if (!(when <= (due + width + tick - 1) / tick * tick))
+						fail_at("tick %lld period %lld window %lld: "
+							"next_expiry %lld after the window [%lld, %lld]\n",
+							(long long)tick, (long long)period, (long long)window,
+							(long long)when, (long long)due, (long long)(due + width));
+					if (check_failures)
+						break;
+				}
+				CHECK_EQ(tw_service_cancel(svc, &p.t), TW_SVC_STOPPED);
+				tw_service_destroy(svc);
+			}
+		}
+	}
+}
+
 /* Bad windows change nothing; a kafka-mode service refuses windows but
  * takes earliest == latest as tw_service_add. */
 static void test_bad_windows(void)
@@ -289,6 +366,7 @@ int main(void)
 	RUN(test_windows_in_one_jump);
 	RUN(test_overlapping_windows_fire_together);
 	RUN(test_periodic_keeps_its_window);
+	RUN(test_periodic_windows_stay_on_their_grid);
 	RUN(test_reschedule_to_a_window_that_holds_the_bucket_stays);
 	RUN(test_bad_windows);
 	RUN(test_windows_at_the_ends_of_time);
