@@ -32,10 +32,10 @@ struct node {
 };
 
 static pthread_mutex_t table_mu = PTHREAD_MUTEX_INITIALIZER;
-static struct node *first_table[FIRST_CHAINS];
+static struct node *tracker_first_table[FIRST_CHAINS];
 /* A grown table replaces the first one and is kept for the process's
  * life, as the first one is. */
-static struct node **table = first_table;
+static struct node **tracker_table = tracker_first_table;
 static size_t chains = FIRST_CHAINS;
 static size_t entries;
 static atomic_ulong tracker_threads_seen;
@@ -67,7 +67,7 @@ static void grow_locked(void)
 	    !(grown = calloc(n, sizeof(*grown))))
 		return;
 	for (size_t i = 0; i < chains; i++) {
-		struct node *node = table[i], *next;
+		struct node *node = tracker_table[i], *next;
 
 		for (; node; node = next) {
 			size_t c = chain_of(node->kind, node->obj, n);
@@ -77,15 +77,15 @@ static void grow_locked(void)
 			grown[c] = node;
 		}
 	}
-	if (table != first_table)
-		free(table);
-	table = grown;
+	if (tracker_table != tracker_first_table)
+		free(tracker_table);
+	tracker_table = grown;
 	chains = n;
 }
 
-static struct node **slot_of(enum tw__debug_kind kind, const void *obj)
+static struct node **tracker_slot_of(enum tw__debug_kind kind, const void *obj)
 {
-	struct node **p = &table[chain_of(kind, obj, chains)];
+	struct node **p = &tracker_table[chain_of(kind, obj, chains)];
 
 	while (*p && ((*p)->obj != obj || (*p)->kind != kind))
 		p = &(*p)->next;
@@ -122,12 +122,12 @@ int tw__debug_einval(const char *call, const char *fmt, ...)
 static void set_locked(enum tw__debug_kind kind, const void *obj, bool tracked,
 		       uint64_t tag)
 {
-	struct node **p = slot_of(kind, obj), *n = *p;
+	struct node **p = tracker_slot_of(kind, obj), *n = *p;
 
 	if (tracked && !n) {
 		if (entries >= 2 * chains) {
 			grow_locked();
-			p = slot_of(kind, obj);
+			p = tracker_slot_of(kind, obj);
 		}
 		n = calloc(1, sizeof(*n));
 		if (!n)
@@ -160,7 +160,7 @@ bool tw__debug_get(enum tw__debug_kind kind, const void *obj, uint64_t *tag)
 	struct node *n;
 
 	pthread_mutex_lock(&table_mu);
-	n = *slot_of(kind, obj);
+	n = *tracker_slot_of(kind, obj);
 	if (n && tag)
 		*tag = n->tag;
 	pthread_mutex_unlock(&table_mu);
@@ -171,7 +171,7 @@ void tw__debug_forget(enum tw__debug_kind kind, uint64_t tag)
 {
 	pthread_mutex_lock(&table_mu);
 	for (size_t i = 0; i < chains; i++) {
-		struct node **p = &table[i];
+		struct node **p = &tracker_table[i];
 
 		while (*p) {
 			struct node *n = *p;
@@ -194,7 +194,7 @@ void tw__debug_wheel_enter(const void *wheel, const char *call)
 	uint64_t self = me();
 
 	pthread_mutex_lock(&table_mu);
-	p = slot_of(TW_DBG_WHEEL_USER, wheel);
+	p = tracker_slot_of(TW_DBG_WHEEL_USER, wheel);
 	n = *p;
 	if (n && n->tag != self) {
 		pthread_mutex_unlock(&table_mu);
@@ -208,7 +208,7 @@ void tw__debug_wheel_enter(const void *wheel, const char *call)
 			       (unsigned long long)self, (unsigned long long)n->tag);
 	}
 	set_locked(TW_DBG_WHEEL_USER, wheel, true, self);
-	n = *slot_of(TW_DBG_WHEEL_USER, wheel);
+	n = *tracker_slot_of(TW_DBG_WHEEL_USER, wheel);
 	if (n) /* NULL: out of memory, untracked */
 		n->depth++;
 	pthread_mutex_unlock(&table_mu);
@@ -219,7 +219,7 @@ void tw__debug_wheel_leave(const void *wheel)
 	struct node *n;
 
 	pthread_mutex_lock(&table_mu);
-	n = *slot_of(TW_DBG_WHEEL_USER, wheel);
+	n = *tracker_slot_of(TW_DBG_WHEEL_USER, wheel);
 	if (n && n->depth && --n->depth == 0)
 		set_locked(TW_DBG_WHEEL_USER, wheel, false, 0);
 	pthread_mutex_unlock(&table_mu);

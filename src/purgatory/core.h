@@ -63,10 +63,11 @@
  * try_complete_else_watch checks again after watching, under the op's
  * lock, so a key check between its first
  * check and its watch is not lost; shutdown waits for the calls under way
- * (counted in stripes) before it walks the lists; claim() takes its
- * reference before the exactly-once CAS, so the op cannot be released
- * under it; and the service's shutdown hands a still-armed timeout (of an
- * op a completer claimed but has not cancelled yet) back to the purgatory,
+ * (counted in stripes) before it walks the lists; claim_and_complete()
+ * takes its reference before the exactly-once CAS, so the op cannot be
+ * released under it; and the service's shutdown hands a still-armed
+ * timeout (of an op a completer claimed but has not cancelled yet) back
+ * to the purgatory,
  * which drops its reference. Three more (the model checks each,
  * tests/purgatory/completion_and_release.c forces each): no reference is
  * taken from zero, else on_release would run twice; a completer never waits in

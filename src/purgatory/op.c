@@ -139,7 +139,7 @@ static struct tw_purgatory *watched_by(struct tw_delayed_op *op, bool mark_never
  * under the caller's lock, and a purge may release another op that shares
  * that lock, whose on_release may take it; the purgatory's own calls purge
  * once they let go of the op's lock. */
-static bool claim(struct tw_delayed_op *op)
+static bool claim_and_complete(struct tw_delayed_op *op)
 {
 	/* NULL: never watched. Then nothing else refers to the op, and it
 	 * takes no reference and has no on_release to run (a put of its own
@@ -170,7 +170,7 @@ bool tw_op_force_complete(struct tw_delayed_op *op)
 {
 	if (!op)
 		return false;
-	return claim(op);
+	return claim_and_complete(op);
 }
 
 /* A reference across the locked section: if try_complete completes the op
@@ -206,7 +206,7 @@ static void on_timeout(struct tw_service *svc, struct tw_service_timer *t)
 
 	(void)svc;
 	atomic_fetch_sub(&p->delayed, 1);
-	if (claim(op) && op->ops->on_expiration)
+	if (claim_and_complete(op) && op->ops->on_expiration)
 		op->ops->on_expiration(op);
 	op_put(op); /* the timeout's reference */
 	tw__pg_maybe_purge(p);
