@@ -4,12 +4,14 @@
 # and with clang, warnings as errors (make configs; CI runs it): the
 # default (cmake with no option: RelWithDebInfo), the checked build
 # (-DTW_DEBUG=ON, default build type, as docs/bad-input.md says) and
-# Release. The library, the tools, the examples and the tests are built;
-# the checked build's tests also run once (gcc), since no other target
-# runs them with optimisation on. --all builds every CMake build type
-# (Debug, Release, RelWithDebInfo, MinSizeRel) with and without TW_DEBUG,
-# benchmarks included, and runs nothing: what a change to the warnings
-# or to the build is tried against.
+# Release. Each is built as a user builds it, with the default options:
+# the library, the tools, the examples, the tests and the benchmarks (the
+# inline bench compiles the amalgamation, so the checked build's is the
+# amalgamation with TW_DEBUG); the checked build's tests also run once
+# (gcc), since no other target runs them with optimisation on. --all
+# builds every CMake build type (Debug, Release, RelWithDebInfo,
+# MinSizeRel) with and without TW_DEBUG, and runs nothing: what a change
+# to the warnings or to the build is tried against.
 #   configs.sh [--all] WORK_DIR JOBS
 set -euo pipefail
 all=0
@@ -36,7 +38,6 @@ for cc in gcc clang; do
 		type=${name%-debug}
 		args=(-DTW_WERROR=ON)
 		[ "$type" = default ] || [ "$type" = debug ] || args+=(-DCMAKE_BUILD_TYPE="$type")
-		[ $all = 1 ] || args+=(-DTW_BUILD_BENCH=OFF)
 		# shellcheck disable=SC2206
 		args+=($flags)
 		dir=$work/$cc-$name
