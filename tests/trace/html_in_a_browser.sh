@@ -3,14 +3,18 @@
 # The tw-trace --html page, in a real browser (headless Chromium): for every
 # step of a scenario, the buckets and the bucket queue the page shows must be
 # the ones `tw-trace --text` prints for that step. Pressing "next" K times
-# must land on the same state as opening step K. With scripts off, the page
-# must list every step as text instead. Screenshots of a few steps are left
-# in OUTDIR.
+# must land on the same state as opening step K. Opened without #step, it
+# must show the first step whose --text narration says something (not step
+# 0, the empty wheel). Each step must show one time: its title is --text's
+# without the "[now T]" (the clock before the command), and the step line
+# says "now" once, the clock after the step, with "(from T)" where the
+# step moved the clock. With scripts off, the page must list every step as
+# text instead. Screenshots of a few steps are left in OUTDIR.
 #
 # Each Chromium start costs seconds, so one start reads every step: a
 # harness page holds the page once per step in an iframe (opened at
-# #step=K, or at #clicks=K for the clicks, and once more with scripts
-# off: a sandboxed frame) and, once all have loaded, copies what each
+# #step=K, or at #clicks=K for the clicks, once with no address fragment,
+# and once more with scripts off: a sandboxed frame) and, once all have loaded, copies what each
 # shows into itself (--allow-file-access-from-files lets it read them);
 # its DOM is dumped once. Then the screenshots, side by side.
 #
@@ -55,7 +59,7 @@ from_text() {
     $level = $1 if /^  level (\d+) /;
     if (/^    bucket (\d+) .*tasks:(.*)$/) {
       my ($s, $t) = ($1, $2);
-      my @names = map { s/\(-?\d+\)$//r } split " ", $t;
+      my @names = map { s/\(-?\d+(\.\.-?\d+)?\)$//r } split " ", $t;
       print "L$level#$s: @names\n";
     }
     if (/^  queue: (.*)$/) { my $q = $1; $q = "" if $q eq "(empty)"; print "queue: $q\n" }
@@ -71,6 +75,14 @@ done
 checked=${#drawn[@]}
 [ "$checked" -ge 3 ] || { echo "trace_html_browser: only $checked steps drawn"; exit 1; }
 some=("${drawn[1]}" "${drawn[checked / 2]}" "${drawn[checked - 1]}")
+# Where the page must open: the first step with a line of narration
+# between its title and its drawing ("  level N  tick ..."), or before the
+# next step where it draws nothing.
+first=$(perl -ne '
+  if (/^(== |-- step)/) { $k++; $on = 1; next }
+  $on = 0 if /^  level \d+  tick /;
+  if ($on) { print $k - 1, "\n"; exit }' "$outdir/text")
+[ -n "$first" ] && [ "$first" -gt 0 ] || { echo "trace_html_browser: no step narrates anything"; exit 1; }
 
 # The harness: the page at #step=K for every drawn step, and at #clicks=K
 # for some; when all have loaded, what each shows is copied into it.
@@ -83,6 +95,7 @@ harness=$(dirname "$page")/harness.html
   for k in "${some[@]}"; do
     echo "<iframe src=\"$(basename "$page")#clicks=$k\"></iframe>"
   done
+  echo "<iframe src=\"$(basename "$page")\"></iframe>"
   # No allow-scripts: the page's script does not run in this frame.
   echo "<iframe sandbox=\"allow-same-origin\" src=\"$(basename "$page")#noscript\"></iframe>"
   cat <<'HARNESS'
@@ -91,7 +104,8 @@ harness=$(dirname "$page")/harness.html
 window.addEventListener("load", () => {
   for (const frame of document.querySelectorAll("iframe")) {
     const seen = document.createElement("section");
-    seen.dataset.src = frame.getAttribute("src").replace(/^.*#/, "");
+    const src = frame.getAttribute("src");
+    seen.dataset.src = src.includes("#") ? src.replace(/^.*#/, "") : "opened";
     const doc = frame.contentDocument;
     if (doc && frame.sandbox.length) {
       /* Scripts off: what the reader sees instead of the drawing. */
@@ -102,6 +116,12 @@ window.addEventListener("load", () => {
         "; controls " + (shown(doc.getElementById("controls")) ? "shown" : "hidden") +
         ", drawing " + (shown(doc.querySelector("main")) ? "shown" : "hidden");
     } else if (doc && doc.getElementById("wheels")) {
+      for (const id of ["stepno", "title"]) {
+        const p = document.createElement("p");
+        p.className = id;
+        p.textContent = doc.getElementById(id).textContent;
+        seen.appendChild(p);
+      }
       seen.appendChild(doc.getElementById("wheels").cloneNode(true));
       seen.appendChild(doc.getElementById("queue").cloneNode(true));
     }
@@ -113,17 +133,21 @@ window.addEventListener("load", () => {
 HARNESS
 } >"$harness"
 
-# What the page shows at each address: "== ADDRESS", then "L<level>#<slot>:
-# names" per non-empty bucket, then "queue: expiration L#slot, ...", read
-# from the rendered DOM.
+# What the page shows at each address: "== ADDRESS", its step line and
+# title ("stepno: ...", "title: ..."), then "L<level>#<slot>: names" per
+# non-empty bucket, then "queue: expiration L#slot, ...", read from the
+# rendered DOM.
 run_browser --allow-file-access-from-files --dump-dom "file://$harness" | perl -ne '
   sub flush {
-    print "== $src\n", @out, "queue: ", join(", ", @q), "\n" if defined $src;
-    @out = (); @q = (); undef $src;
+    print "== $src\n", @head, @out, "queue: ", join(", ", @q), "\n" if defined $src;
+    @head = (); @out = (); @q = (); undef $src;
   }
   for (split /(?=<section data-src=)|(?=<div class="bucket)/) {
     if (/^<section data-src="noscript">([^<]*)/) { flush(); print "== noscript\n$1\n"; next }
-    if (/^<section data-src="([^"]*)"/) { flush(); $src = $1 }
+    if (/^<section data-src="([^"]*)"/) {
+      flush(); $src = $1;
+      push @head, "$1: $2\n" while /<p class="(stepno|title)">([^<]*)<\/p>/g;
+    }
     if (/^<div class="bucket[^"]*" data-level="(\d+)" data-slot="(\d+)"/) {
       my ($l, $s) = ($1, $2);
       my @names = /<span class="name">([^<]*)<\/span>/g;
@@ -132,10 +156,16 @@ run_browser --allow-file-access-from-files --dump-dom "file://$harness" | perl -
     push @q, /<li class="qentry">([^<]*)<\/li>/g;
   }
   END { flush() }' >"$outdir/dom"
+# The buckets and queue shown at ADDRESS; dom_line ADDRESS stepno|title:
+# that line.
 from_dom() {
-  awk -v want="== $1" '/^== / { on = ($0 == want); next } on' "$outdir/dom"
+  awk -v want="== $1" '/^== / { on = ($0 == want); next } on && !/^(stepno|title): /' "$outdir/dom"
 }
-[ "$(grep -c '^== ' "$outdir/dom")" = $((checked + ${#some[@]} + 1)) ] ||
+dom_line() {
+  awk -v want="== $1" -v key="$2: " '/^== / { on = ($0 == want); next }
+    on && index($0, key) == 1 { print substr($0, length(key) + 1) }' "$outdir/dom"
+}
+[ "$(grep -c '^== ' "$outdir/dom")" = $((checked + ${#some[@]} + 2)) ] ||
   { echo "trace_html_browser: the harness did not read every frame ($outdir/dom)"; exit 1; }
 
 for k in "${drawn[@]}"; do
@@ -147,6 +177,35 @@ for k in "${drawn[@]}"; do
     exit 1
   fi
 done
+
+# One time per step: the title without "[now T]", "now" once in the step
+# line, and "(from T)" there when the step moved the clock from T.
+last=$((steps - 1))
+for k in "${drawn[@]}"; do
+  text_title=$(grep -E '^(== |-- step)' "$outdir/text" | sed -n "$((k + 1))p")
+  before=$(sed -n 's/.*  \[now \(-\{0,1\}[0-9]*\)\]$/\1/p' <<<"$text_title")
+  want_title=$(sed 's/ *\[now -\{0,1\}[0-9]*\]$//' <<<"$text_title")
+  title=$(dom_line "step=$k" title)
+  [ "$title" = "$want_title" ] ||
+    { echo "trace_html_browser: step $k is titled '$title', not '$want_title'"; exit 1; }
+  stepno=$(dom_line "step=$k" stepno)
+  now=$(sed -n "s/^step $k of $last · now \(-\{0,1\}[0-9]*\)\( (from -\{0,1\}[0-9]*)\)\{0,1\}\$/\1/p" <<<"$stepno")
+  [ -n "$now" ] ||
+    { echo "trace_html_browser: step $k's line reads '$stepno', not 'step $k of $last · now T [(from T)]'"; exit 1; }
+  if [ -n "$before" ] && [ "$before" != "$now" ]; then
+    [[ $stepno == *"(from $before)" ]] ||
+      { echo "trace_html_browser: step $k moved the clock from $before, its line reads '$stepno'"; exit 1; }
+  elif [ -n "$before" ] && [[ $stepno == *"(from "* ]]; then
+    echo "trace_html_browser: step $k did not move the clock, its line reads '$stepno'"; exit 1
+  fi
+done
+
+# Opened without an address fragment: the first step that narrates
+# something, drawn as --text draws it.
+[[ $(dom_line opened stepno) == "step $first of $last "* ]] ||
+  { echo "trace_html_browser: opened plainly it shows '$(dom_line opened stepno)', not step $first"; exit 1; }
+[ "$(from_dom opened)" = "$(from_text "$first")" ] ||
+  { echo "trace_html_browser: opened plainly, its buckets are not step $first's"; exit 1; }
 
 for k in "${some[@]}"; do
   if [ "$(from_dom "clicks=$k")" != "$(from_text "$k")" ]; then
@@ -179,4 +238,5 @@ for k in "${some[@]}"; do
   [ "$(stat -c %s "$shot")" -gt 20000 ] || { echo "trace_html_browser: $shot looks blank"; exit 1; }
 done
 echo "trace_html_browser: $checked of $steps steps match the text trace in $browser, opened at" \
-  "each step and after clicks; with scripts off, every step as text; screenshots in $outdir"
+  "each step and after clicks, one time each; opened plainly, step $first; with scripts off," \
+  "every step as text; screenshots in $outdir"

@@ -6,6 +6,11 @@
 # narration and the wheel drawn after it). The page also hides its
 # controls, which do nothing without a script, when scripts are off.
 # (tests/trace/html_in_a_browser.sh checks the same in a browser with scripts off.)
+# And what the script is given: it opens at FIRST_STEP, which must be the
+# first step whose --text narration says something (not step 0, the empty
+# wheel); and each step carries one title without --text's "[now T]" (the
+# clock before the command), with the clock before ("from") and after
+# ("now") it, so that the page shows one time per step.
 #
 #   html_without_scripts.sh TW_TRACE OUTDIR SCENARIO...
 set -euo pipefail
@@ -37,5 +42,29 @@ for scenario in "$@"; do
 	steps=$(grep -cE '^(== |-- step)' "$outdir/$name.text")
 	[ "$(grep -c '^<li><pre>' "$page")" = "$steps" ] ||
 		{ echo "trace_html_noscript: $name: not one <li> per step ($steps steps)"; exit 1; }
-	echo "trace_html_noscript: $name: $steps steps as text, as --text prints them"
+	# The first step with a narration line: a line between its title and
+	# its drawing (which starts with "  level N  tick"), or, undrawn ("==
+	# run"), before the next step.
+	first=$(perl -ne '
+		if (/^(== |-- step)/) { $k++; $on = 1; next }
+		$on = 0 if /^  level \d+  tick /;
+		if ($on) { print $k - 1, "\n"; exit }' "$outdir/$name.text")
+	opens=$(sed -n 's/^const FIRST_STEP = \([0-9]*\);$/\1/p' "$page")
+	[ -n "$first" ] && [ "$first" -gt 0 ] ||
+		{ echo "trace_html_noscript: $name: no step narrates anything"; exit 1; }
+	[ "$opens" = "$first" ] ||
+		{ echo "trace_html_noscript: $name: the page opens at step '$opens', not $first (the first that narrates something)"; exit 1; }
+	# One time per step: titles without "[now T]", each step its from and now.
+	perl -0ne '
+		/const STEPS = \[\n(.*?)\];\n/s or die "no STEPS\n";
+		my $s = $1; my $n = 0;
+		while ($s =~ /\{"title":"((?:[^"\\]|\\.)*)","log":"(?:[^"\\]|\\.)*","from":"-?\d+","now":"-?\d+",/g) {
+			my $title = $1;
+			die "a title still shows the clock: $title\n" if $title =~ /\[now /;
+			$n++;
+		}
+		die "$n steps have a title, from and now, of '"$steps"'\n" if $n != '"$steps"';
+	' "$page" || { echo "trace_html_noscript: $name: not one time per step"; exit 1; }
+	echo "trace_html_noscript: $name: $steps steps as text, as --text prints them;" \
+		"opens at step $first, the first that narrates something; one time per step"
 done

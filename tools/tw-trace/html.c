@@ -4,9 +4,15 @@
  * text narration captured, the whole wheel as JSON), and at the end one
  * self-contained page: tools/tw-trace.html with the steps put in at its
  * markers. Times are strings in the JSON: JavaScript numbers lose
- * precision above 2^53. For a browser without JavaScript the page also
- * lists every step as text, exactly as --text prints it (title,
- * narration, drawing), inside <noscript>.
+ * precision above 2^53. Each step has one time, the clock after it
+ * ("now"), and the clock before it ("from"): the page shows "now" and,
+ * where the step moved the clock, "from"; the title loses the "[now T]"
+ * that --text gives it (the clock before the command), so that a step
+ * never shows two "now"s. The page opens at the first step whose
+ * narration says something (FIRST_STEP; step 0 is the empty wheel). For
+ * a browser without JavaScript the page also lists every step as text,
+ * exactly as --text prints it (title, narration, drawing), inside
+ * <noscript>.
  */
 #define _POSIX_C_SOURCE 200809L /* open_memstream */
 #include <errno.h>
@@ -47,9 +53,29 @@ static void json_tasks(FILE *f, const struct tw_bucket_info *b)
 	fputc(']', f);
 }
 
+/* The title without the "  [now T]" (T: the clock when the step began)
+ * that scenario.c ends a command's title with, nor the blanks before it. */
+static void json_title(struct trace *tr, FILE *f)
+{
+	char suffix[48], *title = tr->title, cut;
+	size_t n = strlen(title), k;
+
+	k = (size_t)snprintf(suffix, sizeof(suffix), "[now %" PRId64 "]", tr->from);
+	if (tr->have_from && n >= k && !strcmp(title + n - k, suffix)) {
+		n -= k;
+		while (n && title[n - 1] == ' ')
+			n--;
+	}
+	cut = title[n];
+	title[n] = '\0';
+	json_str(f, title);
+	title[n] = cut;
+}
+
 /*
- * One step: its title, narration and the whole wheel. Times are strings:
- * JavaScript numbers lose precision above 2^53.
+ * One step: its title, narration, the clock before and after it, and the
+ * whole wheel. Times are strings: JavaScript numbers lose precision above
+ * 2^53.
  */
 static void json_snapshot(struct trace *tr, FILE *f)
 {
@@ -57,13 +83,15 @@ static void json_snapshot(struct trace *tr, FILE *f)
 	struct tw_bucket_info ready;
 	size_t nq, shown = 0;
 	struct tw_queue_entry *q;
+	int64_t now = tr->have_wheel ? tw_wheel_now(w) : 0;
 
 	fputs(tr->steps_len ? ",\n{\"title\":" : "{\"title\":", f);
-	json_str(f, tr->title);
+	json_title(tr, f);
 	fputs(",\"log\":", f);
 	json_str(f, tr->log_buf ? tr->log_buf : "");
-	fprintf(f, ",\"now\":\"%" PRId64 "\",\"levels\":[",
-		tr->have_wheel ? tw_wheel_now(w) : 0);
+	/* The wheel's own step has no clock before it: from = now. */
+	fprintf(f, ",\"from\":\"%" PRId64 "\",\"now\":\"%" PRId64 "\",\"levels\":[",
+		tr->have_from ? tr->from : now, now);
 	for (unsigned level = 1; tr->have_wheel && level <= tw_wheel_levels(w); level++) {
 		struct tw_level_info li;
 
@@ -177,6 +205,13 @@ void trace_step_end(struct trace *tr)
 		json_snapshot(tr, tr->steps);
 	}
 	fflush(tr->steps);
+	/* The first step that narrates something (a task filed, fired,
+	 * cancelled; a bucket popped) is where the page opens. */
+	if (!tr->busy_seen && (tr->drawn ? tr->drawn_at : tr->log_len) > 0) {
+		tr->busy_seen = true;
+		tr->first_busy = tr->nsteps;
+	}
+	tr->nsteps++;
 	free(tr->log_buf);
 	tr->log_buf = NULL;
 	tr->drawn = false;
@@ -189,6 +224,8 @@ static void html_step(struct trace *tr, const char *title)
 {
 	trace_step_end(tr);
 	snprintf(tr->title, sizeof(tr->title), "%s", title);
+	tr->have_from = tr->have_wheel;
+	tr->from = tr->have_wheel ? tw_wheel_now(&tr->wheel) : 0;
 	tr->out = open_memstream(&tr->log_buf, &tr->log_len);
 	if (!tr->out)
 		trace_die(tr, "out of memory");
@@ -255,7 +292,7 @@ void trace_write_page(struct trace *tr, const char *path)
 	json_str(f, tr->path);
 	fputs(";\nconst STEPS = [\n", f);
 	fwrite(tr->steps_buf, 1, tr->steps_len, f);
-	fputs("];\n</script>\n", f);
+	fprintf(f, "];\nconst FIRST_STEP = %u;\n</script>\n", tr->busy_seen ? tr->first_busy : 0);
 	fputs(steps + strlen(STEPS_MARKER), f);
 	if (fclose(f)) {
 		fprintf(stderr, "%s: %s\n", path, strerror(errno));

@@ -76,6 +76,11 @@ struct trace {
 	                         the page's <noscript> */
 	char *noscript_buf;
 	size_t noscript_len;
+	unsigned nsteps;      /* html: the steps ended so far */
+	bool busy_seen;       /* html: a step has said what it did */
+	unsigned first_busy;  /* html: the first such step, where the page opens */
+	bool have_from;       /* html: the open step began with a wheel */
+	int64_t from;         /* html: the clock when the open step began */
 	char title[4096];
 	struct tw_wheel wheel;
 	struct task **tasks;
