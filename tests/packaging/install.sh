@@ -24,6 +24,17 @@ done
 for e in epoll_idle.c libuv_idle.c libevent_idle.c io_uring_idle.c service_pool.c produce_acks.c; do
   [ -f "$prefix/share/doc/timingwheel/examples/$e" ] || fail "missing example $e"
 done
+# Every scenario README.md's tw-trace paragraph lists (seeds 001, 003 and
+# 004 in both modes, and the windows): each in examples/ and installed,
+# and tw-trace replays the installed copy.
+for s in seed001 seed001-exact seed003 seed003-exact seed004 seed004-exact idle-window; do
+  [ -f "$src/examples/$s.tw" ] || fail "README.md lists examples/$s.tw, which is not there"
+  [ -f "$prefix/share/doc/timingwheel/examples/$s.tw" ] || fail "missing scenario $s.tw"
+  "$prefix/bin/tw-trace" --events "$prefix/share/doc/timingwheel/examples/$s.tw" >/dev/null ||
+    fail "the installed tw-trace cannot replay the installed $s.tw"
+done
+grep -q 'seeds 001, 003 and 004 in' "$src/README.md" && grep -q 'both modes, windows' "$src/README.md" ||
+  fail "README.md no longer lists the scenarios this test checks: update the list above"
 for m in share/man/man1/tw-trace.1 share/man/man3/timingwheel.3; do
   [ -f "$prefix/$m" ] || fail "missing $m"
   if command -v groff >/dev/null; then
