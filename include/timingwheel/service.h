@@ -247,9 +247,14 @@ int tw_service_create(struct tw_service **out, const struct tw_service_config *c
  *
  * Only on memory no service refers to: new memory, or a timer whose last
  * use is over (tw_service_timer_shutdown() or tw_service_cancel_sync()
- * returned, its callback returned with nothing added since, or shutdown
- * handed it back). Not on a pending timer, nor while its callback may
- * run: the service links it in its wheel or holds it for a run, and
+ * returned, its callback returned with nothing added since, shutdown
+ * handed it back, or a plain tw_service_cancel() returned TW_SVC_STOPPED
+ * or TW_SVC_IDLE for a timer whose callback cannot be running -- one
+ * that has not run since its add, or whose last run you saw return. A
+ * cancel during a run stops an add made during that run and returns
+ * TW_SVC_STOPPED while the callback still runs: only cancel_sync and
+ * timer_shutdown wait for it). Not on a pending timer, nor while its
+ * callback may run: the service links it in its wheel or holds it for a run, and
  * wiping those links loses other timers or runs this one twice. To give
  * a timer a new callback, call tw_service_timer_reinit(), which keeps
  * that bookkeeping and says when it cannot. (Nothing can check fresh
@@ -360,9 +365,12 @@ int tw_service_add_in(struct tw_service *svc, struct tw_service_timer *t,
  * add made during the run still waits for it (that add ends here): the
  * run goes on, a periodic timer is not re-armed after it, and the timer
  * is pending at due instead.
- * If due comes before the run returned, the timer runs right after it, on
- * the same thread (never beside it); a periodic timer then goes on at
- * due + period, due + 2 * period, ...
+ * If due comes before the run returned, the timer runs after it, never
+ * beside it: with executors right after it, on the same executor; without,
+ * at the next scan (the reaper's, which the reschedule wakes, or a manual
+ * service's next tw_service_poll(), for which tw_service_next_expiry()
+ * then answers now). A periodic timer then goes on at due + period,
+ * due + 2 * period, ...
  * @param svc the service
  * @param t an initialised timer
  * @param due the new absolute due time
@@ -373,6 +381,20 @@ int tw_service_add_in(struct tw_service *svc, struct tw_service_timer *t,
  */
 int tw_service_reschedule(struct tw_service *svc, struct tw_service_timer *t,
 			  int64_t due);
+
+/**
+ * Move to now + delay, pending or not (a connection touched: its idle
+ * timeout starts again); a delay <= 0 is due now. Everything else as
+ * tw_service_reschedule().
+ * @param svc the service
+ * @param t an initialised timer
+ * @param delay clock units from tw_service_now()
+ * @return as tw_service_reschedule(), or TW_EOVERFLOW if now + delay does
+ *         not fit an int64_t (then nothing changed)
+ * @threadsafety Any thread, callbacks included.
+ */
+int tw_service_reschedule_in(struct tw_service *svc, struct tw_service_timer *t,
+			     int64_t delay);
 
 /**
  * Add with a window: the timer runs no earlier than earliest and no later

@@ -80,7 +80,8 @@ size_t tw_purgatory_delayed(struct tw_purgatory *p)
 int64_t tw_purgatory_poll(struct tw_purgatory *p)
 {
 	if (!p)
-		return TW_EINVAL;
+		return TW_EINVAL_BECAUSE("tw_purgatory_poll", "%s",
+					 "the purgatory is NULL");
 	return tw_service_poll(p->svc);
 }
 
@@ -169,7 +170,8 @@ int64_t tw_purgatory_shutdown(struct tw_purgatory *p, tw_op_fn *hand_back)
 	int64_t n;
 
 	if (!p)
-		return TW_EINVAL;
+		return TW_EINVAL_BECAUSE("tw_purgatory_shutdown", "%s",
+					 "the purgatory is NULL");
 	pthread_mutex_lock(&p->shutdown_mu);
 	if (p->shut_down) {
 		pthread_mutex_unlock(&p->shutdown_mu);

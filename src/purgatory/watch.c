@@ -93,6 +93,22 @@ static struct pshard *locate(struct tw_purgatory *p, const void *key, size_t len
 	return shard_for(p, *h);
 }
 
+/* A key call's refusal (locate() found no shard): TW_EINVAL, and in the
+ * debug build which argument it was. */
+static int64_t refuse_key_call(const char *call, const struct tw_purgatory *p,
+			       const void *key, size_t len)
+{
+	(void)call;
+	(void)p;
+	(void)key;
+	(void)len;
+	return TW_EINVAL_BECAUSE(call, "%s",
+				 !p     ? "the purgatory is NULL"
+				 : !key ? "the key is NULL"
+				 : !len ? "the key is empty (len 0)"
+					: "the key is longer than TW_KEY_MAX");
+}
+
 /* Under the shard lock; the entry's reference is dropped later, from the
  * chain (claimed: the caller claimed its op and took a second one). */
 static void unlink_entry(struct tw_purgatory *p, struct tw_watch *w,
@@ -505,7 +521,7 @@ int64_t tw_purgatory_check_and_complete(struct tw_purgatory *p,
 
 	sh = locate(p, key, len, &h);
 	if (!sh)
-		return TW_EINVAL;
+		return refuse_key_call("tw_purgatory_check_and_complete", p, key, len);
 	s.len = 0;
 	s.marked = false;
 	chain_init(&puts);
@@ -602,7 +618,7 @@ int64_t tw_purgatory_cancel_for_key(struct tw_purgatory *p, const void *key,
 
 	sh = locate(p, key, len, &h);
 	if (!sh)
-		return TW_EINVAL;
+		return refuse_key_call("tw_purgatory_cancel_for_key", p, key, len);
 	chain_init(&puts);
 	pthread_mutex_lock(&sh->mu);
 	ws = find(sh, h, key, len);

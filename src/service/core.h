@@ -472,7 +472,7 @@ TW_HIDDEN struct tw_service *tw__svc_of_owner(uint32_t word);
 TW_HIDDEN int tw__svc_stop_locked(struct tw_service *svc, struct shard *s,
 				  struct tw_service_timer *t, uint32_t word);
 TW_HIDDEN int tw__svc_cancel(struct tw_service *svc, struct tw_service_timer *t,
-			     bool shut);
+			     bool shut, const char *call);
 TW_HIDDEN void tw__svc_file(struct tw_service *svc, struct shard *s,
 			    struct tw_service_timer *t, uint32_t word,
 			    int64_t due, uint32_t slack, enum tw__svc_transition tr,

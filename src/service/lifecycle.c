@@ -156,7 +156,10 @@ static bool held_now(const struct tw_service *svc, const struct tw_service_timer
 void tw__svc_debug_step(const struct tw_service_timer *t, uint32_t from,
 			uint32_t to)
 {
-	bool was = word_state(from) != ST_IDLE, is = word_state(to) != ST_IDLE;
+	/* An IDLE word with F_RAN may still have its run under way (a stop
+	 * of an add made during the run leaves it so): kept too. */
+	bool was = word_state(from) != ST_IDLE || word_has(from, F_RAN),
+	     is = word_state(to) != ST_IDLE || word_has(to, F_RAN);
 
 	if (was != is)
 		tw__debug_set(TW_DBG_SVC_TIMER, t, is, word_owner(to));
@@ -702,7 +705,8 @@ int64_t tw_service_shutdown(struct tw_service *svc,
 	int64_t n;
 
 	if (!svc)
-		return TW_EINVAL;
+		return TW_EINVAL_BECAUSE("tw_service_shutdown", "%s",
+					 "the service is NULL");
 	if (THIS_THREAD.current || THIS_THREAD.scanning)
 		return TW_EREENTER;
 	pthread_mutex_lock(&svc->shutdown_mu);
@@ -737,7 +741,8 @@ int tw_service_destroy(struct tw_service *svc)
 	 * freeing it there would be a use-after-free on return. Refused like
 	 * shutdown, by doing nothing. */
 	if (!svc)
-		return TW_EINVAL;
+		return TW_EINVAL_BECAUSE("tw_service_destroy", "%s",
+					 "the service is NULL");
 	if (THIS_THREAD.current || THIS_THREAD.scanning)
 		return TW_EREENTER;
 	tw_service_shutdown(svc, NULL, NULL);

@@ -624,7 +624,8 @@ int64_t tw_service_poll(struct tw_service *svc)
 	int64_t now, n, next;
 
 	if (!svc)
-		return TW_EINVAL;
+		return TW_EINVAL_BECAUSE("tw_service_poll", "%s",
+					 "the service is NULL");
 	if (!svc->cfg.manual)
 		return TW_EINVAL_BECAUSE("tw_service_poll", "%s",
 					 "only a manual service is polled (its "

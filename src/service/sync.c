@@ -170,7 +170,9 @@ int tw__svc_wait_unreferenced(struct tw_service *svc, struct tw_service_timer *t
 static int stop_and_wait(struct tw_service *svc, struct tw_service_timer *t,
 			 bool shut)
 {
-	int result = tw__svc_cancel(svc, t, shut), rc;
+	int result = tw__svc_cancel(svc, t, shut,
+				    shut ? "tw_service_timer_shutdown"
+					 : "tw_service_cancel_sync"), rc;
 
 	if (result == TW_EINVAL || result == TW_EOWNER)
 		return result;

@@ -332,7 +332,8 @@ int tw_service_add_in(struct tw_service *svc, struct tw_service_timer *t,
 	int rc;
 
 	if (!svc)
-		return TW_EINVAL;
+		return TW_EINVAL_BECAUSE("tw_service_add_in", "%s",
+					 "the service is NULL");
 	rc = due_in(svc, delay, &due);
 	return rc ? rc : add_or_reschedule(svc, t, due, 0, false,
 					   "tw_service_add_in");
@@ -342,6 +343,20 @@ int tw_service_reschedule(struct tw_service *svc, struct tw_service_timer *t,
 			  int64_t due)
 {
 	return add_or_reschedule(svc, t, due, 0, true, "tw_service_reschedule");
+}
+
+int tw_service_reschedule_in(struct tw_service *svc, struct tw_service_timer *t,
+			     int64_t delay)
+{
+	int64_t due;
+	int rc;
+
+	if (!svc)
+		return TW_EINVAL_BECAUSE("tw_service_reschedule_in", "%s",
+					 "the service is NULL");
+	rc = due_in(svc, delay, &due);
+	return rc ? rc : add_or_reschedule(svc, t, due, 0, true,
+					   "tw_service_reschedule_in");
 }
 
 /* A window's width in whole ticks, rounded down (it may only narrow) and
@@ -412,15 +427,18 @@ int tw_service_reschedule_range(struct tw_service *svc,
 
 /* Stop t under its shard's mutex; with shut, also refuse every later add
  * (F_SHUT). A timer no service owns has nothing to stop: with shut it is
- * marked all the same. */
-int tw__svc_cancel(struct tw_service *svc, struct tw_service_timer *t, bool shut)
+ * marked all the same. call names the caller's function for a refusal. */
+int tw__svc_cancel(struct tw_service *svc, struct tw_service_timer *t,
+		   bool shut, const char *call)
 {
 	struct shard *s;
 	uint32_t word;
 	int rc;
 
+	(void)call; /* TW_EINVAL_BECAUSE drops its arguments in release */
 	if (!svc || !t)
-		return TW_EINVAL;
+		return TW_EINVAL_BECAUSE(call, "%s", !svc ? "the service is NULL"
+							 : "the timer is NULL");
 	word = word_load(t);
 	while (!word_owner(word)) {
 		if (!shut || word_has(word, F_SHUT) ||
@@ -447,7 +465,7 @@ int tw__svc_cancel(struct tw_service *svc, struct tw_service_timer *t, bool shut
 
 int tw_service_cancel(struct tw_service *svc, struct tw_service_timer *t)
 {
-	return tw__svc_cancel(svc, t, false);
+	return tw__svc_cancel(svc, t, false, "tw_service_cancel");
 }
 
 /*

@@ -148,8 +148,42 @@ static void init_from_its_own_callback(void)
 	tw_service_poll(svc);
 }
 
+/* A plain cancel during a run, of an add made during it: TW_SVC_STOPPED
+ * (that add ended), while the callback still runs; an init then is the
+ * mistake service.h warns of (only cancel_sync and timer_shutdown wait
+ * for the run). */
+static atomic_int in_its_run;
+
+static void note_run_then_hold(struct tw_service *s, struct tw_service_timer *t)
+{
+	atomic_store(&in_its_run, 1);
+	hold_for_ever(s, t);
+}
+
+static void init_after_a_plain_cancel_during_its_run(void)
+{
+	struct tw_service_config cfg = { .manual = true, .executors = 1 };
+	struct tw_service *svc = NULL;
+	static struct tw_service_timer t;
+
+	cfg.clock.now = virtual_clock;
+	set_clock(0);
+	CHECK_EQ(tw_service_create(&svc, &cfg), 0);
+	tw_service_timer_init(&t, note_run_then_hold);
+	CHECK_EQ(tw_service_add(svc, &t, TW_MS(1)), 0);
+	set_clock(TW_MS(1));
+	CHECK_EQ(tw_service_poll(svc), 1);
+	while (!atomic_load(&in_its_run))
+		sched_yield();
+	CHECK_EQ(tw_service_add(svc, &t, TW_S(1)), 0); /* waits for the run */
+	CHECK_EQ(tw_service_cancel(svc, &t), TW_SVC_STOPPED);
+	tw_service_timer_init(&t, nothing); /* the mistake */
+}
+
 static void test_init_of_a_held_timer_is_named(void)
 {
+	EXPECT_ABORT_NAMING(init_after_a_plain_cancel_during_its_run,
+			    "tw_service_timer_init(", "its callback is running");
 	EXPECT_ABORT_NAMING(init_a_pending_timer, "tw_service_timer_init(",
 			    "pending", "tw_service_timer_reinit()",
 			    "tw_service_timer_shutdown()");
@@ -249,6 +283,10 @@ static void reuse_done_right(void)
 	CHECK_EQ(tw_service_add(svc, t, TW_MS(5)), 0);
 	set_clock(TW_MS(10));
 	CHECK_EQ(tw_service_poll(svc), 1);
+	tw_service_timer_init(t, nothing);
+	/* after a plain cancel that stopped it before any run */
+	CHECK_EQ(tw_service_add(svc, t, TW_S(1)), 0);
+	CHECK_EQ(tw_service_cancel(svc, t), TW_SVC_STOPPED);
 	tw_service_timer_init(t, nothing);
 	/* after shutdown handed it back */
 	CHECK_EQ(tw_service_add(svc, t, TW_S(1)), 0);
@@ -498,6 +536,7 @@ static void bad_arguments(void)
 {
 	struct tw_wheel w;
 	struct tw_timer t;
+	struct tw_service_timer st;
 	struct tw_service *svc;
 	struct tw_service_config cfg = { .shards = 5000 };
 
@@ -507,6 +546,20 @@ static void bad_arguments(void)
 	tw_timer_init(&t, NULL);
 	CHECK_EQ(tw_wheel_add(&w, &t, 5), TW_EINVAL);
 	tw_wheel_destroy(&w);
+	/* A NULL service or purgatory, each call saying which. */
+	tw_service_timer_init(&st, nothing);
+	CHECK_EQ(tw_service_add_in(NULL, &st, 5), TW_EINVAL);
+	CHECK_EQ(tw_service_reschedule_in(NULL, &st, 5), TW_EINVAL);
+	CHECK_EQ(tw_service_cancel(NULL, &st), TW_EINVAL);
+	CHECK_EQ(tw_service_cancel_sync(NULL, &st), TW_EINVAL);
+	CHECK_EQ(tw_service_timer_shutdown(NULL, &st), TW_EINVAL);
+	CHECK_EQ(tw_service_shutdown(NULL, NULL, NULL), TW_EINVAL);
+	CHECK_EQ(tw_service_poll(NULL), TW_EINVAL);
+	CHECK_EQ(tw_purgatory_check_and_complete(NULL, "k", 1), TW_EINVAL);
+	CHECK_EQ(tw_purgatory_cancel_for_key(NULL, "k", 1, NULL), TW_EINVAL);
+	CHECK_EQ(tw_purgatory_check_and_complete(NULL, NULL, 1), TW_EINVAL);
+	CHECK_EQ(tw_purgatory_poll(NULL), TW_EINVAL);
+	CHECK_EQ(tw_purgatory_shutdown(NULL, NULL), TW_EINVAL);
 }
 
 static void test_einval_says_which_argument_and_goes_on(void)
@@ -515,6 +568,17 @@ static void test_einval_says_which_argument_and_goes_on(void)
 	CHECK(strstr(out, "tw_wheel_init: TW_EINVAL: tick must be at least 1, not 0"));
 	CHECK(strstr(out, "tw_service_create: TW_EINVAL: cfg.shards must be at most 256"));
 	CHECK(strstr(out, "tw_wheel_add: TW_EINVAL: the timer has no callback"));
+	CHECK(strstr(out, "tw_service_add_in: TW_EINVAL: the service is NULL"));
+	CHECK(strstr(out, "tw_service_reschedule_in: TW_EINVAL: the service is NULL"));
+	CHECK(strstr(out, "tw_service_cancel: TW_EINVAL: the service is NULL"));
+	CHECK(strstr(out, "tw_service_cancel_sync: TW_EINVAL: the service is NULL"));
+	CHECK(strstr(out, "tw_service_timer_shutdown: TW_EINVAL: the service is NULL"));
+	CHECK(strstr(out, "tw_service_shutdown: TW_EINVAL: the service is NULL"));
+	CHECK(strstr(out, "tw_service_poll: TW_EINVAL: the service is NULL"));
+	CHECK(strstr(out, "tw_purgatory_check_and_complete: TW_EINVAL: the purgatory is NULL"));
+	CHECK(strstr(out, "tw_purgatory_cancel_for_key: TW_EINVAL: the purgatory is NULL"));
+	CHECK(strstr(out, "tw_purgatory_poll: TW_EINVAL: the purgatory is NULL"));
+	CHECK(strstr(out, "tw_purgatory_shutdown: TW_EINVAL: the purgatory is NULL"));
 }
 
 int main(void)

@@ -275,6 +275,34 @@ static void test_add_in_refuses_a_sum_past_either_end(void)
 	CHECK_EQ(tw_service_destroy(svc), TW_OK);
 }
 
+/* reschedule_in: now + delay, pending or not, with what a reschedule
+ * returns; a sum past the int64 range changes nothing. */
+static void test_reschedule_in_moves_to_now_plus_delay(void)
+{
+	struct tw_service *svc = manual_service(0);
+	struct job a;
+
+	job_init(&a, 1, 0);
+	set_clock(1000);
+	CHECK_EQ(tw_service_reschedule_in(svc, &a.t, 500), TW_SVC_IDLE);
+	set_clock(1200);
+	CHECK_EQ(tw_service_reschedule_in(svc, &a.t, 100), TW_SVC_STOPPED);
+	set_clock(1299);
+	CHECK_EQ(tw_service_poll(svc), 0);
+	set_clock(1300);
+	CHECK_EQ(tw_service_poll(svc), 1);
+	CHECK_EQ(a.ran_at, 1300);
+	CHECK_EQ(tw_service_reschedule_in(svc, &a.t, 50), TW_SVC_IDLE);
+	CHECK_EQ(tw_service_reschedule_in(NULL, &a.t, 20), TW_EINVAL);
+	CHECK_EQ(tw_service_reschedule_in(svc, NULL, 20), TW_EINVAL);
+	set_clock(INT64_MAX - 10);
+	CHECK_EQ(tw_service_reschedule_in(svc, &a.t, 20), TW_EOVERFLOW);
+	CHECK(tw_service_timer_pending(&a.t)); /* still at 1350 */
+	CHECK_EQ(tw_service_poll(svc), 1);
+	CHECK_EQ(atomic_load(&a.runs), 2);
+	CHECK_EQ(tw_service_destroy(svc), TW_OK);
+}
+
 static void test_periodic_reinit_keeps_or_changes_the_period(void)
 {
 	struct tw_service *svc = manual_service(0);
@@ -488,6 +516,7 @@ int main(void)
 	RUN(test_periodic_does_not_drift);
 	RUN(test_periodic_past_the_end_of_time_runs_once);
 	RUN(test_add_in_refuses_a_sum_past_either_end);
+	RUN(test_reschedule_in_moves_to_now_plus_delay);
 	RUN(test_periodic_reinit_keeps_or_changes_the_period);
 	RUN(test_periodic_cancelled_from_its_callback);
 	RUN(test_callbacks_cancel_free_and_reenter);
