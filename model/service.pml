@@ -59,6 +59,12 @@
  *   9 a manual service's event loop (ask, poll or sleep until woken) and
  *     one executor, whose callback adds its timer again during its run:
  *     the run's end files it and must wake the loop.
+ *  10 a full batch on the scanner (no executors; a batch of one): the
+ *     advance expires two timers, one into the batch and one onto the
+ *     expired list, while another thread reschedules the second (to a
+ *     window: time is abstract), cancels the first or adds it again; no
+ *     call of another thread meets the advance half done (lock()'s
+ *     assertion), and every add ends once.
  * Mutations (MUT), each a bug the model must find (model/check.sh):
  *   1 a failed claim that only clears its mark (a deferred add is lost)
  *   2 a run's end that runs a deferred add as IDLE, not TAKEN (a periodic
@@ -81,6 +87,8 @@
  *     run's end reads the timer its callback tore down and freed)
  *  13 a run's end that files a deferred add without waking a manual loop
  *     (the loop sleeps past it)
+ *  14 a full batch run at once, the mutex let go in the middle of the
+ *     advance (another thread's reschedule meets a wheel half advanced)
  */
 
 #ifndef SCEN
@@ -130,6 +138,8 @@ typedef timer {
 timer tm[NT];
 
 byte lk = NONE;               /* the shard's mutex */
+byte advancing = NONE;        /* the scanner whose advance of the shard's
+				 wheel is under way (SCEN 10) */
 bit slot[NR * NT];            /* runner r's batch holds t, unclaimed */
 byte running[NR];             /* each runner's mark */
 bit again[NR];                /* its RUN_AGAIN tag */
@@ -152,7 +162,9 @@ byte done;                    /* processes finished */
 #define DUE ((tm[0].st == PENDING && tm[0].runs < MAXRUNS) || tm[0].st == QUEUED || \
 	     (tm[1].st == PENDING && tm[1].runs < MAXRUNS) || tm[1].st == QUEUED)
 
-inline lock() { atomic { lk == NONE -> lk = _pid } }
+/* Nobody but the scanner itself takes the mutex while an advance is half
+ * done: the wheel's levels are behind the time it advances to. */
+inline lock() { atomic { lk == NONE -> lk = _pid; assert(advancing == NONE || advancing == _pid) } }
 #define INIT_RUNNERS \
 	i = 0; do :: i < NR -> running[i] = NONE; waiting_on[i] = NONE; i++ :: else -> break od; i = 0
 inline unlock() { assert(lk == _pid); lk = NONE }
@@ -1134,6 +1146,80 @@ init {
 	}
 	(done == 2);
 	assert(tm[0].adds == tm[0].runs + tm[0].stopped)
+}
+#endif
+
+#if SCEN == 10
+/* The scanner's advance (no executors) with a batch of one, then what it
+ * expired run a batch at a time, the mutex let go for each. */
+inline expire_one(t) {
+	if
+	:: tm[t].st == PENDING -> TOUCH(t);
+		atomic { BEGIN_STEP(t); tm[t].st = QUEUED; STEP(t, expire) }
+	:: else -> skip
+	fi
+}
+
+inline take_into_batch(t) {
+	if
+	:: tm[t].st == QUEUED -> TOUCH(t);
+		atomic { BEGIN_STEP(t); tm[t].st = TAKEN; tm[t].ran = 1; tm[t].runner = SC; S(SC, t) = 1; STEP(t, take) };
+		g = 1
+	:: else -> skip
+	fi
+}
+
+proctype scanner()
+{
+	LOCALS;
+	lock();
+	advancing = _pid;
+	expire_one(0);
+	take_into_batch(0); /* the batch is full */
+#if MUT == 14
+	unlock();
+	run_batch(SC);
+	lock();
+	g = 0;
+#endif
+	expire_one(1);      /* onto the expired list */
+	advancing = NONE;
+	do
+	:: g -> unlock(); run_batch(SC); lock(); g = 0
+	:: else ->
+		if
+		:: tm[0].st == QUEUED -> take_into_batch(0)
+		:: tm[1].st == QUEUED -> take_into_batch(1)
+		:: else -> break
+		fi
+	od;
+	unlock();
+	done++
+}
+
+proctype user()
+{
+	LOCALS;
+	if
+	:: add(1, 1, res)                      /* reschedule_range */
+	:: lock(); stop_locked(0, res); unlock() /* cancel */
+	:: add(0, 0, res)                      /* add again */
+	fi;
+	done++
+}
+
+init {
+	byte i;
+	atomic {
+		INIT_RUNNERS;
+		tm[0].st = PENDING; tm[0].adds = 1;
+		tm[1].st = PENDING; tm[1].adds = 1;
+		run scanner(); run user()
+	}
+	(done == 2);
+	/* What the reschedule or the add filed after the scan stays pending. */
+	assert(tm[0].adds == tm[0].runs + tm[0].stopped + (tm[0].st == PENDING -> 1 : 0));
+	assert(tm[1].adds == tm[1].runs + tm[1].stopped + (tm[1].st == PENDING -> 1 : 0))
 }
 #endif
 

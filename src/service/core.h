@@ -174,9 +174,10 @@ struct shard {
 	bool closed;              /* shutdown began: adds refused */
 	bool posted;              /* on the executors' work list */
 	/* The scanner advances this wheel and runs what expires itself (no
-	 * executors): the wheel's callback takes each timer straight into
-	 * the scanner's batch, and runs a full batch with the mutex let go
-	 * (run.c). fired counts them for the poll. */
+	 * executors): the wheel's callback takes the first BATCH straight
+	 * into the scanner's batch, the rest onto the expired list, and the
+	 * scanner runs them once the advance is over (run.c). fired counts
+	 * them for the poll. */
 	bool direct;
 	uint64_t fired;
 	struct shard *work_next;

@@ -163,38 +163,33 @@ static void take(struct tw_service *svc, unsigned ri,
 }
 
 /* Every service timer's wheel callback, under its shard's mutex, inside
- * the scanner's advance (the wheel has unlinked the timer). With
- * executors it joins the shard's expired list. Without, the scanner runs
- * it: straight into its batch, and a full batch runs at once, the mutex
- * let go meanwhile -- as a callback of a single-threaded wheel may add and
- * cancel timers of the wheel during its advance, so may other threads
- * here, under the mutex; and each timer is run while it is still in the
- * cache (a list filled first and run after touched a million timers
- * twice). */
+ * the scanner's advance (the wheel has unlinked the timer). It joins the
+ * shard's expired list -- without executors, the first BATCH of an
+ * advance go straight into the scanner's batch instead, so that an
+ * expiry of a few timers touches each once. Nothing runs here: the
+ * scanner runs what expired after the advance returned (scan_shard), so
+ * that the mutex is never let go in the middle of an advance. (A wheel's
+ * own callbacks may add and cancel during its advance, on its thread;
+ * other threads' calls met the wheel half advanced, its levels' clocks
+ * behind the time it was advancing to.) */
 void tw__svc_fire(struct tw_wheel *w, struct tw_timer *wt)
 {
 	struct shard *s = tw_container_of(w, struct shard, wheel);
 	struct tw_service_timer *t = svc_timer_of(wt);
 	struct tw_service *svc = s->svc;
-	uint32_t word = word_load(t);
+	uint32_t word = word_load(t), queued = word_with(word, ST_QUEUED, 0, 0);
 
-	if (!s->direct) {
-		list_append(&s->expired, &wt->link);
-		bump(&s->nexpired, 1);
-		word_set(t, word, word_with(word, ST_QUEUED, 0, 0), TR_expire);
-		return;
+	if (s->direct) {
+		s->fired++;
+		if (svc->runners[SCANNER(svc)].len < BATCH) {
+			word_set(t, word, queued, TR_expire);
+			take(svc, SCANNER(svc), t, queued);
+			return;
+		}
 	}
-	s->fired++;
-	word_set(t, word, word_with(word, ST_QUEUED, 0, 0), TR_expire);
-	take(svc, SCANNER(svc), t, word_with(word, ST_QUEUED, 0, 0));
-	if (svc->runners[SCANNER(svc)].len == BATCH) {
-		TW_DEBUG_WHEEL_LEAVE(w);
-		pthread_mutex_unlock(&s->mu);
-		TW_TEST_POINT("scan.batch", svc);
-		run_batch(svc, SCANNER(svc));
-		pthread_mutex_lock(&s->mu);
-		TW_DEBUG_WHEEL_ENTER(w, "tw_wheel_advance");
-	}
+	list_append(&s->expired, &wt->link);
+	bump(&s->nexpired, 1);
+	word_set(t, word, queued, TR_expire);
 }
 
 /* Under s->mu: up to `most` of the shard's expired timers into runner
@@ -468,7 +463,8 @@ void *tw__svc_executor_main(void *arg)
 
 /*
  * Advance shard s to now under its mutex and deal with what expired:
- * without executors the scanner runs it all, a batch per lock hold; with
+ * without executors the scanner runs it all once the advance is over, a
+ * batch per lock hold; with
  * executors the shard goes on their list, and the scanner runs batches
  * itself only while more than queue_capacity timers wait. *next gets the
  * shard's next expiry, which the reaper leaves in reaper_sees.
@@ -489,7 +485,9 @@ static int64_t scan_shard(struct tw_service *svc, struct shard *s, int64_t now,
 		tw_wheel_advance(&s->wheel, now);
 		s->direct = false;
 		n = (int64_t)s->fired;
-		if (svc->runners[me].len) {
+		/* The batch the advance filled, then the rest of what it
+		 * expired, a batch a lock hold, oldest first. */
+		while (svc->runners[me].len || take_batch(svc, s, me, BATCH)) {
 			pthread_mutex_unlock(&s->mu);
 			TW_TEST_POINT("scan.batch", svc);
 			run_batch(svc, me);

@@ -21,7 +21,7 @@
 #define _POSIX_C_SOURCE 200809L
 
 #include "forced_jobs.h"
-#include "service/state.h"
+#include "service/core.h"
 
 static void *shutdown_thread(void *arg)
 {
@@ -302,6 +302,69 @@ static void test_a_window_rescheduled_out_of_the_scanners_batch_never_fires_earl
 }
 
 /*
+ * Without executors the scanner runs what an advance expired once the
+ * advance is over, a batch a lock hold: when it lets go of the shard's
+ * mutex to run one ("scan.batch"), the shard's wheel is whole -- its
+ * advance ended, its invariants holding (tw_wheel_check) -- for whatever
+ * other threads add, move or cancel there. 3 * BATCH + 5 timers due by
+ * the poll and one after it: each of the first runs once in that poll,
+ * however many batches they take; a window rescheduled there from
+ * another thread, off a timer still to run, is filed in a whole wheel,
+ * runs in no batch of the poll and never before its start.
+ */
+static void test_a_full_batch_runs_after_the_advance(void)
+{
+	enum { N = 3 * BATCH + 5 };
+	struct tw_service *svc = service(true, 0);
+	static struct job j[N];
+	struct job late;
+	struct poller poller = { svc, -1000 };
+	struct sp_thread p;
+	struct shard *s;
+	char why[256] = "";
+	int batch;
+
+	for (int i = 0; i < N; i++) {
+		job_init(&j[i]);
+		CHECK_EQ(tw_service_add(svc, &j[i].t, 1010 + 2 * i), TW_OK);
+	}
+	job_init(&late);
+	CHECK_EQ(tw_service_add(svc, &late.t, 5000), TW_OK);
+	s = &svc->shards[word_shard(atomic_load(&j[0].t.state))];
+	atomic_store(&virtual_now, 1700);
+	batch = sp_arm("scan.batch", svc);
+	sp_spawn(&p, poll_thread, &poller);
+	CHECK(sp_wait(batch, &p.done));
+	pthread_mutex_lock(&s->mu);
+	if (tw_wheel_check(&s->wheel, why, sizeof(why)) != 0) {
+		fprintf(stderr, "the shard's wheel at scan.batch: %s\n", why);
+		CHECK(0);
+	}
+	pthread_mutex_unlock(&s->mu);
+	/* The last timer, not in the first batch: moved to [3000, 3500]. */
+	CHECK_EQ(tw_service_reschedule_range(svc, &j[N - 1].t, 3000, 3500),
+		 TW_SVC_STOPPED);
+	sp_release(batch);
+	sp_join(&p, "poll");
+	CHECK_EQ(poller.result, N);
+	for (int i = 0; i < N - 1; i++)
+		CHECK_EQ(atomic_load(&j[i].runs), 1);
+	CHECK_EQ(atomic_load(&j[N - 1].runs), 0);
+	CHECK_EQ(atomic_load(&late.runs), 0);
+	for (int64_t now = 1700; now < 3000; now += 7) {
+		atomic_store(&virtual_now, now);
+		CHECK(tw_service_poll(svc) >= 0);
+	}
+	CHECK_EQ(atomic_load(&j[N - 1].runs), 0);
+	atomic_store(&virtual_now, 3510);
+	CHECK(tw_service_poll(svc) >= 0);
+	CHECK_EQ(atomic_load(&j[N - 1].runs), 1);
+	CHECK_EQ(tw_service_shutdown(svc, NULL, NULL), 1);
+	check_balanced(svc, N + 2, N, 1); /* and late handed back */
+	tw_service_destroy(svc);
+}
+
+/*
  * Owner ids wrap after 2^18 - 1 services; a new service must never get the
  * id of one still alive, or each passes the other's owner checks (a cancel
  * on the new one would stop the old one's timer, and neither's accounting
@@ -469,6 +532,7 @@ int main(int argc, char **argv)
 	RUN_SELECTED(test_cancel_sync_beats_a_runner_at_its_claim);
 	RUN_SELECTED(test_a_cancel_after_the_claim_is_too_late_and_cancel_sync_waits);
 	RUN_SELECTED(test_a_window_rescheduled_out_of_the_scanners_batch_never_fires_early);
+	RUN_SELECTED(test_a_full_batch_runs_after_the_advance);
 	RUN_SELECTED(test_a_timer_joins_one_service_only);
 	RUN_SELECTED(test_a_timer_rescheduled_on_two_services_joins_one);
 	RUN_SELECTED(test_a_wrapped_owner_id_skips_live_services);
