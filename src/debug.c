@@ -92,18 +92,40 @@ static struct node **tracker_slot_of(enum tw__debug_kind kind, const void *obj)
 	return p;
 }
 
+static void __attribute__((format(printf, 3, 0), noreturn))
+fail_with(const char *call, const void *obj, const char *fmt, va_list ap,
+	  const char *footer)
+{
+	fprintf(stderr, "timingwheel: %s(%p): ", call, obj);
+	vfprintf(stderr, fmt, ap);
+	fputs(footer, stderr);
+	fflush(stderr);
+	abort();
+}
+
 void tw__debug_fail(const char *call, const void *obj, const char *fmt, ...)
 {
 	va_list ap;
 
-	fprintf(stderr, "timingwheel: %s(%p): ", call, obj);
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fputs("\n(timingwheel's debug build, TW_DEBUG, stops at the call that "
-	      "made the mistake)\n", stderr);
-	fflush(stderr);
-	abort();
+	fail_with(call, obj, fmt, ap,
+		  "\n(timingwheel's debug build, TW_DEBUG, stops at the call "
+		  "that made the mistake)\n");
+}
+
+void tw__debug_fail_found_late(const char *call, const void *obj,
+			       const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	fail_with(call, obj, fmt, ap,
+		  "\n(timingwheel's debug build, TW_DEBUG, found this in the "
+		  "call above; the mistake is an earlier call that freed, "
+		  "reused or initialised the timer's memory while the service "
+		  "held it, which no call of the library sees. The program "
+		  "under valgrind, or built with -fsanitize=address, names "
+		  "that call)\n");
 }
 
 int tw__debug_einval(const char *call, const char *fmt, ...)

@@ -41,6 +41,13 @@ enum tw__debug_kind {
 void tw__debug_fail(const char *call, const void *obj, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4), noreturn));
 
+/* The same for a mistake found after the call that made it (a timer's
+ * memory overwritten while a service held it, seen at shutdown): the
+ * footer says CALL only found it, and how to find the call that made it. */
+void tw__debug_fail_found_late(const char *call, const void *obj,
+			       const char *fmt, ...)
+	__attribute__((format(printf, 3, 4), noreturn));
+
 /* Track obj (tag: its owner, for a later forget) or stop tracking it. */
 void tw__debug_set(enum tw__debug_kind kind, const void *obj, bool tracked,
 		   uint64_t tag);

@@ -678,7 +678,7 @@ static void report_broken(const char *call, const struct tw_service *svc)
 	struct tw_service_stats st;
 
 	if (svc->broken)
-		tw__debug_fail(call, svc->broken,
+		tw__debug_fail_found_late(call, svc->broken,
 			       "this timer was overwritten while service #%u held "
 			       "it (tw_service_timer_init() or memset on a pending "
 			       "timer, then maybe added again): its links could "
@@ -687,7 +687,7 @@ static void report_broken(const char *call, const struct tw_service *svc)
 			       "before initialising or freeing a timer.",
 			       (unsigned)(svc->owner_bits >> OWNER_SHIFT));
 	tw_service_stats((struct tw_service *)svc, &st);
-	tw__debug_fail(call, svc,
+	tw__debug_fail_found_late(call, svc,
 		       "the accounting of this service does not balance: %llu "
 		       "adds, but %llu ran, %llu were stopped and %llu handed "
 		       "back. A timer was initialised (or its memory reused) "

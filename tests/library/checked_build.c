@@ -196,7 +196,8 @@ static void test_init_of_a_held_timer_is_named(void)
 }
 
 /* A timer wiped by a memset (its memory reused), which no init check can
- * see, and added again: destroy names it instead of waiting for ever. */
+ * see, and added again: destroy names it instead of waiting for ever,
+ * and says it only found it (the mistake was the earlier memset). */
 static void wipe_a_pending_timer_then_destroy(void)
 {
 	struct tw_service *svc = manual_service();
@@ -214,7 +215,10 @@ static void test_destroy_names_a_wiped_timer(void)
 {
 	EXPECT_ABORT_NAMING(wipe_a_pending_timer_then_destroy,
 			    "tw_service_destroy(", "overwritten",
-			    "tw_service_timer_shutdown()");
+			    "tw_service_timer_shutdown()",
+			    "found this in the call above",
+			    "the mistake is an earlier call");
+	CHECK(!strstr(out, "stops at the call that made the mistake"));
 }
 
 /* ---- an add of a timer torn down by tw_service_timer_shutdown() ---- */
