@@ -114,15 +114,23 @@ trap 'rm -f "$tmp"' EXIT
 	}
 	# A file-local function of a source whose name an earlier source
 	# already uses is renamed for that source alone (a macro around it):
-	# one translation unit has one namespace for static names.
-	function statics(path, list,   line, name, n) {
-		n = 0
-		while ((getline line < path) > 0)
-			if (match(line, /^(static|hot_inline|cold_local)[^=;(]*[ *][a-z_][a-z0-9_]*\(/)) {
+	# one translation unit has one namespace for static names. Its
+	# attributes are not its name ("static void __attribute__((...))"),
+	# and the name may start the next line.
+	function statics(path, list,   line, name, n, open) {
+		n = 0; open = 0
+		while ((getline line < path) > 0) {
+			gsub(/__attribute__[ \t]*\(\(([^()]|\([^()]*\))*\)\)/, "", line)
+			if (open && match(line, /^[a-z_][a-z0-9_]*\(/))
+				list[++n] = substr(line, RSTART, RLENGTH - 1)
+			open = 0
+			if (match(line, /^(static|hot_inline|cold_local|rare_local)[^=;(]*[ *][a-z_][a-z0-9_]*\(/)) {
 				name = substr(line, RSTART, RLENGTH - 1)
 				sub(/^.*[ *]/, "", name)
 				list[++n] = name
-			}
+			} else if (line ~ /^(static|hot_inline|cold_local|rare_local)[^=;(]*$/)
+				open = 1
+		}
 		close(path)
 		return n
 	}
