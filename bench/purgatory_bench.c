@@ -8,8 +8,11 @@
  * (given its median and 75th percentile) — a completer, scheduled on a
  * second timer service, makes it completable then and checks its keys —
  * unless its timeout fires first. Reports the achieved rate, process CPU
- * time per request, the share completed vs expired, and memory per watched
- * op from the allocator.
+ * time per request, which thread spends it, how often each thread slept
+ * and was woken per request (its voluntary context switches: a thread
+ * that blocks, on a futex, a condition variable or a sleep, switches
+ * out once and needs one wake-up to run again), the share completed vs
+ * expired, and memory per watched op from the allocator.
  *
  * usage: purgatory_bench [--null] [REQUESTS [RATE [TIMEOUT_MS [P50_MS [P75_MS]]]]]
  *        (defaults 200000, 20000/s, 200, 1, 5): ROUNDS (3) rounds, each the
@@ -43,6 +46,7 @@
 #include <string.h>
 #include <time.h>
 #include <dirent.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "bench_util.h"
@@ -135,6 +139,34 @@ static struct task_set tasks_new(const struct task_set *before,
 	return fresh;
 }
 
+/* The thread's voluntary context switches (each a sleep that a wake-up
+ * ended), or -1 where the kernel does not say. */
+static int64_t task_sleeps(long tid)
+{
+	char path[64], line[128];
+	long long n = -1;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/self/task/%ld/status", tid);
+	f = fopen(path, "r");
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "voluntary_ctxt_switches: %lld", &n) == 1)
+			break;
+	fclose(f);
+	return n;
+}
+
+/* The whole process's voluntary context switches. */
+static int64_t process_sleeps(void)
+{
+	struct rusage ru;
+
+	getrusage(RUSAGE_SELF, &ru);
+	return ru.ru_nvcsw;
+}
+
 /* ns on the CPU, or -1 where the kernel does not keep schedstat. */
 static int64_t task_cpu_ns(long tid)
 {
@@ -164,10 +196,11 @@ struct cpu_split {
 	bool ok;
 };
 
-/* Each part's ns on the CPU so far (all but "other"); false if a thread's
- * figure cannot be read. A part whose thread does not exist (the
- * do-nothing purgatory has none) stays 0. */
-static bool split_sample(const struct cpu_split *split, int64_t *parts)
+/* Each part's ns on the CPU so far, and its sleeps (all but "other");
+ * false if a thread's figure cannot be read. A part whose thread does not
+ * exist (the do-nothing purgatory has none) stays 0. */
+static bool split_sample(const struct cpu_split *split, int64_t *parts,
+			 int64_t *sleeps)
 {
 	const struct {
 		const struct task_set *set;
@@ -178,25 +211,34 @@ static bool split_sample(const struct cpu_split *split, int64_t *parts)
 		     { &split->completer_threads, CPU_COMPLETER, true } };
 
 	for (int p = 0; p < CPU_OTHER; p++)
-		parts[p] = 0;
+		parts[p] = sleeps[p] = 0;
 	for (size_t k = 0; k < sizeof(sets) / sizeof(sets[0]); k++) {
 		for (int i = 0; i < sets[k].set->n; i++) {
-			int64_t ns = task_cpu_ns(sets[k].set->tid[i]);
+			int64_t ns = task_cpu_ns(sets[k].set->tid[i]),
+				n = task_sleeps(sets[k].set->tid[i]);
 
-			if (ns < 0)
+			if (ns < 0 || n < 0)
 				return false;
 			parts[sets[k].first + (sets[k].one ? 0 : i)] += ns;
+			sleeps[sets[k].first + (sets[k].one ? 0 : i)] += n;
 		}
 	}
+	sleeps[CPU_OTHER] = process_sleeps();
 	return true;
 }
 
-static void print_split(const double *parts_us)
+static void print_split(const double *parts_us, const double *wakes)
 {
 	printf("    CPU split (us/request):");
 	for (int p = 0; p < CPU_PARTS; p++)
 		printf(" %s %.2f%s", cpu_part_names[p], parts_us[p],
 		       p + 1 < CPU_PARTS ? "," : "\n");
+	printf("    wake-ups per request (voluntary context switches):");
+	for (int p = 0; p < CPU_PARTS; p++)
+		printf(" %s %.3f%s", cpu_part_names[p], wakes[p],
+		       p + 1 < CPU_PARTS ? "," : "\n");
+	printf("    the purgatory's own threads: %.3f wake-ups per request\n",
+	       wakes[CPU_EXECUTOR] + wakes[CPU_REAPER]);
 }
 
 static uint64_t rng = 0x2545f4914f6cdd1dULL;
@@ -327,6 +369,7 @@ struct result {
 	double rate, cpu_us, completed_share, expected_share, internal_bytes_per_op;
 	double elapsed_ms;
 	double cpu_part_us[CPU_PARTS]; /* per request, by thread */
+	double wake_part[CPU_PARTS];   /* wake-ups per request, by thread */
 	bool kept_up, split_ok;
 };
 
@@ -346,7 +389,7 @@ static struct result run(long n, double rate, int64_t timeout_ms, double p50_ms,
 	struct result res = { 0 };
 	struct task_set tasks_before, with_purgatory, with_completer;
 	struct cpu_split split = { .ok = true };
-	int64_t part_start[CPU_PARTS] = { 0 };
+	int64_t part_start[CPU_PARTS] = { 0 }, sleep_start[CPU_PARTS] = { 0 };
 
 	atomic_store(&ended, 0);
 	atomic_store(&expired, 0);
@@ -378,7 +421,7 @@ static struct result run(long n, double rate, int64_t timeout_ms, double p50_ms,
 	before = bench_allocated();
 	start = bench_now_ns();
 	cpu0 = cpu_ns();
-	split.ok = split.ok && split_sample(&split, part_start);
+	split.ok = split.ok && split_sample(&split, part_start, sleep_start);
 	for (long i = 0; i < n; i++) {
 		struct request *r = &reqs[i];
 		const void *keys[KEYS_PER_REQUEST];
@@ -428,15 +471,24 @@ static struct result run(long n, double rate, int64_t timeout_ms, double p50_ms,
 	res.elapsed_ms = (double)(bench_now_ns() - start) / 1e6;
 	res.cpu_us = (double)(cpu_ns() - cpu0) / 1e3 / (double)n;
 	if (split.ok) {
-		int64_t part_end[CPU_PARTS];
+		int64_t part_end[CPU_PARTS], sleep_end[CPU_PARTS];
 
-		split.ok = split_sample(&split, part_end);
+		split.ok = split_sample(&split, part_end, sleep_end);
 		res.cpu_part_us[CPU_OTHER] = res.cpu_us;
+		res.wake_part[CPU_OTHER] = (double)(sleep_end[CPU_OTHER] -
+						    sleep_start[CPU_OTHER]) / (double)n;
 		for (int p = 0; p < CPU_OTHER; p++) {
 			res.cpu_part_us[p] = (double)(part_end[p] - part_start[p]) /
 					     (1e3 * (double)n);
 			res.cpu_part_us[CPU_OTHER] -= res.cpu_part_us[p];
+			res.wake_part[p] = (double)(sleep_end[p] - sleep_start[p]) /
+					   (double)n;
+			res.wake_part[CPU_OTHER] -= res.wake_part[p];
 		}
+		/* Read at slightly different moments: no sleeps are left
+		 * over, not fewer than none. */
+		if (res.wake_part[CPU_OTHER] < 0)
+			res.wake_part[CPU_OTHER] = 0;
 	}
 	res.split_ok = split.ok;
 	res.rate = (double)n / ((double)(submitted - start) / 1e9);
@@ -468,7 +520,7 @@ static struct result run(long n, double rate, int64_t timeout_ms, double p50_ms,
 		       res.kept_up ? "kept up    " : "FELL BEHIND", res.elapsed_ms,
 		       res.cpu_us, 100 * res.completed_share, 100 * res.expected_share);
 	if (!quiet && res.split_ok) {
-		print_split(res.cpu_part_us);
+		print_split(res.cpu_part_us, res.wake_part);
 	} else if (!quiet) {
 		printf("    CPU split: not available (no /proc/self/task/*/schedstat, "
 		       "or the services started other threads than expected)\n");
@@ -494,8 +546,10 @@ static struct result median_result(const struct result *rs, int n)
 	} while (0)
 	MEDIAN_OF(cpu_us);
 	MEDIAN_OF(internal_bytes_per_op);
-	for (int q = 0; q < CPU_PARTS; q++)
+	for (int q = 0; q < CPU_PARTS; q++) {
 		MEDIAN_OF(cpu_part_us[q]);
+		MEDIAN_OF(wake_part[q]);
+	}
 #undef MEDIAN_OF
 	for (int i = 0; i < n; i++)
 		m.split_ok &= rs[i].split_ok;
@@ -611,8 +665,18 @@ static void rounds_at(long n, double rate, int64_t timeout, double p50,
 	       "included), %.2f with %s, the purgatory's own %.2f (net)\n",
 	       rounds, rate, mr.cpu_us, mh.cpu_us, null_purgatory.name,
 	       mr.cpu_us - mh.cpu_us);
-	if (mr.split_ok)
-		print_split(mr.cpu_part_us);
+	if (mr.split_ok) {
+		print_split(mr.cpu_part_us, mr.wake_part);
+		put_csv("wakeups_purgatory", rate_key,
+			mr.wake_part[CPU_EXECUTOR] + mr.wake_part[CPU_REAPER]);
+		put_csv("wakeups_total", rate_key, mr.wake_part[CPU_GENERATOR] +
+			mr.wake_part[CPU_EXECUTOR] + mr.wake_part[CPU_REAPER] +
+			mr.wake_part[CPU_COMPLETER] + mr.wake_part[CPU_OTHER]);
+	}
+	if (mh.split_ok) {
+		printf("  the do-nothing purgatory's harness:\n");
+		print_split(mh.cpu_part_us, mh.wake_part);
+	}
 	printf("  memory per op: %zu B of the caller's (op + %d watch "
 	       "entries) + %.1f B the purgatory allocates (peak, per op in "
 	       "flight)\n", sizeof(struct tw_delayed_op) +
