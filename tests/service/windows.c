@@ -205,7 +205,7 @@ static void test_periodic_keeps_its_window(void)
 	tw_service_destroy(svc);
 }
 
-static void fail_at(const char *fmt, ...)
+static void __attribute__((format(printf, 1, 2))) fail_at(const char *fmt, ...)
 {
 	va_list ap;
 
