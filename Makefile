@@ -24,7 +24,7 @@ WERROR = -DTW_WERROR=$(TW_WERROR)
 MAKEFLAGS += --no-print-directory
 
 .PHONY: coverage fuzz docs all build demo test sanitize tsan flaky soak model clang valgrind install deps deps-all clean abi-baseline deb install-tsan install-asan \
-	bench-service bench-purgatory bench bench-quick bench-big bench-deps bench-instr bench-geometry \
+	bench-service bench-purgatory bench bench-quick bench-big bench-deps bench-instr bench-instr-purgatory bench-geometry \
 	install-debug configs configs-all
 
 all: build
@@ -218,6 +218,18 @@ bench-service: build
 
 # The purgatory at a Poisson request rate, then the highest rate
 # this machine sustains.
+# bench-instr-purgatory: the purgatory's calls on one thread under
+# callgrind (purgatory_bench --instr): instructions per watch, per op a
+# key check tries, per check of a key with 3 ops, per completion and per
+# expiry, a table and build/bench/instr-purgatory.csv.
+bench-instr-purgatory: bench-deps
+	@bash tools/deps.sh valgrind
+	cmake -S . -B $(BUILD) $(WERROR) >/dev/null
+	cmake --build $(BUILD) -j $(JOBS) --target purgatory_bench
+	mkdir -p $(BUILD)/bench
+	bash bench/instr.sh $(BUILD)/bench/purgatory_bench $(BENCH_INSTR_N) \
+	  $(BUILD)/bench/instr-purgatory.csv
+
 bench-purgatory: build
 	$(BUILD)/bench/purgatory_bench 200000 20000
 	$(BUILD)/bench/purgatory_bench 300000 48828

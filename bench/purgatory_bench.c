@@ -29,6 +29,16 @@
  *        purgatory_bench --idle [OPS]   memory per watched op: OPS (default
  *        1e6) ops watching 3 keys each, none completing (the figure
  *        quoted for Kafka)
+ *        purgatory_bench --instr [--n OPS]   under valgrind --tool=callgrind
+ *        --collect-atstart=no (bench/instr.sh, make bench-instr): the
+ *        purgatory's calls on one thread, a manual purgatory on a virtual
+ *        clock, each cell's instructions dumped as "purgatory/CELL" with
+ *        a line "instr purgatory CELL OPS": watch (OPS ops, 3 keys each),
+ *        check-none (every key checked, nothing completes: per op tried),
+ *        check-short (per check of a key with 3 ops, as at the rates
+ *        above, nothing completing), check-complete (every key checked,
+ *        each op completes: per op completed), expire (the timeouts of
+ *        OPS more: per op)
  * BENCH_CSV=FILE appends impl,figure,rate,value rows, for a driver of
  * another purgatory that writes the same rows. A figure of another
  * implementation from an earlier run is no ratio, so none is quoted here.
@@ -51,6 +61,11 @@
 
 #include "bench_util.h"
 #include "timingwheel/timingwheel.h"
+
+#if __has_include(<valgrind/callgrind.h>)
+#include <valgrind/callgrind.h>
+#define TW_BENCH_CALLGRIND 1
+#endif
 
 #define KEY_SPACE 100
 #define KEYS_PER_REQUEST 3
@@ -725,6 +740,156 @@ static void tolerance_rounds(long n, double rate, int64_t timeout, double p50,
 	       (me.cpu_us - mh.cpu_us) / (mw.cpu_us - mh.cpu_us));
 }
 
+/* ---- instructions per call (--instr) ---- */
+
+static _Atomic int64_t instr_clock;
+
+static int64_t instr_now(void *arg)
+{
+	(void)arg;
+	return atomic_load(&instr_clock);
+}
+
+static atomic_bool instr_ready;
+
+static bool instr_try(struct tw_delayed_op *op)
+{
+	return atomic_load(&instr_ready) && tw_op_force_complete(op);
+}
+
+static void instr_nothing(struct tw_delayed_op *op)
+{
+	(void)op;
+}
+
+static const struct tw_op_ops instr_ops = { instr_try, instr_nothing,
+					    instr_nothing, NULL };
+
+/* Collection on around exactly a cell's calls, then its dump. */
+static void instr_begin(void)
+{
+#ifdef TW_BENCH_CALLGRIND
+	CALLGRIND_TOGGLE_COLLECT;
+#endif
+}
+
+static void instr_end(const char *cell, long ops)
+{
+#ifdef TW_BENCH_CALLGRIND
+	char what[64];
+
+	CALLGRIND_TOGGLE_COLLECT;
+	snprintf(what, sizeof(what), "purgatory/%s", cell);
+	CALLGRIND_DUMP_STATS_AT(what);
+#endif
+	printf("instr purgatory %s %ld\n", cell, ops);
+}
+
+/* Watch n ops on 3 keys each, as the rate runs draw them. */
+static void instr_watch_all(struct tw_purgatory *p, struct idle_op *ops, long n,
+			    uint64_t *seed)
+{
+	for (long i = 0; i < n; i++) {
+		const void *keys[KEYS_PER_REQUEST];
+		size_t lens[KEYS_PER_REQUEST];
+		int first = (int)((*seed = *seed * 6364136223846793005ULL +
+					   1442695040888963407ULL) >> 33) % KEY_SPACE;
+
+		for (int k = 0; k < KEYS_PER_REQUEST; k++) {
+			keys[k] = key_names[(first + 7 * k) % KEY_SPACE];
+			lens[k] = strlen(keys[k]);
+		}
+		tw_op_init(&ops[i].op, TW_MS(1), &instr_ops, NULL);
+		if (tw_purgatory_try_complete_else_watch(p, &ops[i].op, keys, lens,
+							 KEYS_PER_REQUEST,
+							 ops[i].watches) != 0)
+			exit(1);
+	}
+}
+
+/* Every key checked once; the completions it made. */
+static int64_t instr_check_all(struct tw_purgatory *p)
+{
+	int64_t done = 0;
+
+	for (int k = 0; k < KEY_SPACE; k++)
+		done += tw_purgatory_check_and_complete(p, key_names[k],
+							strlen(key_names[k]));
+	return done;
+}
+
+static int instr_cells(long n)
+{
+	struct tw_purgatory_config cfg = { 0 };
+	struct tw_purgatory *p;
+	struct idle_op *ops = calloc((size_t)n, sizeof(*ops)),
+		       *more = calloc((size_t)n, sizeof(*more));
+	uint64_t seed = 0x9e3779b97f4a7c15ULL;
+	int64_t done;
+
+	if (!ops || !more || n < 2 * KEY_SPACE)
+		return 1;
+	cfg.service.manual = true;
+	cfg.service.clock.now = instr_now;
+	cfg.purge_interval = (size_t)n * 4; /* no purge inside a cell */
+	if (tw_purgatory_create(&p, &cfg))
+		return 1;
+	instr_begin();
+	instr_watch_all(p, ops, n, &seed);
+	instr_end("watch", n);
+	/* Each op is on 3 keys: checking every key tries each op 3 times. */
+	instr_begin();
+	done = instr_check_all(p);
+	instr_end("check-none", KEYS_PER_REQUEST * n);
+	if (done != 0)
+		fprintf(stderr, "purgatory_bench: check-none completed %lld\n",
+			(long long)done);
+	/* Short lists: 100 ops on the 100 keys, 3 a key, each key checked
+	 * n / 100 times. */
+	{
+		struct tw_purgatory *q;
+		long rounds = n / KEY_SPACE;
+
+		if (tw_purgatory_create(&q, &cfg))
+			return 1;
+		instr_watch_all(q, more, KEY_SPACE, &seed);
+		instr_begin();
+		for (long r = 0; r < rounds; r++)
+			done += instr_check_all(q);
+		instr_end("check-short", rounds * KEY_SPACE);
+		tw_purgatory_shutdown(q, NULL);
+		tw_purgatory_destroy(q);
+		for (long i = 0; i < KEY_SPACE; i++)
+			tw_op_destroy(&more[i].op);
+		memset(more, 0, (size_t)KEY_SPACE * sizeof(*more));
+	}
+	atomic_store(&instr_ready, true);
+	instr_begin();
+	done = instr_check_all(p);
+	instr_end("check-complete", n);
+	if (done != n)
+		fprintf(stderr, "purgatory_bench: check-complete completed %lld of "
+			"%ld\n", (long long)done, n);
+	atomic_store(&instr_ready, false);
+	instr_watch_all(p, more, n, &seed);
+	atomic_store(&instr_clock, TW_S(1));
+	instr_begin();
+	done = tw_purgatory_poll(p);
+	instr_end("expire", n);
+	if (done != n)
+		fprintf(stderr, "purgatory_bench: expire ran %lld of %ld\n",
+			(long long)done, n);
+	tw_purgatory_shutdown(p, NULL);
+	tw_purgatory_destroy(p);
+	for (long i = 0; i < n; i++) {
+		tw_op_destroy(&ops[i].op);
+		tw_op_destroy(&more[i].op);
+	}
+	free(ops);
+	free(more);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	long n = 200000;
@@ -746,6 +911,11 @@ int main(int argc, char **argv)
 	       "sizeof op %zu B + %d watch entries of %zu B\n", KEY_SPACE,
 	       KEYS_PER_REQUEST, sizeof(struct tw_delayed_op), KEYS_PER_REQUEST,
 	       sizeof(struct tw_watch));
+	if (argc > 1 && !strcmp(argv[1], "--instr")) {
+		long ops = argc > 3 && !strcmp(argv[2], "--n") ? atol(argv[3]) : 100000;
+
+		return instr_cells(ops > 0 ? ops : 100000);
+	}
 	if (argc > 1 && !strcmp(argv[1], "--idle")) {
 		idle_memory(argc > 2 ? atol(argv[2]) : 1000000);
 		return 0;
