@@ -330,7 +330,7 @@ static void test_a_full_batch_runs_after_the_advance(void)
 	}
 	job_init(&late);
 	CHECK_EQ(tw_service_add(svc, &late.t, 5000), TW_OK);
-	s = &svc->shards[word_shard(atomic_load(&j[0].t.state))];
+	s = &svc->shards[word_shard(word_load(&j[0].t))];
 	atomic_store(&virtual_now, 1700);
 	batch = sp_arm("scan.batch", svc);
 	sp_spawn(&p, poll_thread, &poller);
