@@ -36,6 +36,7 @@ static pthread_cond_t seen_cv = PTHREAD_COND_INITIALIZER;
 static _Atomic(const struct tw_service *) watched;
 static uint64_t scans_begun;      /* "reaper.cleared": a scan is to start */
 static uint64_t decided_after;    /* scans_begun at the last decision */
+static atomic_int add_kicks;      /* "add.kicks": an add kicked the reaper */
 static int64_t decided_ns;        /* that decision's sleep */
 
 /* The clock of the test of a time behind: on the reaper's second read
@@ -64,6 +65,8 @@ static void hook(const char *point, const void *obj)
 		pthread_mutex_unlock(&seen_mu);
 		if (atomic_exchange(&arm_behind, 0))
 			atomic_store(&reads_to_behind, 2);
+	} else if (strcmp(point, "add.kicks") == 0) {
+		atomic_fetch_add(&add_kicks, 1);
 	} else if (strcmp(point, "reaper.sleeping") == 0) {
 		pthread_mutex_lock(&seen_mu);
 		decided_after = scans_begun;
@@ -245,6 +248,44 @@ static void test_reaper_sleeps_and_is_woken_by_earlier_add(void)
 	tw_service_destroy(svc);
 }
 
+/* The reaper sleeps until 5 ms, a tick of 1 ms: an add due at 4.3 ms
+ * runs at the 5 ms tick (exact mode: never early, under a tick late), so
+ * it does not kick the reaper; one due at 3.5 ms (its tick 4 ms, before
+ * the reaper's wake-up) does, once; both run, never early. */
+static void test_an_add_in_the_tick_the_reaper_wakes_for_does_not_kick(void)
+{
+	int64_t start = TW_S(1000);
+	struct tw_service *svc = reaper_service(start, TW_MS(1));
+	struct job first, same_tick, earlier;
+
+	job_init(&first);
+	job_init(&same_tick);
+	job_init(&earlier);
+	CHECK_EQ(tw_service_add(svc, &first.t, start + TW_MS(5)), TW_OK);
+	CHECK_EQ(next_decision(svc), TW_MS(5));
+	atomic_store(&add_kicks, 0);
+	CHECK_EQ(tw_service_add(svc, &same_tick.t, start + TW_US(4300)), TW_OK);
+	CHECK_EQ(atomic_load(&add_kicks), 0);
+	CHECK_EQ(tw_service_reschedule(svc, &same_tick.t, start + TW_US(4700)),
+		 TW_SVC_STOPPED);
+	CHECK_EQ(atomic_load(&add_kicks), 0);
+	CHECK_EQ(tw_service_add(svc, &earlier.t, start + TW_US(3500)), TW_OK);
+	CHECK_EQ(atomic_load(&add_kicks), 1);
+	CHECK_EQ(next_decision(svc), TW_MS(4));
+	atomic_fetch_add(&virtual_now, TW_MS(4));
+	CHECK_EQ(next_decision(svc), TW_MS(1));
+	CHECK(all_ran(&earlier, 1));
+	CHECK_EQ(atomic_load(&earlier.ran_at), start + TW_MS(4));
+	CHECK_EQ(atomic_load(&same_tick.runs), 0);
+	atomic_fetch_add(&virtual_now, TW_MS(1));
+	next_decision(svc);
+	CHECK(all_ran(&first, 1));
+	CHECK(all_ran(&same_tick, 1));
+	CHECK_EQ(atomic_load(&same_tick.ran_at), start + TW_MS(5));
+	CHECK_EQ(tw_service_shutdown(svc, NULL, NULL), 0);
+	tw_service_destroy(svc);
+}
+
 /* An injected clock near INT64_MIN and a timer half way to INT64_MAX:
  * next - now does not fit an int64_t. Overflowed into a negative "due
  * already", it would make the reaper spin; the reaper sleeps its
@@ -296,6 +337,7 @@ int main(void)
 	tw__test_set_hook(hook);
 	RUN(test_reaper_wakes_once_for_overlapping_windows);
 	RUN(test_reaper_sleeps_and_is_woken_by_earlier_add);
+	RUN(test_an_add_in_the_tick_the_reaper_wakes_for_does_not_kick);
 	RUN(test_reaper_sleeps_with_a_clock_near_int64_min);
 	RUN(test_a_clock_behind_changes_no_sleep);
 	return check_report();
