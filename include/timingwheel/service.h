@@ -528,7 +528,9 @@ int tw_service_timer_shutdown(struct tw_service *svc, struct tw_service_timer *t
  * each shard once: a timer that one of these callbacks adds, due already,
  * runs at the next poll -- or in this one, when it lands in a shard this
  * poll has still to advance -- so callbacks that add due timers cannot
- * keep a poll going.
+ * keep a poll going. The same holds for another thread's add that returns
+ * while a poll is under way; an add that returned before the poll began,
+ * due by the clock's time, runs in it.
  * @param svc the service
  * @return how many were dispatched (expired by this poll: run here or
  *         queued for the executors, one a callback stops before its turn
