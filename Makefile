@@ -24,7 +24,7 @@ WERROR = -DTW_WERROR=$(TW_WERROR)
 MAKEFLAGS += --no-print-directory
 
 .PHONY: coverage fuzz docs all build demo test sanitize tsan flaky soak model clang valgrind install deps deps-all clean abi-baseline deb install-tsan install-asan \
-	bench-service bench-purgatory bench bench-quick bench-big bench-deps bench-instr bench-instr-purgatory bench-geometry \
+	bench-service bench-purgatory bench bench-quick bench-big bench-deps bench-instr bench-instr-purgatory bench-instr-service bench-geometry \
 	install-debug configs configs-all
 
 all: build
@@ -229,6 +229,18 @@ bench-instr-purgatory: bench-deps
 	mkdir -p $(BUILD)/bench
 	bash bench/instr.sh $(BUILD)/bench/purgatory_bench $(BENCH_INSTR_N) \
 	  $(BUILD)/bench/instr-purgatory.csv
+
+# bench-instr-service: the service's instructions per add, cancel,
+# reschedule and expired timer (on the scanner and on one executor)
+# beside the wheel under one mutex (bench/service_instr.c), a table and
+# build/bench/instr-service.csv.
+bench-instr-service: bench-deps
+	@bash tools/deps.sh valgrind
+	cmake -S . -B $(BUILD) $(WERROR) >/dev/null
+	cmake --build $(BUILD) -j $(JOBS) --target service_instr
+	mkdir -p $(BUILD)/bench
+	bash bench/instr.sh $(BUILD)/bench/service_instr $(BENCH_INSTR_N) \
+	  $(BUILD)/bench/instr-service.csv
 
 bench-purgatory: build
 	$(BUILD)/bench/purgatory_bench 200000 20000

@@ -113,8 +113,9 @@ static void link_pending(struct tw_service *svc, struct shard *s,
 	word_set(t, word, word_with(word, ST_PENDING, 0, run_going ? 0 : F_RAN), tr);
 	if (tr != TR_place) /* a deferred add was counted when deferred */
 		bump(&s->added, 1);
-	end = tw__svc_runs_by(svc, end);
-	if (end < s->reaper_sees) {
+	/* Rounded only when it may matter: rounding never lowers it. */
+	if (end < s->reaper_sees &&
+	    (end = tw__svc_runs_by(svc, end)) < s->reaper_sees) {
 		s->reaper_sees = end;
 		*kick = true;
 		TW_TEST_POINT("add.kicks", svc);
@@ -176,8 +177,9 @@ static void reschedule_pending(struct tw_service *svc, struct shard *s,
 		tw_wheel_reschedule(&s->wheel, &t->wheel_timer, due);
 	bump(&s->stopped, 1);
 	bump(&s->added, 1);
-	end = tw__svc_runs_by(svc, end);
-	if (end < s->reaper_sees) {
+	/* Rounded only when it may matter: rounding never lowers it. */
+	if (end < s->reaper_sees &&
+	    (end = tw__svc_runs_by(svc, end)) < s->reaper_sees) {
 		s->reaper_sees = end;
 		*kick = true;
 		TW_TEST_POINT("add.kicks", svc);
