@@ -92,6 +92,22 @@ int tw__svc_stop_locked(struct tw_service *svc, struct shard *s,
 
 /* ---- filing ---- */
 
+/* Under s->mu, for a timer just filed whose window ends (or that is due)
+ * at end: lower reaper_sees, and ask for a kick, if it must run before
+ * the reaper's next look at the shard. The end is rounded to the tick it
+ * runs at only when that may matter: rounding never lowers it. */
+static inline __attribute__((always_inline)) void
+lower_reaper_sees(struct tw_service *svc, struct shard *s,
+		  int64_t end, bool *kick)
+{
+	if (end < s->reaper_sees &&
+	    (end = tw__svc_runs_by(svc, end)) < s->reaper_sees) {
+		s->reaper_sees = end;
+		*kick = true;
+		TW_TEST_POINT("add.kicks", svc);
+	}
+}
+
 /* Link t (word: IDLE) in its shard's wheel at due with a window of slack
  * ticks: PENDING. F_RAN stays while the run it names goes on (a
  * cancel_sync still has to wait for it). */
@@ -113,13 +129,7 @@ static void link_pending(struct tw_service *svc, struct shard *s,
 	word_set(t, word, word_with(word, ST_PENDING, 0, run_going ? 0 : F_RAN), tr);
 	if (tr != TR_place) /* a deferred add was counted when deferred */
 		bump(&s->added, 1);
-	/* Rounded only when it may matter: rounding never lowers it. */
-	if (end < s->reaper_sees &&
-	    (end = tw__svc_runs_by(svc, end)) < s->reaper_sees) {
-		s->reaper_sees = end;
-		*kick = true;
-		TW_TEST_POINT("add.kicks", svc);
-	}
+	lower_reaper_sees(svc, s, end, kick);
 }
 
 void tw__svc_file(struct tw_service *svc, struct shard *s,
@@ -177,13 +187,7 @@ static void reschedule_pending(struct tw_service *svc, struct shard *s,
 		tw_wheel_reschedule(&s->wheel, &t->wheel_timer, due);
 	bump(&s->stopped, 1);
 	bump(&s->added, 1);
-	/* Rounded only when it may matter: rounding never lowers it. */
-	if (end < s->reaper_sees &&
-	    (end = tw__svc_runs_by(svc, end)) < s->reaper_sees) {
-		s->reaper_sees = end;
-		*kick = true;
-		TW_TEST_POINT("add.kicks", svc);
-	}
+	lower_reaper_sees(svc, s, end, kick);
 }
 
 /* An add of a timer torn down by tw_service_timer_shutdown(): refused.
@@ -331,18 +335,25 @@ static int due_in(struct tw_service *svc, int64_t delay, int64_t *due)
 	return TW_OK;
 }
 
-int tw_service_add_in(struct tw_service *svc, struct tw_service_timer *t,
-		      int64_t delay)
+/* add_in and reschedule_in: now + delay, then as add or reschedule. */
+static int add_or_reschedule_in(struct tw_service *svc,
+				struct tw_service_timer *t, int64_t delay,
+				bool reschedule, const char *call)
 {
 	int64_t due;
 	int rc;
 
+	(void)call; /* TW_EINVAL_BECAUSE drops its arguments in release */
 	if (!svc)
-		return TW_EINVAL_BECAUSE("tw_service_add_in", "%s",
-					 "the service is NULL");
+		return TW_EINVAL_BECAUSE(call, "%s", "the service is NULL");
 	rc = due_in(svc, delay, &due);
-	return rc ? rc : add_or_reschedule(svc, t, due, 0, false,
-					   "tw_service_add_in");
+	return rc ? rc : add_or_reschedule(svc, t, due, 0, reschedule, call);
+}
+
+int tw_service_add_in(struct tw_service *svc, struct tw_service_timer *t,
+		      int64_t delay)
+{
+	return add_or_reschedule_in(svc, t, delay, false, "tw_service_add_in");
 }
 
 int tw_service_reschedule(struct tw_service *svc, struct tw_service_timer *t,
@@ -354,15 +365,8 @@ int tw_service_reschedule(struct tw_service *svc, struct tw_service_timer *t,
 int tw_service_reschedule_in(struct tw_service *svc, struct tw_service_timer *t,
 			     int64_t delay)
 {
-	int64_t due;
-	int rc;
-
-	if (!svc)
-		return TW_EINVAL_BECAUSE("tw_service_reschedule_in", "%s",
-					 "the service is NULL");
-	rc = due_in(svc, delay, &due);
-	return rc ? rc : add_or_reschedule(svc, t, due, 0, true,
-					   "tw_service_reschedule_in");
+	return add_or_reschedule_in(svc, t, delay, true,
+				    "tw_service_reschedule_in");
 }
 
 /* A window's width in whole ticks, rounded down (it may only narrow) and
