@@ -216,32 +216,29 @@ bench-service: build
 	$(BUILD)/bench/service_bench $${BENCH_N:-1000000} $(BUILD)/bench/service.csv
 	$(BUILD)/bench/service_bench --connections $${BENCH_N:-1000000} 20 0 1 15
 
-# The purgatory at a Poisson request rate, then the highest rate
-# this machine sustains.
 # bench-instr-purgatory: the purgatory's calls on one thread under
 # callgrind (purgatory_bench --instr): instructions per watch, per op a
 # key check tries, per check of a key with 3 ops, per completion and per
-# expiry, a table and build/bench/instr-purgatory.csv.
+# expiry. bench-instr-service: the service's instructions per add,
+# cancel, reschedule and expired timer (on the scanner and on one
+# executor) beside the wheel under one mutex (bench/service_instr.c).
+# Each prints a table and writes build/bench/instr-NAME.csv.
+# $(call INSTR_ONE,TARGET,NAME): build TARGET, count it under callgrind.
+INSTR_ONE = @bash tools/deps.sh valgrind && \
+	cmake -S . -B $(BUILD) $(WERROR) >/dev/null && \
+	cmake --build $(BUILD) -j $(JOBS) --target $(1) && \
+	mkdir -p $(BUILD)/bench && \
+	bash bench/instr.sh $(BUILD)/bench/$(1) $(BENCH_INSTR_N) \
+	  $(BUILD)/bench/instr-$(2).csv
+
 bench-instr-purgatory: bench-deps
-	@bash tools/deps.sh valgrind
-	cmake -S . -B $(BUILD) $(WERROR) >/dev/null
-	cmake --build $(BUILD) -j $(JOBS) --target purgatory_bench
-	mkdir -p $(BUILD)/bench
-	bash bench/instr.sh $(BUILD)/bench/purgatory_bench $(BENCH_INSTR_N) \
-	  $(BUILD)/bench/instr-purgatory.csv
+	$(call INSTR_ONE,purgatory_bench,purgatory)
 
-# bench-instr-service: the service's instructions per add, cancel,
-# reschedule and expired timer (on the scanner and on one executor)
-# beside the wheel under one mutex (bench/service_instr.c), a table and
-# build/bench/instr-service.csv.
 bench-instr-service: bench-deps
-	@bash tools/deps.sh valgrind
-	cmake -S . -B $(BUILD) $(WERROR) >/dev/null
-	cmake --build $(BUILD) -j $(JOBS) --target service_instr
-	mkdir -p $(BUILD)/bench
-	bash bench/instr.sh $(BUILD)/bench/service_instr $(BENCH_INSTR_N) \
-	  $(BUILD)/bench/instr-service.csv
+	$(call INSTR_ONE,service_instr,service)
 
+# The purgatory at a Poisson request rate, then the highest rate
+# this machine sustains.
 bench-purgatory: build
 	$(BUILD)/bench/purgatory_bench 200000 20000
 	$(BUILD)/bench/purgatory_bench 300000 48828
