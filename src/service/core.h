@@ -99,7 +99,8 @@
  * under each shard's mutex, where it also leaves it (reaper_sees): an add
  * that must run before what the reaper saw for its shard (its window's
  * end rounded up to its tick, tw__svc_runs_by) kicks it, once (it lowers
- * reaper_sees); one that runs at that tick or later waits for it. Both happen under the same mutex, so the
+ * reaper_sees); one that runs at that tick or later waits for it. Both
+ * happen under the same mutex, so the
  * reaper either finds the timer or the add sees the old time and kicks;
  * the kick sets a flag under reaper_mu that the reaper reads before it
  * sleeps. Every time read from the clock goes through one rule: the
@@ -327,9 +328,9 @@ static inline int64_t tw__svc_window_end(const struct tw_service *svc,
 /* The time the reaper must look at a shard by, for a timer whose window
  * ends (or that is due) at end: exact mode runs a timer at the first
  * tick at or after that, so a reaper asleep until a tick no later than
- * that runs it on its own, and an add needs no kick. (An add due a
- * fraction of a tick before the reaper's next wake-up, the common case
- * of short timeouts at a busy tick, kicked it for nothing.) Kafka mode's
+ * that runs it on its own, and an add needs no kick (short timeouts due a
+ * fraction of a tick before a busy reaper's next tick, the common case,
+ * would otherwise wake it for nothing). Kafka mode's
  * buckets start up to a tick before their timers: end itself. */
 static inline int64_t tw__svc_runs_by(const struct tw_service *svc, int64_t end)
 {

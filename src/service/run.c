@@ -170,8 +170,8 @@ static void take(struct tw_service *svc, unsigned ri,
  * scanner runs what expired after the advance returned (scan_shard), so
  * that the mutex is never let go in the middle of an advance. (A wheel's
  * own callbacks may add and cancel during its advance, on its thread;
- * other threads' calls met the wheel half advanced, its levels' clocks
- * behind the time it was advancing to.) */
+ * another thread's call must not meet the wheel half advanced, its
+ * levels' clocks behind the time it advances to.) */
 void tw__svc_fire(struct tw_wheel *w, struct tw_timer *wt)
 {
 	struct shard *s = tw_container_of(w, struct shard, wheel);
