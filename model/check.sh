@@ -172,7 +172,7 @@ if [ "$what" = all ] || [ "$what" = pass ] || [ "$what" = update ]; then
 	# not a property: the step relation from every word (service.pml,
 	# scenario 8), its assertions and end states ignored
 	queue pass service 8 0 -DRECORD "-A -E"
-	for s in 1 2 3 4 5 6 7 8; do queue pass purgatory "$s" 0 -DRECORD; done
+	for s in 1 2 3 4 5 6 7 8 9; do queue pass purgatory "$s" 0 -DRECORD; done
 	finish
 	if [ $fail = 0 ]; then
 		transition_table >"$work/service.transitions"
@@ -211,7 +211,8 @@ if [ "$what" = all ] || [ "$what" = mutants ]; then
 		 "purgatory 1 2" "purgatory 2 4" \
 		 "purgatory 3 9" "purgatory 4 10" "purgatory 5 14" "purgatory 6 17" \
 		 "purgatory 3 18" "purgatory 7 19" \
-		 "purgatory 2 22" "purgatory 8 23" "purgatory 8 24" "purgatory 5 25"; do
+		 "purgatory 2 22" "purgatory 8 23" "purgatory 8 24" "purgatory 5 25" \
+		 "purgatory 9 26"; do
 		set -- $m
 		queue find "$1" "$2" "$3"
 	done

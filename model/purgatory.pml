@@ -35,7 +35,10 @@
  * batch behind another op's, whose on_expiration checks the same key; 7
  * a completion that makes a purge due, which drops the last reference of
  * Z, an op that shares the op's lock; 8 force_complete from outside
- * racing the op's first watch, and a key check (op->purgatory: owner).
+ * racing the op's first watch, and a key check (op->purgatory: owner); 9
+ * a key check that holds the op in its snapshot, with no reference of
+ * its own, while the op is completed from outside, another key check
+ * would unlink its entry and a cancel_for_key meets the list pinned.
  * Mutations (MUT), each a bug put back that SPIN must find: 2 no second
  * check after the watch (a lost wake-up); 4 shutdown not waiting for the
  * calls in flight; 9 the reference taken after force_complete's claim;
@@ -50,7 +53,18 @@
  * load (a watch then starts under it); 24 a watch that names the
  * purgatory before its first reference; 25 a watch that fails without
  * claiming its op (a key check that took it completes it after
- * TW_ENOMEM). docs/model.md says where each was found.
+ * TW_ENOMEM); 26 an unlink that does not defer to the key's checks in
+ * progress (the entry's reference, the last, dropped while a check
+ * still holds the op in its snapshot). docs/model.md says where each
+ * was found.
+ *
+ * The key's list is pinned by the checks in progress on it (walkers,
+ * under the shard lock): while it is, nothing unlinks an entry from it
+ * but a check that is alone on it, in its own walk; an unlinker that
+ * meets a pin marks the list dirty instead, and the last check out drops
+ * the completed entries. So an op in a check's snapshot keeps its
+ * entry's reference until the check has let go of it, and the check
+ * takes none of its own.
  */
 
 #ifndef SCEN
@@ -83,6 +97,8 @@ bool released;           /* on_release has begun: the op may be freed */
 byte completes, expires, handed, releases;
 
 bool op_mu, sh_mu;
+byte walkers;            /* key checks (and pinned claims) on the list */
+bool dirty;              /* an unlink was deferred to the last one out */
 byte shutdown_holder = 255; /* the process holding shutdown_mu; 255: none */
 bool in_list;            /* its watch entry is in the key's list */
 
@@ -171,6 +187,19 @@ bit put_completed[16];
 
 #define lock(m)   atomic { !m -> m = 1 }
 #define unlock(m) m = 0
+/* The op's lock, taken by a key check that holds no reference: the op
+ * must not have been released under it. */
+#define lock_alive(m)   atomic { !m -> assert(!released); m = 1 }
+#define unlock_alive(m) atomic { assert(!released); m = 0 }
+
+/* May the entry be unlinked now (under sh_mu)? Only when no check pins
+ * the list, or by the one check that pins it, in its own walk (alone:
+ * 1). MUT 26: whatever the pins. */
+#if MUT == 26
+#define MAY_UNLINK(alone) true
+#else
+#define MAY_UNLINK(alone) (walkers == (alone))
+#endif
 
 #if SCEN == 7
 #define PURGE_LOCALS byte zputs; bool zlast;
@@ -289,7 +318,8 @@ inline maybe_purge() {
 		purge_due = 0;
 		lock(sh_mu);
 		if
-		:: in_list && completed -> unlink_entry()
+		:: in_list && completed && MAY_UNLINK(0) -> unlink_entry()
+		:: in_list && completed && !MAY_UNLINK(0) -> dirty = 1
 		:: else -> skip
 		fi;
 		if
@@ -556,7 +586,8 @@ proctype tcew()
 		lock(sh_mu);
 #if MUT != 14
 		if
-		:: in_list -> unlink_entry()
+		:: in_list && MAY_UNLINK(0) -> unlink_entry()
+		:: in_list && !MAY_UNLINK(0) -> dirty = 1
 		:: else -> skip
 		fi;
 #else
@@ -612,49 +643,67 @@ out:
 	skip
 }
 
-/* tw_purgatory_check_and_complete of the op's key: snapshot, try every
- * op on it under its lock, drop the completed (who: W_SCANNER from the
- * reaper, in another op's on_expiration). The C code takes the snapshot
- * in chunks of 128 ops, its place kept by marks in the list that no other
- * step reads; the op is in one chunk, whose steps are these: its
- * reference taken under the shard lock, the try, the reference dropped
- * right after it, and (the chunks all tried) the completed entries
- * dropped. */
+/* tw_purgatory_check_and_complete of the op's key: pin the list and
+ * snapshot it, try every op on it under its lock with the list pinned,
+ * then unpin (who: W_SCANNER from the reaper, in another op's
+ * on_expiration). The C code takes the snapshot in chunks of 128 ops,
+ * its place kept by entries the pin keeps in the list; the op is in one
+ * chunk, whose steps are these: under the shard lock the pin, and the
+ * op taken (no reference: its entry's, which no one may unlink while the
+ * list is pinned, keeps it) or, completed, its entry unlinked if this
+ * check is alone on the list (else the list is marked dirty); the try;
+ * then the way out. A check that completed nothing, unlinked nothing
+ * and found the list clean (a relaxed load: a step of its own before the
+ * decrement) lets go of its pin with one atomic decrement and no lock;
+ * otherwise under the lock, where the last check out drops the
+ * completed entries. Then the purge, if due, with no pin held. */
 inline check_key(who) {
 	lock(sh_mu);
+	walkers++;
 	if
-	:: in_list && completed -> unlink_entry()
-	:: in_list && !completed -> snap = 1; op_get()
+	:: in_list && completed && MAY_UNLINK(1) -> unlink_entry(); cleaned = 1
+	:: in_list && completed && !MAY_UNLINK(1) -> dirty = 1
+	:: in_list && !completed -> snap = 1
 	:: else -> skip
 	fi;
 	unlock(sh_mu);
 	put_all();
 	if
 	:: snap ->
+		atomic { assert(!released); trying = !completed };
 		if
-		:: !completed ->
-			lock(op_mu);
+		:: trying ->
+			lock_alive(op_mu);
 			try_complete(done, who);
-			unlock(op_mu)
+			unlock_alive(op_mu)
 		:: else -> skip
-		fi;
-		op_put();
-		maybe_purge();
+		fi
+	:: else -> skip
+	fi;
+	if
+	:: done || cleaned || dirty ->
 		lock(sh_mu);
+		walkers--;
 		if
-		:: in_list && completed -> unlink_entry()
+		:: walkers == 0 ->
+			if
+			:: in_list && completed -> unlink_entry()
+			:: else -> skip
+			fi;
+			dirty = 0
 		:: else -> skip
 		fi;
 		unlock(sh_mu);
 		put_all()
-	:: else -> skip
-	fi
+	:: else -> walkers--
+	fi;
+	maybe_purge()
 }
 
 /* the key's check, once the condition is true */
 proctype checker()
 {
-	bool done, won, snap, started, unwatched, last, purge_due;
+	bool done, won, snap, trying, cleaned, started, unwatched, last, purge_due;
 	byte r, puts;
 	PURGE_LOCALS
 
@@ -662,11 +711,21 @@ proctype checker()
 	check_key(W_OUTSIDE)
 }
 
+/* a check of the key while the condition is still false (SCEN 9) */
+proctype idle_checker()
+{
+	bool done, won, snap, trying, cleaned, started, unwatched, last, purge_due;
+	byte r, puts;
+	PURGE_LOCALS
+
+	check_key(W_OUTSIDE)
+}
+
 /* the service's reaper: it expires the op's timeout (its entry goes in
  * the batch), dispatches the batch, and runs on_timeout */
 proctype expirer()
 {
-	bool won, started, unwatched, last, purge_due, done, snap;
+	bool won, started, unwatched, last, purge_due, done, snap, trying, cleaned;
 	byte r, puts;
 	PURGE_LOCALS
 
@@ -703,13 +762,18 @@ gone:
 	skip
 }
 
-/* cancel_for_key and shutdown: claim what is on the list, hand it back */
+/* cancel_for_key and shutdown: claim what is on the list, hand it back.
+ * A list no check pins: the op claimed with a reference of the claim's,
+ * its entry unlinked. A pinned one: the claimer pins it too, claims
+ * without a reference (the entry, which stays, keeps the op), marks the
+ * list dirty, hands back, and lets go of its pin as a check does, under
+ * the lock. */
 /* defer: shutdown's, which drops the references it collects only after
  * it lets go of shutdown_mu (held counts them) */
 inline claim_list_and_hand_back(defer) {
 	lock(sh_mu);
 	if
-	:: in_list ->
+	:: in_list && MAY_UNLINK(0) ->
 		atomic {
 			if
 			:: !completed -> BEGIN_STEP; completed = 1; STEP(claim); claimed = 1
@@ -721,6 +785,16 @@ inline claim_list_and_hand_back(defer) {
 		:: else -> skip
 		fi;
 		unlink_entry()
+	:: in_list && !MAY_UNLINK(0) ->
+		walkers++;
+		pinned = 1;
+		atomic {
+			if
+			:: !completed -> BEGIN_STEP; completed = 1; STEP(claim); claimed = 1
+			:: else -> claimed = 0
+			fi
+		}
+		dirty = 1
 	:: else -> skip
 	fi;
 	unlock(sh_mu);
@@ -737,10 +811,28 @@ inline claim_list_and_hand_back(defer) {
 		fi;
 		atomic { assert(!released); handed++ };
 		if
-		:: defer -> held++
+		:: pinned -> skip
+		:: !pinned && defer -> held++
 		:: else -> op_put()
 		fi;
 		claimed = 0
+	:: else -> skip
+	fi;
+	if
+	:: pinned ->
+		lock(sh_mu);
+		walkers--;
+		if
+		:: walkers == 0 ->
+			if
+			:: in_list && completed -> unlink_entry()
+			:: else -> skip
+			fi;
+			dirty = 0
+		:: else -> skip
+		fi;
+		unlock(sh_mu);
+		pinned = 0
 	:: else -> skip
 	fi;
 	if
@@ -751,7 +843,7 @@ inline claim_list_and_hand_back(defer) {
 
 proctype canceller()
 {
-	bool claimed, last;
+	bool claimed, pinned, last;
 	byte r, puts, held;
 
 	claim_list_and_hand_back(0)
@@ -761,7 +853,7 @@ bool shut_done;
 
 proctype shutdown()
 {
-	bool claimed, last;
+	bool claimed, pinned, last;
 	byte r, puts, held;
 
 	atomic { shutdown_holder == 255 -> shutdown_holder = _pid };
@@ -877,6 +969,16 @@ init
 	run tcew();
 	run forcer();
 	run checker();
+#elif SCEN == 9
+	/* the op is watched, its condition false; a key check holds it in
+	 * its snapshot while it is completed from outside, another check
+	 * finds it completed, and a cancel_for_key meets the pinned list */
+	run tcew();
+	(tcew_result != 9);
+	run idle_checker();
+	run forcer();
+	run idle_checker();
+	run canceller();
 #elif SCEN == 5
 	/* a watch that fails half-way, racing a key check and a forcer
 	 * that knows of the op once it is on the key's list */
@@ -893,7 +995,8 @@ init
 #endif
 	/* destroy: once everything else has stopped */
 	_nr_pr == 1;
-	shut_done || SCEN == 3 || SCEN == 5 || SCEN == 6 || SCEN == 8;
+	shut_done || SCEN == 3 || SCEN == 5 || SCEN == 6 || SCEN == 8 || SCEN == 9;
+	assert(walkers == 0);
 	if
 	:: in_list -> in_list = 0; linked--; op_put()
 	:: else -> skip

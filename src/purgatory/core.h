@@ -38,10 +38,22 @@
  * other keys until that key is checked, or until more than purge_interval
  * ops completed since the last purge, when one thread walks every list.
  * Because entries outlive completion, ops are reference counted: each
- * linked entry, an armed timeout and any call in progress hold a
- * reference, and on_release runs when the last one goes. A call that comes
- * from outside holding none (force_complete, safe_try_complete) gets one
- * only if the count is not zero: zero is final.
+ * linked entry, an armed timeout and any call in progress on one op hold
+ * a reference, and on_release runs when the last one goes. A call that
+ * comes from outside holding none (force_complete, safe_try_complete)
+ * gets one only if the count is not zero: zero is final.
+ *
+ * Pins. A key check, which tries dozens of ops, takes no reference per
+ * op: it pins the key's list instead (walkers, under the shard lock), and
+ * while a list is pinned no entry leaves it, except by the one check
+ * that pins it alone, in its own walk. Whoever else would unlink an entry
+ * (another check, a purge, a failed watch taking its entry back) marks
+ * the list dirty and leaves it; the last check out drops the completed
+ * entries. So every op a check snapshotted keeps the reference of its
+ * entry in that list until the check has let go of it, and the check pays
+ * per op only its lock. A cancel_for_key that meets a pinned list pins
+ * it too and claims its ops in place (watch.c); shutdown does the same
+ * for the lists a check still pins after its walk (lifecycle.c).
  *
  * Purges run where the purgatory has let go of every op lock (after
  * try_complete's section, after a key check's loop, after a timeout), not
@@ -116,8 +128,11 @@
 struct tw_watchers {
 	struct tw_watchers *next; /* hash chain */
 	uint64_t hash;
-	size_t len;
-	struct tw_link entries;   /* struct tw_watch, and key checks' marks */
+	uint32_t len;             /* at most TW_KEY_MAX */
+	atomic_ushort walkers;    /* the pins: key checks (and claims) in
+				     progress on the list (watch.c) */
+	atomic_bool dirty;        /* an unlink waits for the last one out */
+	struct tw_link entries;   /* struct tw_watch */
 	unsigned char key[];
 };
 
@@ -366,7 +381,10 @@ TW_PG_HIDDEN void tw__pg_walk_lists(struct tw_purgatory *p, bool lock,
 				    tw__pg_list_fn *fn, void *arg);
 TW_PG_HIDDEN void tw__pg_claim_list(struct tw_purgatory *p,
 				    struct tw_watchers *ws,
-				    struct entry_chain *puts, void *unused);
+				    struct entry_chain *puts, void *left);
+TW_PG_HIDDEN int64_t tw__pg_claim_pinned_lists(struct tw_purgatory *p,
+					       tw_op_fn *hand_back,
+					       struct entry_chain *puts);
 TW_PG_HIDDEN void tw__pg_unlink_all(struct tw_purgatory *p,
 				    struct tw_watchers *ws,
 				    struct entry_chain *puts, void *unused);

@@ -155,18 +155,25 @@ static void timeout_handed_back(struct tw_service_timer *t, void *arg)
 
 /* shutdown's claim of every list: the entries' references go on one
  * chain for all shards, not the walker's, which drops them under
- * shutdown_mu. */
+ * shutdown_mu; a list a key check pins is left for the second walk. */
+struct claim_all {
+	struct entry_chain deferred;
+	bool left;
+};
+
 static void claim_list_deferred(struct tw_purgatory *p, struct tw_watchers *ws,
 				struct entry_chain *puts, void *arg)
 {
+	struct claim_all *all = arg;
+
 	(void)puts;
-	tw__pg_claim_list(p, ws, arg, NULL);
+	tw__pg_claim_list(p, ws, &all->deferred, &all->left);
 }
 
 int64_t tw_purgatory_shutdown(struct tw_purgatory *p, tw_op_fn *hand_back)
 {
 	struct timeout_hand_back ctx;
-	struct entry_chain deferred;
+	struct claim_all all;
 	int64_t n;
 
 	if (!p)
@@ -187,9 +194,12 @@ int64_t tw_purgatory_shutdown(struct tw_purgatory *p, tw_op_fn *hand_back)
 	/* No watch is under way now, and none starts: no timeout is armed
 	 * from here on. Nothing below allocates: the entries' references are
 	 * chained through the entries, the timeouts' through their ops. */
-	chain_init(&deferred);
-	tw__pg_walk_lists(p, true, claim_list_deferred, &deferred);
-	n = tw__pg_hand_back_claimed(p, &deferred, hand_back);
+	chain_init(&all.deferred);
+	all.left = false;
+	tw__pg_walk_lists(p, true, claim_list_deferred, &all);
+	n = tw__pg_hand_back_claimed(p, &all.deferred, hand_back);
+	if (all.left)
+		n += tw__pg_claim_pinned_lists(p, hand_back, &all.deferred);
 	/* Wait for any timeout callback still running. A timeout still armed
 	 * here belongs to an op a completer has claimed but whose timeout it
 	 * has not cancelled yet; the service hands it back, and its
@@ -207,7 +217,7 @@ int64_t tw_purgatory_shutdown(struct tw_purgatory *p, tw_op_fn *hand_back)
 	 * (purgatory.h): the references go only now. A second shutdown
 	 * waits on shutdown_mu for the work above, not for these: its
 	 * caller may hold a lock an on_release takes. */
-	chain_put_all(&deferred);
+	chain_put_all(&all.deferred);
 	handed_put_all(&ctx);
 	return n;
 }

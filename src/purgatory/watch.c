@@ -7,10 +7,10 @@
  * the shard lock, try_complete after it, 128 ops at a time), cancel_for_key,
  * and the one walker over every list that purge, shutdown and destroy
  * share. A shard lock is never held while user code runs, and an op's lock
- * is taken before a shard lock, never after. A list may hold, besides
- * the callers' entries, a key check's two marks of its place (entries
- * with no op, struct snapshot): every walker skips them, and a list is
- * freed only once nothing at all is left in it.
+ * is taken before a shard lock, never after. A list is pinned by the key
+ * checks in progress on it (core.h, Pins): an entry leaves a pinned list
+ * only by the walk of a check that pins it alone, and a pinned list is
+ * never freed.
  */
 #include "core.h"
 
@@ -56,7 +56,9 @@ static struct tw_watchers *find_or_add(struct pshard *sh, uint64_t h,
 	if (!ws)
 		return NULL;
 	ws->hash = h;
-	ws->len = len;
+	ws->len = (uint32_t)len;
+	atomic_init(&ws->walkers, 0);
+	atomic_init(&ws->dirty, false);
 	list_init(&ws->entries);
 	memcpy(ws->key, key, len);
 	if (sh->nkeys >= sh->nbuckets)
@@ -68,13 +70,40 @@ static struct tw_watchers *find_or_add(struct pshard *sh, uint64_t h,
 	return ws;
 }
 
-/* Free the list once nothing is in it: no entry, and no key check's
- * marks (which keep it for the check that left them). */
+/* ---- pins (core.h) ---- */
+
+/* Under the shard lock. Acquire: a check that let go of its pin without
+ * the lock did so after its last touch of an op, and whoever finds the
+ * list unpinned may unlink an entry and drop the op's last reference. */
+static bool pinned(struct tw_watchers *ws)
+{
+	return atomic_load_explicit(&ws->walkers, memory_order_acquire) != 0;
+}
+
+/* The pinning check is alone on the list: its walk may unlink. */
+static bool pinned_alone(struct tw_watchers *ws)
+{
+	return atomic_load_explicit(&ws->walkers, memory_order_acquire) == 1;
+}
+
+/* Under the shard lock. An atomic add, not a plain one: a check lets go
+ * of its pin without the lock. */
+static void pin(struct tw_watchers *ws)
+{
+	atomic_fetch_add_explicit(&ws->walkers, 1, memory_order_relaxed);
+}
+
+static void mark_dirty(struct tw_watchers *ws)
+{
+	atomic_store_explicit(&ws->dirty, true, memory_order_relaxed);
+}
+
+/* Free the list once nothing is in it and nothing pins it. */
 static void remove_if_empty(struct pshard *sh, struct tw_watchers *ws)
 {
 	struct tw_watchers **pp = slot_for(sh, ws->hash);
 
-	if (!list_empty(&ws->entries))
+	if (!list_empty(&ws->entries) || pinned(ws))
 		return;
 	while (*pp != ws)
 		pp = &(*pp)->next;
@@ -120,26 +149,38 @@ static void unlink_entry(struct tw_purgatory *p, struct tw_watch *w,
 	chain_push(puts, w, claimed);
 }
 
-/* A key check's mark of its place in a list (struct snapshot), not an
- * entry: no op. */
-static bool is_mark(const struct tw_watch *w)
-{
-	return !w->op;
-}
-
-/* Unlink the completed entries of one list. */
+/* Unlink the completed entries of one list; a pinned list is marked
+ * instead, for the last check out. */
 static void drop_completed(struct tw_purgatory *p, struct tw_watchers *ws,
 			   struct entry_chain *puts)
 {
 	struct tw_link *l = ws->entries.next;
 
+	if (pinned(ws)) {
+		mark_dirty(ws);
+		return;
+	}
+	atomic_store_explicit(&ws->dirty, false, memory_order_relaxed);
 	while (l != &ws->entries) {
 		struct tw_watch *w = tw_container_of(l, struct tw_watch, link);
 
 		l = l->next;
-		if (!is_mark(w) && OP_LOAD(w->op->completed))
+		if (OP_LOAD(w->op->completed))
 			unlink_entry(p, w, puts, false);
 	}
+}
+
+/* Let go of a pin under the shard lock (acquire: the other pins' last
+ * touches of their ops come before what the last one out unlinks): the
+ * last one out drops the completed entries and frees the list if that
+ * empties it. */
+static void unpin_locked(struct tw_purgatory *p, struct pshard *sh,
+			 struct tw_watchers *ws, struct entry_chain *puts)
+{
+	if (atomic_fetch_sub_explicit(&ws->walkers, 1, memory_order_acq_rel) != 1)
+		return;
+	drop_completed(p, ws, puts);
+	remove_if_empty(sh, ws);
 }
 
 /* ---- calls in progress ---- */
@@ -210,8 +251,12 @@ static void unwatch(struct tw_purgatory *p, struct tw_watch *w,
 	if (w->link.next) {
 		struct tw_watchers *ws = find(sh, h, key, len);
 
-		unlink_entry(p, w, &puts, false);
-		remove_if_empty(sh, ws);
+		if (pinned(ws)) {
+			mark_dirty(ws); /* its op is completed: the last out */
+		} else {
+			unlink_entry(p, w, &puts, false);
+			remove_if_empty(sh, ws);
+		}
 	}
 	pthread_mutex_unlock(&sh->mu);
 	chain_put_all(&puts);
@@ -393,104 +438,84 @@ int tw_purgatory_try_complete_else_watch(struct tw_purgatory *p,
 }
 
 /*
- * A key check's snapshot: the uncompleted ops of its key's list, each
- * with a reference of its own, taken under the shard lock and tried after
- * it. It holds SNAPSHOT_OPS on the stack (1 KB) and nothing else: a list
- * with more is taken in chunks, each tried before the next is taken, so a
- * check allocates nothing however many ops watch its key (one partition,
- * many produce requests: Kafka's common case).
+ * A key check's snapshot: the uncompleted ops of its key's list, taken
+ * under the shard lock and tried after it, with the list pinned and no
+ * reference per op (core.h, Pins). It holds SNAPSHOT_OPS on the stack
+ * (1 KB) and nothing else: a list with more is taken in chunks, each
+ * tried before the next is taken, so a check allocates nothing however
+ * many ops watch its key (one partition, many produce requests: Kafka's
+ * common case).
  *
- * Between chunks the check keeps its place with two marks in the list,
- * struct tw_watch entries of its own with no op: the cursor, just before
- * the first entry it has not taken, and the end, after the last entry
- * that was in the list when its first chunk was taken. Entries come and
- * go meanwhile (watches append, other checks, purges, cancels and failed
- * watches unlink), but the marks stay where they are, so the next chunk
- * starts at the cursor whatever was unlinked around it. Ops appended
- * after the end are not tried: their watch checks them itself, after
- * linking, under their lock, so no condition that came true is lost; and
- * a check that followed them would never end on a key watched faster than
- * it can try. Every walker skips marks, several checks' marks may be in
- * one list, and the list is not freed while a mark is in it (so ws stays
- * valid across the chunks). A list of up to SNAPSHOT_OPS uncompleted ops,
- * the usual case, is taken in one chunk and gets no marks.
+ * Between chunks the check keeps its place by plain pointers: next, the
+ * first entry it has not taken, and last, the list's last entry when the
+ * check began. The pin keeps both in the list: entries come (watches
+ * append) but do not go, except those this check unlinks itself as it
+ * passes them. Ops appended after last are not tried: their watch checks
+ * them itself, after linking, under their lock, so no condition that
+ * came true is lost; and a check that followed them would never end on a
+ * key watched faster than it can try. A list of up to SNAPSHOT_OPS
+ * uncompleted ops, the usual case, is taken in one chunk.
  */
 #define SNAPSHOT_OPS 128
 
 struct snapshot {
 	struct tw_delayed_op *ops[SNAPSHOT_OPS];
 	size_t len;
-	bool marked;               /* cursor and end are in the list */
-	struct tw_watch cursor, end;
+	struct tw_link *next;  /* the first entry not taken; NULL: none left */
+	struct tw_link *last;  /* the list's last entry when the check began */
+	bool unlinked;         /* this check unlinked entries */
 };
 
-/* The snapshot is full and w's op is not in it: mark the place (before
- * w), and the end if this is the first chunk. */
-static void snapshot_mark(struct tw_watchers *ws, struct snapshot *s,
-			  struct tw_watch *w)
-{
-	if (s->marked) {
-		list_unlink(&s->cursor.link);
-	} else {
-		s->cursor.op = s->end.op = NULL;
-		list_append(&ws->entries, &s->end.link);
-		s->marked = true;
-	}
-	list_append(&w->link, &s->cursor.link); /* just before w */
-}
-
 /*
- * Take a chunk, under the shard lock: from `from` to the end (the list's
- * own, or the check's mark), one walk and one load of each op's flag (the
- * model's checker decides each entry so, in one step): a completed op's
- * entry is unlinked, its reference dropped later from puts; an
- * uncompleted op goes in the snapshot with a reference of its own, until
- * it is full. One walk, not one to drop the completed and another to
- * snapshot the rest: the walk is where a check's time goes (dozens of
- * entries, each op and entry a line of the callers' memory). Past the
- * end, the marks are taken out.
+ * Take a chunk, under the shard lock: from next up to last, one walk and
+ * one load of each op's flag (the model's checker decides each entry so,
+ * in one step): a completed op's entry is unlinked if this check pins the
+ * list alone (its reference dropped later from puts), else left for the
+ * last check out; an uncompleted op goes in the snapshot, until it is
+ * full. One walk, not one to drop the completed and another to snapshot
+ * the rest: the walk is where a check's time goes (dozens of entries,
+ * each op and entry a line of the callers' memory), so the next entry's
+ * line is fetched while this one's op is read.
  */
 static void snapshot_take(struct tw_purgatory *p, struct tw_watchers *ws,
-			  struct tw_link *from, struct snapshot *s,
-			  struct entry_chain *puts)
+			  struct snapshot *s, struct entry_chain *puts)
 {
-	struct tw_link *end = s->marked ? &s->end.link : &ws->entries;
-	struct tw_link *l = from;
+	bool alone = pinned_alone(ws);
+	struct tw_link *l = s->next;
 
-	while (l != end) {
+	while (l) {
 		struct tw_watch *w = tw_container_of(l, struct tw_watch, link);
+		struct tw_link *next = l == s->last ? NULL : l->next;
 		struct tw_delayed_op *op = w->op;
 
-		l = l->next; /* before the unlink clears it */
-		if (is_mark(w))
-			continue; /* another check's */
+		if (next)
+			__builtin_prefetch(next);
 		if (OP_LOAD(op->completed)) {
-			unlink_entry(p, w, puts, false);
+			if (alone) {
+				unlink_entry(p, w, puts, false);
+				s->unlinked = true;
+			} else {
+				mark_dirty(ws);
+			}
 		} else if (s->len == SNAPSHOT_OPS) {
-			snapshot_mark(ws, s, w);
-			return;
+			break; /* l is the next chunk's first */
 		} else {
 			s->ops[s->len++] = op;
-			tr_ref_get(op);
 		}
+		l = next;
 	}
-	if (s->marked) {
-		list_unlink(&s->cursor.link);
-		list_unlink(&s->end.link);
-		s->marked = false;
-	}
+	s->next = l;
 }
 
 /*
  * Try a chunk, with no shard lock held: try_complete may call back. The
- * snapshot's reference keeps each op alive across its locked section
- * (model/purgatory.pml's checker takes no other), so the public
- * safe_try_complete's own get and put, two atomic operations on a line
- * other threads write, are left out, and it is dropped right after (the
- * op's entry, still linked, holds one of its own until the check drops
- * it). This loop runs once per op on the key's list (dozens per check at
- * Kafka's rates): the flag's load and the locked section are inlined,
- * not the public calls.
+ * pin keeps each op alive (model/purgatory.pml's checker takes no
+ * reference), so a try costs the op's lock and nothing else: not the
+ * public safe_try_complete's get and put, two atomic operations on a line
+ * other threads write. This loop runs once per op on the key's list
+ * (dozens per check at Kafka's rates): the flag's load and the locked
+ * section are inlined, and the next op's line is fetched (for writing:
+ * its lock) while this one is tried.
  */
 static int64_t snapshot_try(struct snapshot *s)
 {
@@ -499,12 +524,38 @@ static int64_t snapshot_try(struct snapshot *s)
 	for (size_t i = 0; i < s->len; i++) {
 		struct tw_delayed_op *op = s->ops[i];
 
+		if (i + 1 < s->len)
+			__builtin_prefetch(&s->ops[i + 1]->own_lock, 1);
 		if (!OP_LOAD(op->completed) && try_complete_locked(op))
 			completed++;
-		op_put(op);
 	}
 	s->len = 0;
 	return completed;
+}
+
+/*
+ * The check's way out. One that completed nothing, unlinked nothing and
+ * finds the list clean lets go of its pin with one atomic decrement
+ * (release: its touches of the ops come first) and no lock: the usual
+ * check, whose ops are not ready yet. Otherwise under the lock, where the
+ * last one out drops the completed entries and frees an emptied list. A
+ * list marked dirty just after the load is left to the next check or
+ * purge, as Kafka's lazy purge leaves any completed entry.
+ */
+static void check_done(struct tw_purgatory *p, struct pshard *sh,
+		       struct tw_watchers *ws, bool tidy)
+{
+	struct entry_chain puts;
+
+	if (!tidy && !atomic_load_explicit(&ws->dirty, memory_order_relaxed)) {
+		atomic_fetch_sub_explicit(&ws->walkers, 1, memory_order_release);
+		return;
+	}
+	chain_init(&puts);
+	pthread_mutex_lock(&sh->mu);
+	unpin_locked(p, sh, ws, &puts);
+	pthread_mutex_unlock(&sh->mu);
+	chain_put_all(&puts);
 }
 
 int64_t tw_purgatory_check_and_complete(struct tw_purgatory *p,
@@ -513,17 +564,13 @@ int64_t tw_purgatory_check_and_complete(struct tw_purgatory *p,
 	uint64_t h;
 	struct pshard *sh;
 	struct tw_watchers *ws;
-	struct tw_link *from;
 	struct snapshot s;
 	struct entry_chain puts;
 	int64_t completed = 0;
-	bool more;
 
 	sh = locate(p, key, len, &h);
 	if (!sh)
 		return refuse_key_call("tw_purgatory_check_and_complete", p, key, len);
-	s.len = 0;
-	s.marked = false;
 	chain_init(&puts);
 	pthread_mutex_lock(&sh->mu);
 	ws = find(sh, h, key, len);
@@ -531,56 +578,140 @@ int64_t tw_purgatory_check_and_complete(struct tw_purgatory *p,
 		pthread_mutex_unlock(&sh->mu);
 		return 0;
 	}
-	from = ws->entries.next;
-	do {
-		snapshot_take(p, ws, from, &s, &puts);
-		more = s.marked;
-		if (!more)
-			remove_if_empty(sh, ws);
+	pin(ws);
+	s.len = 0;
+	s.unlinked = false;
+	s.last = list_empty(&ws->entries) ? NULL : ws->entries.prev;
+	s.next = s.last ? ws->entries.next : NULL;
+	for (;;) {
+		snapshot_take(p, ws, &s, &puts);
 		pthread_mutex_unlock(&sh->mu);
 		chain_put_all(&puts);
 		TW_TEST_POINT("check.snapshot", key);
 		completed += snapshot_try(&s);
-		if (more) {
-			pthread_mutex_lock(&sh->mu);
-			from = s.cursor.link.next;
-		}
-	} while (more);
-
-	if (completed) {
-		tw__pg_maybe_purge(p);
+		if (!s.next)
+			break;
 		pthread_mutex_lock(&sh->mu);
-		ws = find(sh, h, key, len);
-		if (ws) {
-			drop_completed(p, ws, &puts);
-			remove_if_empty(sh, ws);
-		}
-		pthread_mutex_unlock(&sh->mu);
-		chain_put_all(&puts);
 	}
+	check_done(p, sh, ws, completed || s.unlinked);
+	if (completed)
+		tw__pg_maybe_purge(p); /* with no pin held: it would defer */
 	return completed;
 }
 
-/* Claim the uncompleted ops of one list, unlinking all its entries onto
- * puts, a claimed op's entry marked; the caller hands them back. */
+/* Claim the uncompleted ops of one list no check pins, unlinking all its
+ * entries onto puts, a claimed op's entry marked; the caller hands them
+ * back. A pinned list is left as it is, and *left (if arg) says so:
+ * claim_pinned() is for those (tw__pg_claim_pinned_lists, at shutdown). */
 void tw__pg_claim_list(struct tw_purgatory *p, struct tw_watchers *ws,
-		       struct entry_chain *puts, void *unused)
+		       struct entry_chain *puts, void *arg)
 {
 	struct tw_link *l = ws->entries.next;
 
-	(void)unused;
+	if (pinned(ws)) {
+		if (arg)
+			*(bool *)arg = true;
+		return;
+	}
 	while (l != &ws->entries) {
 		struct tw_watch *w = tw_container_of(l, struct tw_watch, link);
 		bool claimed;
 
 		l = l->next;
-		if (is_mark(w))
-			continue; /* a key check's: it takes it out */
 		claimed = tr_claim(w->op);
 		if (claimed)
 			tr_ref_get(w->op); /* the claim's: its entry's goes too */
 		unlink_entry(p, w, puts, claimed);
 	}
+}
+
+/*
+ * Claim the uncompleted ops of a list that a check pins, in place: the
+ * entries cannot leave it, so this call pins it too and claims its ops
+ * without a reference of its own (each one's entry, which stays, keeps
+ * the op), CLAIM_BATCH at a time on the stack, each batch's timeouts
+ * stopped and handed back with the shard lock let go; then it lets go of
+ * its pin as a check does, the last one out dropping the completed
+ * entries onto puts. It goes up to the list's last entry when it began,
+ * as a check does, and allocates nothing. Under the shard lock; returns
+ * with it released.
+ */
+#define CLAIM_BATCH 64
+
+static int64_t claim_pinned(struct tw_purgatory *p, struct pshard *sh,
+			    struct tw_watchers *ws, tw_op_fn *hand_back,
+			    struct entry_chain *puts)
+{
+	struct tw_delayed_op *batch[CLAIM_BATCH];
+	struct tw_link *last = ws->entries.prev;
+	struct tw_link *l = list_empty(&ws->entries) ? NULL : ws->entries.next;
+	int64_t n = 0;
+	size_t k;
+
+	pin(ws);
+	do {
+		k = 0;
+		while (l && k < CLAIM_BATCH) {
+			struct tw_delayed_op *op = tw_container_of(l, struct tw_watch, link)->op;
+
+			if (!OP_LOAD(op->completed) && tr_claim(op))
+				batch[k++] = op;
+			l = l == last ? NULL : l->next;
+		}
+		if (k)
+			mark_dirty(ws);
+		pthread_mutex_unlock(&sh->mu);
+		TW_TEST_POINT("cancel.pinned", ws);
+		for (size_t i = 0; i < k; i++) {
+			tw__pg_drop_timeout(p, batch[i]);
+			if (hand_back)
+				hand_back(batch[i]);
+		}
+		n += (int64_t)k;
+		pthread_mutex_lock(&sh->mu);
+	} while (l);
+	unpin_locked(p, sh, ws, puts);
+	pthread_mutex_unlock(&sh->mu);
+	return n;
+}
+
+static bool has_uncompleted(const struct tw_watchers *ws)
+{
+	for (const struct tw_link *l = ws->entries.next; l != &ws->entries; l = l->next)
+		if (!OP_LOAD(tw_container_of(l, const struct tw_watch, link)->op->completed))
+			return true;
+	return false;
+}
+
+/* Shutdown's second walk, for the lists its first found pinned by a check
+ * (watches are refused by then, so no op is added): each list with an
+ * uncompleted op is claimed in place and handed back, and the shard's
+ * walk starts again, for its lock was let go of meanwhile. The
+ * references the last one out drops go on puts. */
+int64_t tw__pg_claim_pinned_lists(struct tw_purgatory *p, tw_op_fn *hand_back,
+				  struct entry_chain *puts)
+{
+	int64_t n = 0;
+
+	for (unsigned i = 0; i < p->nshards; i++) {
+		struct pshard *sh = &p->shards[i];
+		bool again;
+
+		do {
+			again = false;
+			pthread_mutex_lock(&sh->mu);
+			for (size_t b = 0; b < sh->nbuckets && !again; b++)
+				for (struct tw_watchers *ws = sh->table[b]; ws; ws = ws->next)
+					if (has_uncompleted(ws)) {
+						n += claim_pinned(p, sh, ws, hand_back, puts);
+						again = true;
+						break;
+					}
+			if (!again)
+				pthread_mutex_unlock(&sh->mu);
+		} while (again);
+	}
+	return n;
 }
 
 /* Cancel the timeouts of the claimed ops on a chain and hand them back.
@@ -622,6 +753,11 @@ int64_t tw_purgatory_cancel_for_key(struct tw_purgatory *p, const void *key,
 	chain_init(&puts);
 	pthread_mutex_lock(&sh->mu);
 	ws = find(sh, h, key, len);
+	if (ws && pinned(ws)) {
+		n = claim_pinned(p, sh, ws, hand_back, &puts);
+		chain_put_all(&puts);
+		return n;
+	}
 	if (ws) {
 		tw__pg_claim_list(p, ws, &puts, NULL);
 		remove_if_empty(sh, ws);
@@ -633,7 +769,7 @@ int64_t tw_purgatory_cancel_for_key(struct tw_purgatory *p, const void *key,
 }
 
 /* Unlink every entry of one list (destroy: its ops are completed, and
- * no key check is under way, so there are no marks). */
+ * no call is under way, so nothing pins it). */
 void tw__pg_unlink_all(struct tw_purgatory *p, struct tw_watchers *ws,
 		       struct entry_chain *puts, void *unused)
 {

@@ -516,14 +516,15 @@ static void test_a_key_check_of_300_ops_needs_no_memory(void)
 
 /*
  * A check of a key with more than 128 uncompleted ops takes them 128 at a
- * time, its place kept between chunks by two marks in the list (watch.c,
- * struct snapshot). Here 300 ops watch the key, their condition true, and
- * a check on another thread is parked with its first chunk taken and not
- * yet tried (the point "check.snapshot"), while the list changes: the
- * rest is cancelled, another check (itself in chunks) runs through it,
- * ops are watched after it began, the ops just past its place are
- * completed and purged. Each time every op ends exactly once, the check
- * ends, and the key's list is freed once its marks are out.
+ * time, its place kept between chunks by pointers into the list, which
+ * its pin keeps there (watch.c, struct snapshot). Here 300 ops watch the
+ * key, their condition true, and a check on another thread is parked
+ * with its first chunk taken and not yet tried (the point
+ * "check.snapshot"), while the list changes: the rest is cancelled,
+ * another check (itself in chunks) runs through it, ops are watched after
+ * it began, the ops just past its place are completed and purged. Each
+ * time every op ends exactly once, the check ends, and the key's list is
+ * freed once the last pin is out.
  */
 static const char ckey[] = "partition-0";
 enum { CHUNKED_N = 300, CHUNK = 128 };
@@ -603,7 +604,7 @@ static void test_a_chunked_key_check_beside_a_cancel(void)
 	/* the 172 it has not taken (and the 128 it has, which it holds) */
 	CHECK_EQ(tw_purgatory_cancel_for_key(p, ckey, strlen(ckey), count_hand_back),
 		 CHUNKED_N);
-	CHECK_EQ(keys_listed(p), 1); /* kept by the check's marks */
+	CHECK_EQ(keys_listed(p), 1); /* kept by the check's pin */
 	sp_release(parked);
 	sp_join(&checker, "the check");
 	CHECK_EQ(atomic_load(&chunked_result), 0); /* all claimed by the cancel */
@@ -631,11 +632,12 @@ static void test_a_chunked_key_check_past_its_place(void)
 	struct tw_purgatory *p = chunked_start(&checker, &parked);
 
 	/* The two ops just past its place complete elsewhere; a purge
-	 * drops their entries (the one after its cursor among them). */
+	 * meets the check's pin and leaves their entries (the check's next
+	 * entry among them) to the check, which drops them on its way. */
 	CHECK(tw_op_force_complete(&chunked[CHUNK].op));
 	CHECK(tw_op_force_complete(&chunked[CHUNK + 1].op));
 	tw_purgatory_purge(p);
-	CHECK_EQ(tw_purgatory_watched(p), (size_t)CHUNKED_N - 2);
+	CHECK_EQ(tw_purgatory_watched(p), (size_t)CHUNKED_N);
 	sp_release(parked);
 	sp_join(&checker, "the check");
 	CHECK_EQ(atomic_load(&chunked_result), CHUNKED_N - 2);

@@ -1,0 +1,194 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * A key check takes no reference per op it tries: it pins the key's list,
+ * and while the list is pinned no entry leaves it but by that check's own
+ * walk when it is alone (src/purgatory/core.h, Pins). Each test parks a
+ * check at the point "check.snapshot", its snapshot holding ops whose
+ * last reference is their entry in the parked check's list, and does
+ * what would unlink that entry and release the op under the check: the
+ * op completed from outside and the key checked again, a purge, a
+ * cancel_for_key, a shutdown, a second check that leaves first. None may
+ * run on_release before the parked check lets go, and each op is
+ * released exactly once after it (model/purgatory.pml, scenario 9; its
+ * mutation 26, an unlink that does not wait for the pin, fails these).
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include "purgatory_forced_ops.h"
+
+static const char key[] = "partition-7";
+
+static atomic_llong parked_result;
+
+static void *check_parked_key(void *arg)
+{
+	atomic_store(&parked_result, check_key(arg, key));
+	return NULL;
+}
+
+static size_t keys_listed(struct tw_purgatory *p)
+{
+	size_t n = 0;
+
+	for (unsigned i = 0; i < p->nshards; i++) {
+		pthread_mutex_lock(&p->shards[i].mu);
+		n += p->shards[i].nkeys;
+		pthread_mutex_unlock(&p->shards[i].mu);
+	}
+	return n;
+}
+
+/* n ops watch the key, their condition false, their timeouts armed; a
+ * check on another thread is parked with all of them in its snapshot. */
+static struct tw_purgatory *park_a_check(struct gop *ops, int n,
+					 struct sp_thread *checker, int *parked)
+{
+	struct tw_purgatory *p = manual_purgatory_purging(0);
+
+	atomic_store(&parked_result, -99);
+	for (int i = 0; i < n; i++) {
+		gop_init(&ops[i], p, key, NULL);
+		CHECK_EQ(gop_watch(&ops[i]), 0);
+	}
+	CHECK_EQ(tw_purgatory_delayed(p), (size_t)n);
+	*parked = sp_arm("check.snapshot", key);
+	sp_spawn(checker, check_parked_key, p);
+	CHECK(sp_wait(*parked, &checker->done));
+	return p;
+}
+
+/* The parked check goes on; afterwards every op was released once, the
+ * list is gone, and nothing is left armed. */
+static void let_the_check_go(struct tw_purgatory *p, struct gop *ops, int n,
+			     int parked, struct sp_thread *checker)
+{
+	sp_release(parked);
+	sp_join(checker, "the parked check");
+	CHECK_EQ(atomic_load(&parked_result), 0);
+	for (int i = 0; i < n; i++)
+		CHECK_EQ(atomic_load(&ops[i].releases), 1);
+	CHECK_EQ(tw_purgatory_watched(p), 0);
+	CHECK_EQ(tw_purgatory_delayed(p), 0);
+	CHECK_EQ(keys_listed(p), 0);
+	tw_purgatory_destroy(p);
+	for (int i = 0; i < n; i++) {
+		CHECK_EQ(atomic_load(&ops[i].releases), 1);
+		CHECK_EQ(atomic_load(&ops[i].expires), 0);
+		tw_op_destroy(&ops[i].op);
+	}
+}
+
+/* X is completed from outside (its timeout stopped: its entry holds its
+ * last reference); another check of the key finds it completed, and a
+ * purge walks every list. Both leave its entry to the parked check. */
+static void test_an_unlink_during_a_check_waits_for_it(void)
+{
+	static struct gop x[1];
+	struct sp_thread checker;
+	int parked;
+	struct tw_purgatory *p = park_a_check(x, 1, &checker, &parked);
+
+	CHECK(tw_op_force_complete(&x[0].op));
+	CHECK_EQ(atomic_load(&x[0].completes), 1);
+	CHECK_EQ(tw_purgatory_delayed(p), 0);
+	CHECK_EQ(check_key(p, key), 0);
+	tw_purgatory_purge(p);
+	CHECK_EQ(atomic_load(&x[0].releases), 0); /* the parked check holds it */
+	CHECK_EQ(tw_purgatory_watched(p), 1);
+	let_the_check_go(p, x, 1, parked, &checker);
+}
+
+/* The same with two checks parked: the second to take its snapshot
+ * leaves first, and the first, the last one out, drops the entries. */
+static void *check_key_again(void *arg)
+{
+	CHECK_EQ(check_key(arg, key), 0);
+	return NULL;
+}
+
+static void test_the_last_check_out_drops_the_entries(void)
+{
+	static struct gop x[3];
+	struct sp_thread first, second;
+	int parked, parked_again;
+	struct tw_purgatory *p = park_a_check(x, 3, &first, &parked);
+
+	parked_again = sp_arm("check.snapshot", key);
+	sp_spawn(&second, check_key_again, p);
+	CHECK(sp_wait(parked_again, &second.done));
+	for (int i = 0; i < 3; i++)
+		CHECK(tw_op_force_complete(&x[i].op));
+	tw_purgatory_purge(p);
+	sp_release(parked_again);
+	sp_join(&second, "the second check");
+	for (int i = 0; i < 3; i++)
+		CHECK_EQ(atomic_load(&x[i].releases), 0);
+	CHECK_EQ(tw_purgatory_watched(p), 3);
+	let_the_check_go(p, x, 3, parked, &first);
+}
+
+/* cancel_for_key on the pinned list claims its ops in place and hands
+ * them back at once, their timeouts stopped; their entries stay until
+ * the check lets go. 200 ops: more than one of its batches. */
+enum { CANCELLED_N = 200 };
+static atomic_int handed;
+
+static void count_hand_back(struct tw_delayed_op *op)
+{
+	struct gop *o = tw_container_of(op, struct gop, op);
+
+	CHECK_EQ(atomic_load(&o->releases), 0); /* alive while handed back */
+	atomic_fetch_add(&handed, 1);
+}
+
+static void test_a_cancel_meets_a_pinned_list(void)
+{
+	static struct gop x[CANCELLED_N];
+	struct sp_thread checker;
+	int parked;
+	struct tw_purgatory *p = park_a_check(x, CANCELLED_N, &checker, &parked);
+
+	atomic_store(&handed, 0);
+	CHECK_EQ(tw_purgatory_cancel_for_key(p, key, strlen(key), count_hand_back),
+		 CANCELLED_N);
+	CHECK_EQ(atomic_load(&handed), CANCELLED_N);
+	CHECK_EQ(tw_purgatory_delayed(p), 0);
+	CHECK_EQ(tw_purgatory_watched(p), CANCELLED_N);
+	for (int i = 0; i < CANCELLED_N; i++) {
+		CHECK_EQ(atomic_load(&x[i].completes), 0);
+		CHECK_EQ(atomic_load(&x[i].releases), 0);
+	}
+	/* a second cancel finds nothing left to claim */
+	CHECK_EQ(tw_purgatory_cancel_for_key(p, key, strlen(key), count_hand_back), 0);
+	let_the_check_go(p, x, CANCELLED_N, parked, &checker);
+	CHECK_EQ(atomic_load(&handed), CANCELLED_N);
+}
+
+/* Shutdown's walk finds the list pinned: its second walk claims the ops
+ * in place and hands them back before it returns; their on_release comes
+ * when the check lets go. */
+static void test_a_shutdown_meets_a_pinned_list(void)
+{
+	static struct gop x[2];
+	struct sp_thread checker;
+	int parked;
+	struct tw_purgatory *p = park_a_check(x, 2, &checker, &parked);
+
+	atomic_store(&handed, 0);
+	CHECK_EQ(tw_purgatory_shutdown(p, count_hand_back), 2);
+	CHECK_EQ(atomic_load(&handed), 2);
+	CHECK_EQ(tw_purgatory_delayed(p), 0);
+	for (int i = 0; i < 2; i++)
+		CHECK_EQ(atomic_load(&x[i].releases), 0);
+	let_the_check_go(p, x, 2, parked, &checker);
+}
+
+int main(int argc, char **argv)
+{
+	sp_install();
+	RUN_IF(test_an_unlink_during_a_check_waits_for_it);
+	RUN_IF(test_the_last_check_out_drops_the_entries);
+	RUN_IF(test_a_cancel_meets_a_pinned_list);
+	RUN_IF(test_a_shutdown_meets_a_pinned_list);
+	return check_report();
+}
