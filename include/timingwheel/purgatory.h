@@ -18,7 +18,10 @@
  *
  * Lifetime. Completed operations are removed from the watch lists of their
  * keys lazily, as Kafka does: when the key is checked, or by a purge once
- * more than purge_interval completed entries linger. So an operation's
+ * about purge_interval watched operations completed since the last one
+ * (each thread counts its own and adds them to the total every
+ * thirty-second of the interval, so the purge may come up to half an
+ * interval later; at once for an interval under 64). So an operation's
  * memory may still be referenced after it completed; on_release(op) (if
  * its struct tw_op_ops has one) says when the purgatory holds no
  * reference any more, and from then on the caller may free it. It runs
@@ -243,7 +246,9 @@ struct tw_purgatory_config {
 	struct tw_service_config service; /**< its own timer service (zeros: the
 					       defaults, 1 ms tick) */
 	unsigned shards;            /**< watch-list shards; 0: 512 (Kafka's) */
-	size_t purge_interval;      /**< 0: 1000 (Kafka's default) */
+	size_t purge_interval;      /**< completions between purges (see
+					 Lifetime above); 0: 1000 (Kafka's
+					 default) */
 };
 
 /**

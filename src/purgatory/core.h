@@ -141,34 +141,98 @@ struct pshard {
 	struct tw_watchers **table;
 	size_t nbuckets;
 	size_t nkeys;
+	/* Entries in the shard's lists: written under mu (a load and a
+	 * store, no locked instruction), read by tw_purgatory_watched()
+	 * without it. */
+	atomic_size_t watched;
 };
 
-/* Calls of try_complete_else_watch in progress, striped over cache lines
- * by thread so that the count costs no shared line in the common case.
- * Shutdown sets closing, then waits for every stripe to reach zero: an op
- * that passed the closing check is then on its lists, or completed, before
- * shutdown walks them (else it would be neither, and lost). */
+/*
+ * What every call counts, striped over cache lines by thread, so that no
+ * count is a line that the watching and the checking threads pass back
+ * and forth (one such line, written by both at every watch, completion
+ * and unlink, cost more than the pins save). Each thread counts on its
+ * own stripe (two threads may share one: the counts are atomic), and a
+ * reader sums the stripes:
+ *   active       calls of try_complete_else_watch in progress. Shutdown
+ *                sets closing, then waits for every stripe to reach zero:
+ *                an op that passed the closing check is then on its
+ *                lists, or completed, before shutdown walks them (else it
+ *                would be neither, and lost);
+ *   delayed      timeouts armed less those stopped or run (a stripe may
+ *                go below zero: one thread arms, another stops);
+ *   completions  completions of watched ops not yet added to
+ *                completed_since_purge, which a stripe does every
+ *                purge_flush of them.
+ */
 #define ENTRY_STRIPES 16
 
 struct entry_stripe {
 	_Alignas(64) atomic_uint active;
+	atomic_long delayed;
+	atomic_size_t completions;
 };
 
 struct tw_purgatory {
+	/* Read by every call, written only at create and shutdown. */
 	struct tw_service *svc;
-	struct entry_stripe stripes[ENTRY_STRIPES];
 	struct pshard *shards;
 	unsigned nshards;
 	size_t purge_interval;
-	atomic_size_t watched;
-	atomic_size_t delayed;
-	atomic_size_t completed_since_purge;
-	atomic_bool purging;
+	size_t purge_flush;
 	atomic_bool closing;
-	pthread_mutex_t shutdown_mu;
-	bool shut_down;
 	bool kafka_mode;  /* its service files timers as Kafka does: no windows */
+	bool shut_down;
+	pthread_mutex_t shutdown_mu;
+	/* Written by the completions: a line of their own. */
+	_Alignas(64) atomic_size_t completed_since_purge;
+	atomic_bool purging;
+	struct entry_stripe stripes[ENTRY_STRIPES];
 };
+
+/* This thread's stripe: chosen at its first call, the same in every
+ * purgatory. */
+TW_PG_HIDDEN extern _Thread_local unsigned tw__pg_tls_stripe; /* 0: none yet */
+TW_PG_HIDDEN extern atomic_uint tw__pg_stripes_handed;
+
+static inline struct entry_stripe *my_stripe(struct tw_purgatory *p)
+{
+	if (!tw__pg_tls_stripe)
+		tw__pg_tls_stripe = atomic_fetch_add(&tw__pg_stripes_handed, 1) %
+				    ENTRY_STRIPES + 1;
+	return &p->stripes[tw__pg_tls_stripe - 1];
+}
+
+static inline void count_delayed(struct tw_purgatory *p, long n)
+{
+	atomic_fetch_add_explicit(&my_stripe(p)->delayed, n, memory_order_relaxed);
+}
+
+/* A watched op completed: once purge_flush have on this stripe, they go
+ * to completed_since_purge, which maybe_purge reads; so the purge comes
+ * after purge_interval completions, less than ENTRY_STRIPES * purge_flush
+ * later (create makes purge_flush a thirty-second of the interval: half
+ * an interval at most; 1, at once, for an interval under 64). */
+static inline void count_completion(struct tw_purgatory *p)
+{
+	struct entry_stripe *st = my_stripe(p);
+	size_t n = atomic_fetch_add_explicit(&st->completions, 1,
+					     memory_order_relaxed) + 1;
+
+	if (n >= p->purge_flush) {
+		atomic_fetch_sub_explicit(&st->completions, n, memory_order_relaxed);
+		atomic_fetch_add(&p->completed_since_purge, n);
+	}
+}
+
+/* Under the shard's lock. */
+static inline void count_watched(struct pshard *sh, long n)
+{
+	atomic_store_explicit(&sh->watched,
+			      atomic_load_explicit(&sh->watched, memory_order_relaxed) +
+				      (size_t)n,
+			      memory_order_relaxed);
+}
 
 /*
  * An op's tolerance (tw_op_set_tolerance) waits in its timer's wheel due
@@ -370,8 +434,9 @@ static inline struct tw_watchers **slot_for(struct pshard *sh, uint64_t h)
 
 /* An action on one key's list, under its shard lock; the references it
  * drops go on puts, dropped after the unlock. */
-typedef void tw__pg_list_fn(struct tw_purgatory *p, struct tw_watchers *ws,
-			    struct entry_chain *puts, void *arg);
+typedef void tw__pg_list_fn(struct tw_purgatory *p, struct pshard *sh,
+			    struct tw_watchers *ws, struct entry_chain *puts,
+			    void *arg);
 
 /* op.c */
 TW_PG_HIDDEN void tw__pg_drop_timeout(struct tw_purgatory *p,
@@ -380,13 +445,13 @@ TW_PG_HIDDEN void tw__pg_drop_timeout(struct tw_purgatory *p,
 TW_PG_HIDDEN void tw__pg_walk_lists(struct tw_purgatory *p, bool lock,
 				    tw__pg_list_fn *fn, void *arg);
 TW_PG_HIDDEN void tw__pg_claim_list(struct tw_purgatory *p,
-				    struct tw_watchers *ws,
+				    struct pshard *sh, struct tw_watchers *ws,
 				    struct entry_chain *puts, void *left);
 TW_PG_HIDDEN int64_t tw__pg_claim_pinned_lists(struct tw_purgatory *p,
 					       tw_op_fn *hand_back,
 					       struct entry_chain *puts);
 TW_PG_HIDDEN void tw__pg_unlink_all(struct tw_purgatory *p,
-				    struct tw_watchers *ws,
+				    struct pshard *sh, struct tw_watchers *ws,
 				    struct entry_chain *puts, void *unused);
 TW_PG_HIDDEN int64_t tw__pg_hand_back_claimed(struct tw_purgatory *p,
 					      struct entry_chain *claimed,

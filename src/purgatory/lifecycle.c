@@ -28,6 +28,9 @@ int tw_purgatory_create(struct tw_purgatory **out,
 	p->kafka_mode = scfg.mode == TW_MODE_KAFKA;
 	p->nshards = cfg && cfg->shards ? cfg->shards : 512;
 	p->purge_interval = cfg && cfg->purge_interval ? cfg->purge_interval : 1000;
+	p->purge_flush = p->purge_interval / (2 * ENTRY_STRIPES);
+	if (p->purge_flush < 1)
+		p->purge_flush = 1;
 	if (p->nshards > 65536) {
 		free(p);
 		return TW_EINVAL;
@@ -67,14 +70,22 @@ size_t tw_purgatory_watched(struct tw_purgatory *p)
 {
 	if (!p)
 		return 0;
-	return atomic_load(&p->watched);
+	size_t n = 0;
+
+	for (unsigned i = 0; i < p->nshards; i++)
+		n += atomic_load_explicit(&p->shards[i].watched, memory_order_relaxed);
+	return n;
 }
 
 size_t tw_purgatory_delayed(struct tw_purgatory *p)
 {
 	if (!p)
 		return 0;
-	return atomic_load(&p->delayed);
+	long n = 0;
+
+	for (unsigned i = 0; i < ENTRY_STRIPES; i++)
+		n += atomic_load_explicit(&p->stripes[i].delayed, memory_order_relaxed);
+	return n > 0 ? (size_t)n : 0;
 }
 
 int64_t tw_purgatory_poll(struct tw_purgatory *p)
@@ -140,7 +151,7 @@ static void timeout_handed_back(struct tw_service_timer *t, void *arg)
 	struct tw_delayed_op *op = tw_container_of(t, struct tw_delayed_op, timer);
 	struct timeout_hand_back *ctx = arg;
 
-	atomic_fetch_sub(&ctx->p->delayed, 1);
+	count_delayed(ctx->p, -1);
 	if (tr_claim(op)) {
 		ctx->n++;
 		if (ctx->hand_back)
@@ -161,13 +172,14 @@ struct claim_all {
 	bool left;
 };
 
-static void claim_list_deferred(struct tw_purgatory *p, struct tw_watchers *ws,
-				struct entry_chain *puts, void *arg)
+static void claim_list_deferred(struct tw_purgatory *p, struct pshard *sh,
+				struct tw_watchers *ws, struct entry_chain *puts,
+				void *arg)
 {
 	struct claim_all *all = arg;
 
 	(void)puts;
-	tw__pg_claim_list(p, ws, &all->deferred, &all->left);
+	tw__pg_claim_list(p, sh, ws, &all->deferred, &all->left);
 }
 
 int64_t tw_purgatory_shutdown(struct tw_purgatory *p, tw_op_fn *hand_back)

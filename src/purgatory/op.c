@@ -29,7 +29,7 @@ _Static_assert(sizeof(struct tw_watch) == 24,
 void tw__pg_drop_timeout(struct tw_purgatory *p, struct tw_delayed_op *op)
 {
 	if (tw__service_stop_pending(p->svc, &op->timer) == TW_SVC_STOPPED) {
-		atomic_fetch_sub(&p->delayed, 1);
+		count_delayed(p, -1);
 		op_put(op); /* the timeout's reference */
 	}
 }
@@ -158,7 +158,7 @@ static bool claim_and_complete(struct tw_delayed_op *op)
 	if (p) {
 		tw__pg_drop_timeout(p, op);
 		if (OP_LOAD(op->linked))
-			atomic_fetch_add(&p->completed_since_purge, 1);
+			count_completion(p);
 	}
 	op->ops->on_complete(op);
 	if (p)
@@ -205,7 +205,7 @@ static void on_timeout(struct tw_service *svc, struct tw_service_timer *t)
 	struct tw_purgatory *p = op_purgatory(op);
 
 	(void)svc;
-	atomic_fetch_sub(&p->delayed, 1);
+	count_delayed(p, -1);
 	if (claim_and_complete(op) && op->ops->on_expiration)
 		op->ops->on_expiration(op);
 	op_put(op); /* the timeout's reference */

@@ -140,18 +140,18 @@ static int64_t refuse_key_call(const char *call, const struct tw_purgatory *p,
 
 /* Under the shard lock; the entry's reference is dropped later, from the
  * chain (claimed: the caller claimed its op and took a second one). */
-static void unlink_entry(struct tw_purgatory *p, struct tw_watch *w,
+static void unlink_entry(struct pshard *sh, struct tw_watch *w,
 			 struct entry_chain *puts, bool claimed)
 {
 	list_unlink(&w->link); /* leaves link.next NULL: in no list */
 	OP_SUB(w->op->linked, 1);
-	atomic_fetch_sub(&p->watched, 1);
+	count_watched(sh, -1);
 	chain_push(puts, w, claimed);
 }
 
 /* Unlink the completed entries of one list; a pinned list is marked
  * instead, for the last check out. */
-static void drop_completed(struct tw_purgatory *p, struct tw_watchers *ws,
+static void drop_completed(struct pshard *sh, struct tw_watchers *ws,
 			   struct entry_chain *puts)
 {
 	struct tw_link *l = ws->entries.next;
@@ -166,7 +166,7 @@ static void drop_completed(struct tw_purgatory *p, struct tw_watchers *ws,
 
 		l = l->next;
 		if (OP_LOAD(w->op->completed))
-			unlink_entry(p, w, puts, false);
+			unlink_entry(sh, w, puts, false);
 	}
 }
 
@@ -174,30 +174,27 @@ static void drop_completed(struct tw_purgatory *p, struct tw_watchers *ws,
  * touches of their ops come before what the last one out unlinks): the
  * last one out drops the completed entries and frees the list if that
  * empties it. */
-static void unpin_locked(struct tw_purgatory *p, struct pshard *sh,
-			 struct tw_watchers *ws, struct entry_chain *puts)
+static void unpin_locked(struct pshard *sh, struct tw_watchers *ws,
+			 struct entry_chain *puts)
 {
 	if (atomic_fetch_sub_explicit(&ws->walkers, 1, memory_order_acq_rel) != 1)
 		return;
-	drop_completed(p, ws, puts);
+	drop_completed(sh, ws, puts);
 	remove_if_empty(sh, ws);
 }
 
 /* ---- calls in progress ---- */
 
-static _Thread_local unsigned tls_stripe; /* 0: not yet chosen */
-static atomic_uint stripes_handed;
+_Thread_local unsigned tw__pg_tls_stripe;
+atomic_uint tw__pg_stripes_handed;
 
 /* A call's way in: NULL once shutdown began. seq_cst on both sides (the
  * count here, closing there) so that shutdown sees the count or this call
  * sees closing. */
 static struct entry_stripe *enter(struct tw_purgatory *p)
 {
-	struct entry_stripe *st;
+	struct entry_stripe *st = my_stripe(p);
 
-	if (!tls_stripe)
-		tls_stripe = atomic_fetch_add(&stripes_handed, 1) % ENTRY_STRIPES + 1;
-	st = &p->stripes[tls_stripe - 1];
 	atomic_fetch_add(&st->active, 1);
 	if (atomic_load(&p->closing)) {
 		atomic_fetch_sub(&st->active, 1);
@@ -229,7 +226,7 @@ static int watch(struct tw_purgatory *p, struct tw_delayed_op *op,
 	list_append(&ws->entries, &w->link);
 	tr_ref_get(op);
 	OP_ADD(op->linked, 1);
-	atomic_fetch_add(&p->watched, 1);
+	count_watched(sh, 1);
 	pthread_mutex_unlock(&sh->mu);
 	return TW_OK;
 }
@@ -254,7 +251,7 @@ static void unwatch(struct tw_purgatory *p, struct tw_watch *w,
 		if (pinned(ws)) {
 			mark_dirty(ws); /* its op is completed: the last out */
 		} else {
-			unlink_entry(p, w, &puts, false);
+			unlink_entry(sh, w, &puts, false);
 			remove_if_empty(sh, ws);
 		}
 	}
@@ -343,7 +340,7 @@ static void arm_timeout(struct tw_purgatory *p, struct tw_delayed_op *op)
 	int64_t tolerance = op_tolerance(op);
 	int rc;
 
-	atomic_fetch_add(&p->delayed, 1);
+	count_delayed(p, 1);
 	tr_ref_get(op); /* the timeout's reference */
 	rc = tolerance ? tw__service_add_in_range(p->svc, &op->timer,
 						  op->timeout, tolerance)
@@ -351,7 +348,7 @@ static void arm_timeout(struct tw_purgatory *p, struct tw_delayed_op *op)
 	if (rc == TW_EOVERFLOW)
 		rc = tw_service_add(p->svc, &op->timer, INT64_MAX);
 	if (rc != TW_OK) {
-		atomic_fetch_sub(&p->delayed, 1);
+		count_delayed(p, -1);
 		op_put(op);
 	} else if (tw_op_is_completed(op)) {
 		/* Completed before its timeout was armed. */
@@ -477,7 +474,7 @@ struct snapshot {
  * each op and entry a line of the callers' memory), so the next entry's
  * line is fetched while this one's op is read.
  */
-static void snapshot_take(struct tw_purgatory *p, struct tw_watchers *ws,
+static void snapshot_take(struct pshard *sh, struct tw_watchers *ws,
 			  struct snapshot *s, struct entry_chain *puts)
 {
 	bool alone = pinned_alone(ws);
@@ -492,7 +489,7 @@ static void snapshot_take(struct tw_purgatory *p, struct tw_watchers *ws,
 			__builtin_prefetch(next);
 		if (OP_LOAD(op->completed)) {
 			if (alone) {
-				unlink_entry(p, w, puts, false);
+				unlink_entry(sh, w, puts, false);
 				s->unlinked = true;
 			} else {
 				mark_dirty(ws);
@@ -542,8 +539,7 @@ static int64_t snapshot_try(struct snapshot *s)
  * list marked dirty just after the load is left to the next check or
  * purge, as Kafka's lazy purge leaves any completed entry.
  */
-static void check_done(struct tw_purgatory *p, struct pshard *sh,
-		       struct tw_watchers *ws, bool tidy)
+static void check_done(struct pshard *sh, struct tw_watchers *ws, bool tidy)
 {
 	struct entry_chain puts;
 
@@ -553,7 +549,7 @@ static void check_done(struct tw_purgatory *p, struct pshard *sh,
 	}
 	chain_init(&puts);
 	pthread_mutex_lock(&sh->mu);
-	unpin_locked(p, sh, ws, &puts);
+	unpin_locked(sh, ws, &puts);
 	pthread_mutex_unlock(&sh->mu);
 	chain_put_all(&puts);
 }
@@ -584,7 +580,7 @@ int64_t tw_purgatory_check_and_complete(struct tw_purgatory *p,
 	s.last = list_empty(&ws->entries) ? NULL : ws->entries.prev;
 	s.next = s.last ? ws->entries.next : NULL;
 	for (;;) {
-		snapshot_take(p, ws, &s, &puts);
+		snapshot_take(sh, ws, &s, &puts);
 		pthread_mutex_unlock(&sh->mu);
 		chain_put_all(&puts);
 		TW_TEST_POINT("check.snapshot", key);
@@ -593,7 +589,7 @@ int64_t tw_purgatory_check_and_complete(struct tw_purgatory *p,
 			break;
 		pthread_mutex_lock(&sh->mu);
 	}
-	check_done(p, sh, ws, completed || s.unlinked);
+	check_done(sh, ws, completed || s.unlinked);
 	if (completed)
 		tw__pg_maybe_purge(p); /* with no pin held: it would defer */
 	return completed;
@@ -603,11 +599,12 @@ int64_t tw_purgatory_check_and_complete(struct tw_purgatory *p,
  * entries onto puts, a claimed op's entry marked; the caller hands them
  * back. A pinned list is left as it is, and *left (if arg) says so:
  * claim_pinned() is for those (tw__pg_claim_pinned_lists, at shutdown). */
-void tw__pg_claim_list(struct tw_purgatory *p, struct tw_watchers *ws,
-		       struct entry_chain *puts, void *arg)
+void tw__pg_claim_list(struct tw_purgatory *p, struct pshard *sh,
+		       struct tw_watchers *ws, struct entry_chain *puts, void *arg)
 {
 	struct tw_link *l = ws->entries.next;
 
+	(void)p;
 	if (pinned(ws)) {
 		if (arg)
 			*(bool *)arg = true;
@@ -621,7 +618,7 @@ void tw__pg_claim_list(struct tw_purgatory *p, struct tw_watchers *ws,
 		claimed = tr_claim(w->op);
 		if (claimed)
 			tr_ref_get(w->op); /* the claim's: its entry's goes too */
-		unlink_entry(p, w, puts, claimed);
+		unlink_entry(sh, w, puts, claimed);
 	}
 }
 
@@ -670,7 +667,7 @@ static int64_t claim_pinned(struct tw_purgatory *p, struct pshard *sh,
 		n += (int64_t)k;
 		pthread_mutex_lock(&sh->mu);
 	} while (l);
-	unpin_locked(p, sh, ws, puts);
+	unpin_locked(sh, ws, puts);
 	pthread_mutex_unlock(&sh->mu);
 	return n;
 }
@@ -759,7 +756,7 @@ int64_t tw_purgatory_cancel_for_key(struct tw_purgatory *p, const void *key,
 		return n;
 	}
 	if (ws) {
-		tw__pg_claim_list(p, ws, &puts, NULL);
+		tw__pg_claim_list(p, sh, ws, &puts, NULL);
 		remove_if_empty(sh, ws);
 	}
 	pthread_mutex_unlock(&sh->mu);
@@ -770,12 +767,13 @@ int64_t tw_purgatory_cancel_for_key(struct tw_purgatory *p, const void *key,
 
 /* Unlink every entry of one list (destroy: its ops are completed, and
  * no call is under way, so nothing pins it). */
-void tw__pg_unlink_all(struct tw_purgatory *p, struct tw_watchers *ws,
-		       struct entry_chain *puts, void *unused)
+void tw__pg_unlink_all(struct tw_purgatory *p, struct pshard *sh,
+		       struct tw_watchers *ws, struct entry_chain *puts, void *unused)
 {
+	(void)p;
 	(void)unused;
 	while (!list_empty(&ws->entries))
-		unlink_entry(p, tw_container_of(ws->entries.next, struct tw_watch, link),
+		unlink_entry(sh, tw_container_of(ws->entries.next, struct tw_watch, link),
 			     puts, false);
 }
 
@@ -802,7 +800,7 @@ void tw__pg_walk_lists(struct tw_purgatory *p, bool lock, tw__pg_list_fn *fn,
 			while (ws) {
 				struct tw_watchers *next = ws->next;
 
-				fn(p, ws, &puts, arg);
+				fn(p, sh, ws, &puts, arg);
 				remove_if_empty(sh, ws);
 				ws = next;
 			}
@@ -813,11 +811,13 @@ void tw__pg_walk_lists(struct tw_purgatory *p, bool lock, tw__pg_list_fn *fn,
 	}
 }
 
-static void drop_completed_of(struct tw_purgatory *p, struct tw_watchers *ws,
-			      struct entry_chain *puts, void *unused)
+static void drop_completed_of(struct tw_purgatory *p, struct pshard *sh,
+			      struct tw_watchers *ws, struct entry_chain *puts,
+			      void *unused)
 {
+	(void)p;
 	(void)unused;
-	drop_completed(p, ws, puts);
+	drop_completed(sh, ws, puts);
 }
 
 void tw_purgatory_purge(struct tw_purgatory *p)
