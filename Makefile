@@ -24,7 +24,7 @@ WERROR = -DTW_WERROR=$(TW_WERROR)
 MAKEFLAGS += --no-print-directory
 
 .PHONY: coverage fuzz docs all build demo test sanitize tsan flaky soak model clang valgrind install deps deps-all clean abi-baseline deb install-tsan install-asan \
-	bench-service bench-purgatory bench bench-quick bench-big bench-deps bench-instr bench-instr-purgatory bench-instr-service bench-geometry \
+	bench-service bench-purgatory bench bench-quick bench-big bench-deps bench-instr bench-instr-purgatory bench-instr-service bench-locked bench-geometry \
 	install-debug configs configs-all
 
 all: build
@@ -236,6 +236,20 @@ bench-instr-purgatory: bench-deps
 
 bench-instr-service: bench-deps
 	$(call INSTR_ONE,service_instr,service)
+
+# bench-locked: the locked instructions (lock prefix, xchg with memory) per
+# operation of the purgatory's and the service's cells, counted under
+# callgrind (bench/locked.sh), in a process that has had a second thread
+# (LOCKED_MT=1: glibc takes its mutexes with no locked instruction until
+# then, which no threaded server sees).
+bench-locked: bench-deps
+	@bash tools/deps.sh valgrind && \
+	cmake -S . -B $(BUILD) $(WERROR) >/dev/null && \
+	cmake --build $(BUILD) -j $(JOBS) --target purgatory_bench service_instr && \
+	LOCKED_MT=1 bash bench/locked.sh $(BUILD)/bench/purgatory_bench $(BENCH_INSTR_N) \
+	  $(BUILD)/bench/locked-purgatory.csv && \
+	LOCKED_MT=1 bash bench/locked.sh $(BUILD)/bench/service_instr $(BENCH_INSTR_N) \
+	  $(BUILD)/bench/locked-service.csv
 
 # The purgatory at a Poisson request rate, then the highest rate
 # this machine sustains.

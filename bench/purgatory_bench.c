@@ -36,9 +36,13 @@
  *        a line "instr purgatory CELL OPS": watch (OPS ops, 3 keys each),
  *        check-none (every key checked, nothing completes: per op tried),
  *        check-short (per check of a key with 3 ops, as at the rates
- *        above, nothing completing), check-complete (every key checked,
+ *        above, nothing completing), check-short-hint (the same, the ops'
+ *        may_complete saying no), check-complete (every key checked,
  *        each op completes: per op completed), expire (the timeouts of
  *        OPS more: per op)
+ * The requests' ops have a may_complete (struct tw_op_ops) that reads
+ * the completable flag; BENCH_NO_HINT=1 runs them without it, so that
+ * a check tries every op under its lock, as Kafka's must.
  * BENCH_CSV=FILE appends impl,figure,rate,value rows, for a driver of
  * another purgatory that writes the same rows. A figure of another
  * implementation from an earlier run is no ratio, so none is quoted here.
@@ -292,8 +296,21 @@ static void on_expiration(struct tw_delayed_op *op)
 	atomic_fetch_add(&expired, 1);
 }
 
+/* The condition's look without the op's lock (struct tw_op_ops,
+ * may_complete): the completer sets completable before it checks the
+ * request's keys. */
+static bool may_complete(struct tw_delayed_op *op)
+{
+	return atomic_load_explicit(&tw_container_of(op, struct request, op)->completable,
+				    memory_order_acquire);
+}
+
 static const struct tw_op_ops request_ops = { try_complete, on_complete,
-					      on_expiration, NULL };
+					      on_expiration, NULL, may_complete };
+/* BENCH_NO_HINT=1: the same without it, as Kafka's purgatory must try
+ * (lock, check, unlock) every op on a key. */
+static const struct tw_op_ops request_ops_no_hint = { try_complete, on_complete,
+						      on_expiration, NULL, NULL };
 
 /* ---- the purgatory under test, or one that does nothing ----
  *
@@ -405,6 +422,8 @@ static struct result run(long n, double rate, int64_t timeout_ms, double p50_ms,
 	struct task_set tasks_before, with_purgatory, with_completer;
 	struct cpu_split split = { .ok = true };
 	int64_t part_start[CPU_PARTS] = { 0 }, sleep_start[CPU_PARTS] = { 0 };
+	const struct tw_op_ops *ops = getenv("BENCH_NO_HINT") ? &request_ops_no_hint
+							       : &request_ops;
 
 	atomic_store(&ended, 0);
 	atomic_store(&expired, 0);
@@ -454,7 +473,7 @@ static struct result run(long n, double rate, int64_t timeout_ms, double p50_ms,
 			keys[k] = key_names[r->keys[k]];
 			lens[k] = strlen(key_names[r->keys[k]]);
 		}
-		tw_op_init(&r->op, timeout_ms * 1000000, &request_ops, NULL);
+		tw_op_init(&r->op, timeout_ms * 1000000, ops, NULL);
 		if (tolerance_pct > 0)
 			tw_op_set_tolerance(&r->op, (int64_t)((double)timeout_ms *
 							      1e6 * tolerance_pct / 100));
@@ -590,7 +609,7 @@ static void idle_complete(struct tw_delayed_op *op)
 }
 
 static const struct tw_op_ops idle_ops = { idle_never, idle_complete, NULL,
-					   NULL };
+					   NULL, NULL };
 
 /* The memory row: ops that wait (an hour's timeout), each on 3 of
  * the KEY_SPACE keys. The caller's part is the op and its watch entries;
@@ -762,8 +781,18 @@ static void instr_nothing(struct tw_delayed_op *op)
 	(void)op;
 }
 
+static bool instr_may(struct tw_delayed_op *op)
+{
+	(void)op;
+	return atomic_load_explicit(&instr_ready, memory_order_acquire);
+}
+
 static const struct tw_op_ops instr_ops = { instr_try, instr_nothing,
-					    instr_nothing, NULL };
+					    instr_nothing, NULL, NULL };
+/* The same with the look without the lock (may_complete). */
+static const struct tw_op_ops instr_ops_hint = { instr_try, instr_nothing,
+						 instr_nothing, NULL, instr_may };
+static const struct tw_op_ops *instr_table = &instr_ops;
 
 /* Collection on around exactly a cell's calls, then its dump. */
 static void instr_begin(void)
@@ -799,7 +828,7 @@ static void instr_watch_all(struct tw_purgatory *p, struct idle_op *ops, long n,
 			keys[k] = key_names[(first + 7 * k) % KEY_SPACE];
 			lens[k] = strlen(keys[k]);
 		}
-		tw_op_init(&ops[i].op, TW_MS(1), &instr_ops, NULL);
+		tw_op_init(&ops[i].op, TW_MS(1), instr_table, NULL);
 		if (tw_purgatory_try_complete_else_watch(p, &ops[i].op, keys, lens,
 							 KEYS_PER_REQUEST,
 							 ops[i].watches) != 0)
@@ -845,18 +874,21 @@ static int instr_cells(long n)
 		fprintf(stderr, "purgatory_bench: check-none completed %lld\n",
 			(long long)done);
 	/* Short lists: 100 ops on the 100 keys, 3 a key, each key checked
-	 * n / 100 times. */
-	{
+	 * n / 100 times; then the same with ops whose may_complete says no
+	 * (-hint). */
+	for (int hint = 0; hint < 2; hint++) {
 		struct tw_purgatory *q;
 		long rounds = n / KEY_SPACE;
 
 		if (tw_purgatory_create(&q, &cfg))
 			return 1;
+		instr_table = hint ? &instr_ops_hint : &instr_ops;
 		instr_watch_all(q, more, KEY_SPACE, &seed);
+		instr_table = &instr_ops;
 		instr_begin();
 		for (long r = 0; r < rounds; r++)
 			done += instr_check_all(q);
-		instr_end("check-short", rounds * KEY_SPACE);
+		instr_end(hint ? "check-short-hint" : "check-short", rounds * KEY_SPACE);
 		tw_purgatory_shutdown(q, NULL);
 		tw_purgatory_destroy(q);
 		for (long i = 0; i < KEY_SPACE; i++)

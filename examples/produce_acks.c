@@ -97,7 +97,7 @@ static void on_expiration(struct tw_delayed_op *op)
 /* One table for every produce request: the callbacks live here, not in
  * each op. */
 static const struct tw_op_ops produce_ops = { try_ack, on_complete,
-					      on_expiration, NULL };
+					      on_expiration, NULL, NULL };
 
 static void *follower(void *arg)
 {

@@ -101,7 +101,7 @@ static void on_release(struct tw_delayed_op *op)
 }
 
 static const struct tw_op_ops fuzz_ops = { condition, on_complete, on_expiration,
-					   on_release };
+					   on_release, NULL };
 
 static void hand_back(struct tw_delayed_op *op)
 {

@@ -651,8 +651,10 @@ out:
  * chunk, whose steps are these: under the shard lock the pin, and the
  * op taken (no reference: its entry's, which no one may unlink while the
  * list is pinned, keeps it) or, completed, its entry unlinked if this
- * check is alone on the list (else the list is marked dirty); the try;
- * then the way out. A check that completed nothing, unlinked nothing
+ * check is alone on the list (else the list is marked dirty); the try,
+ * after a look at the condition without the op's lock (the op's kind's
+ * may_complete, which the model's op has: false, and the op is not
+ * tried); then the way out. A check that completed nothing, unlinked nothing
  * and found the list clean (a relaxed load: a step of its own before the
  * decrement) lets go of its pin with one atomic decrement and no lock;
  * otherwise under the lock, where the last check out drops the
@@ -671,6 +673,12 @@ inline check_key(who) {
 	if
 	:: snap ->
 		atomic { assert(!released); trying = !completed };
+		/* may_complete: the condition looked at without the op's
+		 * lock; no, and the op is not tried */
+		if
+		:: trying -> atomic { assert(!released); trying = ready }
+		:: else -> skip
+		fi;
 		if
 		:: trying ->
 			lock_alive(op_mu);

@@ -104,6 +104,24 @@ struct tw_op_ops {
 				      be NULL */
 	tw_op_fn *on_release;    /**< the purgatory let go of it (see the top
 				      of this file); may be NULL */
+	/**
+	 * A look at the condition without the op's lock; may be NULL. A key
+	 * check (tw_purgatory_check_and_complete) calls it first and, when
+	 * it returns false, skips the op: no lock taken, no try_complete.
+	 * It must return true whenever try_complete could complete the op
+	 * given everything that happened before the check was called (so a
+	 * check made after the condition came true still completes the op);
+	 * it may return true when try_complete will not. It runs on the
+	 * checking thread, with no lock held, possibly beside try_complete
+	 * or another call of itself on another thread: read what it needs
+	 * with atomics (an acquire load of a flag the completing side sets
+	 * before its check). Nothing else calls it: a watch and
+	 * tw_op_safe_try_complete() take the lock and call try_complete.
+	 * The point is the common check, where most ops on the key are not
+	 * ready: each costs a read of the op, not its lock's two atomic
+	 * instructions.
+	 */
+	tw_op_try_complete_fn *may_complete;
 };
 
 /**

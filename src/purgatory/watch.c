@@ -509,10 +509,11 @@ static void snapshot_take(struct pshard *sh, struct tw_watchers *ws,
  * pin keeps each op alive (model/purgatory.pml's checker takes no
  * reference), so a try costs the op's lock and nothing else: not the
  * public safe_try_complete's get and put, two atomic operations on a line
- * other threads write. This loop runs once per op on the key's list
- * (dozens per check at Kafka's rates): the flag's load and the locked
- * section are inlined, and the next op's line is fetched (for writing:
- * its lock) while this one is tried.
+ * other threads write. An op whose may_complete says no costs not even
+ * that. This loop runs once per op on the key's list (dozens per check at
+ * Kafka's rates): the flag's load and the locked section are inlined, and
+ * the next op's line is fetched (for writing: its lock) while this one is
+ * tried.
  */
 static int64_t snapshot_try(struct snapshot *s)
 {
@@ -523,7 +524,9 @@ static int64_t snapshot_try(struct snapshot *s)
 
 		if (i + 1 < s->len)
 			__builtin_prefetch(&s->ops[i + 1]->own_lock, 1);
-		if (!OP_LOAD(op->completed) && try_complete_locked(op))
+		if (!OP_LOAD(op->completed) &&
+		    (!op->ops->may_complete || op->ops->may_complete(op)) &&
+		    try_complete_locked(op))
 			completed++;
 	}
 	s->len = 0;

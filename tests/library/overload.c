@@ -398,7 +398,7 @@ static void test_allocation_failures(void)
 
 		CHECK_EQ(tw_purgatory_create(&p, &cfg), 0);
 		static const struct tw_op_ops never_ops = { never_ready, op_done,
-							     NULL, NULL };
+							     NULL, NULL, NULL };
 
 		for (long k = 0; k < 2; k++) {
 			/* a failed watch let go of the op: a new init each
@@ -460,7 +460,7 @@ static void test_a_key_check_without_memory_tries_every_op(void)
 {
 	enum { N = 300 };
 	static const struct tw_op_ops ops = { ready_when_told, count_complete,
-					      count_complete, count_release };
+					      count_complete, count_release, NULL };
 	static struct counted_op o[N];
 	const void *keys[1] = { "partition-0" };
 	size_t lens[1] = { 11 };

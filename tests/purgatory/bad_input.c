@@ -42,10 +42,10 @@ static void op_expired(struct tw_delayed_op *d)
 }
 
 static const struct tw_op_ops bystander_ops = { op_ready, op_completed,
-						op_expired, NULL };
-static const struct tw_op_ops plain_ops = { op_ready, op_completed, NULL, NULL };
-static const struct tw_op_ops no_condition = { NULL, op_completed, NULL, NULL };
-static const struct tw_op_ops no_completion = { op_ready, NULL, NULL, NULL };
+						op_expired, NULL, NULL };
+static const struct tw_op_ops plain_ops = { op_ready, op_completed, NULL, NULL, NULL };
+static const struct tw_op_ops no_condition = { NULL, op_completed, NULL, NULL, NULL };
+static const struct tw_op_ops no_completion = { op_ready, NULL, NULL, NULL, NULL };
 
 /* P1-P4: bad operations, bad keys, NULLs, calls after shutdown. */
 static void test_purgatory_bad_input(void)

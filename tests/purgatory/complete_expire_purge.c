@@ -40,6 +40,56 @@ static void test_request_satisfaction(void)
 	tw_op_destroy(&r2.op);
 }
 
+/*
+ * may_complete (struct tw_op_ops): a key check looks at it first and,
+ * when it says no, neither takes the op's lock nor calls try_complete;
+ * when it says yes, the op is tried as before. A watch and
+ * safe_try_complete always try. Seen failing with the look left out of
+ * the check (tries counted 2, not 0).
+ */
+static atomic_int looks;
+
+static bool mock_may(struct tw_delayed_op *op)
+{
+	atomic_fetch_add(&looks, 1);
+	return atomic_load(&tw_container_of(op, struct mock, op)->completable);
+}
+
+static const struct tw_op_ops mock_ops_looking = { mock_try, mock_complete,
+						   mock_expire, mock_release,
+						   mock_may };
+
+static void test_a_check_skips_an_op_its_look_says_is_not_ready(void)
+{
+	struct tw_purgatory *p = new_purgatory(0);
+	struct mock r;
+
+	mock_init(&r, 100000 * MS);
+	CHECK_EQ(tw_op_init(&r.op, 100000 * MS, &mock_ops_looking, NULL), TW_OK);
+	atomic_store(&looks, 0);
+	CHECK_EQ(watch_on(p, &r, 1, "test1", NULL, NULL), 0);
+	CHECK_EQ(atomic_load(&looks), 0);      /* a watch tries, looking at nothing */
+	CHECK_EQ(atomic_load(&r.tries), 2);    /* before and after its entry */
+	CHECK_EQ(check(p, "test1"), 0);
+	CHECK_EQ(check(p, "test1"), 0);
+	CHECK_EQ(atomic_load(&looks), 2);
+	CHECK_EQ(atomic_load(&r.tries), 2);    /* skipped: no lock, no try */
+	CHECK(!tw_op_safe_try_complete(&r.op)); /* tries, not looks */
+	CHECK_EQ(atomic_load(&r.tries), 3);
+	CHECK_EQ(atomic_load(&looks), 2);
+	atomic_store(&r.completable, true);
+	CHECK_EQ(check(p, "test1"), 1);
+	CHECK_EQ(atomic_load(&looks), 3);
+	CHECK_EQ(atomic_load(&r.tries), 4);
+	CHECK_EQ(atomic_load(&r.completes), 1);
+	CHECK(r.lock_was_held);
+	CHECK_EQ(check(p, "test1"), 0);        /* completed: its list is gone */
+	CHECK_EQ(atomic_load(&looks), 3);
+	tw_purgatory_destroy(p);
+	CHECK_EQ(atomic_load(&r.releases), 1);
+	tw_op_destroy(&r.op);
+}
+
 static void test_request_expiry(void)
 {
 	struct tw_purgatory *p = new_purgatory(0);
@@ -212,7 +262,7 @@ static void test_own_lock_sleeps_and_wakes(void)
 	memset(&c, 0, sizeof(c));
 	static const struct tw_op_ops contended_ops = { contended_try,
 							  contended_complete,
-							  NULL, NULL };
+							  NULL, NULL, NULL };
 
 	CHECK_EQ(tw_op_init(&c.op, 1000 * MS, &contended_ops, NULL), TW_OK);
 	CHECK(!c.op.shared_lock);
@@ -266,7 +316,7 @@ static void test_bad_input(void)
 
 	memset(big, 'k', sizeof(big));
 	mock_init(&m, 1000 * MS);
-	static const struct tw_op_ops no_try = { NULL, mock_complete, NULL, NULL };
+	static const struct tw_op_ops no_try = { NULL, mock_complete, NULL, NULL, NULL };
 
 	CHECK_EQ(tw_op_init(&m.op, 0, &mock_ops, NULL), TW_EINVAL);
 	CHECK_EQ(tw_op_init(&m.op, 5, &no_try, NULL), TW_EINVAL);
@@ -330,6 +380,7 @@ static void test_memory_bounded_by_purge(void)
 int main(void)
 {
 	RUN(test_request_satisfaction);
+	RUN(test_a_check_skips_an_op_its_look_says_is_not_ready);
 	RUN(test_request_expiry);
 	RUN(test_request_purge);
 	RUN(test_cancel_for_key);

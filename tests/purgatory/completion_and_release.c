@@ -351,7 +351,7 @@ static void release_checks_timer(struct tw_delayed_op *op)
 static void test_a_completion_before_the_timeouts_first_add_lets_go_of_it(void)
 {
 	static const struct tw_op_ops ops = { gop_try, gop_complete, gop_expire,
-					      release_checks_timer };
+					      release_checks_timer, NULL };
 	struct tw_purgatory *p = manual_purgatory_purging(0);
 	struct gop o;
 	struct sp_thread watcher, forcer;
@@ -432,7 +432,7 @@ static void test_an_op_never_watched_has_no_on_release(void)
 static void test_a_timeout_past_the_clocks_end_is_armed(void)
 {
 	static const struct tw_op_ops ops = { gop_try, gop_complete, gop_expire,
-					      gop_release };
+					      gop_release, NULL };
 	struct tw_purgatory *p = manual_purgatory_purging(0);
 	struct gop o;
 
@@ -475,7 +475,7 @@ static void *safe_try_fails_thread(void *arg)
 static void test_a_put_reads_nothing_of_the_op_after_it(void)
 {
 	static const struct tw_op_ops ops = { gop_try, gop_complete, gop_expire,
-					      release_frees };
+					      release_frees, NULL };
 	struct tw_purgatory *p = manual_purgatory_purging(0);
 	struct gop *o = malloc(sizeof(*o));
 	struct sp_thread trier;

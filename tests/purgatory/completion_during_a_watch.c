@@ -142,7 +142,7 @@ static void *watch_thread_recording(void *arg)
 static void test_a_completion_never_releases_the_op_inside_the_watch_call(void)
 {
 	static const struct tw_op_ops ops = { gop_try, gop_complete, gop_expire,
-					      release_records_thread };
+					      release_records_thread, NULL };
 	struct tw_purgatory *p = manual_purgatory_purging(0);
 	struct gop o;
 	struct sp_thread watcher;

@@ -65,7 +65,7 @@ static void *shutdown_holding_the_lock(void *arg)
 static void test_on_release_runs_outside_the_shutdown_lock(void)
 {
 	static const struct tw_op_ops ops = { never_done, nothing, NULL,
-					      release_takes_the_lock };
+					      release_takes_the_lock, NULL };
 	struct tw_purgatory *p = manual_purgatory_purging(0);
 	static struct {
 		struct tw_delayed_op op;
@@ -163,9 +163,9 @@ static void test_a_purge_beside_a_growing_shard(void)
 {
 	static const struct tw_op_ops walked_ops = { never_try, nothing_to_do,
 						     nothing_to_do,
-						     release_waits_for_the_grow };
+						     release_waits_for_the_grow, NULL };
 	static const struct tw_op_ops grown_ops = { never_try, nothing_to_do,
-						    nothing_to_do, nothing_to_do };
+						    nothing_to_do, nothing_to_do, NULL };
 	static struct grower g;
 	struct tw_purgatory *p = manual_purgatory_purging(0);
 	struct tw_delayed_op walked;
@@ -268,7 +268,7 @@ static void oom_hand_back(struct tw_delayed_op *op)
 }
 
 static const struct tw_op_ops oom_ops = { oom_try, oom_complete, oom_complete,
-					  oom_release };
+					  oom_release, NULL };
 
 static void oom_watch(struct tw_delayed_op *op, struct tw_watch *w)
 {

@@ -91,7 +91,7 @@ static void sop_release(struct tw_delayed_op *op)
 }
 
 static const struct tw_op_ops sop_ops = { sop_try, sop_complete, sop_expire,
-					  sop_release };
+					  sop_release, NULL };
 
 static void *producer(void *arg)
 {

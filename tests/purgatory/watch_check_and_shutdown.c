@@ -50,7 +50,7 @@ static void pop_hand_back(struct tw_delayed_op *op)
 static void pop_init(struct pop *o)
 {
 	static const struct tw_op_ops pop_ops = { pop_try, pop_complete,
-						  pop_expire, pop_release };
+						  pop_expire, pop_release, NULL };
 
 	memset(o, 0, sizeof(*o));
 	CHECK_EQ(tw_op_init(&o->op, 100, &pop_ops, NULL), TW_OK);

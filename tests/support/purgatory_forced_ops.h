@@ -81,7 +81,7 @@ static inline void gop_release(struct tw_delayed_op *op)
 }
 
 static const struct tw_op_ops gop_ops = { gop_try, gop_complete, gop_expire,
-					  gop_release };
+					  gop_release, NULL };
 
 static inline void gop_init(struct gop *o, struct tw_purgatory *p, const char *key,
 		     pthread_mutex_t *lock)

@@ -87,7 +87,7 @@ static inline void mock_release(struct tw_delayed_op *op)
 }
 
 static const struct tw_op_ops mock_ops = { mock_try, mock_complete, mock_expire,
-					   mock_release };
+					   mock_release, NULL };
 
 static inline void mock_init(struct mock *m, int64_t timeout)
 {

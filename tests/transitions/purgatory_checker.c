@@ -135,7 +135,7 @@ static bool fail_that_key(const char *point, const void *obj)
 static void test_a_failed_watch_claims_and_releases_its_op(void)
 {
 	static const struct tw_op_ops ops = { never_ready, count_complete, NULL,
-					      count_release };
+					      count_release, NULL };
 	struct tw_purgatory *p = manual_purgatory_purging(0);
 	const void *keys[2] = { key0, key1 };
 	size_t lens[2] = { sizeof(key0), sizeof(key1) };
@@ -167,7 +167,7 @@ static void test_a_failed_watch_claims_and_releases_its_op(void)
 static void test_a_completion_before_any_watch_marks_it_never_watched(void)
 {
 	static const struct tw_op_ops ops = { never_ready, count_complete, NULL,
-					      count_release };
+					      count_release, NULL };
 	struct tw_purgatory *p = manual_purgatory_purging(0);
 	struct plain_op o;
 	const void *keys[1] = { key0 };
