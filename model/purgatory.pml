@@ -460,11 +460,14 @@ inline try_complete(done, who) {
 	fi
 }
 
+/* The entry's reference and count are taken before it is linked (the C
+ * code takes every key's at once, under the op's lock), so an unlink
+ * that follows the link always has one to drop. */
 inline watch() {
+	op_get();
+	linked++;
 	lock(sh_mu);
 	in_list = 1;
-	linked++;
-	op_get();
 	unlock(sh_mu)
 }
 

@@ -284,6 +284,8 @@ int tw_purgatory_create(struct tw_purgatory **out,
 
 /** The longest key, in bytes. */
 #define TW_KEY_MAX 4096
+/** The most keys one op may watch (tw_purgatory_try_complete_else_watch). */
+#define TW_WATCH_KEYS_MAX 65536
 
 /**
  * Kafka's tryCompleteElseWatch. **Once this returns, the op may already be
@@ -305,13 +307,14 @@ int tw_purgatory_create(struct tw_purgatory **out,
  * @param op an initialised operation, not yet watched
  * @param keys nkeys keys (byte strings)
  * @param lens their lengths, each 1..TW_KEY_MAX
- * @param nkeys >= 1
+ * @param nkeys 1..TW_WATCH_KEYS_MAX
  * @param watches nkeys watch entries, the caller's memory (usually in op)
  * @retval 1 completed now (if nothing else held it, its on_release has
  *         run too by the time this returns: an op freed there must not be
  *         touched after 1)
  * @retval 0 it waits
- * @retval TW_EINVAL a NULL pointer, no keys, a key empty or too long, an
+ * @retval TW_EINVAL a NULL pointer, no keys or more than
+ *         TW_WATCH_KEYS_MAX, a key empty or too long, an
  *         op already completed (by a force_complete before its watch), a
  *         tolerance (tw_op_set_tolerance()) on a kafka-mode purgatory
  * @retval TW_EBUSY the op was watched since its tw_op_init: an op is

@@ -255,6 +255,17 @@ static inline void tr_ref_get(struct tw_delayed_op *op)
 	(void)old;
 }
 
+/* n references at once (a watch's entries, one per key, taken before the
+ * first is linked: one locked instruction, not n): the model's ref_get,
+ * by a holder of another. */
+static inline void tr_ref_get_n(struct tw_delayed_op *op, int n)
+{
+	int old = OP_ADD(op->refs, n);
+
+	OP_REFS_STEP(ref_get, op, old, old + n);
+	(void)old;
+}
+
 /*
  * A reference taken by a caller that holds none (a force_complete or
  * safe_try_complete from outside), only unless the count is zero. Zero

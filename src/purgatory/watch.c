@@ -223,9 +223,8 @@ static int watch(struct tw_purgatory *p, struct tw_delayed_op *op,
 		return TW_ENOMEM;
 	}
 	w->op = op;
-	list_append(&ws->entries, &w->link);
-	tr_ref_get(op);
-	OP_ADD(op->linked, 1);
+	list_append(&ws->entries, &w->link); /* its reference and count: the
+						caller's, taken for every key */
 	count_watched(sh, 1);
 	pthread_mutex_unlock(&sh->mu);
 	return TW_OK;
@@ -271,6 +270,10 @@ static int check_watch_args(const struct tw_purgatory *p,
 					 "%s", nkeys == 0 ? "no keys (nkeys 0)"
 					 : "a NULL purgatory, op, keys, lens or "
 					   "watches");
+	if (nkeys > TW_WATCH_KEYS_MAX)
+		return TW_EINVAL_BECAUSE("tw_purgatory_try_complete_else_watch",
+					 "%zu keys, more than TW_WATCH_KEYS_MAX "
+					 "(65536)", nkeys);
 	for (size_t i = 0; i < nkeys; i++)
 		if (!keys[i] || lens[i] == 0 || lens[i] > TW_KEY_MAX)
 			return TW_EINVAL_BECAUSE("tw_purgatory_try_complete_else_watch",
@@ -310,9 +313,17 @@ static int check_watch_check(struct tw_purgatory *p, struct tw_delayed_op *op,
 	lock_op(op);
 	*done = op->ops->try_complete(op);
 	TW_TEST_POINT("watch.checked", op);
+	if (!*done) {
+		/* Every entry's reference and count, at once, before the
+		 * first is linked (where an unlink may drop it). */
+		tr_ref_get_n(op, (int)nkeys);
+		OP_ADD(op->linked, (int)nkeys);
+	}
 	for (i = 0; !*done && i < nkeys && rc == TW_OK; i++)
 		rc = watch(p, op, keys[i], lens[i], &watches[i]);
 	failed = rc != TW_OK;
+	if (failed)
+		OP_SUB(op->linked, (int)(nkeys - (i - 1))); /* not linked */
 	if (!*done && !failed)
 		*done = op->ops->try_complete(op);
 	if (failed) {
@@ -323,6 +334,10 @@ static int check_watch_check(struct tw_purgatory *p, struct tw_delayed_op *op,
 	unlock_op(op);
 	if (failed) {
 		TW_TEST_POINT("watch.failed", op);
+		/* The references of the entries never linked; the call holds
+		 * its own, so none of these is the last. */
+		for (size_t k = i - 1; k < nkeys; k++)
+			op_put(op);
 		while (i-- > 1)
 			unwatch(p, &watches[i - 1], keys[i - 1], lens[i - 1]);
 	}

@@ -79,8 +79,15 @@ static void test_purgatory_bad_input(void)
 	CHECK_EQ(tw_op_init(&bad.base, 10, &no_completion, NULL), TW_EINVAL);
 	CHECK_EQ(tw_op_init(&bad.base, 10, NULL, NULL), TW_EINVAL);
 	CHECK_EQ(tw_op_init(&bad.base, 10, &plain_ops, NULL), 0);
-	/* Keys: none, empty, too long, NULL. */
+	/* Keys: none, more than an op's count of references holds at once,
+	 * empty, too long, NULL. */
 	CHECK_EQ(tw_purgatory_try_complete_else_watch(p, &bad.base, keys, lens, 0, bad.watch), TW_EINVAL);
+	CHECK_EQ(tw_purgatory_try_complete_else_watch(p, &bad.base, keys, lens,
+						      (size_t)TW_WATCH_KEYS_MAX + 1, bad.watch),
+		 TW_EINVAL);
+	CHECK_EQ(tw_purgatory_try_complete_else_watch(p, &bad.base, keys, lens, SIZE_MAX,
+						      bad.watch),
+		 TW_EINVAL);
 	CHECK_EQ(tw_purgatory_try_complete_else_watch(p, &bad.base, keys, &zero, 1, bad.watch), TW_EINVAL);
 	CHECK_EQ(tw_purgatory_try_complete_else_watch(p, &bad.base, keys, lens, 2, bad.watch), TW_EINVAL);
 	CHECK_EQ(tw_purgatory_try_complete_else_watch(p, &bad.base, NULL, lens, 1, bad.watch), TW_EINVAL);
