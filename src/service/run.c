@@ -147,9 +147,10 @@ static void run_batch(struct tw_service *svc, unsigned ri);
 
 /* Under the shard's mutex: t (word) into runner ri's batch, at its end
  * (TAKEN). Its callback is read now, while a reinit cannot change it
- * under a run that has started. */
-static void take(struct tw_service *svc, unsigned ri,
-		 struct tw_service_timer *t, uint32_t word)
+ * under a run that has started. Inlined into the two loops that take. */
+static inline __attribute__((always_inline)) void
+take(struct tw_service *svc, unsigned ri, struct tw_service_timer *t,
+     uint32_t word)
 {
 	struct runner *r = &svc->runners[ri];
 	unsigned n = r->len++;
@@ -234,15 +235,18 @@ static bool due_now(struct tw_service *svc, int64_t due)
  * a periodic timer nobody touched during its run is re-armed at its due
  * time plus its period. Returns whether to run t again.
  */
-static bool run_end(struct tw_service *svc, unsigned ri,
-		    struct tw_service_timer *t, bool rearm, tw_service_fn **fn,
-		    bool *periodic)
+static __attribute__((noinline)) bool
+run_end_locked(struct tw_service *svc, unsigned ri, struct tw_service_timer *t,
+	       bool rearm, tw_service_fn **fn, bool *periodic);
+
+/* Inlined into run: the common end, a one-shot timer's, is a store or a
+ * compare-and-swap of the mark; the rest takes the shard's mutex. */
+static inline __attribute__((always_inline)) bool
+run_end(struct tw_service *svc, unsigned ri, struct tw_service_timer *t,
+	bool rearm, tw_service_fn **fn, bool *periodic)
 {
 	struct runner *r = &svc->runners[ri];
 	struct tw_service_timer *expect = t;
-	bool again = false, kick = false, filed = false;
-	struct shard *s;
-	uint32_t word;
 
 	if (!rearm) {
 		if (!svc->nexecutors) {
@@ -253,6 +257,18 @@ static bool run_end(struct tw_service *svc, unsigned ri,
 			return false;
 		TW_TEST_POINT("run.again", t);
 	}
+	return run_end_locked(svc, ri, t, rearm, fn, periodic);
+}
+
+static __attribute__((noinline)) bool
+run_end_locked(struct tw_service *svc, unsigned ri, struct tw_service_timer *t,
+	       bool rearm, tw_service_fn **fn, bool *periodic)
+{
+	struct runner *r = &svc->runners[ri];
+	bool again = false, kick = false, filed = false;
+	struct shard *s;
+	uint32_t word;
+
 	/* t is alive: a periodic timer its callback did not cancel, or one
 	 * an add is waiting for (its shard never changes while held). */
 	s = shard_of(svc, word_load(t));
@@ -316,8 +332,9 @@ static bool run_end(struct tw_service *svc, unsigned ri,
 /* Run t, which this runner has claimed, with the callback it was taken
  * with; then every run an add during it asks for (run_end). The thread's
  * current_svc and runner are the batch's (run_batch). */
-static void run(struct tw_service *svc, unsigned ri, struct tw_service_timer *t,
-		tw_service_fn *fn, bool periodic)
+static inline __attribute__((always_inline)) void
+run(struct tw_service *svc, unsigned ri, struct tw_service_timer *t,
+    tw_service_fn *fn, bool periodic)
 {
 	struct runner *r = &svc->runners[ri];
 	struct tw__svc_thread *self = &THIS_THREAD;
