@@ -192,8 +192,7 @@ reschedule_pending(struct tw_service *svc, struct shard *s,
 	} else {
 		tw_wheel_reschedule(&s->wheel, &t->wheel_timer, due);
 	}
-	bump(&s->stopped, 1);
-	bump(&s->added, 1);
+	bump(&s->moved, 1);
 	lower_reaper_sees(svc, s, end, kick);
 }
 
@@ -246,12 +245,13 @@ claim(struct tw_service *svc, struct tw_service_timer *t, uint32_t *word,
 
 /* The claim out of line, for a reschedule: one of a timer never added is
  * rare, and the claim inlined would cost every reschedule registers. */
-static __attribute__((noinline)) int claim_out_of_line(struct tw_service *svc,
-						       struct tw_service_timer *t,
-						       uint32_t *word,
-						       const char *call)
+static __attribute__((noinline)) int64_t
+claim_out_of_line(struct tw_service *svc, struct tw_service_timer *t,
+		  uint32_t word, const char *call)
 {
-	return claim(svc, t, word, call);
+	int rc = claim(svc, t, &word, call);
+
+	return rc ? rc : (int64_t)word; /* the word, or an error (< 0) */
 }
 
 /* Under s->mu: an add or a reschedule of t, whatever its state. (What
@@ -341,10 +341,17 @@ add_or_reschedule(struct tw_service *svc, struct tw_service_timer *t,
 					   "a non-NULL fn)");
 	word = word_load(t);
 	if (word_owner(word) != svc->owner_bits) {
-		rc = reschedule ? claim_out_of_line(svc, t, &word, call)
-				: claim(svc, t, &word, call);
-		if (rc)
-			return rc;
+		if (reschedule) {
+			int64_t claimed = claim_out_of_line(svc, t, word, call);
+
+			if (claimed < 0)
+				return (int)claimed;
+			word = (uint32_t)claimed;
+		} else {
+			rc = claim(svc, t, &word, call);
+			if (rc)
+				return rc;
+		}
 	} else if (word_shard(word) >= svc->nshards) {
 		return TW_EOWNER; /* a destroyed service's timer, ids wrapped */
 	}
