@@ -210,7 +210,7 @@ static unsigned take_batch(struct tw_service *svc, struct shard *s, unsigned ri,
 		struct tw_service_timer *t = svc_timer_of(list_timer(link));
 
 #if defined(__GNUC__)
-		__builtin_prefetch(next);
+		__builtin_prefetch(next, 1); /* take writes it */
 #endif
 		link->next = link->prev = NULL; /* off the list, as unlinked */
 		take(r, ri, n, t, word_load(t));

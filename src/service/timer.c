@@ -227,11 +227,7 @@ static inline __attribute__((always_inline)) int
 claim(struct tw_service *svc, struct tw_service_timer *t, uint32_t *word,
       const char *call)
 {
-	for (;;) {
-		if (word_has(*word, F_SHUT))
-			return refuse_shut(svc, t, call);
-		if (word_owner(*word))
-			return owner_check(svc, *word);
+	while (!(*word & (OWNER_MASK | F_SHUT))) {
 		uint32_t mine = svc->owner_bits | my_shard(svc) << SHARD_SHIFT;
 
 		TW_TEST_POINT("add.claiming", t);
@@ -241,6 +237,9 @@ claim(struct tw_service *svc, struct tw_service_timer *t, uint32_t *word,
 			return TW_OK;
 		}
 	}
+	if (word_has(*word, F_SHUT))
+		return refuse_shut(svc, t, call);
+	return owner_check(svc, *word);
 }
 
 /* The claim out of line, for a reschedule: one of a timer never added is
