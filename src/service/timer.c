@@ -290,6 +290,15 @@ static int add_locked(struct tw_service *svc, struct shard *s,
 	return rc;
 }
 
+/* An add or a reschedule of a timer without a callback. */
+static __attribute__((noinline, cold)) int refuse_no_callback(const char *call)
+{
+	(void)call; /* TW_EINVAL_BECAUSE drops its arguments in release */
+	return TW_EINVAL_BECAUSE(call, "%s", "the timer has no callback "
+				 "(tw_service_timer_init(t, fn) with a "
+				 "non-NULL fn)");
+}
+
 /* Wakes whoever must see what was just filed, after the shard's mutex
  * is let go: the reaper when the timer runs before its next look (kick),
  * or, in a manual service, a loop that asked for its timeout before. */
@@ -332,14 +341,19 @@ add_or_reschedule(struct tw_service *svc, struct tw_service_timer *t,
 	int rc;
 
 	(void)call; /* TW_EINVAL_BECAUSE drops its arguments in release */
-	if (!svc || !t || !callback_of(t))
+	if (!svc || !t)
 		return TW_EINVAL_BECAUSE(call, "%s", !svc ? "the service is NULL"
-					 : !t ? "the timer is NULL"
-					 : "the timer has no callback "
-					   "(tw_service_timer_init(t, fn) with "
-					   "a non-NULL fn)");
+							 : "the timer is NULL");
+	/* An add looks at the callback first. A reschedule, whose common
+	 * timer is pending and has one (reinit refuses a pending timer),
+	 * looks before a claim, or under the mutex where reinit changes it,
+	 * when the timer is not pending. */
+	if (!reschedule && !callback_of(t))
+		return refuse_no_callback(call);
 	word = word_load(t);
 	if (word_owner(word) != svc->owner_bits) {
+		if (reschedule && !callback_of(t))
+			return refuse_no_callback(call);
 		if (reschedule) {
 			int64_t claimed = claim_out_of_line(svc, t, word, call);
 
@@ -352,7 +366,8 @@ add_or_reschedule(struct tw_service *svc, struct tw_service_timer *t,
 				return rc;
 		}
 	} else if (word_shard(word) >= svc->nshards) {
-		return TW_EOWNER; /* a destroyed service's timer, ids wrapped */
+		/* A destroyed service's timer, ids wrapped. */
+		return callback_of(t) ? TW_EOWNER : refuse_no_callback(call);
 	}
 	s = shard_of(svc, word);
 	pthread_mutex_lock(&s->mu);
@@ -363,6 +378,9 @@ add_or_reschedule(struct tw_service *svc, struct tw_service_timer *t,
 		 * firing leaves it there (tw_wheel_reschedule_range). */
 		reschedule_pending(svc, s, t, word, due, slack, &kick);
 		rc = TW_SVC_STOPPED;
+	} else if (reschedule && !callback_of(t)) {
+		pthread_mutex_unlock(&s->mu);
+		return refuse_no_callback(call);
 	} else if ((word & (ST_MASK | F_RAN | F_SHUT)) == ST_IDLE && !s->closed) {
 		/* The common case of an add: idle, and no run of it to look
 		 * at. */
