@@ -113,10 +113,11 @@ lower_reaper_sees(struct tw_service *svc, struct shard *s,
  * cancel_sync still has to wait for it). Inlined: an add's common case
  * is this and the mutex, and its callers' constants (tr, run_going,
  * often slack) fold away. */
-static inline __attribute__((always_inline)) void link_pending(struct tw_service *svc, struct shard *s,
-			 struct tw_service_timer *t, uint32_t word, int64_t due,
-			 uint32_t slack, bool run_going, enum tw__svc_transition tr,
-			 bool *kick)
+static inline __attribute__((always_inline)) void
+link_pending(struct tw_service *svc, struct shard *s,
+	     struct tw_service_timer *t, uint32_t word, int64_t due,
+	     uint32_t slack, bool run_going, enum tw__svc_transition tr,
+	     bool *kick)
 {
 	int64_t end = due;
 
@@ -201,8 +202,8 @@ reschedule_pending(struct tw_service *svc, struct shard *s,
  * by design) the debug build names the mistake: the timer may well have
  * been freed since. */
 static __attribute__((noinline, cold)) int
-refuse_shut(const struct tw_service *svc,
-		       const struct tw_service_timer *t, const char *call)
+refuse_shut(const struct tw_service *svc, const struct tw_service_timer *t,
+	    const char *call)
 {
 #ifdef TW_DEBUG
 	if (!(THIS_THREAD.current == t && THIS_THREAD.current_svc == svc))
