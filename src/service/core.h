@@ -184,8 +184,10 @@ struct shard {
 	uint64_t fired;
 	struct shard *work_next;
 	/* Written under mu (a store each, no read-modify-write), read by
-	 * stats from any thread. */
-	_Atomic uint64_t added, stopped;
+	 * stats from any thread. moved: pending timers rescheduled, each an
+	 * add stopped and an add made, which stats counts in both (one
+	 * store a reschedule instead of two). */
+	_Atomic uint64_t added, stopped, moved;
 	struct tw_service *svc;
 };
 

@@ -525,8 +525,10 @@ void tw_service_stats(struct tw_service *svc, struct tw_service_stats *out)
 	if (!svc)
 		return;
 	for (unsigned i = 0; i < svc->nshards; i++) {
-		out->added += load_u64(&svc->shards[i].added);
-		out->stopped += load_u64(&svc->shards[i].stopped);
+		uint64_t moved = load_u64(&svc->shards[i].moved);
+
+		out->added += load_u64(&svc->shards[i].added) + moved;
+		out->stopped += load_u64(&svc->shards[i].stopped) + moved;
 	}
 	for (unsigned i = 0; i < svc->nrunners; i++) {
 		out->ran += load_u64(&svc->runners[i].ran);

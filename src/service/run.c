@@ -145,15 +145,14 @@ int tw_service_set_wake(struct tw_service *svc, tw_service_wake_fn *wake,
 
 static void run_batch(struct tw_service *svc, unsigned ri);
 
-/* Under the shard's mutex: t (word) into runner ri's batch, at its end
- * (TAKEN). Its callback is read now, while a reinit cannot change it
- * under a run that has started. */
-static void take(struct tw_service *svc, unsigned ri,
-		 struct tw_service_timer *t, uint32_t word)
+/* Under the shard's mutex: t (word) into runner ri's batch r at place n
+ * (TAKEN); the caller counts r->len. Its callback is read now, while a
+ * reinit cannot change it under a run that has started. Inlined into the
+ * two loops that take. */
+static inline __attribute__((always_inline)) void
+take(struct runner *r, unsigned ri, unsigned n, struct tw_service_timer *t,
+     uint32_t word)
 {
-	struct runner *r = &svc->runners[ri];
-	unsigned n = r->len++;
-
 	t->runner = (uint16_t)ri;
 	t->place = (uint16_t)n;
 	r->fn[n] = callback_of(t);
@@ -176,14 +175,18 @@ void tw__svc_fire(struct tw_wheel *w, struct tw_timer *wt)
 {
 	struct shard *s = tw_container_of(w, struct shard, wheel);
 	struct tw_service_timer *t = svc_timer_of(wt);
-	struct tw_service *svc = s->svc;
 	uint32_t word = word_load(t), queued = word_with(word, ST_QUEUED, 0, 0);
 
 	if (s->direct) {
+		/* Only without executors, where the scanner is runner 0. */
+		struct runner *r = &s->svc->runners[0];
+		unsigned n = r->len;
+
 		s->fired++;
-		if (svc->runners[SCANNER(svc)].len < BATCH) {
+		if (n < BATCH) {
+			r->len = n + 1;
 			word_set(t, word, queued, TR_expire);
-			take(svc, SCANNER(svc), t, queued);
+			take(r, 0, n, t, queued);
 			return;
 		}
 	}
@@ -193,24 +196,30 @@ void tw__svc_fire(struct tw_wheel *w, struct tw_timer *wt)
 }
 
 /* Under s->mu: up to `most` of the shard's expired timers into runner
- * ri's batch, oldest first. */
+ * ri's batch, oldest first: each taken as it is passed, and the run of
+ * them cut off the list once, at the end. */
 static unsigned take_batch(struct tw_service *svc, struct shard *s, unsigned ri,
 			   unsigned most)
 {
+	struct runner *r = &svc->runners[ri];
+	struct tw_link *head = &s->expired, *link = head->next;
 	unsigned n = 0;
 
-	svc->runners[ri].len = 0;
-	while (n < most && !list_empty(&s->expired)) {
-		struct tw_link *link = s->expired.next;
+	while (n < most && link != head) {
+		struct tw_link *next = link->next;
 		struct tw_service_timer *t = svc_timer_of(list_timer(link));
 
 #if defined(__GNUC__)
-		__builtin_prefetch(link->next);
+		__builtin_prefetch(next, 1); /* take writes it */
 #endif
-		list_unlink(link);
-		take(svc, ri, t, word_load(t));
+		link->next = link->prev = NULL; /* off the list, as unlinked */
+		take(r, ri, n, t, word_load(t));
 		n++;
+		link = next;
 	}
+	head->next = link;
+	link->prev = head;
+	r->len = n;
 	bump(&s->nexpired, -(int64_t)n);
 	return n;
 }
@@ -234,15 +243,18 @@ static bool due_now(struct tw_service *svc, int64_t due)
  * a periodic timer nobody touched during its run is re-armed at its due
  * time plus its period. Returns whether to run t again.
  */
-static bool run_end(struct tw_service *svc, unsigned ri,
-		    struct tw_service_timer *t, bool rearm, tw_service_fn **fn,
-		    bool *periodic)
+static __attribute__((noinline)) bool
+run_end_locked(struct tw_service *svc, unsigned ri, struct tw_service_timer *t,
+	       bool rearm, tw_service_fn **fn, bool *periodic);
+
+/* Inlined into run: the common end, a one-shot timer's, is a store or a
+ * compare-and-swap of the mark; the rest takes the shard's mutex. */
+static inline __attribute__((always_inline)) bool
+run_end(struct tw_service *svc, unsigned ri, struct tw_service_timer *t,
+	bool rearm, tw_service_fn **fn, bool *periodic)
 {
 	struct runner *r = &svc->runners[ri];
 	struct tw_service_timer *expect = t;
-	bool again = false, kick = false, filed = false;
-	struct shard *s;
-	uint32_t word;
 
 	if (!rearm) {
 		if (!svc->nexecutors) {
@@ -253,6 +265,18 @@ static bool run_end(struct tw_service *svc, unsigned ri,
 			return false;
 		TW_TEST_POINT("run.again", t);
 	}
+	return run_end_locked(svc, ri, t, rearm, fn, periodic);
+}
+
+static __attribute__((noinline)) bool
+run_end_locked(struct tw_service *svc, unsigned ri, struct tw_service_timer *t,
+	       bool rearm, tw_service_fn **fn, bool *periodic)
+{
+	struct runner *r = &svc->runners[ri];
+	bool again = false, kick = false, filed = false;
+	struct shard *s;
+	uint32_t word;
+
 	/* t is alive: a periodic timer its callback did not cancel, or one
 	 * an add is waiting for (its shard never changes while held). */
 	s = shard_of(svc, word_load(t));
@@ -337,23 +361,79 @@ static void run(struct tw_service *svc, unsigned ri, struct tw_service_timer *t,
 	tw__svc_wake_sync_waiters(svc);
 }
 
+/* The rest of run() after a periodic timer's callback. */
+static __attribute__((noinline)) void
+run_on(struct tw_service *svc, unsigned ri, struct tw_service_timer *t)
+{
+	tw_service_fn *fn = NULL;
+	bool periodic = false, again = run_end(svc, ri, t, true, &fn, &periodic);
+
+	TW_TEST_POINT("run.over", t);
+	if (again)
+		run(svc, ri, t, fn, periodic);
+	else
+		tw__svc_wake_sync_waiters(svc);
+}
+
+/* The rest of a one-shot run with executors whose mark an add tagged
+ * during it (RUN_AGAIN): run_end past its compare-and-swap. */
+static __attribute__((noinline)) void
+run_again(struct tw_service *svc, unsigned ri, struct tw_service_timer *t)
+{
+	tw_service_fn *fn = NULL;
+	bool periodic = false, again;
+
+	TW_TEST_POINT("run.again", t);
+	again = run_end_locked(svc, ri, t, false, &fn, &periodic);
+	TW_TEST_POINT("run.over", t);
+	if (again)
+		run(svc, ri, t, fn, periodic);
+	else
+		tw__svc_wake_sync_waiters(svc);
+}
+
+/* A claim that found its slot emptied by a cancel. The mark may have
+ * drawn an add meanwhile (deferred to this "run"'s end): end it as a
+ * run, which files that add. */
+static __attribute__((noinline)) void
+run_lost(struct tw_service *svc, unsigned ri, struct tw_service_timer *t)
+{
+	tw_service_fn *fn = NULL;
+	bool periodic = false;
+
+	if (run_end(svc, ri, t, false, &fn, &periodic))
+		run(svc, ri, t, fn, periodic);
+	else
+		tw__svc_wake_sync_waiters(svc);
+	TW_TEST_POINT("run.lost", t);
+}
+
 /* How far ahead of the timer it runs a runner starts loading the next
  * one's line. */
 #define PREFETCH_AHEAD 4
 
-/* Run runner ri's batch: claim each timer still in its slot and run it. */
+/* Run runner ri's batch: claim each timer still in its slot and run it.
+ * The loop is run() for the common timer, a one-shot one, whose end is
+ * its mark cleared (a store without executors, a compare-and-swap with
+ * them); every other end goes through run_on or run_again. The batch's
+ * length, and what the service's runners are, do not change while it
+ * runs (only this thread takes into it). */
 static void run_batch(struct tw_service *svc, unsigned ri)
 {
 	struct runner *r = &svc->runners[ri];
 	struct tw__svc_thread *self = &THIS_THREAD;
+	unsigned len = r->len;
+	bool plain_end = !svc->nexecutors;
+	bool caller = ri == SCANNER(svc) && svc->nexecutors;
 
 	self->current_svc = svc;
 	self->runner = ri;
-	for (unsigned i = 0; i < r->len; i++) {
+	for (unsigned i = 0; i < len; i++) {
 		struct tw_service_timer *t = slot_load(r, i);
+		tw_service_fn *fn;
 
 #if defined(__GNUC__)
-		if (i + PREFETCH_AHEAD < r->len)
+		if (i + PREFETCH_AHEAD < len)
 			__builtin_prefetch(slot_load(r, i + PREFETCH_AHEAD));
 #endif
 		if (!t)
@@ -363,21 +443,35 @@ static void run_batch(struct tw_service *svc, unsigned ri)
 		mark_store(r, t);
 		TW_TEST_POINT("run.claiming", t);
 		if (slot_claim(r, i) != t) {
-			/* A cancel took it back. The mark may have drawn
-			 * an add meanwhile (deferred to this "run"'s end):
-			 * end it as a run, which files that add. */
-			tw_service_fn *fn = NULL;
-			bool periodic = false;
-
-			if (run_end(svc, ri, t, false, &fn, &periodic))
-				run(svc, ri, t, fn, periodic);
-			else
-				tw__svc_wake_sync_waiters(svc);
-			TW_TEST_POINT("run.lost", t);
+			run_lost(svc, ri, t);
 			continue;
 		}
 		TW_TEST_POINT("run.claimed", t);
-		run(svc, ri, t, r->fn[i], r->periodic[i]);
+		fn = r->fn[i];
+		self->current = t;
+		self->rearm = r->periodic[i];
+		fn(svc, t); /* a one-shot timer may be freed from here on */
+		self->current = NULL;
+		bump(&r->ran, 1);
+		if (caller)
+			bump(&r->caller_ran, 1);
+		if (self->rearm) {
+			run_on(svc, ri, t);
+			continue;
+		}
+		/* run_end of a one-shot timer, inline. */
+		if (plain_end) {
+			mark_store(r, NULL);
+		} else {
+			struct tw_service_timer *expect = t;
+
+			if (!mark_cas(r, &expect, NULL)) {
+				run_again(svc, ri, t);
+				continue;
+			}
+		}
+		TW_TEST_POINT("run.over", t);
+		tw__svc_wake_sync_waiters(svc);
 	}
 	self->current_svc = NULL;
 	r->len = 0;

@@ -110,23 +110,28 @@ lower_reaper_sees(struct tw_service *svc, struct shard *s,
 
 /* Link t (word: IDLE) in its shard's wheel at due with a window of slack
  * ticks: PENDING. F_RAN stays while the run it names goes on (a
- * cancel_sync still has to wait for it). */
-static void link_pending(struct tw_service *svc, struct shard *s,
-			 struct tw_service_timer *t, uint32_t word, int64_t due,
-			 uint32_t slack, bool run_going, enum tw__svc_transition tr,
-			 bool *kick)
+ * cancel_sync still has to wait for it). Inlined: an add's common case
+ * is this and the mutex, and its callers' constants (tr, run_going,
+ * often slack) fold away. */
+static inline __attribute__((always_inline)) void
+link_pending(struct tw_service *svc, struct shard *s,
+	     struct tw_service_timer *t, uint32_t word, int64_t due,
+	     uint32_t slack, bool run_going, enum tw__svc_transition tr,
+	     bool *kick)
 {
 	int64_t end = due;
 
 	t->slack = slack;
 	set_grid(t, word, due);
+	/* Before the wheel's add, which then keeps nothing of the word
+	 * across its call: under the mutex the order is not seen. */
+	word_set(t, word, word_with(word, ST_PENDING, 0, run_going ? 0 : F_RAN), tr);
 	if (slack) {
 		end = tw__svc_window_end(svc, due, slack);
 		tw_wheel_add_range(&s->wheel, &t->wheel_timer, due, end);
 	} else {
 		tw_wheel_add(&s->wheel, &t->wheel_timer, due);
 	}
-	word_set(t, word, word_with(word, ST_PENDING, 0, run_going ? 0 : F_RAN), tr);
 	if (tr != TR_place) /* a deferred add was counted when deferred */
 		bump(&s->added, 1);
 	lower_reaper_sees(svc, s, end, kick);
@@ -173,20 +178,22 @@ void tw__svc_link(struct tw_service *svc, struct shard *s,
 
 /* A pending timer moved in its wheel: its earlier add ends (stopped), the
  * new one begins. */
-static void reschedule_pending(struct tw_service *svc, struct shard *s,
-			       struct tw_service_timer *t, int64_t due,
-			       uint32_t slack, bool *kick)
+static inline __attribute__((always_inline)) void
+reschedule_pending(struct tw_service *svc, struct shard *s,
+		   struct tw_service_timer *t, uint32_t word, int64_t due,
+		   uint32_t slack, bool *kick)
 {
-	int64_t end = tw__svc_window_end(svc, due, slack);
+	int64_t end = due;
 
 	t->slack = slack;
-	set_grid(t, word_load(t), due);
-	if (slack)
+	set_grid(t, word, due);
+	if (slack) {
+		end = tw__svc_window_end(svc, due, slack);
 		tw_wheel_reschedule_range(&s->wheel, &t->wheel_timer, due, end);
-	else
+	} else {
 		tw_wheel_reschedule(&s->wheel, &t->wheel_timer, due);
-	bump(&s->stopped, 1);
-	bump(&s->added, 1);
+	}
+	bump(&s->moved, 1);
 	lower_reaper_sees(svc, s, end, kick);
 }
 
@@ -194,8 +201,9 @@ static void reschedule_pending(struct tw_service *svc, struct shard *s,
  * From anywhere but its own callback (whose re-add the teardown refuses
  * by design) the debug build names the mistake: the timer may well have
  * been freed since. */
-static int refuse_shut(const struct tw_service *svc,
-		       const struct tw_service_timer *t, const char *call)
+static __attribute__((noinline, cold)) int
+refuse_shut(const struct tw_service *svc, const struct tw_service_timer *t,
+	    const char *call)
 {
 #ifdef TW_DEBUG
 	if (!(THIS_THREAD.current == t && THIS_THREAD.current_svc == svc))
@@ -214,15 +222,13 @@ static int refuse_shut(const struct tw_service *svc,
 }
 
 /* Claim a timer no service owns for svc and the calling thread's shard,
- * or read who owns it: the word with an owner, or an error. */
-static int claim(struct tw_service *svc, struct tw_service_timer *t,
-		 uint32_t *word, const char *call)
+ * or read who owns it: the word with an owner, or an error. Inlined: a
+ * first add is this one compare-and-swap more than any other add. */
+static inline __attribute__((always_inline)) int
+claim(struct tw_service *svc, struct tw_service_timer *t, uint32_t *word,
+      const char *call)
 {
-	for (;;) {
-		if (word_has(*word, F_SHUT))
-			return refuse_shut(svc, t, call);
-		if (word_owner(*word))
-			return owner_check(svc, *word);
+	while (!(*word & (OWNER_MASK | F_SHUT))) {
 		uint32_t mine = svc->owner_bits | my_shard(svc) << SHARD_SHIFT;
 
 		TW_TEST_POINT("add.claiming", t);
@@ -232,6 +238,20 @@ static int claim(struct tw_service *svc, struct tw_service_timer *t,
 			return TW_OK;
 		}
 	}
+	if (word_has(*word, F_SHUT))
+		return refuse_shut(svc, t, call);
+	return owner_check(svc, *word);
+}
+
+/* The claim out of line, for a reschedule: one of a timer never added is
+ * rare, and the claim inlined would cost every reschedule registers. */
+static __attribute__((noinline)) int64_t
+claim_out_of_line(struct tw_service *svc, struct tw_service_timer *t,
+		  uint32_t word, const char *call)
+{
+	int rc = claim(svc, t, &word, call);
+
+	return rc ? rc : (int64_t)word; /* the word, or an error (< 0) */
 }
 
 /* Under s->mu: an add or a reschedule of t, whatever its state. (What
@@ -255,7 +275,7 @@ static int add_locked(struct tw_service *svc, struct shard *s,
 	if (reschedule && word_state(word) == ST_PENDING) {
 		/* Moved where it is: a window that still holds its bucket's
 		 * firing leaves it there (tw_wheel_reschedule_range). */
-		reschedule_pending(svc, s, t, due, slack, kick);
+		reschedule_pending(svc, s, t, word, due, slack, kick);
 		return TW_SVC_STOPPED;
 	}
 	if (word_state(word) != ST_IDLE) {
@@ -271,9 +291,50 @@ static int add_locked(struct tw_service *svc, struct shard *s,
 	return rc;
 }
 
-static int add_or_reschedule(struct tw_service *svc, struct tw_service_timer *t,
-			     int64_t due, uint32_t slack, bool reschedule,
-			     const char *call)
+/* An add or a reschedule of a timer without a callback. */
+static __attribute__((noinline, cold)) int refuse_no_callback(const char *call)
+{
+	(void)call; /* TW_EINVAL_BECAUSE drops its arguments in release */
+	return TW_EINVAL_BECAUSE(call, "%s", "the timer has no callback "
+				 "(tw_service_timer_init(t, fn) with a "
+				 "non-NULL fn)");
+}
+
+/* Wakes whoever must see what was just filed, after the shard's mutex
+ * is let go: the reaper when the timer runs before its next look (kick),
+ * or, in a manual service, a loop that asked for its timeout before. */
+static inline __attribute__((always_inline)) void
+after_filing(struct tw_service *svc, bool kick)
+{
+	if (kick)
+		tw__svc_kick(svc);
+	else if (svc->cfg.manual && load_u64(&svc->wake_armed))
+		tw__svc_wake_loop(svc);
+}
+
+/* add_locked's whole path, from under s->mu to the wake-up: out of line,
+ * so that the common cases keep their few registers to themselves. */
+static __attribute__((noinline)) int
+add_locked_unlock(struct tw_service *svc, struct shard *s,
+		  struct tw_service_timer *t, uint32_t word, int64_t due,
+		  uint32_t slack, bool reschedule, const char *call)
+{
+	bool kick = false;
+	int rc = add_locked(svc, s, t, word, due, slack, reschedule, call, &kick);
+
+	pthread_mutex_unlock(&s->mu);
+	if (rc >= 0)
+		after_filing(svc, kick);
+	return rc;
+}
+
+/* Inlined into each caller, so that tw_service_add and
+ * tw_service_reschedule are each one function with their constants
+ * folded: the common cases (an idle timer added, a pending one moved)
+ * take the shard's mutex, file the timer and let go, and nothing else. */
+static inline __attribute__((always_inline)) int
+add_or_reschedule(struct tw_service *svc, struct tw_service_timer *t,
+		  int64_t due, uint32_t slack, bool reschedule, const char *call)
 {
 	struct shard *s;
 	uint32_t word;
@@ -281,38 +342,57 @@ static int add_or_reschedule(struct tw_service *svc, struct tw_service_timer *t,
 	int rc;
 
 	(void)call; /* TW_EINVAL_BECAUSE drops its arguments in release */
-	if (!svc || !t || !callback_of(t))
+	if (!svc || !t)
 		return TW_EINVAL_BECAUSE(call, "%s", !svc ? "the service is NULL"
-					 : !t ? "the timer is NULL"
-					 : "the timer has no callback "
-					   "(tw_service_timer_init(t, fn) with "
-					   "a non-NULL fn)");
+							 : "the timer is NULL");
+	/* An add looks at the callback first. A reschedule, whose common
+	 * timer is pending and has one (reinit refuses a pending timer),
+	 * looks before a claim, or under the mutex where reinit changes it,
+	 * when the timer is not pending. */
+	if (!reschedule && !callback_of(t))
+		return refuse_no_callback(call);
 	word = word_load(t);
 	if (word_owner(word) != svc->owner_bits) {
-		rc = claim(svc, t, &word, call);
-		if (rc)
-			return rc;
+		if (reschedule && !callback_of(t))
+			return refuse_no_callback(call);
+		if (reschedule) {
+			int64_t claimed = claim_out_of_line(svc, t, word, call);
+
+			if (claimed < 0)
+				return (int)claimed;
+			word = (uint32_t)claimed;
+		} else {
+			rc = claim(svc, t, &word, call);
+			if (rc)
+				return rc;
+		}
 	} else if (word_shard(word) >= svc->nshards) {
-		return TW_EOWNER; /* a destroyed service's timer, ids wrapped */
+		/* A destroyed service's timer, ids wrapped. */
+		return callback_of(t) ? TW_EOWNER : refuse_no_callback(call);
 	}
 	s = shard_of(svc, word);
 	pthread_mutex_lock(&s->mu);
 	word = word_load(t);
-	if ((word & (ST_MASK | F_RAN | F_SHUT)) == ST_IDLE && !s->closed) {
-		/* The common case: idle, and no run of it to look at. */
+	if (reschedule && (word & (ST_MASK | F_SHUT)) == ST_PENDING &&
+	    !s->closed) {
+		/* Moved where it is: a window that still holds its bucket's
+		 * firing leaves it there (tw_wheel_reschedule_range). */
+		reschedule_pending(svc, s, t, word, due, slack, &kick);
+		rc = TW_SVC_STOPPED;
+	} else if (reschedule && !callback_of(t)) {
+		pthread_mutex_unlock(&s->mu);
+		return refuse_no_callback(call);
+	} else if ((word & (ST_MASK | F_RAN | F_SHUT)) == ST_IDLE && !s->closed) {
+		/* The common case of an add: idle, and no run of it to look
+		 * at. */
 		rc = reschedule ? TW_SVC_IDLE : TW_OK;
 		link_pending(svc, s, t, word, due, slack, false, TR_add, &kick);
 	} else {
-		rc = add_locked(svc, s, t, word, due, slack, reschedule, call,
-				&kick);
+		return add_locked_unlock(svc, s, t, word, due, slack,
+					 reschedule, call);
 	}
 	pthread_mutex_unlock(&s->mu);
-	if (rc >= 0) {
-		if (kick)
-			tw__svc_kick(svc);
-		else if (svc->cfg.manual)
-			tw__svc_wake_loop(svc);
-	}
+	after_filing(svc, kick);
 	return rc;
 }
 
@@ -437,9 +517,12 @@ int tw_service_reschedule_range(struct tw_service *svc,
 
 /* Stop t under its shard's mutex; with shut, also refuse every later add
  * (F_SHUT). A timer no service owns has nothing to stop: with shut it is
- * marked all the same. call names the caller's function for a refusal. */
-int tw__svc_cancel(struct tw_service *svc, struct tw_service_timer *t,
-		   bool shut, const char *call)
+ * marked all the same. call names the caller's function for a refusal.
+ * Inlined into tw_service_cancel, where shut is false and a pending
+ * timer, the common case, leaves the wheel without a call. */
+static inline __attribute__((always_inline)) int
+cancel(struct tw_service *svc, struct tw_service_timer *t, bool shut,
+       const char *call)
 {
 	struct shard *s;
 	uint32_t word;
@@ -464,8 +547,19 @@ int tw__svc_cancel(struct tw_service *svc, struct tw_service_timer *t,
 	s = shard_of(svc, word);
 	pthread_mutex_lock(&s->mu);
 	word = word_load(t);
-	rc = tw__svc_stop_locked(svc, s, t, word);
-	if (shut && !word_has(word = word_load(t), F_SHUT))
+	if (word_state(word) == ST_PENDING) {
+		uint32_t idle = word_with(word, ST_IDLE, 0, 0);
+
+		tw_wheel_cancel(&s->wheel, &t->wheel_timer);
+		word_set(t, word, idle, TR_stop);
+		word = idle;
+		bump(&s->stopped, 1);
+		rc = TW_SVC_STOPPED;
+	} else {
+		rc = tw__svc_stop_locked(svc, s, t, word);
+		word = word_load(t);
+	}
+	if (shut && !word_has(word, F_SHUT))
 		word_set(t, word, word | F_SHUT, TR_shut);
 	pthread_mutex_unlock(&s->mu);
 	if (THIS_THREAD.current == t && THIS_THREAD.current_svc == svc)
@@ -473,9 +567,15 @@ int tw__svc_cancel(struct tw_service *svc, struct tw_service_timer *t,
 	return rc;
 }
 
+int tw__svc_cancel(struct tw_service *svc, struct tw_service_timer *t,
+		   bool shut, const char *call)
+{
+	return cancel(svc, t, shut, call);
+}
+
 int tw_service_cancel(struct tw_service *svc, struct tw_service_timer *t)
 {
-	return tw__svc_cancel(svc, t, false, "tw_service_cancel");
+	return cancel(svc, t, false, "tw_service_cancel");
 }
 
 /*

@@ -467,6 +467,45 @@ static void test_bad_input(void)
 	tw_service_destroy(other);
 }
 
+/* A reschedule of a timer without a callback is refused (TW_EINVAL) and
+ * changes nothing, whether no service owns the timer yet (it stays
+ * unclaimed: another service may still take it) or this one does and a
+ * reinit took its callback away (it is not filed, nothing is counted).
+ * The check that a pending timer's reschedule skips is still made for
+ * every other timer. */
+static void test_reschedule_without_a_callback_is_refused(void)
+{
+	struct tw_service *svc = manual_service(0), *other = manual_service(0);
+	struct tw_service_timer no_fn;
+	struct tw_service_stats st;
+	struct job a;
+
+	tw_service_timer_init(&no_fn, NULL);
+	CHECK_EQ(tw_service_reschedule(svc, &no_fn, 1500), TW_EINVAL);
+	CHECK_EQ(tw_service_timer_reinit(&no_fn, on_run), TW_OK);
+	CHECK_EQ(tw_service_add(other, &no_fn, 1500), TW_OK);
+	CHECK_EQ(tw_service_cancel(other, &no_fn), TW_SVC_STOPPED);
+
+	job_init(&a, 1, 0);
+	CHECK_EQ(tw_service_add(svc, &a.t, 1500), TW_OK);
+	CHECK_EQ(tw_service_cancel(svc, &a.t), TW_SVC_STOPPED);
+	CHECK_EQ(tw_service_timer_reinit(&a.t, NULL), TW_OK);
+	CHECK_EQ(tw_service_reschedule(svc, &a.t, 1200), TW_EINVAL);
+	CHECK_EQ(tw_service_add(svc, &a.t, 1200), TW_EINVAL);
+	CHECK_EQ(tw_service_count(svc), 0);
+	CHECK_EQ(tw_service_timer_reinit(&a.t, on_run), TW_OK);
+	CHECK_EQ(tw_service_reschedule(svc, &a.t, 1200), TW_SVC_IDLE);
+	set_clock(1200);
+	CHECK_EQ(tw_service_poll(svc), 1);
+	CHECK_EQ(atomic_load(&a.runs), 1);
+	tw_service_stats(svc, &st);
+	CHECK_EQ(st.added, 2);
+	CHECK_EQ(st.stopped, 1);
+	CHECK_EQ(st.ran, 1);
+	tw_service_destroy(svc);
+	tw_service_destroy(other);
+}
+
 /* Kafka mode on a virtual clock that starts below zero: a timer may run up
  * to a tick early (never more), as Kafka's; add_in with a negative delay
  * is due at once. */
@@ -522,6 +561,7 @@ int main(void)
 	RUN(test_callbacks_cancel_free_and_reenter);
 	RUN(test_shutdown_hands_back_pending);
 	RUN(test_bad_input);
+	RUN(test_reschedule_without_a_callback_is_refused);
 	RUN(test_kafka_mode_and_negative_times);
 	return check_report();
 }
