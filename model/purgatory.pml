@@ -761,9 +761,17 @@ proctype expirer()
 		goto gone   /* its entry taken back by this thread (SCEN 6) */
 	fi;
 	delayed--;
-	claim(W_SELF);
+	/* the claim of the timeout's own callback (claim_by_timeout): the
+	 * timeout's reference keeps the op, and its timer is the one
+	 * running, so no reference is taken and nothing is stopped */
+	atomic {
+		if
+		:: completed -> won = 0
+		:: else -> BEGIN_STEP; completed = 1; STEP(claim); won = 1
+		fi
+	}
 	if
-	:: won -> atomic { assert(!released); expires++ }
+	:: won -> atomic { assert(!released); completes++; expires++ }
 	:: else -> skip
 	fi;
 	maybe_purge();

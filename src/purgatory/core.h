@@ -191,8 +191,12 @@ struct tw_purgatory {
 };
 
 /* This thread's stripe: chosen at its first call, the same in every
- * purgatory. */
-TW_PG_HIDDEN extern _Thread_local unsigned tw__pg_tls_stripe; /* 0: none yet */
+ * purgatory. initial-exec: a load at a fixed offset from the thread
+ * pointer, where the shared library's default model calls
+ * __tls_get_addr at every count (4 bytes of the static TLS that glibc
+ * keeps for libraries loaded later, if the library is dlopen()ed). */
+#define TW_PG_TLS __attribute__((tls_model("initial-exec")))
+TW_PG_HIDDEN extern _Thread_local unsigned tw__pg_tls_stripe TW_PG_TLS; /* 0: none yet */
 TW_PG_HIDDEN extern atomic_uint tw__pg_stripes_handed;
 
 static inline struct entry_stripe *my_stripe(struct tw_purgatory *p)

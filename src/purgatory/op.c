@@ -198,6 +198,20 @@ bool tw_op_safe_try_complete(struct tw_delayed_op *op)
 	return done;
 }
 
+/* The timeout's own claim: its reference keeps the op alive (no other to
+ * take), and its timer is the one running (nothing to stop: a stop would
+ * take the service's lock to find it not pending). */
+static bool claim_by_timeout(struct tw_purgatory *p, struct tw_delayed_op *op)
+{
+	if (!tr_claim(op))
+		return false;
+	TW_TEST_POINT("force_complete.claimed", op);
+	if (OP_LOAD(op->linked))
+		count_completion(p);
+	op->ops->on_complete(op);
+	return true;
+}
+
 static void on_timeout(struct tw_service *svc, struct tw_service_timer *t)
 {
 	struct tw_delayed_op *op = tw_container_of(t, struct tw_delayed_op, timer);
@@ -206,7 +220,7 @@ static void on_timeout(struct tw_service *svc, struct tw_service_timer *t)
 
 	(void)svc;
 	count_delayed(p, -1);
-	if (claim_and_complete(op) && op->ops->on_expiration)
+	if (claim_by_timeout(p, op) && op->ops->on_expiration)
 		op->ops->on_expiration(op);
 	op_put(op); /* the timeout's reference */
 	tw__pg_maybe_purge(p);

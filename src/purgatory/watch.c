@@ -185,7 +185,7 @@ static void unpin_locked(struct pshard *sh, struct tw_watchers *ws,
 
 /* ---- calls in progress ---- */
 
-_Thread_local unsigned tw__pg_tls_stripe;
+_Thread_local unsigned tw__pg_tls_stripe TW_PG_TLS;
 atomic_uint tw__pg_stripes_handed;
 
 /* A call's way in: NULL once shutdown began. seq_cst on both sides (the
