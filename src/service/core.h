@@ -264,7 +264,12 @@ struct tw__svc_thread {
 	bool rearm;
 	struct tw_service *scanning; /* the service it scans for */
 };
-extern _Thread_local struct tw__svc_thread tw__svc_this_thread TW_HIDDEN;
+/* initial-exec: read at a fixed offset from the thread pointer; the
+ * shared library's default model calls __tls_get_addr at every add,
+ * cancel and run (a dlopen()ed library takes these bytes from the static
+ * TLS glibc keeps for that). */
+#define TW_SVC_TLS __attribute__((tls_model("initial-exec")))
+extern _Thread_local struct tw__svc_thread tw__svc_this_thread TW_HIDDEN TW_SVC_TLS;
 #define THIS_THREAD tw__svc_this_thread
 
 /* ---- the atomics ----

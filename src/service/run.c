@@ -28,7 +28,7 @@
 
 #include "core.h"
 
-_Thread_local struct tw__svc_thread tw__svc_this_thread;
+_Thread_local struct tw__svc_thread tw__svc_this_thread TW_SVC_TLS;
 
 TW_HIDDEN void tw__svc_link(struct tw_service *svc, struct shard *s,
 			    struct tw_service_timer *t, uint32_t word,

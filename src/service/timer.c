@@ -30,7 +30,7 @@
 
 #include "core.h"
 
-static _Thread_local unsigned tls_shard_seq; /* 0: not yet */
+static _Thread_local unsigned tls_shard_seq TW_SVC_TLS; /* 0: not yet */
 static atomic_uint shard_threads_seen;
 
 /* The calling thread's shard: chosen at its first add, round robin (the
