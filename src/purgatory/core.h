@@ -103,19 +103,14 @@
 #define TW_PURGATORY_CORE_H
 
 #define _POSIX_C_SOURCE 200809L
-#define _DEFAULT_SOURCE /* syscall(): the own lock's futex */
+#define _DEFAULT_SOURCE /* syscall(): the own lock's futex (lock.h) */
 
-#include <sched.h>
-#ifdef __linux__
-#include <linux/futex.h>
-#include <sys/syscall.h>
-#include <unistd.h>
-#endif
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "../list.h"
+#include "../lock.h"
 #include "../service/for_purgatory.h"
 #include "../test_point.h"
 #include "timingwheel/purgatory.h"
@@ -302,62 +297,15 @@ static inline struct tw_watch *chain_next(const struct tw_watch *w, bool *claime
 	return (struct tw_watch *)(v & ~(uintptr_t)1);
 }
 
-/* The op's own lock: own_lock is OWN_FREE, OWN_HELD, or OWN_SLEEPERS
- * (held, and someone may sleep on it, so the release must wake one). */
-enum { OWN_FREE = 0, OWN_HELD = 1, OWN_SLEEPERS = 2 };
-
-static inline void own_lock_sleep(unsigned *word)
-{
-#ifdef __linux__
-	/* Returns at once if the word is no longer OWN_SLEEPERS. */
-	syscall(SYS_futex, word, FUTEX_WAIT_PRIVATE, OWN_SLEEPERS, NULL, NULL, 0);
-#else
-	(void)word;
-	sched_yield();
-#endif
-}
-
-static inline void own_lock_wake_one(unsigned *word)
-{
-#ifdef __linux__
-	syscall(SYS_futex, word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
-#else
-	(void)word;
-#endif
-}
-
-static inline void own_lock_acquire(unsigned *word)
-{
-	unsigned seen = OWN_FREE;
-
-	if (__atomic_compare_exchange_n(word, &seen, OWN_HELD, false,
-					__ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
-		return;
-	/* Whoever takes it from here on takes it as OWN_SLEEPERS: it cannot
-	 * know whether another sleeper is left, so its release wakes one
-	 * (at worst a wake-up nobody needed). */
-	if (seen != OWN_SLEEPERS)
-		seen = __atomic_exchange_n(word, OWN_SLEEPERS, __ATOMIC_ACQUIRE);
-	while (seen != OWN_FREE) {
-		own_lock_sleep(word);
-		seen = __atomic_exchange_n(word, OWN_SLEEPERS, __ATOMIC_ACQUIRE);
-	}
-}
-
-static inline void own_lock_release(unsigned *word)
-{
-	/* The op stays alive across this: every caller holds a reference
-	 * (or owns an op the purgatory never saw). */
-	if (__atomic_exchange_n(word, OWN_FREE, __ATOMIC_RELEASE) == OWN_SLEEPERS)
-		own_lock_wake_one(word);
-}
-
+/* The op's own lock (lock.h); the op stays alive across its release:
+ * every caller holds a reference, a pin of a list the op is on, or owns
+ * an op the purgatory never saw. */
 static inline void lock_op(struct tw_delayed_op *op)
 {
 	if (op->shared_lock)
 		pthread_mutex_lock(op->shared_lock);
 	else
-		own_lock_acquire(&op->own_lock);
+		tw__lock_acquire(&op->own_lock);
 }
 
 static inline void unlock_op(struct tw_delayed_op *op)
@@ -365,7 +313,7 @@ static inline void unlock_op(struct tw_delayed_op *op)
 	if (op->shared_lock)
 		pthread_mutex_unlock(op->shared_lock);
 	else
-		own_lock_release(&op->own_lock);
+		tw__lock_release(&op->own_lock);
 }
 
 /* The op's condition checked under its lock; the caller holds a reference

@@ -128,6 +128,7 @@
 
 #include "../debug.h"
 #include "../list.h"
+#include "../lock.h"
 #include "../test_point.h"
 #include "../wheel/for_service.h"
 #include "for_purgatory.h"
@@ -163,7 +164,7 @@ struct runner {
 };
 
 struct shard {
-	_Alignas(64) pthread_mutex_t mu;
+	_Alignas(64) unsigned mu; /* lock.h: shard_lock() */
 	struct tw_wheel wheel;
 	struct tw_link expired;   /* QUEUED timers, oldest first */
 	struct tw_link handing;   /* shutdown's list */
@@ -190,6 +191,18 @@ struct shard {
 	_Atomic uint64_t added, stopped, moved;
 	struct tw_service *svc;
 };
+
+/* A shard's lock (lock.h): held for a few lines by every add, cancel,
+ * reschedule and batch, and never waited on with a condition variable. */
+static inline void shard_lock(struct shard *s)
+{
+	tw__lock_acquire(&s->mu);
+}
+
+static inline void shard_unlock(struct shard *s)
+{
+	tw__lock_release(&s->mu);
+}
 
 struct tw_service {
 	struct tw_service_config cfg;

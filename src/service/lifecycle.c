@@ -258,7 +258,7 @@ static int reinit(struct tw_service_timer *t, tw_service_fn *fn,
 	svc = tw__svc_of_owner(word);
 	if (svc) {
 		s = shard_of(svc, word);
-		pthread_mutex_lock(&s->mu);
+		shard_lock(s);
 		word = word_load(t);
 		if (word_state(word) == ST_TAKEN && !word_has(word, F_PERIODIC) &&
 		    !taken_unclaimed(svc, t)) {
@@ -295,7 +295,7 @@ static int reinit(struct tw_service_timer *t, tw_service_fn *fn,
 		}
 	}
 	if (s)
-		pthread_mutex_unlock(&s->mu);
+		shard_unlock(s);
 	return rc;
 }
 
@@ -321,7 +321,6 @@ static void free_service(struct tw_service *svc)
 	for (unsigned i = 0; svc->shards && i < svc->nshards; i++) {
 		if (svc->shards[i].wheel.buckets)
 			tw_wheel_destroy(&svc->shards[i].wheel);
-		pthread_mutex_destroy(&svc->shards[i].mu);
 	}
 	if (svc->owner_bits)
 		id_give_back(svc->owner_bits >> OWNER_SHIFT);
@@ -452,17 +451,13 @@ static int alloc_parts(struct tw_service *svc)
 	for (unsigned i = 0; i < svc->nshards; i++) {
 		struct shard *s = &svc->shards[i];
 
-		pthread_mutex_init(&s->mu, NULL);
 		list_init(&s->expired);
 		list_init(&s->handing);
 		s->reaper_sees = INT64_MIN; /* the first add kicks */
 		s->svc = svc;
 		if (tw_wheel_init(&s->wheel, svc->cfg.tick, svc->cfg.wheel_size,
-				  now, svc->cfg.mode) != TW_OK) {
-			for (unsigned j = i + 1; j < svc->nshards; j++)
-				pthread_mutex_init(&svc->shards[j].mu, NULL);
+				  now, svc->cfg.mode) != TW_OK)
 			return TW_ENOMEM;
-		}
 	}
 	return TW_OK;
 }
@@ -546,9 +541,9 @@ size_t tw_service_count(struct tw_service *svc)
 	if (!svc)
 		return 0;
 	for (unsigned i = 0; i < svc->nshards; i++) {
-		pthread_mutex_lock(&svc->shards[i].mu);
+		shard_lock(&svc->shards[i]);
 		n += tw_wheel_count(&svc->shards[i].wheel);
-		pthread_mutex_unlock(&svc->shards[i].mu);
+		shard_unlock(&svc->shards[i]);
 	}
 	return n;
 }
@@ -598,7 +593,7 @@ static void collect_all(struct tw_service *svc)
 		struct shard *s = &svc->shards[i];
 		struct tw_timer *broken;
 
-		pthread_mutex_lock(&s->mu);
+		shard_lock(s);
 		if (tw__wheel_drain_checked(&s->wheel, collect_pending, &broken) ==
 			    TW_ECORRUPT &&
 		    !svc->broken)
@@ -610,7 +605,7 @@ static void collect_all(struct tw_service *svc)
 			bump(&s->nexpired, -1);
 			collect_pending(&s->wheel, wt);
 		}
-		pthread_mutex_unlock(&s->mu);
+		shard_unlock(s);
 	}
 }
 
@@ -631,9 +626,9 @@ static int64_t hand_back_all(struct tw_service *svc,
 			struct tw_service_timer *t;
 			uint32_t word;
 
-			pthread_mutex_lock(&s->mu);
+			shard_lock(s);
 			if (list_empty(&s->handing)) {
-				pthread_mutex_unlock(&s->mu);
+				shard_unlock(s);
 				break;
 			}
 			t = svc_timer_of(list_timer(s->handing.next));
@@ -643,7 +638,7 @@ static int64_t hand_back_all(struct tw_service *svc,
 			mark_store(r, t);
 			word_set(t, word, word_with(word, ST_IDLE, F_RAN, 0),
 				 TR_hand_back);
-			pthread_mutex_unlock(&s->mu);
+			shard_unlock(s);
 			n++;
 			bump(&svc->handed_back, 1);
 			TW_TEST_POINT("shutdown.hand_back", t);
@@ -721,9 +716,9 @@ int64_t tw_service_shutdown(struct tw_service *svc,
 	svc->closing = true;
 	pthread_mutex_unlock(&svc->scan_mu);
 	for (unsigned i = 0; i < svc->nshards; i++) {
-		pthread_mutex_lock(&svc->shards[i].mu);
+		shard_lock(&svc->shards[i]);
 		svc->shards[i].closed = true;
-		pthread_mutex_unlock(&svc->shards[i].mu);
+		shard_unlock(&svc->shards[i]);
 	}
 	stop_threads(svc);
 	TW_TEST_POINT("shutdown.drain", svc);

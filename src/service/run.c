@@ -280,7 +280,7 @@ run_end_locked(struct tw_service *svc, unsigned ri, struct tw_service_timer *t,
 	/* t is alive: a periodic timer its callback did not cancel, or one
 	 * an add is waiting for (its shard never changes while held). */
 	s = shard_of(svc, word_load(t));
-	pthread_mutex_lock(&s->mu);
+	shard_lock(s);
 	word = word_load(t);
 	if (word_state(word) == ST_DEFERRED) {
 		if (due_now(svc, t->wheel_timer.due)) {
@@ -327,7 +327,7 @@ run_end_locked(struct tw_service *svc, unsigned ri, struct tw_service_timer *t,
 		}
 	}
 	mark_store(r, again ? t : NULL);
-	pthread_mutex_unlock(&s->mu);
+	shard_unlock(s);
 	/* A manual loop did not see what this run's end filed (nor, for a
 	 * deferred add, what the add made: it waited for this end). */
 	if (kick)
@@ -541,12 +541,12 @@ void *tw__svc_executor_main(void *arg)
 		pthread_mutex_unlock(&svc->work_mu);
 		if (!s)
 			break;
-		pthread_mutex_lock(&s->mu);
+		shard_lock(s);
 		take_batch(svc, s, index, share(svc));
 		s->posted = false;
 		if (!list_empty(&s->expired))
 			post(svc, s); /* more: the next executor helps */
-		pthread_mutex_unlock(&s->mu);
+		shard_unlock(s);
 		TW_TEST_POINT("executor.took", svc);
 		run_batch(svc, index);
 	}
@@ -570,7 +570,7 @@ static int64_t scan_shard(struct tw_service *svc, struct shard *s, int64_t now,
 	int64_t n = 0, when;
 	unsigned me = SCANNER(svc);
 
-	pthread_mutex_lock(&s->mu);
+	shard_lock(s);
 	if (!svc->nexecutors) {
 		/* The scanner runs what expires as it expires (tw__svc_fire);
 		 * then the last batch; then it looks at what is left. */
@@ -582,15 +582,15 @@ static int64_t scan_shard(struct tw_service *svc, struct shard *s, int64_t now,
 		/* The batch the advance filled, then the rest of what it
 		 * expired, a batch a lock hold, oldest first. */
 		while (svc->runners[me].len || take_batch(svc, s, me, BATCH)) {
-			pthread_mutex_unlock(&s->mu);
+			shard_unlock(s);
 			TW_TEST_POINT("scan.batch", svc);
 			run_batch(svc, me);
-			pthread_mutex_lock(&s->mu);
+			shard_lock(s);
 		}
 		*next = tw_wheel_next_expiry(&s->wheel, &when) ? when : INT64_MAX;
 		if (reaper)
 			s->reaper_sees = *next;
-		pthread_mutex_unlock(&s->mu);
+		shard_unlock(s);
 		return n;
 	}
 	before = load_u64(&s->nexpired);
@@ -611,12 +611,12 @@ static int64_t scan_shard(struct tw_service *svc, struct shard *s, int64_t now,
 		if (over <= 0 ||
 		    !take_batch(svc, s, me, over < BATCH ? (unsigned)over : BATCH))
 			break;
-		pthread_mutex_unlock(&s->mu);
+		shard_unlock(s);
 		TW_TEST_POINT("scan.batch", svc);
 		run_batch(svc, me);
-		pthread_mutex_lock(&s->mu);
+		shard_lock(s);
 	}
-	pthread_mutex_unlock(&s->mu);
+	shard_unlock(s);
 	return n;
 }
 
@@ -759,12 +759,12 @@ bool tw_service_next_expiry(struct tw_service *svc, int64_t *when)
 		struct shard *s = &svc->shards[i];
 		int64_t w;
 
-		pthread_mutex_lock(&s->mu);
+		shard_lock(s);
 		if (tw_wheel_next_expiry(&s->wheel, &w) && (!any || w < *when)) {
 			*when = w;
 			any = true;
 		}
-		pthread_mutex_unlock(&s->mu);
+		shard_unlock(s);
 	}
 	return any;
 }

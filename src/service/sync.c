@@ -132,18 +132,18 @@ int tw__svc_wait_unreferenced(struct tw_service *svc, struct tw_service_timer *t
 		unsigned runner;
 		bool going;
 
-		pthread_mutex_lock(&s->mu);
+		shard_lock(s);
 		word = word_load(t);
 		if (word_state(word) != ST_IDLE) {
 			/* Added again since our stop: that add's now. */
-			pthread_mutex_unlock(&s->mu);
+			shard_unlock(s);
 			break;
 		}
 		runner = t->runner;
 		going = run_going_on(svc, t, word);
 		if (!going && word_has(word, F_RAN))
 			word_set(t, word, word & ~(uint32_t)F_RAN, TR_settle);
-		pthread_mutex_unlock(&s->mu);
+		shard_unlock(s);
 		if (!going || (own && runner == self->runner))
 			break;
 		if (self->current && wait_closes_ring(&me, runner, &posted)) {

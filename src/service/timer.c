@@ -322,7 +322,7 @@ add_locked_unlock(struct tw_service *svc, struct shard *s,
 	bool kick = false;
 	int rc = add_locked(svc, s, t, word, due, slack, reschedule, call, &kick);
 
-	pthread_mutex_unlock(&s->mu);
+	shard_unlock(s);
 	if (rc >= 0)
 		after_filing(svc, kick);
 	return rc;
@@ -371,7 +371,7 @@ add_or_reschedule(struct tw_service *svc, struct tw_service_timer *t,
 		return callback_of(t) ? TW_EOWNER : refuse_no_callback(call);
 	}
 	s = shard_of(svc, word);
-	pthread_mutex_lock(&s->mu);
+	shard_lock(s);
 	word = word_load(t);
 	if (reschedule && (word & (ST_MASK | F_SHUT)) == ST_PENDING &&
 	    !s->closed) {
@@ -380,7 +380,7 @@ add_or_reschedule(struct tw_service *svc, struct tw_service_timer *t,
 		reschedule_pending(svc, s, t, word, due, slack, &kick);
 		rc = TW_SVC_STOPPED;
 	} else if (reschedule && !callback_of(t)) {
-		pthread_mutex_unlock(&s->mu);
+		shard_unlock(s);
 		return refuse_no_callback(call);
 	} else if ((word & (ST_MASK | F_RAN | F_SHUT)) == ST_IDLE && !s->closed) {
 		/* The common case of an add: idle, and no run of it to look
@@ -391,7 +391,7 @@ add_or_reschedule(struct tw_service *svc, struct tw_service_timer *t,
 		return add_locked_unlock(svc, s, t, word, due, slack,
 					 reschedule, call);
 	}
-	pthread_mutex_unlock(&s->mu);
+	shard_unlock(s);
 	after_filing(svc, kick);
 	return rc;
 }
@@ -545,7 +545,7 @@ cancel(struct tw_service *svc, struct tw_service_timer *t, bool shut,
 		return TW_EOWNER; /* a destroyed service's timer, ids wrapped */
 	TW_TEST_POINT("cancel.locking", t);
 	s = shard_of(svc, word);
-	pthread_mutex_lock(&s->mu);
+	shard_lock(s);
 	word = word_load(t);
 	if (word_state(word) == ST_PENDING) {
 		uint32_t idle = word_with(word, ST_IDLE, 0, 0);
@@ -561,7 +561,7 @@ cancel(struct tw_service *svc, struct tw_service_timer *t, bool shut,
 	}
 	if (shut && !word_has(word, F_SHUT))
 		word_set(t, word, word | F_SHUT, TR_shut);
-	pthread_mutex_unlock(&s->mu);
+	shard_unlock(s);
 	if (THIS_THREAD.current == t && THIS_THREAD.current_svc == svc)
 		THIS_THREAD.rearm = false; /* its run is its last: it may free itself */
 	return rc;
@@ -595,13 +595,13 @@ int tw__service_stop_pending(struct tw_service *svc, struct tw_service_timer *t)
 	    word_shard(word) >= svc->nshards)
 		return TW_SVC_IDLE;
 	s = shard_of(svc, word);
-	pthread_mutex_lock(&s->mu);
+	shard_lock(s);
 	word = word_load(t);
 	st = word_state(word);
 	if (st == ST_PENDING || st == ST_QUEUED || st == ST_DEFERRED ||
 	    (st == ST_TAKEN && taken_unclaimed(svc, t)))
 		rc = tw__svc_stop_locked(svc, s, t, word);
-	pthread_mutex_unlock(&s->mu);
+	shard_unlock(s);
 	TW_TEST_POINT("stop_pending.done", t);
 	return rc == TW_SVC_STOPPED ? TW_SVC_STOPPED : TW_SVC_IDLE;
 }

@@ -335,12 +335,12 @@ static void test_a_full_batch_runs_after_the_advance(void)
 	batch = sp_arm("scan.batch", svc);
 	sp_spawn(&p, poll_thread, &poller);
 	CHECK(sp_wait(batch, &p.done));
-	pthread_mutex_lock(&s->mu);
+	shard_lock(s);
 	if (tw_wheel_check(&s->wheel, why, sizeof(why)) != 0) {
 		fprintf(stderr, "the shard's wheel at scan.batch: %s\n", why);
 		CHECK(0);
 	}
-	pthread_mutex_unlock(&s->mu);
+	shard_unlock(s);
 	/* The last timer, not in the first batch: moved to [3000, 3500]. */
 	CHECK_EQ(tw_service_reschedule_range(svc, &j[N - 1].t, 3000, 3500),
 		 TW_SVC_STOPPED);
