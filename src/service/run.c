@@ -361,6 +361,19 @@ static void run(struct tw_service *svc, unsigned ri, struct tw_service_timer *t,
 	tw__svc_wake_sync_waiters(svc);
 }
 
+/* A run's end decided: t runs again (fn, periodic), or its waiters are
+ * told it is over. */
+static void run_over(struct tw_service *svc, unsigned ri,
+		     struct tw_service_timer *t, bool again, tw_service_fn *fn,
+		     bool periodic)
+{
+	TW_TEST_POINT("run.over", t);
+	if (again)
+		run(svc, ri, t, fn, periodic);
+	else
+		tw__svc_wake_sync_waiters(svc);
+}
+
 /* The rest of run() after a periodic timer's callback. */
 static __attribute__((noinline)) void
 run_on(struct tw_service *svc, unsigned ri, struct tw_service_timer *t)
@@ -368,11 +381,7 @@ run_on(struct tw_service *svc, unsigned ri, struct tw_service_timer *t)
 	tw_service_fn *fn = NULL;
 	bool periodic = false, again = run_end(svc, ri, t, true, &fn, &periodic);
 
-	TW_TEST_POINT("run.over", t);
-	if (again)
-		run(svc, ri, t, fn, periodic);
-	else
-		tw__svc_wake_sync_waiters(svc);
+	run_over(svc, ri, t, again, fn, periodic);
 }
 
 /* The rest of a one-shot run with executors whose mark an add tagged
@@ -385,11 +394,7 @@ run_again(struct tw_service *svc, unsigned ri, struct tw_service_timer *t)
 
 	TW_TEST_POINT("run.again", t);
 	again = run_end_locked(svc, ri, t, false, &fn, &periodic);
-	TW_TEST_POINT("run.over", t);
-	if (again)
-		run(svc, ri, t, fn, periodic);
-	else
-		tw__svc_wake_sync_waiters(svc);
+	run_over(svc, ri, t, again, fn, periodic);
 }
 
 /* A claim that found its slot emptied by a cancel. The mark may have

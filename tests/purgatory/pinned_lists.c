@@ -26,18 +26,6 @@ static void *check_parked_key(void *arg)
 	return NULL;
 }
 
-static size_t keys_listed(struct tw_purgatory *p)
-{
-	size_t n = 0;
-
-	for (unsigned i = 0; i < p->nshards; i++) {
-		pthread_mutex_lock(&p->shards[i].mu);
-		n += p->shards[i].nkeys;
-		pthread_mutex_unlock(&p->shards[i].mu);
-	}
-	return n;
-}
-
 /* n ops watch the key, their condition false, their timeouts armed; a
  * check on another thread is parked with all of them in its snapshot. */
 static struct tw_purgatory *park_a_check(struct gop *ops, int n,

@@ -561,18 +561,6 @@ static struct tw_purgatory *chunked_start(struct sp_thread *checker, int *parked
 	return p;
 }
 
-static size_t keys_listed(struct tw_purgatory *p)
-{
-	size_t n = 0;
-
-	for (unsigned i = 0; i < p->nshards; i++) {
-		pthread_mutex_lock(&p->shards[i].mu);
-		n += p->shards[i].nkeys;
-		pthread_mutex_unlock(&p->shards[i].mu);
-	}
-	return n;
-}
-
 /* Every op ended once (completed or handed back), none expired, the list
  * is gone; then every op is released once. */
 static void chunked_finish(struct tw_purgatory *p)

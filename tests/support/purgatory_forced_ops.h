@@ -102,6 +102,19 @@ static inline int gop_watch(struct gop *o)
 						    &o->w);
 }
 
+/* Keys with a list, over every shard (each read under its lock). */
+static inline size_t keys_listed(struct tw_purgatory *p)
+{
+	size_t n = 0;
+
+	for (unsigned i = 0; i < p->nshards; i++) {
+		pthread_mutex_lock(&p->shards[i].mu);
+		n += p->shards[i].nkeys;
+		pthread_mutex_unlock(&p->shards[i].mu);
+	}
+	return n;
+}
+
 static inline int64_t check_key(struct tw_purgatory *p, const char *key)
 {
 	return tw_purgatory_check_and_complete(p, key, strlen(key));
