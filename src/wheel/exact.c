@@ -101,6 +101,180 @@ void tw__insert_exact_slow(struct tw_wheel *w, struct tw_timer *t, int64_t key)
 	}
 }
 
+/* ---- moving a popped bucket down ----
+ *
+ * Where an expiry's instructions go: every timer that fires passes here
+ * once for each level it comes down and once more to fire (an idle
+ * timeout 30 s out: twice, then once). So this is tw__move_down for exact
+ * mode with what one call's timers share read once -- the clock, which no
+ * callback can move, and the tick -- and a filing that tests a bucket's
+ * emptiness by its count before the append (a timer moved into level 1
+ * has its bucket's key, which the add's test, key <= min_key, takes for a
+ * bucket to fill). A fired timer keeps its stale links: only t->bucket
+ * says whether a timer is pending.
+ *
+ * A drain also puts a timer due at a pop of the level below it (a
+ * multiple of that level's span: a window's aligned tick usually is) first
+ * in the bucket that pops then, where it fires at its own tick without
+ * coming down any further, as a windowed timer does; a bucket moved at
+ * once files each timer by its key alone. */
+
+/* file_exact() at 64 buckets a level for a timer the caller has counted
+ * already. false: nothing done (a level to create, or a key one bucket
+ * past the level found). */
+hot_inline bool refile64(struct tw_level *levels, uint32_t nlevels, struct tw_wheel *w,
+			 struct tw_timer *t, int64_t key)
+{
+	uint64_t distance = (uint64_t)key - (uint64_t)levels[0].clock;
+	unsigned i = level64(distance | 1);
+	struct tw_level *lv;
+	struct tw_bucket *b;
+	int64_t number;
+	size_t count;
+
+	if (__builtin_expect(i >= nlevels, 0))
+		return false;
+	lv = &levels[i];
+	number = shift_floor(key, lv->shift);
+	if (__builtin_expect((uint64_t)number - (uint64_t)lv->clock >= 64, 0))
+		return false;
+	b = &lv->slots[(uint64_t)number & 63];
+	count = b->count;
+	list_append(&b->head, &t->link);
+	b->count = count + 1;
+	t->bucket = b;
+	if (__builtin_expect(count == 0, 0))
+		bucket_fill(w, lv, b, number, key);
+	else if (key < b->min_key)
+		b->min_key = key;
+	return true;
+}
+
+/* The timer's key is a pop of level lv (above level 1, below the level
+ * draining): first in the bucket that pops then, if that bucket is one of
+ * the level's live ones and is not draining itself. */
+static inline bool file_at_pop(struct tw_wheel *w, struct tw_level *lv,
+			       struct tw_timer *t, int64_t key)
+{
+	int64_t number;
+	struct tw_bucket *b;
+
+	if ((uint64_t)key & (lv->span - 1))
+		return false;
+	/* key > level 1's clock >= clock * span, so number > clock + 1;
+	 * the bucket must start at an int64 tick. */
+	number = shift_floor(key, lv->shift) + 1;
+	if ((uint64_t)number - (uint64_t)lv->clock >= w->size ||
+	    number > (INT64_MAX >> lv->shift))
+		return false;
+	b = &lv->slots[(uint64_t)number & (w->size - 1)];
+	if (b->draining)
+		return false;
+	bucket_put_first(w, lv, b, t, number);
+	return true;
+}
+
+/* Timer t into level 1's bucket for key (within the level's size of the
+ * clock), where every timer has the bucket's own key: its min_key from
+ * the fill on. The bucket's emptiness is told by its list, which the
+ * append reads anyway. */
+hot_inline void file_level1(struct tw_wheel *w, struct tw_level *levels,
+			    struct tw_bucket *nb, struct tw_timer *t, int64_t key)
+{
+	struct tw_link *prev = nb->head.prev;
+
+	t->link.next = &nb->head;
+	prev->next = &t->link;
+	t->link.prev = prev;
+	nb->head.prev = &t->link;
+	nb->count++;
+	t->bucket = nb;
+	if (__builtin_expect(prev == &nb->head, 0))
+		bucket_fill(w, levels, nb, key, key);
+	if (__builtin_expect(w->observer != NULL, 0))
+		notify_placed(w, t);
+}
+
+/* Up to n timers of b, from its front: each fires (its tick has come) or
+ * is filed again by its key. below: for a drain of level 3 or up, the
+ * level under it, where most of its timers go and whose pops take the
+ * timers due at them; NULL for none. One timer at a time, so a callback
+ * may cancel the ones still waiting here. Returns how many fired. tick1:
+ * the wheel's tick is 1 (a constant where inlined). */
+hot_inline int64_t move_exact(struct tw_wheel *w, struct tw_bucket *b, size_t n,
+			      struct tw_level *below, bool at_pops, bool tick1)
+{
+	struct tw_level *levels = w->levels;
+	struct tw_bucket *slots0 = levels[0].slots;
+	const int64_t clock = levels[0].clock;
+	const uint64_t mask0 = w->size - 1;
+	/* At 64 buckets, the distances from the clock that file_exact()
+	 * takes to below's level: [2, 64) times its span. */
+	const unsigned shift = below ? below->shift : 0;
+	const uint64_t lo = (uint64_t)2 << shift, width = (uint64_t)62 << shift;
+	const int64_t bclock = below ? below->clock : 0;
+	struct tw_bucket *bslots = below ? below->slots : NULL;
+	int64_t fired = 0;
+
+	while (n--) {
+		struct tw_link *l = b->head.next, *next;
+		struct tw_bucket *nb;
+		struct tw_timer *t;
+		uint64_t distance;
+		int64_t key, number;
+		uint32_t fast;
+
+		if (l == &b->head)
+			break;
+		t = list_timer(l);
+		next = l->next;
+		/* The list is a chain of cache misses: start on the next one
+		 * while this one moves. */
+		prefetch(next);
+		b->head.next = next;
+		next->prev = &b->head;
+		if (--b->count == 0)
+			b->min_key = INT64_MAX;
+		key = tick1 ? t->due : tw__ceil_div(t->due, w->tick);
+		if (key <= clock) {
+			t->bucket = NULL;
+			fire(w, t);
+			fired++;
+			continue;
+		}
+		distance = (uint64_t)key - (uint64_t)clock;
+		if (distance - 1 < mask0) {
+			file_level1(w, levels, &slots0[(uint64_t)key & mask0], t, key);
+			continue;
+		}
+		if (at_pops && file_at_pop(w, below, t, key))
+			continue;
+		fast = levels->fast_levels;
+		/* refile64() on below's level, its tests on values read once. */
+		if (below && distance - lo < width && fast &&
+		    (uint64_t)(number = shift_floor(key, shift)) - (uint64_t)bclock < 64) {
+			nb = &bslots[(uint64_t)number & 63];
+			list_append(&nb->head, &t->link);
+			t->bucket = nb;
+			if (__builtin_expect(nb->count++ == 0, 0))
+				bucket_fill(w, below, nb, number, key);
+			else if (key < nb->min_key)
+				nb->min_key = key;
+			continue;
+		}
+		if (__builtin_expect(fast != 0, 1) && refile64(levels, fast, w, t, key))
+			continue;
+		insert_exact(w, t, key);
+	}
+	return fired;
+}
+
+static __attribute__((noinline)) int64_t move_all(struct tw_wheel *w, struct tw_bucket *b)
+{
+	return w->tick == 1 ? move_exact(w, b, SIZE_MAX, NULL, false, true)
+			    : move_exact(w, b, SIZE_MAX, NULL, false, false);
+}
+
 /* ---- early cascades (exact mode) ----
  *
  * Kafka pops a higher-level bucket at its start and re-inserts everything
@@ -119,7 +293,16 @@ void tw__insert_exact_slow(struct tw_wheel *w, struct tw_timer *t, int64_t key)
 static int64_t drain_some(struct tw_wheel *w, struct tw_level *lv, size_t n)
 {
 	struct tw_bucket *b = lv->draining;
-	int64_t fired = tw__move_down(w, b, n);
+	struct tw_level *below = lv - 1;
+	int64_t fired;
+
+	bool at_pops = below == &w->levels[1];
+
+	if (!below->lead)
+		below = NULL;
+	fired = w->tick != 1 ? move_exact(w, b, n, below, at_pops, false)
+		: at_pops    ? move_exact(w, b, n, below, true, true)
+			     : move_exact(w, b, n, below, false, true);
 
 	if (list_empty(&b->head)) {
 		set_draining(w, b, false);
@@ -236,13 +419,38 @@ hot_inline bool upper_next(struct tw_wheel *w, struct tw_level **level,
 	return found;
 }
 
+/* tw__advance_clocks() in exact mode, where a level's bucket number is a
+ * shift: inlined into the advance, which moves the clocks once per
+ * bucket it pops. The observer's events out of line. */
+static __attribute__((noinline)) void clocks_told(struct tw_wheel *w, int64_t key)
+{
+	tw__advance_clocks(w, key);
+}
+
+hot_inline void advance_clocks(struct tw_wheel *w, int64_t key)
+{
+	struct tw_level *lv = w->levels, *end = lv + w->nlevels;
+
+	if (__builtin_expect(w->observer != NULL, 0)) {
+		clocks_told(w, key);
+		return;
+	}
+	for (; lv < end; lv++) {
+		int64_t number = shift_floor(key, lv->shift);
+
+		if (number <= lv->clock)
+			break;
+		lv->clock = number;
+	}
+}
+
 static void pop_bucket(struct tw_wheel *w, struct tw_bucket *b)
 {
 	mark_empty(w, b);
 	b->has_expiration = false;
 	notify(w, TW_EV_POPPED, b->level, b->slot,
 	       tw__ticks_to_time(w, b->pop_at), NULL);
-	tw__advance_clocks(w, b->pop_at);
+	advance_clocks(w, b->pop_at);
 }
 
 /* The most timers a popped bucket moves down at once rather than in
@@ -280,7 +488,7 @@ hot_inline int64_t advance_exact(struct tw_wheel *w, int64_t limit, bool wide)
 			 * now: draining only pays for itself when moving
 			 * everything at once would be a stall. */
 			if (up->count <= SMALL_BUCKET) {
-				fired += tw__move_down(w, up, SIZE_MAX);
+				fired += move_all(w, up);
 				continue;
 			}
 			/* The level's previous drain ended at this bucket's
@@ -295,9 +503,9 @@ hot_inline int64_t advance_exact(struct tw_wheel *w, int64_t limit, bool wide)
 		if (!b0 || b0->expiration > limit)
 			break;
 		pop_bucket(w, b0);
-		fired += tw__move_down(w, b0, SIZE_MAX);
+		fired += move_all(w, b0);
 	}
-	tw__advance_clocks(w, limit);
+	advance_clocks(w, limit);
 	return fired + drain_share(w, limit);
 }
 

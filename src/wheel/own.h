@@ -310,6 +310,30 @@ rare_local void bucket_first_key(struct tw_wheel *w, struct tw_level *lv,
 		b->min_key = key;
 }
 
+/* Timer t, already counted as pending, first in bucket b of level lv
+ * (above level 1; number is b's), where it fires when b pops: the place
+ * of a windowed timer (window.c) and of a timer a drain moves that is due
+ * at a pop (exact.c). Its key is at or before the pop, which is before
+ * b's expiration: that is what marks it. */
+static inline void bucket_put_first(struct tw_wheel *w, struct tw_level *lv,
+				    struct tw_bucket *b, struct tw_timer *t,
+				    int64_t number)
+{
+	int64_t pop;
+
+	if (b->count == 0)
+		bucket_fill(w, lv, b, number, (int64_t)((uint64_t)(number - 1) << lv->shift));
+	pop = b->pop_at;
+	list_append(b->head.next, &t->link); /* before the first */
+	lv->windowed = true;
+	b->count++;
+	t->bucket = b;
+	if (pop < b->min_key)
+		b->min_key = pop;
+	if (w->observer)
+		notify_placed(w, t);
+}
+
 /* Exact mode's level for a distance of at least 1 tick from level 1's
  * clock, with 64 buckets a level: level L holds distances below
  * 2^(5L + 6), so the index of distance's highest bit, h, names it:

@@ -180,27 +180,14 @@ hot_inline struct tw_bucket *window_bucket_for(struct tw_wheel *w, int64_t earli
 	return window_bucket(w, ek, lk, number);
 }
 
-/* Into bucket b (number `number`, above level 1), which pops at tick
- * pop: first in it, and min_key no later. */
+/* Into bucket b (number `number`, above level 1), which pops inside the
+ * window: first in it, and min_key no later than the pop. */
 static void file_windowed(struct tw_wheel *w, struct tw_timer *t, struct tw_bucket *b,
 			  int64_t number)
 {
-	struct tw_level *lv = &w->levels[b->level - 1];
-	int64_t pop;
-
-	if (b->count == 0)
-		bucket_fill(w, lv, b, number, (int64_t)((uint64_t)(number - 1) << lv->shift));
-	pop = b->pop_at;
-	list_append(b->head.next, &t->link); /* before the first */
-	lv->windowed = true;
 	w->count++;
 	debug_pending(w, t, true);
-	b->count++;
-	t->bucket = b;
-	if (pop < b->min_key)
-		b->min_key = pop;
-	if (w->observer)
-		notify_placed(w, t);
+	bucket_put_first(w, &w->levels[b->level - 1], b, t, number);
 }
 
 /* The tick in [ek, lk] with the most trailing zero bits: lk with every
