@@ -467,14 +467,18 @@ static inline void bucket_emptied(struct tw_wheel *w, struct tw_bucket *b)
 	}
 }
 
-/* The bucket's count last, so that its test needs no reload. */
+/* The bucket's count last, so that its test needs no reload. The
+ * timer's own links are left as they were: t->bucket alone says whether
+ * it is pending (a store fewer on every cancel and move). */
 hot_inline void unlink_pending(struct tw_wheel *w, struct tw_timer *t)
 {
 	struct tw_bucket *b = t->bucket;
+	struct tw_link *next = t->link.next, *prev = t->link.prev;
 
 	w->count--;
 	debug_pending(w, t, false);
-	list_unlink(&t->link);
+	prev->next = next;
+	next->prev = prev;
 	t->bucket = NULL;
 	if (--b->count == 0)
 		bucket_emptied(w, b);
