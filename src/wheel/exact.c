@@ -195,41 +195,153 @@ hot_inline void file_level1(struct tw_wheel *w, struct tw_level *levels,
 		notify_placed(w, t);
 }
 
+/* b without the taken timers before l, its first one now (the list's
+ * head if none is left). */
+static inline void bucket_cut(struct tw_bucket *b, struct tw_link *l, size_t taken)
+{
+	b->head.next = l;
+	l->prev = &b->head;
+	b->count -= taken;
+	if (b->count == 0)
+		b->min_key = INT64_MAX;
+}
+
 /* Up to n timers of b, from its front: each fires (its tick has come) or
  * is filed again by its key. below: for a drain of level 3 or up, the
- * level under it, where most of its timers go and whose pops take the
- * timers due at them; NULL for none. One timer at a time, so a callback
- * may cancel the ones still waiting here. Returns how many fired. tick1:
- * the wheel's tick is 1 (a constant where inlined). */
+ * level under it, where most of its timers go (at_pops: whose pops take
+ * the timers due at them); NULL for none. A run of timers filed into
+ * level 1 or below's level, with no observer to tell, leaves b at once
+ * (bucket_cut), not one by one; anything else -- a timer that fires, a
+ * filing that may tell an observer or create a level -- first leaves b
+ * as the wheel must be seen: so a callback may cancel the timers still
+ * waiting here. Returns how many fired. tick1: the wheel's tick is 1 (a
+ * constant where inlined). */
 hot_inline int64_t move_exact(struct tw_wheel *w, struct tw_bucket *b, size_t n,
-			      struct tw_level *below, bool at_pops, bool tick1)
+			      struct tw_level *below, bool at_pops, bool tick1,
+			      unsigned below_shift)
 {
 	struct tw_level *levels = w->levels;
 	struct tw_bucket *slots0 = levels[0].slots;
 	const int64_t clock = levels[0].clock;
 	const uint64_t mask0 = w->size - 1;
-	/* At 64 buckets, the distances from the clock that file_exact()
-	 * takes to below's level: [2, 64) times its span. */
-	const unsigned shift = below ? below->shift : 0;
-	const uint64_t lo = (uint64_t)2 << shift, width = (uint64_t)62 << shift;
+	/* below's shift, a constant where the caller knows it. At 64
+	 * buckets file_exact() takes a distance from the clock to below's
+	 * level from twice its span (lo) on, while the bucket number is
+	 * one of the level's (which bounds it from above). */
+	const unsigned shift = below_shift ? below_shift : below ? below->shift : 0;
+	const uint64_t lo = (uint64_t)2 << shift, pop_mask = ((uint64_t)1 << shift) - 1;
 	const int64_t bclock = below ? below->clock : 0;
 	struct tw_bucket *bslots = below ? below->slots : NULL;
+	struct tw_link *l = b->head.next;
+	size_t taken = 0;
 	int64_t fired = 0;
+	bool quiet = levels->fast_levels != 0;
 
-	while (n--) {
-		struct tw_link *l = b->head.next, *next;
+	for (; n && l != &b->head; n--) {
+		struct tw_timer *t = list_timer(l);
 		struct tw_bucket *nb;
-		struct tw_timer *t;
 		uint64_t distance;
 		int64_t key, number;
+
+		/* The list is a chain of cache misses: start on the next one
+		 * while this one moves. */
+		l = l->next;
+		prefetch(l);
+		taken++;
+		key = tick1 ? t->due : tw__ceil_div(t->due, w->tick);
+		distance = (uint64_t)key - (uint64_t)clock;
+		if (quiet && key > clock) {
+			if (distance <= mask0) {
+				nb = &slots0[(uint64_t)key & mask0];
+				list_append(&nb->head, &t->link);
+				t->bucket = nb;
+				/* Every timer of a level 1 bucket has its
+				 * key, which is its min_key from the fill
+				 * on. */
+				if (__builtin_expect(nb->count++ == 0, 0))
+					bucket_fill(w, levels, nb, key, key);
+				continue;
+			}
+			/* file_at_pop() at 64 buckets, on values read once. */
+			if (at_pops && !((uint64_t)key & pop_mask) &&
+			    (uint64_t)(number = shift_floor(key, shift) + 1) -
+					    (uint64_t)bclock < 64 &&
+			    number <= (INT64_MAX >> shift) &&
+			    !(nb = &bslots[(uint64_t)number & 63])->draining) {
+				if (__builtin_expect(nb->count == 0, 0))
+					bucket_fill(w, below, nb, number, key);
+				list_append(nb->head.next, &t->link);
+				nb->count++;
+				t->bucket = nb;
+				below->windowed = true;
+				if (key < nb->min_key)
+					nb->min_key = key;
+				continue;
+			}
+			/* refile64() on below's level, its tests on values
+			 * read once. */
+			if (below && distance >= lo &&
+			    (uint64_t)(number = shift_floor(key, shift)) - (uint64_t)bclock < 64) {
+				nb = &bslots[(uint64_t)number & 63];
+				list_append(&nb->head, &t->link);
+				t->bucket = nb;
+				if (__builtin_expect(nb->count++ == 0, 0))
+					bucket_fill(w, below, nb, number, key);
+				else if (key < nb->min_key)
+					nb->min_key = key;
+				continue;
+			}
+		}
+		bucket_cut(b, l, taken);
+		taken = 0;
+		if (key <= clock) {
+			t->bucket = NULL;
+			fire(w, t);
+			fired++;
+			/* The callback may have cancelled the next ones. */
+			l = b->head.next;
+		} else if (distance - 1 < mask0) {
+			nb = &slots0[(uint64_t)key & mask0];
+			list_append(&nb->head, &t->link);
+			t->bucket = nb;
+			if (nb->count++ == 0)
+				bucket_fill(w, levels, nb, key, key);
+			if (w->observer)
+				notify_placed(w, t);
+		} else if (!at_pops || !file_at_pop(w, below, t, key)) {
+			uint32_t fast = levels->fast_levels;
+
+			if (!fast || !refile64(levels, fast, w, t, key))
+				insert_exact(w, t, key);
+		}
+		quiet = levels->fast_levels != 0;
+	}
+	if (taken)
+		bucket_cut(b, l, taken);
+	return fired;
+}
+
+/* A popped bucket moved at once (a level 1 bucket firing, or one above
+ * small enough to move in one step): move_exact() one timer at a time,
+ * each out of b before it fires or is filed, as most of them fire. */
+hot_inline int64_t move_each(struct tw_wheel *w, struct tw_bucket *b, bool tick1)
+{
+	struct tw_level *levels = w->levels;
+	struct tw_bucket *slots0 = levels[0].slots;
+	const int64_t clock = levels[0].clock;
+	const uint64_t mask0 = w->size - 1;
+	int64_t fired = 0;
+
+	for (;;) {
+		struct tw_link *l = b->head.next, *next;
+		struct tw_timer *t;
+		int64_t key;
 		uint32_t fast;
 
 		if (l == &b->head)
 			break;
 		t = list_timer(l);
 		next = l->next;
-		/* The list is a chain of cache misses: start on the next one
-		 * while this one moves. */
 		prefetch(next);
 		b->head.next = next;
 		next->prev = &b->head;
@@ -242,26 +354,11 @@ hot_inline int64_t move_exact(struct tw_wheel *w, struct tw_bucket *b, size_t n,
 			fired++;
 			continue;
 		}
-		distance = (uint64_t)key - (uint64_t)clock;
-		if (distance - 1 < mask0) {
+		if ((uint64_t)key - (uint64_t)clock - 1 < mask0) {
 			file_level1(w, levels, &slots0[(uint64_t)key & mask0], t, key);
 			continue;
 		}
-		if (at_pops && file_at_pop(w, below, t, key))
-			continue;
 		fast = levels->fast_levels;
-		/* refile64() on below's level, its tests on values read once. */
-		if (below && distance - lo < width && fast &&
-		    (uint64_t)(number = shift_floor(key, shift)) - (uint64_t)bclock < 64) {
-			nb = &bslots[(uint64_t)number & 63];
-			list_append(&nb->head, &t->link);
-			t->bucket = nb;
-			if (__builtin_expect(nb->count++ == 0, 0))
-				bucket_fill(w, below, nb, number, key);
-			else if (key < nb->min_key)
-				nb->min_key = key;
-			continue;
-		}
 		if (__builtin_expect(fast != 0, 1) && refile64(levels, fast, w, t, key))
 			continue;
 		insert_exact(w, t, key);
@@ -271,8 +368,8 @@ hot_inline int64_t move_exact(struct tw_wheel *w, struct tw_bucket *b, size_t n,
 
 static __attribute__((noinline)) int64_t move_all(struct tw_wheel *w, struct tw_bucket *b)
 {
-	return w->tick == 1 ? move_exact(w, b, SIZE_MAX, NULL, false, true)
-			    : move_exact(w, b, SIZE_MAX, NULL, false, false);
+	return w->tick == 1 ? move_each(w, b, true)
+			    : move_each(w, b, false);
 }
 
 /* ---- early cascades (exact mode) ----
@@ -300,9 +397,10 @@ static int64_t drain_some(struct tw_wheel *w, struct tw_level *lv, size_t n)
 
 	if (!below->lead)
 		below = NULL;
-	fired = w->tick != 1 ? move_exact(w, b, n, below, at_pops, false)
-		: at_pops    ? move_exact(w, b, n, below, true, true)
-			     : move_exact(w, b, n, below, false, true);
+	fired = w->tick != 1 ? move_exact(w, b, n, below, at_pops, false, 0)
+		: !at_pops	     ? move_exact(w, b, n, below, false, true, 0)
+		: w->size == 64	     ? move_exact(w, b, n, below, true, true, 5)
+				     : move_exact(w, b, n, below, true, true, 0);
 
 	if (list_empty(&b->head)) {
 		set_draining(w, b, false);

@@ -79,14 +79,23 @@ static void place_new_exact(struct tw_wheel *w, struct tw_timer *t)
  * that next_expiry does not name a tick the drain has passed. */
 int64_t tw__fire_windowed(struct tw_wheel *w, struct tw_bucket *b)
 {
+	const int64_t tick = w->tick;
 	int64_t fired = 0;
 
-	while (!list_empty(&b->head)) {
-		struct tw_timer *t = list_timer(b->head.next);
+	for (;;) {
+		struct tw_link *l = b->head.next, *next;
+		struct tw_timer *t = list_timer(l);
 
-		if (exact_key(w, t->due) >= b->expiration)
+		if (l == &b->head ||
+		    (tick == 1 ? t->due : tw__ceil_div(t->due, tick)) >= b->expiration)
 			break;
-		bucket_take(b, t);
+		next = l->next;
+		prefetch(next);
+		b->head.next = next;
+		next->prev = &b->head;
+		t->bucket = NULL;
+		if (--b->count == 0)
+			b->min_key = INT64_MAX;
 		fire(w, t);
 		fired++;
 	}
