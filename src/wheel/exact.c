@@ -252,13 +252,20 @@ hot_inline int64_t move_exact(struct tw_wheel *w, struct tw_bucket *b, size_t n,
 		distance = (uint64_t)key - (uint64_t)clock;
 		if (quiet && key > clock) {
 			if (distance <= mask0) {
+				struct tw_link *prev;
+
 				nb = &slots0[(uint64_t)key & mask0];
-				list_append(&nb->head, &t->link);
+				prev = nb->head.prev;
+				t->link.next = &nb->head;
+				prev->next = &t->link;
+				t->link.prev = prev;
+				nb->head.prev = &t->link;
+				nb->count++;
 				t->bucket = nb;
 				/* Every timer of a level 1 bucket has its
 				 * key, which is its min_key from the fill
-				 * on. */
-				if (__builtin_expect(nb->count++ == 0, 0))
+				 * on; the bucket was empty if its list was. */
+				if (__builtin_expect(prev == &nb->head, 0))
 					bucket_fill(w, levels, nb, key, key);
 				continue;
 			}
@@ -282,10 +289,17 @@ hot_inline int64_t move_exact(struct tw_wheel *w, struct tw_bucket *b, size_t n,
 			 * read once. */
 			if (below && distance >= lo &&
 			    (uint64_t)(number = shift_floor(key, shift)) - (uint64_t)bclock < 64) {
+				struct tw_link *prev;
+
 				nb = &bslots[(uint64_t)number & 63];
-				list_append(&nb->head, &t->link);
+				prev = nb->head.prev;
+				t->link.next = &nb->head;
+				prev->next = &t->link;
+				t->link.prev = prev;
+				nb->head.prev = &t->link;
+				nb->count++;
 				t->bucket = nb;
-				if (__builtin_expect(nb->count++ == 0, 0))
+				if (__builtin_expect(prev == &nb->head, 0))
 					bucket_fill(w, below, nb, number, key);
 				else if (key < nb->min_key)
 					nb->min_key = key;
