@@ -502,32 +502,47 @@ static const struct tw_bucket *level_next_after(const struct tw_wheel *w,
  * a drain's timers must be down before anything at its deadline pops.
  * Refreshes upper_pop. */
 hot_inline bool upper_next(struct tw_wheel *w, struct tw_level **level,
-			   struct tw_bucket **pop, int64_t *when, bool wide)
+			   struct tw_bucket **pop, int64_t *when, int64_t *after,
+			   bool wide)
 {
 	bool found = false, best_drains = false;
+	int64_t second = INT64_MAX;
 
 	for (uint32_t i = 1; i < w->nlevels; i++) {
 		struct tw_level *lv = &w->levels[i];
 		struct tw_bucket *b;
 
-		if (lv->draining &&
-		    (!found || lv->draining->expiration < *when ||
-		     (lv->draining->expiration == *when && !best_drains))) {
-			found = best_drains = true;
-			*when = lv->draining->expiration;
-			*level = lv;
-			*pop = NULL;
+		if (lv->draining) {
+			int64_t t = lv->draining->expiration;
+
+			if (!found || t < *when || (t == *when && !best_drains)) {
+				if (found && *when < second)
+					second = *when;
+				found = best_drains = true;
+				*when = t;
+				*level = lv;
+				*pop = NULL;
+			} else if (t < second) {
+				second = t;
+			}
 		}
 		b = level_next_in(w, lv, wide);
-		if (b && (!found || b->pop_at < *when)) {
-			found = true;
-			best_drains = false;
-			*when = b->pop_at;
-			*level = lv;
-			*pop = b;
+		if (b) {
+			if (!found || b->pop_at < *when) {
+				if (found && *when < second)
+					second = *when;
+				found = true;
+				best_drains = false;
+				*when = b->pop_at;
+				*level = lv;
+				*pop = b;
+			} else if (b->pop_at < second) {
+				second = b->pop_at;
+			}
 		}
 	}
 	w->upper_pop = found ? *when : INT64_MAX;
+	*after = second;
 	return found;
 }
 
@@ -578,20 +593,34 @@ static void pop_bucket(struct tw_wheel *w, struct tw_bucket *b)
 hot_inline int64_t advance_exact(struct tw_wheel *w, int64_t limit, bool wide)
 {
 	struct tw_level *lv = NULL;
-	struct tw_bucket *b0, *up = NULL;
-	int64_t fired = 0, when = 0;
+	struct tw_bucket *b0, *up = NULL, *next;
+	int64_t fired = 0, when = 0, after = INT64_MAX;
 
 	for (;;) {
 		b0 = level_next_in(w, &w->levels[0], wide);
 		if (w->upper_pop <= limit &&
 		    (!b0 || w->upper_pop <= b0->expiration) &&
-		    upper_next(w, &lv, &up, &when, wide) && when <= limit &&
+		    upper_next(w, &lv, &up, &when, &after, wide) && when <= limit &&
 		    (!b0 || when <= b0->expiration)) {
+			/* upper_pop: what is left of the upper events once
+			 * this one is done, so that the next round looks at
+			 * every level again only if one of them may come
+			 * first -- the other levels' (after), and the popped
+			 * level's next bucket and the drain the pop may
+			 * start. What this event files meanwhile lowers it
+			 * (fill_bucket). */
 			if (!up) {
+				w->upper_pop = after;
 				fired += drain_some(w, lv, SIZE_MAX);
 				continue;
 			}
 			pop_bucket(w, up);
+			next = level_next_in(w, lv, wide);
+			if (next && next->pop_at < after)
+				after = next->pop_at;
+			if (up->count > SMALL_BUCKET && up->expiration < after)
+				after = up->expiration;
+			w->upper_pop = after;
 			/* Only a bucket with a windowed timer has a min_key
 			 * before its expiration. */
 			if (up->min_key < up->expiration)
