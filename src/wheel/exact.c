@@ -429,9 +429,13 @@ static int64_t drain_some(struct tw_wheel *w, struct tw_level *lv, size_t n)
  * loop that wakes every tick moves 1/left of the rest each time; one that
  * wakes less often moves more per wake, never all at once unless the
  * deadline has come. pop_at remembers how far the drain has got. */
+/* Also leaves in levels[0].drain_wake the earliest drain_wake() of the
+ * drains left, which only a drain's own shares can bring forward (a
+ * cancel or a drain's end only delays them): next_key_exact()'s short
+ * path while something drains. */
 static int64_t drain_share(struct tw_wheel *w, int64_t limit)
 {
-	int64_t fired = 0;
+	int64_t fired = 0, wake = INT64_MAX;
 
 	for (uint32_t i = 1; w->ndraining && i < w->nlevels; i++) {
 		struct tw_level *lv = &w->levels[i];
@@ -439,14 +443,19 @@ static int64_t drain_share(struct tw_wheel *w, int64_t limit)
 		double elapsed, total;
 		size_t share;
 
-		if (!b || limit <= b->pop_at)
+		if (!b)
 			continue;
-		elapsed = (double)((uint64_t)limit - (uint64_t)b->pop_at);
-		total = (double)((uint64_t)b->expiration - (uint64_t)b->pop_at);
-		share = (size_t)((double)b->count * elapsed / total) + 1;
-		b->pop_at = limit;
-		fired += drain_some(w, lv, share);
+		if (limit > b->pop_at) {
+			elapsed = (double)((uint64_t)limit - (uint64_t)b->pop_at);
+			total = (double)((uint64_t)b->expiration - (uint64_t)b->pop_at);
+			share = (size_t)((double)b->count * elapsed / total) + 1;
+			b->pop_at = limit;
+			fired += drain_some(w, lv, share);
+		}
+		if ((b = lv->draining) != NULL && b->count && drain_wake(b) < wake)
+			wake = drain_wake(b);
 	}
+	w->levels[0].drain_wake = wake;
 	return fired;
 }
 
@@ -836,10 +845,6 @@ int64_t tw__advance_whole_buckets(struct tw_wheel *w, int64_t limit)
 	return fired;
 }
 
-/* The most timers one advance should have to move down: about 0.1-0.2 ms
- * of work. A bigger bucket asks for wake-ups of its own (below). */
-#define DRAIN_CHUNK 2048
-
 /* The tick at which exact mode next has work: level 1's next bucket, or
  * the smallest key of the next bucket of each level above and of each
  * drain -- a tick at which a timer fires, never one at which a bucket only
@@ -880,18 +885,7 @@ hot_inline bool next_key_scan(const struct tw_wheel *w, int64_t *key, bool wide)
 			found = true;
 		}
 		if (d && d->count) {
-			k = d->min_key;
-			if (d->count > DRAIN_CHUNK) {
-				/* d->pop_at: drained up to; shares are
-				 * count * elapsed / (expiration - pop_at). */
-				double total = (double)((uint64_t)d->expiration -
-							(uint64_t)d->pop_at);
-				uint64_t step = (uint64_t)(total * DRAIN_CHUNK /
-							   (double)d->count) + 1;
-
-				if ((uint64_t)k - (uint64_t)d->pop_at > step)
-					k = (int64_t)((uint64_t)d->pop_at + step);
-			}
+			k = drain_wake(d);
 			if (!found || k < *key)
 				*key = k;
 			found = true;

@@ -528,16 +528,17 @@ static inline struct tw_bucket *level_next(const struct tw_wheel *w,
 }
 
 /* An event loop asks before every advance, so the common answer is kept
- * to one bit scan: with nothing draining, every bucket above level 1 pops
- * at upper_pop or later (I4) and holds no key below its pop time, so a
- * level 1 bucket at or before upper_pop is the answer; the scan of every
- * level (exact.c) is left for the rest. */
+ * to one bit scan: every bucket above level 1 pops at upper_pop or later
+ * (I4) and holds no key below its pop time, and a drain has no timer due
+ * before its end (nor does it end before upper_pop) and asks for no wake
+ * before levels[0].drain_wake, so a level 1 bucket at or before both is
+ * the answer; the scan of every level (exact.c) is left for the rest. */
 static inline bool next_key_exact(const struct tw_wheel *w, int64_t *key)
 {
 	const struct tw_bucket *b;
 
-	if (!w->ndraining && (b = level_next(w, w->levels)) != NULL &&
-	    b->min_key <= w->upper_pop) {
+	if ((b = level_next(w, w->levels)) != NULL && b->min_key <= w->upper_pop &&
+	    (!w->ndraining || b->min_key <= w->levels[0].drain_wake)) {
 		*key = b->min_key;
 		return true;
 	}

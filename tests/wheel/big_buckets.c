@@ -7,8 +7,10 @@
  * and add timers of the same buckets, with an observer told of every
  * event or none; the wheel's invariants hold after every advance; a drain of
  * level 3 files a timer due at a level-2 pop in the bucket popping then,
- * where it fires without another move; and a one-jump advance fires the
- * due timers of the bucket it ends inside where they are.
+ * where it fires without another move; a one-jump advance fires the
+ * due timers of the bucket it ends inside where they are; and an event
+ * loop sleeping until next_expiry wakes for every 2048 timers a big
+ * bucket's drain moves, whatever level 1 holds.
  */
 
 #include "wheel_recs.h"
@@ -160,6 +162,10 @@ static void run_scenario(uint64_t seed, bool observed)
 			}
 			/* fall through */
 		default:
+			/* next_expiry is never after a pending timer's last
+			 * tick. */
+			for (int i = 0; i < N; i++)
+				CHECK(!bt[i].pending || when <= bt[i].last_key);
 			advance(&w, when > now ? when : now, false);
 			break;
 		}
@@ -287,11 +293,73 @@ static void test_unordered_jump_fires_inside_the_bucket_it_ends_in(void)
 	tw_wheel_destroy(&w);
 }
 
+static int moved, most_moved;
+
+static void count_moves(void *arg, const struct tw_wheel *w,
+			const struct tw_event *ev)
+{
+	(void)arg;
+	(void)w;
+	moved += ev->kind == TW_EV_PLACED;
+}
+
+static const struct tw_observer move_counter = { count_moves, NULL };
+
+static void beacon_fn(struct tw_wheel *w, struct tw_timer *t)
+{
+	if (tw_wheel_now(w) < 2000)
+		tw_wheel_add(w, t, tw_wheel_now(w) + 42);
+}
+
+/* 3000 timers in one level-2 bucket ([1056, 1088)) drain down from its
+ * pop at 1024 while an event loop sleeps until next_expiry and a timer
+ * that re-adds itself 42 ticks ahead keeps a level 1 bucket queued (at
+ * 1050, between the drain's first wake for 2048 timers and its end): the
+ * loop still wakes for every 2048 timers moved (no advance moves many
+ * more), and each fires at its own tick. */
+static void test_big_drain_wakes_per_chunk(void)
+{
+	enum { M = 3000 };
+	static struct rec r[M];
+	struct tw_timer beacon;
+	struct tw_wheel w;
+	int64_t when;
+	unsigned level = 0;
+	uint64_t x = test_rand_seed(5);
+
+	reset_log();
+	CHECK_EQ(tw_wheel_init(&w, 1, 64, 0, TW_MODE_EXACT), TW_OK);
+	for (int i = 0; i < M; i++) {
+		rec_init(&r[i], i);
+		tw_wheel_add(&w, &r[i].timer, 1056 + test_rand_below(&x, 32));
+	}
+	CHECK_EQ(tw_timer_where(&w, &r[0].timer, &level, NULL), TW_OK);
+	CHECK_EQ(level, 2);
+	tw_timer_init(&beacon, beacon_fn);
+	tw_wheel_add(&w, &beacon, 42);
+	tw_wheel_set_observer(&w, &move_counter);
+	most_moved = 0;
+	while (tw_wheel_next_expiry(&w, &when)) {
+		moved = 0;
+		tw_wheel_advance(&w, when);
+		if (moved > most_moved)
+			most_moved = moved;
+		CHECK_WHEEL(&w);
+	}
+	CHECK(most_moved > 0 && most_moved <= 2048 + 64);
+	for (int i = 0; i < M; i++) {
+		CHECK_EQ(r[i].fires, 1);
+		CHECK_EQ(r[i].fired_at, tw_timer_due(&r[i].timer));
+	}
+	tw_wheel_destroy(&w);
+}
+
 int main(void)
 {
 	RUN(test_big_buckets_fire_in_time);
 	RUN(test_big_buckets_fire_in_time_observed);
 	RUN(test_drain_files_a_timer_due_at_a_pop_there);
 	RUN(test_unordered_jump_fires_inside_the_bucket_it_ends_in);
+	RUN(test_big_drain_wakes_per_chunk);
 	return check_report();
 }
