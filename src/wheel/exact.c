@@ -673,9 +673,14 @@ int64_t tw__advance_exact(struct tw_wheel *w, int64_t limit)
  * tick order: about 1,000 instructions per timer in a one-jump expiry of
  * 1e5 timers. When the caller does not need that order, such a
  * bucket is emptied where it is: each timer fires straight from it (or,
- * if a stays-put reschedule left a later key in it, is filed again). What
- * is left -- the one bucket per level that straddles the limit, and
- * level 1 -- then goes through the ordered advance. */
+ * if a stays-put reschedule left a later key in it, is filed again). The
+ * one bucket per level that straddles the limit fires its due timers
+ * where it is too and keeps the rest (whose keys are after the limit, so
+ * that filing them again could put them back in it). What is left --
+ * those, and level 1 -- then goes through the ordered advance. In that
+ * expiry (make bench-instr's jump-unordered) 24 instructions per timer,
+ * 43 when the straddling buckets' due timers went down level by level:
+ * level 5's holds the last 5 of the 180 minutes, 3 % of the timers. */
 
 /* The highest bucket number of a level whose range [n * span, (n + 1) *
  * span) ends at or before limit: floor((limit + 1) / span) - 1, without
@@ -835,9 +840,8 @@ int64_t tw__advance_whole_buckets(struct tw_wheel *w, int64_t limit)
 			fired += empty_bucket(w, b, limit);
 		}
 		/* The bucket that limit falls inside: the ordered advance
-		 * would move each of its due timers down level by level
-		 * (about a tenth of a one-jump expiry's timers, spread over
-		 * three hours, are in such buckets); they fire here. */
+		 * would move each of its due timers down level by level;
+		 * they fire here. */
 		if (i > 0 && (b = straddling_bucket(w, lv, limit)) != NULL &&
 		    b->min_key <= limit)
 			fired += fire_due_in(w, b, limit);

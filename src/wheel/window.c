@@ -36,7 +36,11 @@
  * common case of an idle window pushed on every packet) reads the timer
  * and its bucket and writes the due time; a move is a cancel and an add.
  * A windowed timer costs nothing at the pop beyond firing it; one filed
- * exact moves down the levels as any timer.
+ * exact moves down the levels as any timer, except that its aligned
+ * tick (a multiple of 64 where the part of the window it was aligned in
+ * spans 64 ticks or more) is a level-2 pop: a level 3 bucket big enough
+ * to drain puts it in the level-2 bucket popping then (exact.c), where
+ * it fires after one move, not two.
  *
  * Worked example (tick 1 ms, 64 buckets, clock 0; levels of 1, 32, 1024
  * and 32768 ms buckets). add_range [30000, 30300]: the level that
