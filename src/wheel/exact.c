@@ -235,7 +235,9 @@ hot_inline int64_t move_exact(struct tw_wheel *w, struct tw_bucket *b, size_t n,
 	struct tw_link *l = b->head.next;
 	size_t taken = 0;
 	int64_t fired = 0;
-	bool quiet = levels->fast_levels != 0;
+	/* The clock where nothing is to be told (an observer) and the
+	 * fast paths apply, else INT64_MAX: one compare for both. */
+	int64_t quiet_clock = levels->fast_levels ? clock : INT64_MAX;
 
 	for (; n && l != &b->head; n--) {
 		struct tw_timer *t = list_timer(l);
@@ -250,7 +252,7 @@ hot_inline int64_t move_exact(struct tw_wheel *w, struct tw_bucket *b, size_t n,
 		taken++;
 		key = tick1 ? t->due : tw__ceil_div(t->due, w->tick);
 		distance = (uint64_t)key - (uint64_t)clock;
-		if (quiet && key > clock) {
+		if (key > quiet_clock) {
 			if (distance <= mask0) {
 				struct tw_link *prev;
 
@@ -287,7 +289,7 @@ hot_inline int64_t move_exact(struct tw_wheel *w, struct tw_bucket *b, size_t n,
 			}
 			/* refile64() on below's level, its tests on values
 			 * read once. */
-			if (below && distance >= lo &&
+			if ((at_pops || below) && distance >= lo &&
 			    (uint64_t)(number = shift_floor(key, shift)) - (uint64_t)bclock < 64) {
 				struct tw_link *prev;
 
@@ -328,7 +330,7 @@ hot_inline int64_t move_exact(struct tw_wheel *w, struct tw_bucket *b, size_t n,
 			if (!fast || !refile64(levels, fast, w, t, key))
 				insert_exact(w, t, key);
 		}
-		quiet = levels->fast_levels != 0;
+		quiet_clock = levels->fast_levels ? clock : INT64_MAX;
 	}
 	if (taken)
 		bucket_cut(b, l, taken);
@@ -359,8 +361,7 @@ hot_inline int64_t move_each(struct tw_wheel *w, struct tw_bucket *b, bool tick1
 		prefetch(next);
 		b->head.next = next;
 		next->prev = &b->head;
-		if (--b->count == 0)
-			b->min_key = INT64_MAX;
+		b->count--;
 		key = tick1 ? t->due : tw__ceil_div(t->due, w->tick);
 		if (key <= clock) {
 			t->bucket = NULL;
@@ -377,6 +378,9 @@ hot_inline int64_t move_each(struct tw_wheel *w, struct tw_bucket *b, bool tick1
 			continue;
 		insert_exact(w, t, key);
 	}
+	/* Empty now (nothing is filed into a popped bucket: its keys are
+	 * for the levels below), so no key is below INT64_MAX. */
+	b->min_key = INT64_MAX;
 	return fired;
 }
 
