@@ -277,13 +277,20 @@ hot_inline int64_t move_exact(struct tw_wheel *w, struct tw_bucket *b, size_t n,
 					    (uint64_t)bclock < 64 &&
 			    number <= (INT64_MAX >> shift) &&
 			    !(nb = &bslots[(uint64_t)number & 63])->draining) {
-				if (__builtin_expect(nb->count == 0, 0))
-					bucket_fill(w, below, nb, number, key);
-				list_append(nb->head.next, &t->link);
+				struct tw_link *first = nb->head.next;
+
+				/* Before the first; the bucket was empty if
+				 * its list was. */
+				t->link.next = first;
+				t->link.prev = &nb->head;
+				first->prev = &t->link;
+				nb->head.next = &t->link;
 				nb->count++;
 				t->bucket = nb;
 				below->windowed = true;
-				if (key < nb->min_key)
+				if (__builtin_expect(first == &nb->head, 0))
+					bucket_fill(w, below, nb, number, key);
+				else if (key < nb->min_key)
 					nb->min_key = key;
 				continue;
 			}
