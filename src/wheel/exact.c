@@ -107,17 +107,20 @@ void tw__insert_exact_slow(struct tw_wheel *w, struct tw_timer *t, int64_t key)
  * once for each level it comes down and once more to fire (an idle
  * timeout 30 s out: twice, then once). So this is tw__move_down for exact
  * mode with what one call's timers share read once -- the clock, which no
- * callback can move, and the tick -- and a filing that tests a bucket's
- * emptiness by its count before the append (a timer moved into level 1
- * has its bucket's key, which the add's test, key <= min_key, takes for a
- * bucket to fill). A fired timer keeps its stale links: only t->bucket
- * says whether a timer is pending.
+ * callback can move, and the tick -- and a filing that tells an empty
+ * bucket by its count or its list, not by the add's test key <= min_key
+ * (a timer moved into level 1 has its bucket's key, which that test takes
+ * for a bucket to fill: a call per timer). A fired timer keeps its stale
+ * links: only t->bucket says whether a timer is pending.
  *
- * A drain also puts a timer due at a pop of the level below it (a
- * multiple of that level's span: a window's aligned tick usually is) first
- * in the bucket that pops then, where it fires at its own tick without
- * coming down any further, as a windowed timer does; a bucket moved at
- * once files each timer by its key alone. */
+ * A drain of level 3 also puts a timer due at a level-2 pop (a multiple
+ * of level 2's span: a window's aligned tick usually is) first in the
+ * bucket that pops then, where it fires at its own tick without coming
+ * down to level 1, as a windowed timer does. Only level 3's: a level
+ * holding such a timer makes next_expiry look one bucket further on every
+ * call (lv->windowed), which costs a stepped expiry of exact timers, where
+ * they are rare, more than the moves it saves. Only a drain's: a bucket
+ * moved at once files each timer by its key alone. */
 
 /* file_exact() at 64 buckets a level for a timer the caller has counted
  * already. false: nothing done (a level to create, or a key one bucket
@@ -416,12 +419,12 @@ static int64_t drain_some(struct tw_wheel *w, struct tw_level *lv, size_t n)
 {
 	struct tw_bucket *b = lv->draining;
 	struct tw_level *below = lv - 1;
+	bool at_pops = below == &w->levels[1]; /* a drain of level 3 */
 	int64_t fired;
-
-	bool at_pops = below == &w->levels[1];
 
 	if (!below->lead)
 		below = NULL;
+	/* Level 2's shift is 5 at 64 buckets (32 ticks a bucket). */
 	fired = w->tick != 1 ? move_exact(w, b, n, below, at_pops, false, 0)
 		: !at_pops	     ? move_exact(w, b, n, below, false, true, 0)
 		: w->size == 64	     ? move_exact(w, b, n, below, true, true, 5)
