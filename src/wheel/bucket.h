@@ -76,7 +76,10 @@ struct tw_level {
 	 * padding makes a level 128 bytes (on 64-bit targets), so that an
 	 * index into the levels stays a shift. */
 	uint64_t occupied[TW_EXACT_SIZE_MAX / 64];
-	uint64_t padding_[5];
+	/* Level 1's only, while something drains: no drain has work before
+	 * this tick (a bound; see wheel/exact.c's drain_share). */
+	int64_t drain_wake;
+	uint64_t padding_[4];
 };
 
 /* Whether slot's occupancy bit is set (kafka mode's levels may hold more
@@ -85,6 +88,30 @@ static inline bool tw__occupied(const struct tw_level *lv, uint32_t slot)
 {
 	return slot < TW_EXACT_SIZE_MAX &&
 	       ((lv->occupied[slot / 64] >> (slot % 64)) & 1);
+}
+
+/* The most timers one advance should have to move down: about 0.1-0.2 ms
+ * of work. A bigger bucket asks for wake-ups of its own (exact.c's
+ * next_key_scan). */
+#define DRAIN_CHUNK 2048
+
+/* The tick a draining bucket d (not empty) next has work at, for
+ * next_expiry: its smallest key, or for more than DRAIN_CHUNK timers
+ * the tick by which its share reaches DRAIN_CHUNK, if that is sooner. */
+static inline int64_t drain_wake(const struct tw_bucket *d)
+{
+	int64_t k = d->min_key;
+
+	if (d->count > DRAIN_CHUNK) {
+		/* d->pop_at: drained up to; shares are
+		 * count * elapsed / (expiration - pop_at). */
+		double total = (double)((uint64_t)d->expiration - (uint64_t)d->pop_at);
+		uint64_t step = (uint64_t)(total * DRAIN_CHUNK / (double)d->count) + 1;
+
+		if ((uint64_t)k - (uint64_t)d->pop_at > step)
+			k = (int64_t)((uint64_t)d->pop_at + step);
+	}
+	return k;
 }
 
 #endif

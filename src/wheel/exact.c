@@ -101,6 +101,305 @@ void tw__insert_exact_slow(struct tw_wheel *w, struct tw_timer *t, int64_t key)
 	}
 }
 
+/* ---- moving a popped bucket down ----
+ *
+ * Where an expiry's instructions go: every timer that fires passes here
+ * once for each level it comes down and once more to fire (an idle
+ * timeout 30 s out: twice, then once). So this is tw__move_down for exact
+ * mode with what one call's timers share read once -- the clock, which no
+ * callback can move, and the tick -- and a filing that tells an empty
+ * bucket by its count or its list, not by the add's test key <= min_key
+ * (a timer moved into level 1 has its bucket's key, which that test takes
+ * for a bucket to fill: a call per timer). A fired timer keeps its stale
+ * links: only t->bucket says whether a timer is pending.
+ *
+ * A drain of level 3 also puts a timer due at a level-2 pop (a multiple
+ * of level 2's span: a window's aligned tick usually is) first in the
+ * bucket that pops then, where it fires at its own tick without coming
+ * down to level 1, as a windowed timer does. Only level 3's: a level
+ * holding such a timer makes next_expiry look one bucket further on every
+ * call (lv->windowed), which costs a stepped expiry of exact timers, where
+ * they are rare, more than the moves it saves. Only a drain's: a bucket
+ * moved at once files each timer by its key alone. */
+
+/* file_exact() at 64 buckets a level for a timer the caller has counted
+ * already. false: nothing done (a level to create, or a key one bucket
+ * past the level found). */
+hot_inline bool refile64(struct tw_level *levels, uint32_t nlevels, struct tw_wheel *w,
+			 struct tw_timer *t, int64_t key)
+{
+	uint64_t distance = (uint64_t)key - (uint64_t)levels[0].clock;
+	unsigned i = level64(distance | 1);
+	struct tw_level *lv;
+	struct tw_bucket *b;
+	int64_t number;
+	size_t count;
+
+	if (__builtin_expect(i >= nlevels, 0))
+		return false;
+	lv = &levels[i];
+	number = shift_floor(key, lv->shift);
+	if (__builtin_expect((uint64_t)number - (uint64_t)lv->clock >= 64, 0))
+		return false;
+	b = &lv->slots[(uint64_t)number & 63];
+	count = b->count;
+	list_append(&b->head, &t->link);
+	b->count = count + 1;
+	t->bucket = b;
+	if (__builtin_expect(count == 0, 0))
+		bucket_fill(w, lv, b, number, key);
+	else if (key < b->min_key)
+		b->min_key = key;
+	return true;
+}
+
+/* The timer's key is a pop of level lv (above level 1, below the level
+ * draining): first in the bucket that pops then, if that bucket is one of
+ * the level's live ones and is not draining itself. */
+static inline bool file_at_pop(struct tw_wheel *w, struct tw_level *lv,
+			       struct tw_timer *t, int64_t key)
+{
+	int64_t number;
+	struct tw_bucket *b;
+
+	if ((uint64_t)key & (lv->span - 1))
+		return false;
+	/* key > level 1's clock >= clock * span, so number > clock + 1;
+	 * the bucket must start at an int64 tick. */
+	number = shift_floor(key, lv->shift) + 1;
+	if ((uint64_t)number - (uint64_t)lv->clock >= w->size ||
+	    number > (INT64_MAX >> lv->shift))
+		return false;
+	b = &lv->slots[(uint64_t)number & (w->size - 1)];
+	if (b->draining)
+		return false;
+	bucket_put_first(w, lv, b, t, number);
+	return true;
+}
+
+/* Timer t into level 1's bucket for key (within the level's size of the
+ * clock), where every timer has the bucket's own key: its min_key from
+ * the fill on. The bucket's emptiness is told by its list, which the
+ * append reads anyway. */
+hot_inline void file_level1(struct tw_wheel *w, struct tw_level *levels,
+			    struct tw_bucket *nb, struct tw_timer *t, int64_t key)
+{
+	struct tw_link *prev = nb->head.prev;
+
+	t->link.next = &nb->head;
+	prev->next = &t->link;
+	t->link.prev = prev;
+	nb->head.prev = &t->link;
+	nb->count++;
+	t->bucket = nb;
+	if (__builtin_expect(prev == &nb->head, 0))
+		bucket_fill(w, levels, nb, key, key);
+	if (__builtin_expect(w->observer != NULL, 0))
+		notify_placed(w, t);
+}
+
+/* b without the taken timers before l, its first one now (the list's
+ * head if none is left). */
+static inline void bucket_cut(struct tw_bucket *b, struct tw_link *l, size_t taken)
+{
+	b->head.next = l;
+	l->prev = &b->head;
+	b->count -= taken;
+	if (b->count == 0)
+		b->min_key = INT64_MAX;
+}
+
+/* Up to n timers of b, from its front: each fires (its tick has come) or
+ * is filed again by its key. below: for a drain of level 3 or up, the
+ * level under it, where most of its timers go (at_pops: whose pops take
+ * the timers due at them); NULL for none. A run of timers filed into
+ * level 1 or below's level, with no observer to tell, leaves b at once
+ * (bucket_cut), not one by one; anything else -- a timer that fires, a
+ * filing that may tell an observer or create a level -- first leaves b
+ * as the wheel must be seen: so a callback may cancel the timers still
+ * waiting here. Returns how many fired. tick1: the wheel's tick is 1 (a
+ * constant where inlined). */
+hot_inline int64_t move_exact(struct tw_wheel *w, struct tw_bucket *b, size_t n,
+			      struct tw_level *below, bool at_pops, bool tick1,
+			      unsigned below_shift)
+{
+	struct tw_level *levels = w->levels;
+	struct tw_bucket *slots0 = levels[0].slots;
+	const int64_t clock = levels[0].clock;
+	const uint64_t mask0 = w->size - 1;
+	/* below's shift, a constant where the caller knows it. At 64
+	 * buckets file_exact() takes a distance from the clock to below's
+	 * level from twice its span (lo) on, while the bucket number is
+	 * one of the level's (which bounds it from above). */
+	const unsigned shift = below_shift ? below_shift : below ? below->shift : 0;
+	const uint64_t lo = (uint64_t)2 << shift, pop_mask = ((uint64_t)1 << shift) - 1;
+	const int64_t bclock = below ? below->clock : 0;
+	struct tw_bucket *bslots = below ? below->slots : NULL;
+	struct tw_link *l = b->head.next;
+	size_t taken = 0;
+	int64_t fired = 0;
+	/* The clock where nothing is to be told (an observer) and the
+	 * fast paths apply, else INT64_MAX: one compare for both. */
+	int64_t quiet_clock = levels->fast_levels ? clock : INT64_MAX;
+
+	for (; n && l != &b->head; n--) {
+		struct tw_timer *t = list_timer(l);
+		struct tw_bucket *nb;
+		uint64_t distance;
+		int64_t key, number;
+
+		/* The list is a chain of cache misses: start on the next one
+		 * while this one moves. */
+		l = l->next;
+		prefetch(l);
+		taken++;
+		key = tick1 ? t->due : tw__ceil_div(t->due, w->tick);
+		distance = (uint64_t)key - (uint64_t)clock;
+		if (key > quiet_clock) {
+			if (distance <= mask0) {
+				struct tw_link *prev;
+
+				nb = &slots0[(uint64_t)key & mask0];
+				prev = nb->head.prev;
+				t->link.next = &nb->head;
+				prev->next = &t->link;
+				t->link.prev = prev;
+				nb->head.prev = &t->link;
+				nb->count++;
+				t->bucket = nb;
+				/* Every timer of a level 1 bucket has its
+				 * key, which is its min_key from the fill
+				 * on; the bucket was empty if its list was. */
+				if (__builtin_expect(prev == &nb->head, 0))
+					bucket_fill(w, levels, nb, key, key);
+				continue;
+			}
+			/* file_at_pop() at 64 buckets, on values read once. */
+			if (at_pops && !((uint64_t)key & pop_mask) &&
+			    (uint64_t)(number = shift_floor(key, shift) + 1) -
+					    (uint64_t)bclock < 64 &&
+			    number <= (INT64_MAX >> shift) &&
+			    !(nb = &bslots[(uint64_t)number & 63])->draining) {
+				struct tw_link *first = nb->head.next;
+
+				/* Before the first; the bucket was empty if
+				 * its list was. */
+				t->link.next = first;
+				t->link.prev = &nb->head;
+				first->prev = &t->link;
+				nb->head.next = &t->link;
+				nb->count++;
+				t->bucket = nb;
+				below->windowed = true;
+				if (__builtin_expect(first == &nb->head, 0))
+					bucket_fill(w, below, nb, number, key);
+				else if (key < nb->min_key)
+					nb->min_key = key;
+				continue;
+			}
+			/* refile64() on below's level, its tests on values
+			 * read once. */
+			if ((at_pops || below) && distance >= lo &&
+			    (uint64_t)(number = shift_floor(key, shift)) - (uint64_t)bclock < 64) {
+				struct tw_link *prev;
+
+				nb = &bslots[(uint64_t)number & 63];
+				prev = nb->head.prev;
+				t->link.next = &nb->head;
+				prev->next = &t->link;
+				t->link.prev = prev;
+				nb->head.prev = &t->link;
+				nb->count++;
+				t->bucket = nb;
+				if (__builtin_expect(prev == &nb->head, 0))
+					bucket_fill(w, below, nb, number, key);
+				else if (key < nb->min_key)
+					nb->min_key = key;
+				continue;
+			}
+		}
+		bucket_cut(b, l, taken);
+		taken = 0;
+		if (key <= clock) {
+			t->bucket = NULL;
+			fire(w, t);
+			fired++;
+			/* The callback may have cancelled the next ones. */
+			l = b->head.next;
+		} else if (distance - 1 < mask0) {
+			nb = &slots0[(uint64_t)key & mask0];
+			list_append(&nb->head, &t->link);
+			t->bucket = nb;
+			if (nb->count++ == 0)
+				bucket_fill(w, levels, nb, key, key);
+			if (w->observer)
+				notify_placed(w, t);
+		} else if (!at_pops || !file_at_pop(w, below, t, key)) {
+			uint32_t fast = levels->fast_levels;
+
+			if (!fast || !refile64(levels, fast, w, t, key))
+				insert_exact(w, t, key);
+		}
+		quiet_clock = levels->fast_levels ? clock : INT64_MAX;
+	}
+	if (taken)
+		bucket_cut(b, l, taken);
+	return fired;
+}
+
+/* A popped bucket moved at once (a level 1 bucket firing, or one above
+ * small enough to move in one step): move_exact() one timer at a time,
+ * each out of b before it fires or is filed, as most of them fire. */
+hot_inline int64_t move_each(struct tw_wheel *w, struct tw_bucket *b, bool tick1)
+{
+	struct tw_level *levels = w->levels;
+	struct tw_bucket *slots0 = levels[0].slots;
+	const int64_t clock = levels[0].clock;
+	const uint64_t mask0 = w->size - 1;
+	int64_t fired = 0;
+
+	for (;;) {
+		struct tw_link *l = b->head.next, *next;
+		struct tw_timer *t;
+		int64_t key;
+		uint32_t fast;
+
+		if (l == &b->head)
+			break;
+		t = list_timer(l);
+		next = l->next;
+		prefetch(next);
+		b->head.next = next;
+		next->prev = &b->head;
+		b->count--;
+		key = tick1 ? t->due : tw__ceil_div(t->due, w->tick);
+		if (key <= clock) {
+			t->bucket = NULL;
+			fire(w, t);
+			fired++;
+			continue;
+		}
+		if ((uint64_t)key - (uint64_t)clock - 1 < mask0) {
+			file_level1(w, levels, &slots0[(uint64_t)key & mask0], t, key);
+			continue;
+		}
+		fast = levels->fast_levels;
+		if (__builtin_expect(fast != 0, 1) && refile64(levels, fast, w, t, key))
+			continue;
+		insert_exact(w, t, key);
+	}
+	/* Empty now (nothing is filed into a popped bucket: its keys are
+	 * for the levels below), so no key is below INT64_MAX. */
+	b->min_key = INT64_MAX;
+	return fired;
+}
+
+static __attribute__((noinline)) int64_t move_all(struct tw_wheel *w, struct tw_bucket *b)
+{
+	return w->tick == 1 ? move_each(w, b, true)
+			    : move_each(w, b, false);
+}
+
 /* ---- early cascades (exact mode) ----
  *
  * Kafka pops a higher-level bucket at its start and re-inserts everything
@@ -119,7 +418,17 @@ void tw__insert_exact_slow(struct tw_wheel *w, struct tw_timer *t, int64_t key)
 static int64_t drain_some(struct tw_wheel *w, struct tw_level *lv, size_t n)
 {
 	struct tw_bucket *b = lv->draining;
-	int64_t fired = tw__move_down(w, b, n);
+	struct tw_level *below = lv - 1;
+	bool at_pops = below == &w->levels[1]; /* a drain of level 3 */
+	int64_t fired;
+
+	if (!below->lead)
+		below = NULL;
+	/* Level 2's shift is 5 at 64 buckets (32 ticks a bucket). */
+	fired = w->tick != 1 ? move_exact(w, b, n, below, at_pops, false, 0)
+		: !at_pops	     ? move_exact(w, b, n, below, false, true, 0)
+		: w->size == 64	     ? move_exact(w, b, n, below, true, true, 5)
+				     : move_exact(w, b, n, below, true, true, 0);
 
 	if (list_empty(&b->head)) {
 		set_draining(w, b, false);
@@ -134,9 +443,13 @@ static int64_t drain_some(struct tw_wheel *w, struct tw_level *lv, size_t n)
  * loop that wakes every tick moves 1/left of the rest each time; one that
  * wakes less often moves more per wake, never all at once unless the
  * deadline has come. pop_at remembers how far the drain has got. */
+/* Also leaves in levels[0].drain_wake the earliest drain_wake() of the
+ * drains left, which only a drain's own shares can bring forward (a
+ * cancel or a drain's end only delays them): next_key_exact()'s short
+ * path while something drains. */
 static int64_t drain_share(struct tw_wheel *w, int64_t limit)
 {
-	int64_t fired = 0;
+	int64_t fired = 0, wake = INT64_MAX;
 
 	for (uint32_t i = 1; w->ndraining && i < w->nlevels; i++) {
 		struct tw_level *lv = &w->levels[i];
@@ -144,14 +457,19 @@ static int64_t drain_share(struct tw_wheel *w, int64_t limit)
 		double elapsed, total;
 		size_t share;
 
-		if (!b || limit <= b->pop_at)
+		if (!b)
 			continue;
-		elapsed = (double)((uint64_t)limit - (uint64_t)b->pop_at);
-		total = (double)((uint64_t)b->expiration - (uint64_t)b->pop_at);
-		share = (size_t)((double)b->count * elapsed / total) + 1;
-		b->pop_at = limit;
-		fired += drain_some(w, lv, share);
+		if (limit > b->pop_at) {
+			elapsed = (double)((uint64_t)limit - (uint64_t)b->pop_at);
+			total = (double)((uint64_t)b->expiration - (uint64_t)b->pop_at);
+			share = (size_t)((double)b->count * elapsed / total) + 1;
+			b->pop_at = limit;
+			fired += drain_some(w, lv, share);
+		}
+		if ((b = lv->draining) != NULL && b->count && drain_wake(b) < wake)
+			wake = drain_wake(b);
 	}
+	w->levels[0].drain_wake = wake;
 	return fired;
 }
 
@@ -207,33 +525,73 @@ static const struct tw_bucket *level_next_after(const struct tw_wheel *w,
  * a drain's timers must be down before anything at its deadline pops.
  * Refreshes upper_pop. */
 hot_inline bool upper_next(struct tw_wheel *w, struct tw_level **level,
-			   struct tw_bucket **pop, int64_t *when, bool wide)
+			   struct tw_bucket **pop, int64_t *when, int64_t *after,
+			   bool wide)
 {
 	bool found = false, best_drains = false;
+	int64_t second = INT64_MAX;
 
 	for (uint32_t i = 1; i < w->nlevels; i++) {
 		struct tw_level *lv = &w->levels[i];
 		struct tw_bucket *b;
 
-		if (lv->draining &&
-		    (!found || lv->draining->expiration < *when ||
-		     (lv->draining->expiration == *when && !best_drains))) {
-			found = best_drains = true;
-			*when = lv->draining->expiration;
-			*level = lv;
-			*pop = NULL;
+		if (lv->draining) {
+			int64_t t = lv->draining->expiration;
+
+			if (!found || t < *when || (t == *when && !best_drains)) {
+				if (found && *when < second)
+					second = *when;
+				found = best_drains = true;
+				*when = t;
+				*level = lv;
+				*pop = NULL;
+			} else if (t < second) {
+				second = t;
+			}
 		}
 		b = level_next_in(w, lv, wide);
-		if (b && (!found || b->pop_at < *when)) {
-			found = true;
-			best_drains = false;
-			*when = b->pop_at;
-			*level = lv;
-			*pop = b;
+		if (b) {
+			if (!found || b->pop_at < *when) {
+				if (found && *when < second)
+					second = *when;
+				found = true;
+				best_drains = false;
+				*when = b->pop_at;
+				*level = lv;
+				*pop = b;
+			} else if (b->pop_at < second) {
+				second = b->pop_at;
+			}
 		}
 	}
 	w->upper_pop = found ? *when : INT64_MAX;
+	*after = second;
 	return found;
+}
+
+/* tw__advance_clocks() in exact mode, where a level's bucket number is a
+ * shift: inlined into the advance, which moves the clocks once per
+ * bucket it pops. The observer's events out of line. */
+static __attribute__((noinline)) void clocks_told(struct tw_wheel *w, int64_t key)
+{
+	tw__advance_clocks(w, key);
+}
+
+hot_inline void advance_clocks(struct tw_wheel *w, int64_t key)
+{
+	struct tw_level *lv = w->levels, *end = lv + w->nlevels;
+
+	if (__builtin_expect(w->observer != NULL, 0)) {
+		clocks_told(w, key);
+		return;
+	}
+	for (; lv < end; lv++) {
+		int64_t number = shift_floor(key, lv->shift);
+
+		if (number <= lv->clock)
+			break;
+		lv->clock = number;
+	}
 }
 
 static void pop_bucket(struct tw_wheel *w, struct tw_bucket *b)
@@ -242,7 +600,7 @@ static void pop_bucket(struct tw_wheel *w, struct tw_bucket *b)
 	b->has_expiration = false;
 	notify(w, TW_EV_POPPED, b->level, b->slot,
 	       tw__ticks_to_time(w, b->pop_at), NULL);
-	tw__advance_clocks(w, b->pop_at);
+	advance_clocks(w, b->pop_at);
 }
 
 /* The most timers a popped bucket moves down at once rather than in
@@ -258,20 +616,34 @@ static void pop_bucket(struct tw_wheel *w, struct tw_bucket *b)
 hot_inline int64_t advance_exact(struct tw_wheel *w, int64_t limit, bool wide)
 {
 	struct tw_level *lv = NULL;
-	struct tw_bucket *b0, *up = NULL;
-	int64_t fired = 0, when = 0;
+	struct tw_bucket *b0, *up = NULL, *next;
+	int64_t fired = 0, when = 0, after = INT64_MAX;
 
 	for (;;) {
 		b0 = level_next_in(w, &w->levels[0], wide);
 		if (w->upper_pop <= limit &&
 		    (!b0 || w->upper_pop <= b0->expiration) &&
-		    upper_next(w, &lv, &up, &when, wide) && when <= limit &&
+		    upper_next(w, &lv, &up, &when, &after, wide) && when <= limit &&
 		    (!b0 || when <= b0->expiration)) {
+			/* upper_pop: what is left of the upper events once
+			 * this one is done, so that the next round looks at
+			 * every level again only if one of them may come
+			 * first -- the other levels' (after), and the popped
+			 * level's next bucket and the drain the pop may
+			 * start. What this event files meanwhile lowers it
+			 * (fill_bucket). */
 			if (!up) {
+				w->upper_pop = after;
 				fired += drain_some(w, lv, SIZE_MAX);
 				continue;
 			}
 			pop_bucket(w, up);
+			next = level_next_in(w, lv, wide);
+			if (next && next->pop_at < after)
+				after = next->pop_at;
+			if (up->count > SMALL_BUCKET && up->expiration < after)
+				after = up->expiration;
+			w->upper_pop = after;
 			/* Only a bucket with a windowed timer has a min_key
 			 * before its expiration. */
 			if (up->min_key < up->expiration)
@@ -280,7 +652,7 @@ hot_inline int64_t advance_exact(struct tw_wheel *w, int64_t limit, bool wide)
 			 * now: draining only pays for itself when moving
 			 * everything at once would be a stall. */
 			if (up->count <= SMALL_BUCKET) {
-				fired += tw__move_down(w, up, SIZE_MAX);
+				fired += move_all(w, up);
 				continue;
 			}
 			/* The level's previous drain ended at this bucket's
@@ -295,9 +667,9 @@ hot_inline int64_t advance_exact(struct tw_wheel *w, int64_t limit, bool wide)
 		if (!b0 || b0->expiration > limit)
 			break;
 		pop_bucket(w, b0);
-		fired += tw__move_down(w, b0, SIZE_MAX);
+		fired += move_all(w, b0);
 	}
-	tw__advance_clocks(w, limit);
+	advance_clocks(w, limit);
 	return fired + drain_share(w, limit);
 }
 
@@ -315,9 +687,14 @@ int64_t tw__advance_exact(struct tw_wheel *w, int64_t limit)
  * tick order: about 1,000 instructions per timer in a one-jump expiry of
  * 1e5 timers. When the caller does not need that order, such a
  * bucket is emptied where it is: each timer fires straight from it (or,
- * if a stays-put reschedule left a later key in it, is filed again). What
- * is left -- the one bucket per level that straddles the limit, and
- * level 1 -- then goes through the ordered advance. */
+ * if a stays-put reschedule left a later key in it, is filed again). The
+ * one bucket per level that straddles the limit fires its due timers
+ * where it is too and keeps the rest (whose keys are after the limit, so
+ * that filing them again could put them back in it). What is left --
+ * those, and level 1 -- then goes through the ordered advance. In that
+ * expiry (make bench-instr's jump-unordered) 24 instructions per timer,
+ * 43 when the straddling buckets' due timers went down level by level:
+ * level 5's holds the last 5 of the 180 minutes, 3 % of the timers. */
 
 /* The highest bucket number of a level whose range [n * span, (n + 1) *
  * span) ends at or before limit: floor((limit + 1) / span) - 1, without
@@ -360,14 +737,24 @@ static struct tw_bucket *whole_due_bucket(const struct tw_wheel *w,
  * one at a time, so a callback may cancel the ones still waiting. */
 static int64_t empty_bucket(struct tw_wheel *w, struct tw_bucket *b, int64_t limit)
 {
+	const int64_t tick = w->tick;
 	int64_t fired = 0;
 
-	while (!list_empty(&b->head)) {
-		struct tw_timer *t = list_timer(b->head.next);
-		int64_t key = exact_key(w, t->due); /* exact mode only */
+	for (;;) {
+		struct tw_link *l = b->head.next, *next;
+		struct tw_timer *t = list_timer(l);
+		int64_t key;
 
-		prefetch(t->link.next);
-		bucket_take(b, t);
+		if (l == &b->head)
+			break;
+		key = tick == 1 ? t->due : tw__ceil_div(t->due, tick); /* exact mode only */
+		next = l->next;
+		prefetch(next);
+		b->head.next = next;
+		next->prev = &b->head;
+		t->bucket = NULL;
+		if (--b->count == 0)
+			b->min_key = INT64_MAX;
 		if (key <= limit) {
 			fire(w, t);
 			fired++;
@@ -375,6 +762,68 @@ static int64_t empty_bucket(struct tw_wheel *w, struct tw_bucket *b, int64_t lim
 			insert_exact(w, t, key);
 		}
 	}
+	return fired;
+}
+
+/* The queued bucket of a level above 1 whose range holds limit but ends
+ * after it, or NULL: its live number is limit's, if that is one. */
+static struct tw_bucket *straddling_bucket(const struct tw_wheel *w,
+					   const struct tw_level *lv, int64_t limit)
+{
+	int64_t number = shift_floor(limit, lv->shift);
+	uint32_t slot;
+
+	if (lv->unbounded || number == last_whole_bucket(lv, limit) ||
+	    (uint64_t)number - (uint64_t)lv->clock - 1 >= w->size - 1)
+		return NULL;
+	slot = (uint32_t)((uint64_t)number & (w->size - 1));
+	if (!tw__occupied(lv, slot))
+		return NULL;
+	return &lv->slots[slot];
+}
+
+/* The timers of a queued bucket that are due by limit fire where they
+ * are, the others stay (their keys are after limit: the bucket holds
+ * them until it pops, as before). The bucket's list is taken aside
+ * first, so that each timer is looked at once while callbacks add,
+ * cancel or reschedule (a timer still aside is pending in b: a cancel
+ * unlinks it there, a reschedule that stays keeps it, one that moves
+ * takes it out); the ones kept go back one by one. min_key is then the
+ * smallest key left (INT64_MAX meanwhile, so that what callbacks file
+ * here sets it as for an empty bucket). */
+static int64_t fire_due_in(struct tw_wheel *w, struct tw_bucket *b, int64_t limit)
+{
+	const int64_t tick = w->tick;
+	struct tw_link aside;
+	int64_t fired = 0, min_kept = INT64_MAX;
+
+	aside.next = b->head.next;
+	aside.prev = b->head.prev;
+	aside.next->prev = &aside;
+	aside.prev->next = &aside;
+	list_init(&b->head);
+	b->min_key = INT64_MAX;
+	while (aside.next != &aside) {
+		struct tw_link *l = aside.next;
+		struct tw_timer *t = list_timer(l);
+		int64_t key = tick == 1 ? t->due : tw__ceil_div(t->due, tick);
+
+		aside.next = l->next;
+		l->next->prev = &aside;
+		if (key <= limit) {
+			t->bucket = NULL;
+			if (--b->count == 0)
+				bucket_emptied(w, b);
+			fire(w, t);
+			fired++;
+		} else {
+			list_append(&b->head, l);
+			if (key < min_kept)
+				min_kept = key;
+		}
+	}
+	if (b->count && min_kept < b->min_key)
+		b->min_key = min_kept;
 	return fired;
 }
 
@@ -404,13 +853,15 @@ int64_t tw__advance_whole_buckets(struct tw_wheel *w, int64_t limit)
 			       tw__ticks_to_time(w, b->pop_at), NULL);
 			fired += empty_bucket(w, b, limit);
 		}
+		/* The bucket that limit falls inside: the ordered advance
+		 * would move each of its due timers down level by level;
+		 * they fire here. */
+		if (i > 0 && (b = straddling_bucket(w, lv, limit)) != NULL &&
+		    b->min_key <= limit)
+			fired += fire_due_in(w, b, limit);
 	}
 	return fired;
 }
-
-/* The most timers one advance should have to move down: about 0.1-0.2 ms
- * of work. A bigger bucket asks for wake-ups of its own (below). */
-#define DRAIN_CHUNK 2048
 
 /* The tick at which exact mode next has work: level 1's next bucket, or
  * the smallest key of the next bucket of each level above and of each
@@ -452,18 +903,7 @@ hot_inline bool next_key_scan(const struct tw_wheel *w, int64_t *key, bool wide)
 			found = true;
 		}
 		if (d && d->count) {
-			k = d->min_key;
-			if (d->count > DRAIN_CHUNK) {
-				/* d->pop_at: drained up to; shares are
-				 * count * elapsed / (expiration - pop_at). */
-				double total = (double)((uint64_t)d->expiration -
-							(uint64_t)d->pop_at);
-				uint64_t step = (uint64_t)(total * DRAIN_CHUNK /
-							   (double)d->count) + 1;
-
-				if ((uint64_t)k - (uint64_t)d->pop_at > step)
-					k = (int64_t)((uint64_t)d->pop_at + step);
-			}
+			k = drain_wake(d);
 			if (!found || k < *key)
 				*key = k;
 			found = true;

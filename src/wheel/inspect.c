@@ -279,6 +279,12 @@ static int check_bucket_place(const struct tw_wheel *w, uint32_t li,
 	    b->expiration < w->upper_pop)
 		BROKEN("L%u#%u drains by %lld, before upper_pop %lld", li + 1,
 		       slot, (long long)b->expiration, (long long)w->upper_pop);
+	/* next_expiry's short path trusts it while something drains. */
+	if (w->mode == TW_MODE_EXACT && b->draining && b->count &&
+	    drain_wake(b) < w->levels[0].drain_wake)
+		BROKEN("L%u#%u's drain has work at %lld, before level 1's "
+		       "drain_wake %lld", li + 1, slot, (long long)drain_wake(b),
+		       (long long)w->levels[0].drain_wake);
 	return TW_OK;
 }
 

@@ -310,6 +310,30 @@ rare_local void bucket_first_key(struct tw_wheel *w, struct tw_level *lv,
 		b->min_key = key;
 }
 
+/* Timer t, already counted as pending, first in bucket b of level lv
+ * (above level 1; number is b's), where it fires when b pops: the place
+ * of a windowed timer (window.c) and of a timer a drain moves that is due
+ * at a pop (exact.c). Its key is at or before the pop, which is before
+ * b's expiration: that is what marks it. */
+static inline void bucket_put_first(struct tw_wheel *w, struct tw_level *lv,
+				    struct tw_bucket *b, struct tw_timer *t,
+				    int64_t number)
+{
+	int64_t pop;
+
+	if (b->count == 0)
+		bucket_fill(w, lv, b, number, (int64_t)((uint64_t)(number - 1) << lv->shift));
+	pop = b->pop_at;
+	list_append(b->head.next, &t->link); /* before the first */
+	lv->windowed = true;
+	b->count++;
+	t->bucket = b;
+	if (pop < b->min_key)
+		b->min_key = pop;
+	if (w->observer)
+		notify_placed(w, t);
+}
+
 /* Exact mode's level for a distance of at least 1 tick from level 1's
  * clock, with 64 buckets a level: level L holds distances below
  * 2^(5L + 6), so the index of distance's highest bit, h, names it:
@@ -443,14 +467,18 @@ static inline void bucket_emptied(struct tw_wheel *w, struct tw_bucket *b)
 	}
 }
 
-/* The bucket's count last, so that its test needs no reload. */
+/* The bucket's count last, so that its test needs no reload. The
+ * timer's own links are left as they were: t->bucket alone says whether
+ * it is pending (a store fewer on every cancel and move). */
 hot_inline void unlink_pending(struct tw_wheel *w, struct tw_timer *t)
 {
 	struct tw_bucket *b = t->bucket;
+	struct tw_link *next = t->link.next, *prev = t->link.prev;
 
 	w->count--;
 	debug_pending(w, t, false);
-	list_unlink(&t->link);
+	prev->next = next;
+	next->prev = prev;
 	t->bucket = NULL;
 	if (--b->count == 0)
 		bucket_emptied(w, b);
@@ -500,16 +528,17 @@ static inline struct tw_bucket *level_next(const struct tw_wheel *w,
 }
 
 /* An event loop asks before every advance, so the common answer is kept
- * to one bit scan: with nothing draining, every bucket above level 1 pops
- * at upper_pop or later (I4) and holds no key below its pop time, so a
- * level 1 bucket at or before upper_pop is the answer; the scan of every
- * level (exact.c) is left for the rest. */
+ * to one bit scan: every bucket above level 1 pops at upper_pop or later
+ * (I4) and holds no key below its pop time, and a drain has no timer due
+ * before its end (nor does it end before upper_pop) and asks for no wake
+ * before levels[0].drain_wake, so a level 1 bucket at or before both is
+ * the answer; the scan of every level (exact.c) is left for the rest. */
 static inline bool next_key_exact(const struct tw_wheel *w, int64_t *key)
 {
 	const struct tw_bucket *b;
 
-	if (!w->ndraining && (b = level_next(w, w->levels)) != NULL &&
-	    b->min_key <= w->upper_pop) {
+	if ((b = level_next(w, w->levels)) != NULL && b->min_key <= w->upper_pop &&
+	    (!w->ndraining || b->min_key <= w->levels[0].drain_wake)) {
 		*key = b->min_key;
 		return true;
 	}

@@ -352,14 +352,25 @@ hot_inline int wheel_add_in(struct tw_wheel *w, struct tw_timer *t, int64_t dela
 	return wheel_add(w, t, due);
 }
 
-hot_inline int wheel_cancel(struct tw_wheel *w, struct tw_timer *t)
+/* A cancel's refusals, off its path. */
+static __attribute__((noinline)) int cancel_refused(const struct tw_wheel *w,
+						    const struct tw_timer *t)
 {
 	if (!w || !w->buckets || !t)
 		return TW_EINVAL;
-	if (!t->bucket)
-		return 0;
-	if (t->bucket->wheel != w)
-		return TW_EOWNER;
+	return t->bucket ? TW_EOWNER : 0;
+}
+
+/* A pending timer whose bucket names this wheel is all the common path
+ * tests: the wheel is then initialised (a bucket names its wheel from
+ * init to destroy, and destroy leaves no timer pending in it), so the
+ * test that it is waits for the other answers. */
+hot_inline int wheel_cancel(struct tw_wheel *w, struct tw_timer *t)
+{
+	struct tw_bucket *b;
+
+	if (__builtin_expect(!w || !t || !(b = t->bucket) || b->wheel != w, 0))
+		return cancel_refused(w, t);
 	unlink_pending(w, t);
 	return 1;
 }
@@ -396,9 +407,35 @@ hot_inline bool stays_put(const struct tw_wheel *w, const struct tw_timer *t,
 	return true;
 }
 
+/* stays_put() where the bucket's no_window_stay is clear (exact mode, a
+ * tick of 1, a level bucket not draining): a key is its due time. */
+hot_inline bool stays_put_tick1(const struct tw_wheel *w, struct tw_timer *t,
+				struct tw_bucket *b, int64_t due)
+{
+	int64_t expiration = b->expiration, min_key = b->min_key;
+
+	if (due <= w->now || due < expiration ||
+	    (min_key < expiration && t->due < expiration))
+		return false;
+	if (due < min_key)
+		b->min_key = due;
+	t->due = due;
+	return true;
+}
+
 hot_inline int wheel_reschedule(struct tw_wheel *w, struct tw_timer *t, int64_t due)
 {
+	struct tw_bucket *b;
 	int was_pending;
+
+	/* The common case first, decided from the timer and its bucket: a
+	 * pending timer of this wheel (which is then initialised, as for
+	 * a cancel) in a bucket that no_window_stay does not rule out, that
+	 * stays. */
+	if (__builtin_expect(w && t && (b = t->bucket) && b->wheel == w &&
+			     !b->no_window_stay && !no_callback(w, t), 1) &&
+	    stays_put_tick1(w, t, b, due))
+		return 1;
 
 	if (!w || !w->buckets || !t || no_callback(w, t))
 		return TW_EINVAL_BECAUSE("tw_wheel_reschedule", "%s",

@@ -36,7 +36,11 @@
  * common case of an idle window pushed on every packet) reads the timer
  * and its bucket and writes the due time; a move is a cancel and an add.
  * A windowed timer costs nothing at the pop beyond firing it; one filed
- * exact moves down the levels as any timer.
+ * exact moves down the levels as any timer, except that its aligned
+ * tick (a multiple of 64 where the part of the window it was aligned in
+ * spans 64 ticks or more) is a level-2 pop: a level 3 bucket big enough
+ * to drain puts it in the level-2 bucket popping then (exact.c), where
+ * it fires after one move, not two.
  *
  * Worked example (tick 1 ms, 64 buckets, clock 0; levels of 1, 32, 1024
  * and 32768 ms buckets). add_range [30000, 30300]: the level that
@@ -79,14 +83,23 @@ static void place_new_exact(struct tw_wheel *w, struct tw_timer *t)
  * that next_expiry does not name a tick the drain has passed. */
 int64_t tw__fire_windowed(struct tw_wheel *w, struct tw_bucket *b)
 {
+	const int64_t tick = w->tick;
 	int64_t fired = 0;
 
-	while (!list_empty(&b->head)) {
-		struct tw_timer *t = list_timer(b->head.next);
+	for (;;) {
+		struct tw_link *l = b->head.next, *next;
+		struct tw_timer *t = list_timer(l);
 
-		if (exact_key(w, t->due) >= b->expiration)
+		if (l == &b->head ||
+		    (tick == 1 ? t->due : tw__ceil_div(t->due, tick)) >= b->expiration)
 			break;
-		bucket_take(b, t);
+		next = l->next;
+		prefetch(next);
+		b->head.next = next;
+		next->prev = &b->head;
+		t->bucket = NULL;
+		if (--b->count == 0)
+			b->min_key = INT64_MAX;
 		fire(w, t);
 		fired++;
 	}
@@ -180,27 +193,14 @@ hot_inline struct tw_bucket *window_bucket_for(struct tw_wheel *w, int64_t earli
 	return window_bucket(w, ek, lk, number);
 }
 
-/* Into bucket b (number `number`, above level 1), which pops at tick
- * pop: first in it, and min_key no later. */
+/* Into bucket b (number `number`, above level 1), which pops inside the
+ * window: first in it, and min_key no later than the pop. */
 static void file_windowed(struct tw_wheel *w, struct tw_timer *t, struct tw_bucket *b,
 			  int64_t number)
 {
-	struct tw_level *lv = &w->levels[b->level - 1];
-	int64_t pop;
-
-	if (b->count == 0)
-		bucket_fill(w, lv, b, number, (int64_t)((uint64_t)(number - 1) << lv->shift));
-	pop = b->pop_at;
-	list_append(b->head.next, &t->link); /* before the first */
-	lv->windowed = true;
 	w->count++;
 	debug_pending(w, t, true);
-	b->count++;
-	t->bucket = b;
-	if (pop < b->min_key)
-		b->min_key = pop;
-	if (w->observer)
-		notify_placed(w, t);
+	bucket_put_first(w, &w->levels[b->level - 1], b, t, number);
 }
 
 /* The tick in [ek, lk] with the most trailing zero bits: lk with every
