@@ -364,7 +364,11 @@ static __attribute__((noinline)) int cancel_refused(const struct tw_wheel *w,
 /* A pending timer whose bucket names this wheel is all the common path
  * tests: the wheel is then initialised (a bucket names its wheel from
  * init to destroy, and destroy leaves no timer pending in it), so the
- * test that it is waits for the other answers. */
+ * test that it is waits for the other answers, as in
+ * tw_wheel_reschedule_range(). The one exception: a destroy that found
+ * broken links (TW_ECORRUPT) leaves the timers it could not reach naming
+ * freed buckets; a cancel of one of them reads that bucket before it
+ * answers TW_EINVAL. */
 hot_inline int wheel_cancel(struct tw_wheel *w, struct tw_timer *t)
 {
 	struct tw_bucket *b;
