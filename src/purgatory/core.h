@@ -123,13 +123,18 @@
 struct tw_watchers {
 	struct tw_watchers *next; /* hash chain */
 	uint64_t hash;
-	uint32_t len;             /* at most TW_KEY_MAX */
-	atomic_ushort walkers;    /* the pins: key checks (and claims) in
-				     progress on the list (watch.c) */
+	uint16_t len;             /* at most TW_KEY_MAX */
 	atomic_bool dirty;        /* an unlink waits for the last one out */
+	/* The pins: key checks (and claims) in progress on the list
+	 * (watch.c). 32 bits: pins nest (a hand_back that cancels the key
+	 * again pins it again), and a count that wrapped to 0 would free a
+	 * list still in use. */
+	atomic_uint walkers;
 	struct tw_link entries;   /* struct tw_watch */
 	unsigned char key[];
 };
+
+_Static_assert(TW_KEY_MAX <= UINT16_MAX, "a list's len holds any key's length");
 
 struct pshard {
 	_Alignas(64) pthread_mutex_t mu;
@@ -215,13 +220,14 @@ static inline void count_delayed(struct tw_purgatory *p, long n)
 static inline void count_completion(struct tw_purgatory *p)
 {
 	struct entry_stripe *st = my_stripe(p);
-	size_t n = atomic_fetch_add_explicit(&st->completions, 1,
-					     memory_order_relaxed) + 1;
 
-	if (n >= p->purge_flush) {
-		atomic_fetch_sub_explicit(&st->completions, n, memory_order_relaxed);
-		atomic_fetch_add(&p->completed_since_purge, n);
-	}
+	/* An exchange, not a subtraction of what this thread saw: two
+	 * threads that share the stripe would move some completions twice. */
+	if (atomic_fetch_add_explicit(&st->completions, 1, memory_order_relaxed) + 1 >=
+	    p->purge_flush)
+		atomic_fetch_add(&p->completed_since_purge,
+				 atomic_exchange_explicit(&st->completions, 0,
+							  memory_order_relaxed));
 }
 
 /* Under the shard's lock. */

@@ -56,7 +56,7 @@ static struct tw_watchers *find_or_add(struct pshard *sh, uint64_t h,
 	if (!ws)
 		return NULL;
 	ws->hash = h;
-	ws->len = (uint32_t)len;
+	ws->len = (uint16_t)len;
 	atomic_init(&ws->walkers, 0);
 	atomic_init(&ws->dirty, false);
 	list_init(&ws->entries);

@@ -171,6 +171,62 @@ static void test_a_shutdown_meets_a_pinned_list(void)
 	let_the_check_go(p, x, 2, parked, &checker);
 }
 
+/*
+ * Pins nest: a cancel_for_key on a pinned list runs hand_back with its own
+ * pin held, and a hand_back may cancel the key again. The count must not
+ * wrap: a list whose count read 0 would be unlinked and freed while the
+ * pins' holders still use it. Here the parked check holds one pin and
+ * 65,535 more are added under the shard lock (65,536 nested cancels are
+ * what the count must survive; a 16-bit count wrapped to 0 there, and the
+ * cancel below freed the list under the parked check); the cancel must
+ * still find the list pinned and claim in place.
+ */
+static struct tw_watchers *list_of(struct tw_purgatory *p, const char *k,
+				   struct pshard **sh)
+{
+	for (unsigned i = 0; i < p->nshards; i++) {
+		pthread_mutex_lock(&p->shards[i].mu);
+		for (size_t b = 0; b < p->shards[i].nbuckets; b++)
+			for (struct tw_watchers *ws = p->shards[i].table[b]; ws; ws = ws->next)
+				if (ws->len == strlen(k) && !memcmp(ws->key, k, ws->len)) {
+					*sh = &p->shards[i];
+					return ws; /* its shard still locked */
+				}
+		pthread_mutex_unlock(&p->shards[i].mu);
+	}
+	return NULL;
+}
+
+static void add_pins(struct tw_purgatory *p, long n)
+{
+	struct pshard *sh = NULL;
+	struct tw_watchers *ws = list_of(p, key, &sh);
+
+	CHECK(ws != NULL);
+	if (n > 0)
+		atomic_fetch_add(&ws->walkers, (unsigned)n);
+	else
+		atomic_fetch_sub(&ws->walkers, (unsigned)-n);
+	pthread_mutex_unlock(&sh->mu);
+}
+
+static void test_pins_do_not_wrap(void)
+{
+	static struct gop x[1];
+	struct sp_thread checker;
+	int parked;
+	struct tw_purgatory *p = park_a_check(x, 1, &checker, &parked);
+
+	add_pins(p, 65535);
+	atomic_store(&handed, 0);
+	CHECK_EQ(tw_purgatory_cancel_for_key(p, key, strlen(key), count_hand_back), 1);
+	CHECK_EQ(tw_purgatory_watched(p), 1); /* claimed in place */
+	CHECK_EQ(keys_listed(p), 1);
+	CHECK_EQ(atomic_load(&x[0].releases), 0);
+	add_pins(p, -65535);
+	let_the_check_go(p, x, 1, parked, &checker);
+}
+
 int main(int argc, char **argv)
 {
 	sp_install();
@@ -178,5 +234,6 @@ int main(int argc, char **argv)
 	RUN_IF(test_the_last_check_out_drops_the_entries);
 	RUN_IF(test_a_cancel_meets_a_pinned_list);
 	RUN_IF(test_a_shutdown_meets_a_pinned_list);
+	RUN_IF(test_pins_do_not_wrap);
 	return check_report();
 }
