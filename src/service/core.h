@@ -282,6 +282,17 @@ struct tw__svc_thread {
  * cancel and run (a dlopen()ed library takes these bytes from the static
  * TLS glibc keeps for that). */
 #define TW_SVC_TLS __attribute__((tls_model("initial-exec")))
+
+/* The common cases of add, cancel, reschedule and a batch's run are
+ * forced into their callers (a call and its spills would be a good part
+ * of them); not in the coverage build (-O0), where each function is one
+ * copy, so that a branch counts once, not once per call site (as the
+ * wheel's hot_inline). */
+#if defined(__GNUC__) && !defined(TW_COVERAGE)
+#define svc_hot_inline static inline __attribute__((always_inline))
+#else
+#define svc_hot_inline static inline
+#endif
 extern _Thread_local struct tw__svc_thread tw__svc_this_thread TW_HIDDEN TW_SVC_TLS;
 #define THIS_THREAD tw__svc_this_thread
 

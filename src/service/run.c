@@ -149,7 +149,7 @@ static void run_batch(struct tw_service *svc, unsigned ri);
  * (TAKEN); the caller counts r->len. Its callback is read now, while a
  * reinit cannot change it under a run that has started. Inlined into the
  * two loops that take. */
-static inline __attribute__((always_inline)) void
+svc_hot_inline void
 take(struct runner *r, unsigned ri, unsigned n, struct tw_service_timer *t,
      uint32_t word)
 {
@@ -249,7 +249,7 @@ run_end_locked(struct tw_service *svc, unsigned ri, struct tw_service_timer *t,
 
 /* Inlined into run: the common end, a one-shot timer's, is a store or a
  * compare-and-swap of the mark; the rest takes the shard's mutex. */
-static inline __attribute__((always_inline)) bool
+svc_hot_inline bool
 run_end(struct tw_service *svc, unsigned ri, struct tw_service_timer *t,
 	bool rearm, tw_service_fn **fn, bool *periodic)
 {

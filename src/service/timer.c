@@ -96,7 +96,7 @@ int tw__svc_stop_locked(struct tw_service *svc, struct shard *s,
  * at end: lower reaper_sees, and ask for a kick, if it must run before
  * the reaper's next look at the shard. The end is rounded to the tick it
  * runs at only when that may matter: rounding never lowers it. */
-static inline __attribute__((always_inline)) void
+svc_hot_inline void
 lower_reaper_sees(struct tw_service *svc, struct shard *s,
 		  int64_t end, bool *kick)
 {
@@ -113,7 +113,7 @@ lower_reaper_sees(struct tw_service *svc, struct shard *s,
  * cancel_sync still has to wait for it). Inlined: an add's common case
  * is this and the mutex, and its callers' constants (tr, run_going,
  * often slack) fold away. */
-static inline __attribute__((always_inline)) void
+svc_hot_inline void
 link_pending(struct tw_service *svc, struct shard *s,
 	     struct tw_service_timer *t, uint32_t word, int64_t due,
 	     uint32_t slack, bool run_going, enum tw__svc_transition tr,
@@ -178,7 +178,7 @@ void tw__svc_link(struct tw_service *svc, struct shard *s,
 
 /* A pending timer moved in its wheel: its earlier add ends (stopped), the
  * new one begins. */
-static inline __attribute__((always_inline)) void
+svc_hot_inline void
 reschedule_pending(struct tw_service *svc, struct shard *s,
 		   struct tw_service_timer *t, uint32_t word, int64_t due,
 		   uint32_t slack, bool *kick)
@@ -224,7 +224,7 @@ refuse_shut(const struct tw_service *svc, const struct tw_service_timer *t,
 /* Claim a timer no service owns for svc and the calling thread's shard,
  * or read who owns it: the word with an owner, or an error. Inlined: a
  * first add is this one compare-and-swap more than any other add. */
-static inline __attribute__((always_inline)) int
+svc_hot_inline int
 claim(struct tw_service *svc, struct tw_service_timer *t, uint32_t *word,
       const char *call)
 {
@@ -303,7 +303,7 @@ static __attribute__((noinline, cold)) int refuse_no_callback(const char *call)
 /* Wakes whoever must see what was just filed, after the shard's mutex
  * is let go: the reaper when the timer runs before its next look (kick),
  * or, in a manual service, a loop that asked for its timeout before. */
-static inline __attribute__((always_inline)) void
+svc_hot_inline void
 after_filing(struct tw_service *svc, bool kick)
 {
 	if (kick)
@@ -332,7 +332,7 @@ add_locked_unlock(struct tw_service *svc, struct shard *s,
  * tw_service_reschedule are each one function with their constants
  * folded: the common cases (an idle timer added, a pending one moved)
  * take the shard's mutex, file the timer and let go, and nothing else. */
-static inline __attribute__((always_inline)) int
+svc_hot_inline int
 add_or_reschedule(struct tw_service *svc, struct tw_service_timer *t,
 		  int64_t due, uint32_t slack, bool reschedule, const char *call)
 {
@@ -520,7 +520,7 @@ int tw_service_reschedule_range(struct tw_service *svc,
  * marked all the same. call names the caller's function for a refusal.
  * Inlined into tw_service_cancel, where shut is false and a pending
  * timer, the common case, leaves the wheel without a call. */
-static inline __attribute__((always_inline)) int
+svc_hot_inline int
 cancel(struct tw_service *svc, struct tw_service_timer *t, bool shut,
        const char *call)
 {
