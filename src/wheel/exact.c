@@ -257,20 +257,11 @@ hot_inline int64_t move_exact(struct tw_wheel *w, struct tw_bucket *b, size_t n,
 		distance = (uint64_t)key - (uint64_t)clock;
 		if (key > quiet_clock) {
 			if (distance <= mask0) {
-				struct tw_link *prev;
-
 				nb = &slots0[(uint64_t)key & mask0];
-				prev = nb->head.prev;
-				t->link.next = &nb->head;
-				prev->next = &t->link;
-				t->link.prev = prev;
-				nb->head.prev = &t->link;
-				nb->count++;
-				t->bucket = nb;
 				/* Every timer of a level 1 bucket has its
 				 * key, which is its min_key from the fill
 				 * on; the bucket was empty if its list was. */
-				if (__builtin_expect(prev == &nb->head, 0))
+				if (__builtin_expect(append_moved(nb, t) == &nb->head, 0))
 					bucket_fill(w, levels, nb, key, key);
 				continue;
 			}
@@ -301,17 +292,8 @@ hot_inline int64_t move_exact(struct tw_wheel *w, struct tw_bucket *b, size_t n,
 			 * read once. */
 			if ((at_pops || below) && distance >= lo &&
 			    (uint64_t)(number = shift_floor(key, shift)) - (uint64_t)bclock < 64) {
-				struct tw_link *prev;
-
 				nb = &bslots[(uint64_t)number & 63];
-				prev = nb->head.prev;
-				t->link.next = &nb->head;
-				prev->next = &t->link;
-				t->link.prev = prev;
-				nb->head.prev = &t->link;
-				nb->count++;
-				t->bucket = nb;
-				if (__builtin_expect(prev == &nb->head, 0))
+				if (__builtin_expect(append_moved(nb, t) == &nb->head, 0))
 					bucket_fill(w, below, nb, number, key);
 				else if (key < nb->min_key)
 					nb->min_key = key;
@@ -750,11 +732,7 @@ static int64_t empty_bucket(struct tw_wheel *w, struct tw_bucket *b, int64_t lim
 		key = tick == 1 ? t->due : tw__ceil_div(t->due, tick); /* exact mode only */
 		next = l->next;
 		prefetch(next);
-		b->head.next = next;
-		next->prev = &b->head;
-		t->bucket = NULL;
-		if (--b->count == 0)
-			b->min_key = INT64_MAX;
+		take_first(b, t, next);
 		if (key <= limit) {
 			fire(w, t);
 			fired++;

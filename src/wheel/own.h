@@ -484,6 +484,32 @@ hot_inline void unlink_pending(struct tw_wheel *w, struct tw_timer *t)
 		bucket_emptied(w, b);
 }
 
+/* A mover's append of t to nb, which it counts and names as t's bucket;
+ * the list's last link before it is returned (its head: nb was empty). */
+hot_inline struct tw_link *append_moved(struct tw_bucket *nb, struct tw_timer *t)
+{
+	struct tw_link *prev = nb->head.prev;
+
+	t->link.next = &nb->head;
+	prev->next = &t->link;
+	t->link.prev = prev;
+	nb->head.prev = &t->link;
+	nb->count++;
+	t->bucket = nb;
+	return prev;
+}
+
+/* The first timer of b out of it, its successor next: a pop's take. */
+hot_inline void take_first(struct tw_bucket *b, struct tw_timer *t,
+			   struct tw_link *next)
+{
+	b->head.next = next;
+	next->prev = &b->head;
+	t->bucket = NULL;
+	if (--b->count == 0)
+		b->min_key = INT64_MAX;
+}
+
 static inline void fire(struct tw_wheel *w, struct tw_timer *t)
 {
 	w->count--;

@@ -95,11 +95,7 @@ int64_t tw__fire_windowed(struct tw_wheel *w, struct tw_bucket *b)
 			break;
 		next = l->next;
 		prefetch(next);
-		b->head.next = next;
-		next->prev = &b->head;
-		t->bucket = NULL;
-		if (--b->count == 0)
-			b->min_key = INT64_MAX;
+		take_first(b, t, next);
 		fire(w, t);
 		fired++;
 	}
