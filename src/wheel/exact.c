@@ -184,29 +184,10 @@ static inline bool file_at_pop(struct tw_wheel *w, struct tw_level *lv,
 hot_inline void file_level1(struct tw_wheel *w, struct tw_level *levels,
 			    struct tw_bucket *nb, struct tw_timer *t, int64_t key)
 {
-	struct tw_link *prev = nb->head.prev;
-
-	t->link.next = &nb->head;
-	prev->next = &t->link;
-	t->link.prev = prev;
-	nb->head.prev = &t->link;
-	nb->count++;
-	t->bucket = nb;
-	if (__builtin_expect(prev == &nb->head, 0))
+	if (__builtin_expect(append_moved(nb, t) == &nb->head, 0))
 		bucket_fill(w, levels, nb, key, key);
 	if (__builtin_expect(w->observer != NULL, 0))
 		notify_placed(w, t);
-}
-
-/* b without the taken timers before l, its first one now (the list's
- * head if none is left). */
-static inline void bucket_cut(struct tw_bucket *b, struct tw_link *l, size_t taken)
-{
-	b->head.next = l;
-	l->prev = &b->head;
-	b->count -= taken;
-	if (b->count == 0)
-		b->min_key = INT64_MAX;
 }
 
 /* Up to n timers of b, from its front: each fires (its tick has come) or

@@ -499,15 +499,23 @@ hot_inline struct tw_link *append_moved(struct tw_bucket *nb, struct tw_timer *t
 	return prev;
 }
 
+/* b without the taken timers before l, its first one now (the list's
+ * head if none is left). */
+static inline void bucket_cut(struct tw_bucket *b, struct tw_link *l, size_t taken)
+{
+	b->head.next = l;
+	l->prev = &b->head;
+	b->count -= taken;
+	if (b->count == 0)
+		b->min_key = INT64_MAX;
+}
+
 /* The first timer of b out of it, its successor next: a pop's take. */
 hot_inline void take_first(struct tw_bucket *b, struct tw_timer *t,
 			   struct tw_link *next)
 {
-	b->head.next = next;
-	next->prev = &b->head;
 	t->bucket = NULL;
-	if (--b->count == 0)
-		b->min_key = INT64_MAX;
+	bucket_cut(b, next, 1);
 }
 
 static inline void fire(struct tw_wheel *w, struct tw_timer *t)
