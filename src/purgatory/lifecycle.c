@@ -44,14 +44,12 @@ int tw_purgatory_create(struct tw_purgatory **out,
 	for (unsigned i = 0; i < p->nshards; i++) {
 		struct pshard *sh = &p->shards[i];
 
-		memset(sh, 0, sizeof(*sh));
-		pthread_mutex_init(&sh->mu, NULL);
+		memset(sh, 0, sizeof(*sh)); /* its lock free (lock.h) */
 		sh->nbuckets = 8;
 		sh->table = calloc(sh->nbuckets, sizeof(*sh->table));
 		if (!sh->table) {
 			/* Only whole shards are left: every shard a walk
 			 * visits has a table, read under its lock. */
-			pthread_mutex_destroy(&sh->mu);
 			p->nshards = i;
 			tw_purgatory_destroy(p);
 			return TW_ENOMEM;
@@ -245,10 +243,8 @@ void tw_purgatory_destroy(struct tw_purgatory *p)
 	/* A watch that raced shutdown may have linked entries after its
 	 * walk (its op is completed by then): drop them too. */
 	tw__pg_walk_lists(p, false, tw__pg_unlink_all, NULL);
-	for (unsigned i = 0; i < p->nshards; i++) {
+	for (unsigned i = 0; i < p->nshards; i++)
 		free(p->shards[i].table);
-		pthread_mutex_destroy(&p->shards[i].mu);
-	}
 	free(p->shards);
 	pthread_mutex_destroy(&p->shutdown_mu);
 #ifdef TW_DEBUG

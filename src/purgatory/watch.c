@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * watch.c — the watch lists: a hash table of keys split into shards with
- * a mutex each, every key's list of watch entries (the callers' struct
+ * a lock each, every key's list of watch entries (the callers' struct
  * tw_watch), and what walks them: try_complete_else_watch (check, watch,
  * check again under the op's lock), check_and_complete (a snapshot under
  * the shard lock, try_complete after it, 128 ops at a time), cancel_for_key,
@@ -18,7 +18,7 @@ static struct tw_watchers *find(struct pshard *sh, uint64_t h, const void *key,
 				size_t len)
 {
 	for (struct tw_watchers *ws = *slot_for(sh, h); ws; ws = ws->next)
-		if (ws->hash == h && ws->len == len && !memcmp(ws->key, key, len))
+		if (ws->hash == h && ws->len == len && key_equal(ws->key, key, len))
 			return ws;
 	return NULL;
 }
@@ -35,8 +35,8 @@ static void grow(struct pshard *sh)
 			struct tw_watchers *ws = sh->table[i];
 
 			sh->table[i] = ws->next;
-			ws->next = table[(ws->hash >> 16) % n];
-			table[(ws->hash >> 16) % n] = ws;
+			ws->next = table[bucket_index(ws->hash, n)];
+			table[bucket_index(ws->hash, n)] = ws;
 		}
 	}
 	free(sh->table);
@@ -216,17 +216,17 @@ static int watch(struct tw_purgatory *p, struct tw_delayed_op *op,
 	struct pshard *sh = shard_for(p, h);
 	struct tw_watchers *ws;
 
-	pthread_mutex_lock(&sh->mu);
+	pshard_lock(sh);
 	ws = find_or_add(sh, h, key, len);
 	if (!ws) {
-		pthread_mutex_unlock(&sh->mu);
+		pshard_unlock(sh);
 		return TW_ENOMEM;
 	}
 	w->op = op;
 	list_append(&ws->entries, &w->link); /* its reference and count: the
 						caller's, taken for every key */
 	count_watched(sh, 1);
-	pthread_mutex_unlock(&sh->mu);
+	pshard_unlock(sh);
 	return TW_OK;
 }
 
@@ -243,7 +243,7 @@ static void unwatch(struct tw_purgatory *p, struct tw_watch *w,
 	struct entry_chain puts;
 
 	chain_init(&puts);
-	pthread_mutex_lock(&sh->mu);
+	pshard_lock(sh);
 	if (w->link.next) {
 		struct tw_watchers *ws = find(sh, h, key, len);
 
@@ -254,7 +254,7 @@ static void unwatch(struct tw_purgatory *p, struct tw_watch *w,
 			remove_if_empty(sh, ws);
 		}
 	}
-	pthread_mutex_unlock(&sh->mu);
+	pshard_unlock(sh);
 	chain_put_all(&puts);
 }
 
@@ -365,7 +365,7 @@ static void arm_timeout(struct tw_purgatory *p, struct tw_delayed_op *op)
 	if (rc != TW_OK) {
 		count_delayed(p, -1);
 		op_put(op);
-	} else if (tw_op_is_completed(op)) {
+	} else if (OP_LOAD(op->completed)) {
 		/* Completed before its timeout was armed. */
 		tw__pg_drop_timeout(p, op);
 	}
@@ -400,7 +400,7 @@ int tw_purgatory_try_complete_else_watch(struct tw_purgatory *p,
 	stripe = enter(p);
 	if (!stripe)
 		return TW_ESHUTDOWN;
-	if (tw_op_is_completed(op)) {
+	if (OP_LOAD(op->completed)) {
 		leave(stripe);
 		/* Completed while watched (a key check), or before it was
 		 * ever watched (a force_complete). */
@@ -438,7 +438,7 @@ int tw_purgatory_try_complete_else_watch(struct tw_purgatory *p,
 		leave(stripe);
 		return rc;
 	}
-	if (!done && !tw_op_is_completed(op))
+	if (!done && !OP_LOAD(op->completed))
 		arm_timeout(p, op);
 	leave(stripe);
 	/* Until this put, another thread's completion cannot release the op
@@ -566,9 +566,9 @@ static void check_done(struct pshard *sh, struct tw_watchers *ws, bool tidy)
 		return;
 	}
 	chain_init(&puts);
-	pthread_mutex_lock(&sh->mu);
+	pshard_lock(sh);
 	unpin_locked(sh, ws, &puts);
-	pthread_mutex_unlock(&sh->mu);
+	pshard_unlock(sh);
 	chain_put_all(&puts);
 }
 
@@ -586,10 +586,10 @@ int64_t tw_purgatory_check_and_complete(struct tw_purgatory *p,
 	if (!sh)
 		return refuse_key_call("tw_purgatory_check_and_complete", p, key, len);
 	chain_init(&puts);
-	pthread_mutex_lock(&sh->mu);
+	pshard_lock(sh);
 	ws = find(sh, h, key, len);
 	if (!ws) {
-		pthread_mutex_unlock(&sh->mu);
+		pshard_unlock(sh);
 		return 0;
 	}
 	pin(ws);
@@ -599,13 +599,13 @@ int64_t tw_purgatory_check_and_complete(struct tw_purgatory *p,
 	s.next = s.last ? ws->entries.next : NULL;
 	for (;;) {
 		snapshot_take(sh, ws, &s, &puts);
-		pthread_mutex_unlock(&sh->mu);
+		pshard_unlock(sh);
 		chain_put_all(&puts);
 		TW_TEST_POINT("check.snapshot", key);
 		completed += snapshot_try(&s);
 		if (!s.next)
 			break;
-		pthread_mutex_lock(&sh->mu);
+		pshard_lock(sh);
 	}
 	check_done(sh, ws, completed || s.unlinked);
 	if (completed)
@@ -675,7 +675,7 @@ static int64_t claim_pinned(struct tw_purgatory *p, struct pshard *sh,
 		}
 		if (k)
 			mark_dirty(ws);
-		pthread_mutex_unlock(&sh->mu);
+		pshard_unlock(sh);
 		TW_TEST_POINT("cancel.pinned", ws);
 		for (size_t i = 0; i < k; i++) {
 			tw__pg_drop_timeout(p, batch[i]);
@@ -683,10 +683,10 @@ static int64_t claim_pinned(struct tw_purgatory *p, struct pshard *sh,
 				hand_back(batch[i]);
 		}
 		n += (int64_t)k;
-		pthread_mutex_lock(&sh->mu);
+		pshard_lock(sh);
 	} while (l);
 	unpin_locked(sh, ws, puts);
-	pthread_mutex_unlock(&sh->mu);
+	pshard_unlock(sh);
 	return n;
 }
 
@@ -714,7 +714,7 @@ int64_t tw__pg_claim_pinned_lists(struct tw_purgatory *p, tw_op_fn *hand_back,
 
 		do {
 			again = false;
-			pthread_mutex_lock(&sh->mu);
+			pshard_lock(sh);
 			for (size_t b = 0; b < sh->nbuckets && !again; b++)
 				for (struct tw_watchers *ws = sh->table[b]; ws; ws = ws->next)
 					if (has_uncompleted(ws)) {
@@ -723,7 +723,7 @@ int64_t tw__pg_claim_pinned_lists(struct tw_purgatory *p, tw_op_fn *hand_back,
 						break;
 					}
 			if (!again)
-				pthread_mutex_unlock(&sh->mu);
+				pshard_unlock(sh);
 		} while (again);
 	}
 	return n;
@@ -766,7 +766,7 @@ int64_t tw_purgatory_cancel_for_key(struct tw_purgatory *p, const void *key,
 	if (!sh)
 		return refuse_key_call("tw_purgatory_cancel_for_key", p, key, len);
 	chain_init(&puts);
-	pthread_mutex_lock(&sh->mu);
+	pshard_lock(sh);
 	ws = find(sh, h, key, len);
 	if (ws && pinned(ws)) {
 		n = claim_pinned(p, sh, ws, hand_back, &puts);
@@ -777,7 +777,7 @@ int64_t tw_purgatory_cancel_for_key(struct tw_purgatory *p, const void *key,
 		tw__pg_claim_list(p, sh, ws, &puts, NULL);
 		remove_if_empty(sh, ws);
 	}
-	pthread_mutex_unlock(&sh->mu);
+	pshard_unlock(sh);
 	n = tw__pg_hand_back_claimed(p, &puts, hand_back);
 	chain_put_all(&puts);
 	return n;
@@ -811,7 +811,7 @@ void tw__pg_walk_lists(struct tw_purgatory *p, bool lock, tw__pg_list_fn *fn,
 
 		chain_init(&puts);
 		if (lock)
-			pthread_mutex_lock(&sh->mu);
+			pshard_lock(sh);
 		for (size_t b = 0; b < sh->nbuckets; b++) {
 			struct tw_watchers *ws = sh->table[b];
 
@@ -824,7 +824,7 @@ void tw__pg_walk_lists(struct tw_purgatory *p, bool lock, tw__pg_list_fn *fn,
 			}
 		}
 		if (lock)
-			pthread_mutex_unlock(&sh->mu);
+			pshard_unlock(sh);
 		chain_put_all(&puts);
 	}
 }

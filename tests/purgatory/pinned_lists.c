@@ -185,14 +185,14 @@ static struct tw_watchers *list_of(struct tw_purgatory *p, const char *k,
 				   struct pshard **sh)
 {
 	for (unsigned i = 0; i < p->nshards; i++) {
-		pthread_mutex_lock(&p->shards[i].mu);
+		pshard_lock(&p->shards[i]);
 		for (size_t b = 0; b < p->shards[i].nbuckets; b++)
 			for (struct tw_watchers *ws = p->shards[i].table[b]; ws; ws = ws->next)
 				if (ws->len == strlen(k) && !memcmp(ws->key, k, ws->len)) {
 					*sh = &p->shards[i];
 					return ws; /* its shard still locked */
 				}
-		pthread_mutex_unlock(&p->shards[i].mu);
+		pshard_unlock(&p->shards[i]);
 	}
 	return NULL;
 }
@@ -207,7 +207,7 @@ static void add_pins(struct tw_purgatory *p, long n)
 		atomic_fetch_add(&ws->walkers, (unsigned)n);
 	else
 		atomic_fetch_sub(&ws->walkers, (unsigned)-n);
-	pthread_mutex_unlock(&sh->mu);
+	pshard_unlock(sh);
 }
 
 static void test_pins_do_not_wrap(void)

@@ -156,7 +156,7 @@ static void key_in_shard(struct tw_purgatory *p, unsigned shard, unsigned *n,
 {
 	do
 		snprintf(out, 16, "key-%u", (*n)++);
-	while (hash_key(out, strlen(out)) % p->nshards != shard);
+	while (shard_index(p, hash_key(out, strlen(out))) != shard);
 }
 
 static void test_a_purge_beside_a_growing_shard(void)
@@ -255,7 +255,7 @@ static void oom_release(struct tw_delayed_op *op)
 
 	(void)op;
 	for (unsigned i = 0; i < oom_p->nshards; i++)
-		locked |= held(&oom_p->shards[i].mu);
+		locked |= __atomic_load_n(&oom_p->shards[i].mu, __ATOMIC_RELAXED) != TW_LOCK_FREE;
 	atomic_fetch_add(&oom_releases, 1);
 	if (locked)
 		atomic_fetch_add(&oom_under_lock, 1);

@@ -108,9 +108,9 @@ static inline size_t keys_listed(struct tw_purgatory *p)
 	size_t n = 0;
 
 	for (unsigned i = 0; i < p->nshards; i++) {
-		pthread_mutex_lock(&p->shards[i].mu);
+		pshard_lock(&p->shards[i]);
 		n += p->shards[i].nkeys;
-		pthread_mutex_unlock(&p->shards[i].mu);
+		pshard_unlock(&p->shards[i]);
 	}
 	return n;
 }
