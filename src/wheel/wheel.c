@@ -365,15 +365,17 @@ static __attribute__((noinline)) int cancel_refused(const struct tw_wheel *w,
  * tests: the wheel is then initialised (a bucket names its wheel from
  * init to destroy, and destroy leaves no timer pending in it), so the
  * test that it is waits for the other answers, as in
- * tw_wheel_reschedule_range(). The one exception: a destroy that found
- * broken links (TW_ECORRUPT) leaves the timers it could not reach naming
- * freed buckets; a cancel of one of them reads that bucket before it
- * answers TW_EINVAL. */
+ * tw_wheel_reschedule_range(). Nor does it test w for NULL: a pending
+ * timer's bucket names a wheel, never NULL, so a NULL w fails the owner
+ * test and cancel_refused() answers TW_EINVAL for it. The one exception:
+ * a destroy that found broken links (TW_ECORRUPT) leaves the timers it
+ * could not reach naming freed buckets; a cancel of one of them reads
+ * that bucket before it answers TW_EINVAL. */
 hot_inline int wheel_cancel(struct tw_wheel *w, struct tw_timer *t)
 {
 	struct tw_bucket *b;
 
-	if (__builtin_expect(!w || !t || !(b = t->bucket) || b->wheel != w, 0))
+	if (__builtin_expect(!t || !(b = t->bucket) || b->wheel != w, 0))
 		return cancel_refused(w, t);
 	unlink_pending(w, t);
 	return 1;
@@ -433,10 +435,10 @@ hot_inline int wheel_reschedule(struct tw_wheel *w, struct tw_timer *t, int64_t 
 	int was_pending;
 
 	/* The common case first, decided from the timer and its bucket: a
-	 * pending timer of this wheel (which is then initialised, as for
-	 * a cancel) in a bucket that no_window_stay does not rule out, that
-	 * stays. */
-	if (__builtin_expect(w && t && (b = t->bucket) && b->wheel == w &&
+	 * pending timer of this wheel (which is then initialised, and not
+	 * NULL, as for a cancel) in a bucket that no_window_stay does not
+	 * rule out, that stays. */
+	if (__builtin_expect(t && (b = t->bucket) && b->wheel == w &&
 			     !b->no_window_stay && !no_callback(w, t), 1) &&
 	    stays_put_tick1(w, t, b, due))
 		return 1;
