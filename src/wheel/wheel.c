@@ -435,10 +435,10 @@ hot_inline int wheel_reschedule(struct tw_wheel *w, struct tw_timer *t, int64_t 
 	int was_pending;
 
 	/* The common case first, decided from the timer and its bucket: a
-	 * pending timer of this wheel (which is then initialised, and not
-	 * NULL, as for a cancel) in a bucket that no_window_stay does not
-	 * rule out, that stays. */
-	if (__builtin_expect(t && (b = t->bucket) && b->wheel == w &&
+	 * pending timer of this wheel (which is then initialised, as for
+	 * a cancel) in a bucket that no_window_stay does not rule out, that
+	 * stays. */
+	if (__builtin_expect(w && t && (b = t->bucket) && b->wheel == w &&
 			     !b->no_window_stay && !no_callback(w, t), 1) &&
 	    stays_put_tick1(w, t, b, due))
 		return 1;
