@@ -12,7 +12,9 @@
  * and was woken per request (its voluntary context switches: a thread
  * that blocks, on a futex, a condition variable or a sleep, switches
  * out once and needs one wake-up to run again), the share completed vs
- * expired, and memory per watched op from the allocator.
+ * expired, how many watch entries a key's list holds (what each key
+ * check walks: the ops in flight, the rate times their mean lifetime,
+ * times 3 keys over 100), and memory per watched op from the allocator.
  *
  * usage: purgatory_bench [--null] [REQUESTS [RATE [TIMEOUT_MS [P50_MS [P75_MS]]]]]
  *        (defaults 200000, 20000/s, 200, 1, 5): ROUNDS (3) rounds, each the
@@ -399,6 +401,7 @@ static void on_completable(struct tw_service *svc, struct tw_service_timer *t)
 
 struct result {
 	double rate, cpu_us, completed_share, expected_share, internal_bytes_per_op;
+	double entries_per_key; /* mean watch entries in a key's list, sampled */
 	double elapsed_ms;
 	double cpu_part_us[CPU_PARTS]; /* per request, by thread */
 	double wake_part[CPU_PARTS];   /* wake-ups per request, by thread */
@@ -416,7 +419,8 @@ static struct result run(long n, double rate, int64_t timeout_ms, double p50_ms,
 	struct request *reqs = calloc((size_t)n, sizeof(*reqs));
 	struct tw_service_config ccfg = { 0 };
 	double mu = log(p50_ms * 1e6), sigma = (log(p75_ms * 1e6) - mu) / 0.6745;
-	double before, peak = 0, t = 0;
+	double before, peak = 0, t = 0, entries = 0;
+	long samples = 0;
 	int64_t start, cpu0, submitted, late = 0;
 	struct result res = { 0 };
 	struct task_set tasks_before, with_purgatory, with_completer;
@@ -484,6 +488,12 @@ static struct result run(long n, double rate, int64_t timeout_ms, double p50_ms,
 		impl->watch(r, keys, lens);
 		if (i % 1024 == 0 && bench_allocated() - before > peak)
 			peak = bench_allocated() - before;
+		/* What a key check walks grows with the rate: the ops in
+		 * flight are the rate times their mean lifetime. */
+		if (i % 1024 == 512 && purgatory) {
+			entries += (double)tw_purgatory_watched(purgatory);
+			samples++;
+		}
 	}
 	submitted = bench_now_ns();
 	/* A phase that hangs is a bug: every request ends by its timeout,
@@ -543,6 +553,7 @@ static struct result run(long n, double rate, int64_t timeout_ms, double p50_ms,
 		lifetime_s /= (double)n;
 		res.internal_bytes_per_op = peak / (rate * lifetime_s + 1);
 	}
+	res.entries_per_key = samples ? entries / (double)samples / KEY_SPACE : 0;
 	tw_service_destroy(completer);
 	impl->stop();
 	for (long i = 0; i < n; i++)
@@ -553,6 +564,9 @@ static struct result run(long n, double rate, int64_t timeout_ms, double p50_ms,
 		       "%5.1f %%)\n", rate, res.rate,
 		       res.kept_up ? "kept up    " : "FELL BEHIND", res.elapsed_ms,
 		       res.cpu_us, 100 * res.completed_share, 100 * res.expected_share);
+	if (!quiet && samples)
+		printf("    watch entries per key's list (sampled while arriving): "
+		       "%.1f\n", res.entries_per_key);
 	if (!quiet && res.split_ok) {
 		print_split(res.cpu_part_us, res.wake_part);
 	} else if (!quiet) {
@@ -580,6 +594,7 @@ static struct result median_result(const struct result *rs, int n)
 	} while (0)
 	MEDIAN_OF(cpu_us);
 	MEDIAN_OF(internal_bytes_per_op);
+	MEDIAN_OF(entries_per_key);
 	for (int q = 0; q < CPU_PARTS; q++) {
 		MEDIAN_OF(cpu_part_us[q]);
 		MEDIAN_OF(wake_part[q]);
@@ -716,6 +731,9 @@ static void rounds_at(long n, double rate, int64_t timeout, double p50,
 	       "flight)\n", sizeof(struct tw_delayed_op) +
 	       KEYS_PER_REQUEST * sizeof(struct tw_watch), KEYS_PER_REQUEST,
 	       mr.internal_bytes_per_op);
+	printf("  a key check walks %.1f watch entries (a key's list, the "
+	       "median run's mean; each request checks %d keys)\n",
+	       mr.entries_per_key, KEYS_PER_REQUEST);
 }
 
 /* Exact timeouts against timeouts with a tolerance of pct %, and the
