@@ -327,7 +327,7 @@ struct purgatory_impl {
 	void (*stop)(void);
 	void (*watch)(struct request *r, const void *const *keys,
 		      const size_t *lens);
-	void (*check)(const void *key, size_t len);
+	void (*check)(const void *const *keys, const size_t *lens, size_t n);
 };
 
 static void real_start(void)
@@ -352,9 +352,20 @@ static void real_watch(struct request *r, const void *const *keys,
 					     KEYS_PER_REQUEST, r->watches);
 }
 
-static void real_check(const void *key, size_t len)
+/* BENCH_PER_KEY=1: one tw_purgatory_check_and_complete() a key, as
+ * Kafka's harness calls checkAndComplete; else the request's keys in one
+ * tw_purgatory_check_and_complete_keys(), their lists walked side by
+ * side. */
+static bool per_key;
+
+static void real_check(const void *const *keys, const size_t *lens, size_t n)
 {
-	tw_purgatory_check_and_complete(purgatory, key, len);
+	if (per_key) {
+		for (size_t k = 0; k < n; k++)
+			tw_purgatory_check_and_complete(purgatory, keys[k], lens[k]);
+	} else {
+		tw_purgatory_check_and_complete_keys(purgatory, keys, lens, n);
+	}
 }
 
 static const struct purgatory_impl real_purgatory = {
@@ -375,10 +386,11 @@ static void null_watch(struct request *r, const void *const *keys,
 	request_ops.on_complete(&r->op);
 }
 
-static void null_check(const void *key, size_t len)
+static void null_check(const void *const *keys, const size_t *lens, size_t n)
 {
-	(void)key;
-	(void)len;
+	(void)keys;
+	(void)lens;
+	(void)n;
 }
 
 static const struct purgatory_impl null_purgatory = {
@@ -393,10 +405,16 @@ static void on_completable(struct tw_service *svc, struct tw_service_timer *t)
 {
 	struct request *r = tw_container_of(t, struct request, completion);
 
+	const void *keys[KEYS_PER_REQUEST];
+	size_t lens[KEYS_PER_REQUEST];
+
 	(void)svc;
 	atomic_store(&r->completable, true);
-	for (int k = 0; k < KEYS_PER_REQUEST; k++)
-		impl->check(key_names[r->keys[k]], strlen(key_names[r->keys[k]]));
+	for (int k = 0; k < KEYS_PER_REQUEST; k++) {
+		keys[k] = key_names[r->keys[k]];
+		lens[k] = strlen(key_names[r->keys[k]]);
+	}
+	impl->check(keys, lens, KEYS_PER_REQUEST);
 }
 
 struct result {
@@ -428,6 +446,8 @@ static struct result run(long n, double rate, int64_t timeout_ms, double p50_ms,
 	int64_t part_start[CPU_PARTS] = { 0 }, sleep_start[CPU_PARTS] = { 0 };
 	const struct tw_op_ops *ops = getenv("BENCH_NO_HINT") ? &request_ops_no_hint
 							       : &request_ops;
+
+	per_key = getenv("BENCH_PER_KEY") != NULL;
 
 	atomic_store(&ended, 0);
 	atomic_store(&expired, 0);

@@ -38,7 +38,11 @@
  * racing the op's first watch, and a key check (op->purgatory: owner); 9
  * a key check that holds the op in its snapshot, with no reference of
  * its own, while the op is completed from outside, another key check
- * would unlink its entry and a cancel_for_key meets the list pinned.
+ * would unlink its entry and a cancel_for_key meets the list pinned; 10
+ * two checks of several keys at once (tw_purgatory_check_and_complete_keys)
+ * whose keys are the op's and a second key in another shard, named in
+ * opposite orders: each takes both shards' locks for its first step, in
+ * the shards' order whatever the keys' order, while the watch takes one.
  * Mutations (MUT), each a bug put back that SPIN must find: 2 no second
  * check after the watch (a lost wake-up); 4 shutdown not waiting for the
  * calls in flight; 9 the reference taken after force_complete's claim;
@@ -55,8 +59,9 @@
  * claiming its op (a key check that took it completes it after
  * TW_ENOMEM); 26 an unlink that does not defer to the key's checks in
  * progress (the entry's reference, the last, dropped while a check
- * still holds the op in its snapshot). docs/model.md says where each
- * was found.
+ * still holds the op in its snapshot); 27 a check of several keys that
+ * locks their shards in the keys' order (two such checks wait for each
+ * other for ever). docs/model.md says where each was found.
  *
  * The key's list is pinned by the checks in progress on it (walkers,
  * under the shard lock): while it is, nothing unlinks an entry from it
@@ -97,6 +102,9 @@ bool released;           /* on_release has begun: the op may be freed */
 byte completes, expires, handed, releases;
 
 bool op_mu, sh_mu;
+bool sh2_mu;             /* SCEN 10: the second key's shard, after sh_mu in
+			    the shards' order */
+bool keys_reversed[8];   /* SCEN 10: a check names the second key first */
 byte walkers;            /* key checks (and pinned claims) on the list */
 bool dirty;              /* an unlink was deferred to the last one out */
 byte shutdown_holder = 255; /* the process holding shutdown_mu; 255: none */
@@ -662,8 +670,31 @@ out:
  * decrement) lets go of its pin with one atomic decrement and no lock;
  * otherwise under the lock, where the last check out drops the
  * completed entries. Then the purge, if due, with no pin held. */
+/* A check's first step takes its key's shard lock; a check of several
+ * keys (SCEN 10) takes both shards' locks, in the shards' order (MUT 27:
+ * in the order its caller named the keys). */
+#if SCEN == 10
+inline lock_check_shards() {
+	if
+	:: MUT == 27 && keys_reversed[_pid] -> lock(sh2_mu); lock(sh_mu)
+	:: else -> lock(sh_mu); lock(sh2_mu)
+	fi
+}
+inline unlock_check_shards() {
+	unlock(sh2_mu);
+	unlock(sh_mu)
+}
+#else
+inline lock_check_shards() {
+	lock(sh_mu)
+}
+inline unlock_check_shards() {
+	unlock(sh_mu)
+}
+#endif
+
 inline check_key(who) {
-	lock(sh_mu);
+	lock_check_shards();
 	walkers++;
 	if
 	:: in_list && completed && MAY_UNLINK(1) -> unlink_entry(); cleaned = 1
@@ -671,7 +702,7 @@ inline check_key(who) {
 	:: in_list && !completed -> snap = 1
 	:: else -> skip
 	fi;
-	unlock(sh_mu);
+	unlock_check_shards();
 	put_all();
 	if
 	:: snap ->
@@ -718,6 +749,19 @@ proctype checker()
 	byte r, puts;
 	PURGE_LOCALS
 
+	ready = 1;
+	check_key(W_OUTSIDE)
+}
+
+/* a check of the op's key and a second key at once, once the condition
+ * is true (SCEN 10); reversed: the second key named first */
+proctype multi_checker(bool reversed)
+{
+	bool done, won, snap, trying, cleaned, started, unwatched, last, purge_due;
+	byte r, puts;
+	PURGE_LOCALS
+
+	keys_reversed[_pid] = reversed;
 	ready = 1;
 	check_key(W_OUTSIDE)
 }
@@ -998,6 +1042,13 @@ init
 	run forcer();
 	run idle_checker();
 	run canceller();
+#elif SCEN == 10
+	/* the op is watched; its condition comes true and two checks of its
+	 * key and another, naming them in opposite orders, race each other
+	 * and the end of the watch */
+	run tcew();
+	run multi_checker(0);
+	run multi_checker(1);
 #elif SCEN == 5
 	/* a watch that fails half-way, racing a key check and a forcer
 	 * that knows of the op once it is on the key's list */
@@ -1014,7 +1065,8 @@ init
 #endif
 	/* destroy: once everything else has stopped */
 	_nr_pr == 1;
-	shut_done || SCEN == 3 || SCEN == 5 || SCEN == 6 || SCEN == 8 || SCEN == 9;
+	shut_done || SCEN == 3 || SCEN == 5 || SCEN == 6 || SCEN == 8 || SCEN == 9 ||
+	SCEN == 10;
 	assert(walkers == 0);
 	if
 	:: in_list -> in_list = 0; linked--; op_put()

@@ -369,6 +369,26 @@ int64_t tw_purgatory_check_and_complete(struct tw_purgatory *p,
 					const void *key, size_t len);
 
 /**
+ * tw_purgatory_check_and_complete() of each of nkeys keys, as if called
+ * for each in turn, in one call: a request that touched several keys (a
+ * produce to several partitions) checks them together. The keys' lists
+ * are walked side by side, an entry of each in turn, so that the cache
+ * misses of walking one list (each entry's address is in the one before)
+ * overlap with the others' (up to four keys at a time). A key may appear
+ * twice; an op watching several of the keys completes once.
+ * @param p the purgatory
+ * @param keys the keys
+ * @param lens their lengths, each 1..TW_KEY_MAX
+ * @param nkeys how many, at least 1
+ * @return how many this call completed, or TW_EINVAL (NULL, no keys, a
+ *         bad length: nothing is checked)
+ * @threadsafety Any thread; not under an op's lock.
+ */
+int64_t tw_purgatory_check_and_complete_keys(struct tw_purgatory *p,
+					     const void *const *keys,
+					     const size_t *lens, size_t nkeys);
+
+/**
  * Stop every uncompleted op watched on the key: each is claimed (it will
  * not complete or expire), its timeout stopped (one that has just expired
  * runs later and finds it claimed), and handed to hand_back.

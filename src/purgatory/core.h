@@ -68,7 +68,10 @@
  * Locks: a shard lock is never held while user code runs (try_complete,
  * on_complete and on_release run after the shard is unlocked, on a
  * snapshot of the ops); an op's lock is taken before a shard lock, never
- * after. An op's own lock is one word in the op (a futex on Linux), not
+ * after. Two shard locks are held at once only by a check of several
+ * keys (tw_purgatory_check_and_complete_keys), with no op's lock held,
+ * and it takes them in the shards' array order, so no two threads wait
+ * for each other's (model/purgatory.pml, scenario 10). An op's own lock is one word in the op (a futex on Linux), not
  * a pthread_mutex_t: 4 bytes instead of 40 in every op, and the same one
  * atomic exchange when nobody else holds it, which is nearly always (two
  * threads meet on an op only when two keys it watches are checked at

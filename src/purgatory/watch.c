@@ -4,7 +4,8 @@
  * a lock each, every key's list of watch entries (the callers' struct
  * tw_watch), and what walks them: try_complete_else_watch (check, watch,
  * check again under the op's lock), check_and_complete (a snapshot under
- * the shard lock, try_complete after it, 128 ops at a time), cancel_for_key,
+ * the shard lock, try_complete after it, 128 ops at a time) and its form
+ * for several keys (their lists walked side by side), cancel_for_key,
  * and the one walker over every list that purge, shutdown and destroy
  * share. A shard lock is never held while user code runs, and an op's lock
  * is taken before a shard lock, never after. A list is pinned by the key
@@ -489,34 +490,42 @@ struct snapshot {
  * each op and entry a line of the callers' memory), so the next entry's
  * line is fetched while this one's op is read.
  */
+/* One entry of a chunk: l, the next one to take. Returns false, taking
+ * nothing, when the snapshot is full (l is then the next chunk's first). */
+static inline bool snapshot_step(struct pshard *sh, struct tw_watchers *ws,
+				 struct snapshot *s, struct entry_chain *puts,
+				 bool alone)
+{
+	struct tw_link *l = s->next;
+	struct tw_watch *w = tw_container_of(l, struct tw_watch, link);
+	struct tw_link *next = l == s->last ? NULL : l->next;
+	struct tw_delayed_op *op = w->op;
+
+	if (next)
+		__builtin_prefetch(next);
+	if (OP_LOAD(op->completed)) {
+		if (alone) {
+			unlink_entry(sh, w, puts, false);
+			s->unlinked = true;
+		} else {
+			mark_dirty(ws);
+		}
+	} else if (s->len == SNAPSHOT_OPS) {
+		return false;
+	} else {
+		s->ops[s->len++] = op;
+	}
+	s->next = next;
+	return true;
+}
+
 static void snapshot_take(struct pshard *sh, struct tw_watchers *ws,
 			  struct snapshot *s, struct entry_chain *puts)
 {
 	bool alone = pinned_alone(ws);
-	struct tw_link *l = s->next;
 
-	while (l) {
-		struct tw_watch *w = tw_container_of(l, struct tw_watch, link);
-		struct tw_link *next = l == s->last ? NULL : l->next;
-		struct tw_delayed_op *op = w->op;
-
-		if (next)
-			__builtin_prefetch(next);
-		if (OP_LOAD(op->completed)) {
-			if (alone) {
-				unlink_entry(sh, w, puts, false);
-				s->unlinked = true;
-			} else {
-				mark_dirty(ws);
-			}
-		} else if (s->len == SNAPSHOT_OPS) {
-			break; /* l is the next chunk's first */
-		} else {
-			s->ops[s->len++] = op;
-		}
-		l = next;
-	}
-	s->next = l;
+	while (s->next && snapshot_step(sh, ws, s, puts, alone))
+		;
 }
 
 /*
@@ -608,6 +617,141 @@ int64_t tw_purgatory_check_and_complete(struct tw_purgatory *p,
 		pshard_lock(sh);
 	}
 	check_done(sh, ws, completed || s.unlinked);
+	if (completed)
+		tw__pg_maybe_purge(p); /* with no pin held: it would defer */
+	return completed;
+}
+
+/*
+ * Several keys checked at once (tw_purgatory_check_and_complete_keys): up
+ * to CHECK_GROUP keys a group, their shards locked together, in the
+ * order of the shards array (so two groups, or a group and any one-shard
+ * caller, never wait on each other in a cycle: no shard lock is ever
+ * taken while an op's lock or a later shard's lock is held), their lists
+ * pinned, and their first chunks taken an entry of each list in turn.
+ * What that buys: a list is a chain of entries in the callers' memory,
+ * each one's address in the one before, so one key's walk waits for one
+ * cache miss after another; walking three lists in turn keeps three
+ * misses in flight. Everything else is each key's own check: the same
+ * pin, the same snapshot (taken under its shard's lock, one entry at a
+ * time), its later chunks taken alone, the same way out.
+ */
+#define CHECK_GROUP 4
+
+struct key_check {
+	struct pshard *sh;
+	struct tw_watchers *ws;
+	struct snapshot s;
+	bool alone;
+	int64_t completed;
+};
+
+static int64_t check_group(struct tw_purgatory *p, const void *const *keys,
+			   const size_t *lens, const uint64_t *hashes, size_t n)
+{
+	struct key_check kc[CHECK_GROUP];
+	struct pshard *locked[CHECK_GROUP];
+	struct entry_chain puts;
+	size_t nlocked = 0, k;
+	int64_t completed = 0;
+	bool more;
+
+	/* The shards to lock, in the array's order, each once. */
+	for (k = 0; k < n; k++) {
+		struct pshard *sh = shard_for(p, hashes[k]);
+		size_t i = nlocked;
+
+		kc[k].sh = sh;
+		while (i > 0 && locked[i - 1] > sh)
+			i--;
+		if (i > 0 && locked[i - 1] == sh)
+			continue;
+		memmove(&locked[i + 1], &locked[i], (nlocked - i) * sizeof(locked[0]));
+		locked[i] = sh;
+		nlocked++;
+	}
+	chain_init(&puts);
+	for (k = 0; k < nlocked; k++) {
+		pshard_lock(locked[k]);
+		if (k == 0 && nlocked > 1)
+			TW_TEST_POINT("check.locking", keys[0]);
+	}
+	for (k = 0; k < n; k++) {
+		struct key_check *c = &kc[k];
+
+		c->ws = find(c->sh, hashes[k], keys[k], lens[k]);
+		c->completed = 0;
+		c->s.len = 0;
+		c->s.unlinked = false;
+		c->s.next = c->s.last = NULL;
+		if (!c->ws)
+			continue;
+		pin(c->ws);
+		c->s.last = list_empty(&c->ws->entries) ? NULL : c->ws->entries.prev;
+		c->s.next = c->s.last ? c->ws->entries.next : NULL;
+	}
+	/* Alone is decided once every pin of this call is taken: a key
+	 * twice in the group pins its list twice and unlinks nothing. */
+	for (k = 0; k < n; k++)
+		kc[k].alone = kc[k].ws && pinned_alone(kc[k].ws);
+	do {
+		more = false;
+		for (k = 0; k < n; k++) {
+			struct key_check *c = &kc[k];
+
+			if (c->s.next && snapshot_step(c->sh, c->ws, &c->s, &puts, c->alone))
+				more = true;
+		}
+	} while (more);
+	for (k = nlocked; k-- > 0;)
+		pshard_unlock(locked[k]);
+	chain_put_all(&puts);
+	for (k = 0; k < n; k++) {
+		struct key_check *c = &kc[k];
+
+		if (!c->ws)
+			continue;
+		TW_TEST_POINT("check.snapshot", keys[k]);
+		c->completed += snapshot_try(&c->s);
+		/* A list of more than SNAPSHOT_OPS uncompleted ops: its
+		 * later chunks alone, as a one-key check takes them. */
+		while (c->s.next) {
+			pshard_lock(c->sh);
+			snapshot_take(c->sh, c->ws, &c->s, &puts);
+			pshard_unlock(c->sh);
+			chain_put_all(&puts);
+			TW_TEST_POINT("check.snapshot", keys[k]);
+			c->completed += snapshot_try(&c->s);
+		}
+		check_done(c->sh, c->ws, c->completed || c->s.unlinked);
+		completed += c->completed;
+	}
+	return completed;
+}
+
+int64_t tw_purgatory_check_and_complete_keys(struct tw_purgatory *p,
+					     const void *const *keys,
+					     const size_t *lens, size_t nkeys)
+{
+	uint64_t hashes[CHECK_GROUP];
+	int64_t completed = 0;
+
+	if (!p || !keys || !lens || nkeys == 0)
+		return TW_EINVAL_BECAUSE("tw_purgatory_check_and_complete_keys",
+					 "%s", !p ? "the purgatory is NULL"
+					       : nkeys == 0 ? "no keys (nkeys 0)"
+							    : "keys or lens is NULL");
+	for (size_t i = 0; i < nkeys; i++)
+		if (!locate(p, keys[i], lens[i], &hashes[0]))
+			return refuse_key_call("tw_purgatory_check_and_complete_keys",
+					       p, keys[i], lens[i]);
+	for (size_t i = 0; i < nkeys; i += CHECK_GROUP) {
+		size_t n = nkeys - i < CHECK_GROUP ? nkeys - i : CHECK_GROUP;
+
+		for (size_t k = 0; k < n; k++)
+			hashes[k] = hash_key(keys[i + k], lens[i + k]);
+		completed += check_group(p, keys + i, lens + i, hashes, n);
+	}
 	if (completed)
 		tw__pg_maybe_purge(p); /* with no pin held: it would defer */
 	return completed;
