@@ -741,8 +741,10 @@ int64_t tw_purgatory_check_and_complete_keys(struct tw_purgatory *p,
 					 "%s", !p ? "the purgatory is NULL"
 					       : nkeys == 0 ? "no keys (nkeys 0)"
 							    : "keys or lens is NULL");
+	/* Every key looked at before any is checked: bad input checks
+	 * nothing. Hashed a group at a time, as the group is checked. */
 	for (size_t i = 0; i < nkeys; i++)
-		if (!locate(p, keys[i], lens[i], &hashes[0]))
+		if (!keys[i] || lens[i] == 0 || lens[i] > TW_KEY_MAX)
 			return refuse_key_call("tw_purgatory_check_and_complete_keys",
 					       p, keys[i], lens[i]);
 	for (size_t i = 0; i < nkeys; i += CHECK_GROUP) {
