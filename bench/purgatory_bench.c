@@ -44,7 +44,11 @@
  *        OPS more: per op)
  * The requests' ops have a may_complete (struct tw_op_ops) that reads
  * the completable flag; BENCH_NO_HINT=1 runs them without it, so that
- * a check tries every op under its lock, as Kafka's must.
+ * a check tries every op under its lock, as Kafka's must. The completer
+ * checks a request's keys with one tw_purgatory_check_and_complete_keys(),
+ * their lists walked side by side; BENCH_PER_KEY=1 makes it one
+ * tw_purgatory_check_and_complete() a key, as Kafka's harness calls
+ * checkAndComplete.
  * BENCH_CSV=FILE appends impl,figure,rate,value rows, for a driver of
  * another purgatory that writes the same rows. A figure of another
  * implementation from an earlier run is no ratio, so none is quoted here.
@@ -404,7 +408,6 @@ static const struct purgatory_impl *impl = &real_purgatory;
 static void on_completable(struct tw_service *svc, struct tw_service_timer *t)
 {
 	struct request *r = tw_container_of(t, struct request, completion);
-
 	const void *keys[KEYS_PER_REQUEST];
 	size_t lens[KEYS_PER_REQUEST];
 
