@@ -492,7 +492,7 @@ struct snapshot {
  */
 /* One entry of a chunk: l, the next one to take. Returns false, taking
  * nothing, when the snapshot is full (l is then the next chunk's first). */
-static inline bool snapshot_step(struct pshard *sh, struct tw_watchers *ws,
+pg_hot_inline bool snapshot_step(struct pshard *sh, struct tw_watchers *ws,
 				 struct snapshot *s, struct entry_chain *puts,
 				 bool alone)
 {
@@ -519,7 +519,7 @@ static inline bool snapshot_step(struct pshard *sh, struct tw_watchers *ws,
 	return true;
 }
 
-static void snapshot_take(struct pshard *sh, struct tw_watchers *ws,
+pg_hot_inline void snapshot_take(struct pshard *sh, struct tw_watchers *ws,
 			  struct snapshot *s, struct entry_chain *puts)
 {
 	bool alone = pinned_alone(ws);
@@ -539,7 +539,7 @@ static void snapshot_take(struct pshard *sh, struct tw_watchers *ws,
  * the next op's line is fetched (for writing: its lock) while this one is
  * tried.
  */
-static int64_t snapshot_try(struct snapshot *s)
+pg_hot_inline int64_t snapshot_try(struct snapshot *s)
 {
 	int64_t completed = 0;
 
@@ -566,7 +566,7 @@ static int64_t snapshot_try(struct snapshot *s)
  * list marked dirty just after the load is left to the next check or
  * purge, as Kafka's lazy purge leaves any completed entry.
  */
-static void check_done(struct pshard *sh, struct tw_watchers *ws, bool tidy)
+pg_hot_inline void check_done(struct pshard *sh, struct tw_watchers *ws, bool tidy)
 {
 	struct entry_chain puts;
 
