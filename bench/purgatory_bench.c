@@ -41,7 +41,11 @@
  *        above, nothing completing), check-short-hint (the same, the ops'
  *        may_complete saying no), check-complete (every key checked,
  *        each op completes: per op completed), expire (the timeouts of
- *        OPS more: per op)
+ *        OPS more: per op), steady-7 and steady-16 (OPS requests of the
+ *        rate runs' stream on one thread, 227 and 533 ops in flight, so
+ *        6.8 and 16 entries a key's list as at 20,000 and 48,828/s: a
+ *        random op in flight made ready, its 3 keys checked in one call,
+ *        a new op watched in its place; per request)
  * The requests' ops have a may_complete (struct tw_op_ops) that reads
  * the completable flag; BENCH_NO_HINT=1 runs them without it, so that
  * a check tries every op under its lock, as Kafka's must. The completer
@@ -888,6 +892,115 @@ static int64_t instr_check_all(struct tw_purgatory *p)
 	return done;
 }
 
+/*
+ * The steady cells: the rate runs' work per request on one thread, with
+ * no thread, clock or wake-up in it. `in_flight` ops are watched, each on
+ * 3 keys as the rate runs draw them, so that a key's list holds about
+ * in_flight * 3 / 100 entries (6.8 at 20,000/s, 16 at 48,828/s); each
+ * request then makes a random one of them completable and checks its 3
+ * keys with one call, as the completer does, and watches a new op in its
+ * place (one whose on_release has run). Counted: per request, the watch,
+ * the check of 3 keys, the completion and the releases, the whole of the
+ * purgatory's own instructions at that rate.
+ */
+struct steady_op {
+	struct tw_delayed_op op;
+	struct tw_watch watches[KEYS_PER_REQUEST];
+	const void *keys[KEYS_PER_REQUEST];
+	size_t lens[KEYS_PER_REQUEST];
+	atomic_bool ready;
+	struct steady_op *next_free;
+};
+
+static struct steady_op *steady_free;
+
+static bool steady_try(struct tw_delayed_op *op)
+{
+	return atomic_load(&tw_container_of(op, struct steady_op, op)->ready) &&
+	       tw_op_force_complete(op);
+}
+
+static bool steady_may(struct tw_delayed_op *op)
+{
+	return atomic_load_explicit(&tw_container_of(op, struct steady_op, op)->ready,
+				    memory_order_acquire);
+}
+
+static void steady_release(struct tw_delayed_op *op)
+{
+	struct steady_op *o = tw_container_of(op, struct steady_op, op);
+
+	o->next_free = steady_free;
+	steady_free = o;
+}
+
+static const struct tw_op_ops steady_ops = { steady_try, instr_nothing, instr_nothing,
+					     steady_release, steady_may };
+
+static struct steady_op *steady_watch(struct tw_purgatory *p, uint64_t *seed)
+{
+	struct steady_op *o = steady_free;
+	int first;
+
+	if (!o) {
+		fprintf(stderr, "purgatory_bench: steady: no released op to reuse\n");
+		exit(1);
+	}
+	steady_free = o->next_free;
+	first = (int)((*seed = *seed * 6364136223846793005ULL +
+			       1442695040888963407ULL) >> 33) % KEY_SPACE;
+	for (int k = 0; k < KEYS_PER_REQUEST; k++) {
+		o->keys[k] = key_names[(first + 7 * k) % KEY_SPACE];
+		o->lens[k] = strlen(key_names[(first + 7 * k) % KEY_SPACE]);
+	}
+	atomic_store(&o->ready, false);
+	tw_op_init(&o->op, TW_S(1), &steady_ops, NULL);
+	if (tw_purgatory_try_complete_else_watch(p, &o->op, o->keys, o->lens,
+						 KEYS_PER_REQUEST, o->watches) != 0)
+		exit(1);
+	return o;
+}
+
+static void instr_steady(const struct tw_purgatory_config *cfg, long n,
+			 long in_flight, const char *cell)
+{
+	long pool = in_flight * 4;
+	struct steady_op *ops = calloc((size_t)pool, sizeof(*ops));
+	struct steady_op **slot = calloc((size_t)in_flight, sizeof(*slot));
+	uint64_t seed = 0x2545f4914f6cdd1dULL;
+	struct tw_purgatory *p;
+	int64_t done = 0;
+
+	if (!ops || !slot || tw_purgatory_create(&p, cfg))
+		exit(1);
+	steady_free = NULL;
+	for (long i = pool; i-- > 0;)
+		steady_release(&ops[i].op);
+	for (long i = 0; i < in_flight; i++)
+		slot[i] = steady_watch(p, &seed);
+	instr_begin();
+	for (long r = 0; r < n; r++) {
+		long j = (long)((seed = seed * 6364136223846793005ULL +
+					1442695040888963407ULL) >> 33) % in_flight;
+		struct steady_op *o = slot[j];
+
+		atomic_store(&o->ready, true);
+		done += tw_purgatory_check_and_complete_keys(p, o->keys, o->lens,
+							     KEYS_PER_REQUEST);
+		slot[j] = steady_watch(p, &seed);
+	}
+	instr_end(cell, n);
+	if (done != n)
+		fprintf(stderr, "purgatory_bench: %s completed %lld of %ld\n", cell,
+			(long long)done, n);
+	tw_purgatory_shutdown(p, NULL);
+	tw_purgatory_destroy(p);
+	for (long i = 0; i < pool; i++)
+		tw_op_destroy(&ops[i].op);
+	free(ops);
+	free(slot);
+}
+
 static int instr_cells(long n)
 {
 	struct tw_purgatory_config cfg = { 0 };
@@ -960,6 +1073,9 @@ static int instr_cells(long n)
 	}
 	free(ops);
 	free(more);
+	/* 227 and 533 ops in flight: 6.8 and 16 entries a key's list. */
+	instr_steady(&cfg, n, 227, "steady-7");
+	instr_steady(&cfg, n, 533, "steady-16");
 	return 0;
 }
 

@@ -205,7 +205,8 @@ if [ "$what" = all ] || [ "$what" = mutants ]; then
 	# watch that fails for want of memory and leaves its op uncompleted
 	# (a key check completes it after TW_ENOMEM), 26 an unlink that does
 	# not defer to a pinned list, 27 a check of several keys locking their
-	# shards in the keys' order (two such checks deadlock).
+	# shards in the keys' order (two such checks deadlock), 28 a check
+	# that is not the last out of a list unlinking the entry it noted.
 	for m in "service 3 1" "service 3 2" "service 3 3" "service 2 4" \
 		 "service 2 5" "service 4 6" "service 1 7" "service 4 8" \
 		 "service 5 9" "service 6 10" "service 2 11" "service 4 12" "service 9 13" \
@@ -214,7 +215,7 @@ if [ "$what" = all ] || [ "$what" = mutants ]; then
 		 "purgatory 3 9" "purgatory 4 10" "purgatory 5 14" "purgatory 6 17" \
 		 "purgatory 3 18" "purgatory 7 19" \
 		 "purgatory 2 22" "purgatory 8 23" "purgatory 8 24" "purgatory 5 25" \
-		 "purgatory 9 26" "purgatory 10 27"; do
+		 "purgatory 9 26" "purgatory 10 27" "purgatory 9 28"; do
 		set -- $m
 		queue find "$1" "$2" "$3"
 	done

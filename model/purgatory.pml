@@ -36,7 +36,7 @@
  * a completion that makes a purge due, which drops the last reference of
  * Z, an op that shares the op's lock; 8 force_complete from outside
  * racing the op's first watch, and a key check (op->purgatory: owner); 9
- * a key check that holds the op in its snapshot, with no reference of
+ * a key check that has the op ahead in its walk, with no reference of
  * its own, while the op is completed from outside, another key check
  * would unlink its entry and a cancel_for_key meets the list pinned; 10
  * two checks of several keys at once (tw_purgatory_check_and_complete_keys)
@@ -59,17 +59,19 @@
  * claiming its op (a key check that took it completes it after
  * TW_ENOMEM); 26 an unlink that does not defer to the key's checks in
  * progress (the entry's reference, the last, dropped while a check
- * still holds the op in its snapshot); 27 a check of several keys that
+ * still has the op ahead in its walk); 27 a check of several keys that
  * locks their shards in the keys' order (two such checks wait for each
- * other for ever). docs/model.md says where each was found.
+ * other for ever); 28 a check that is not the last one out of the list
+ * unlinking the entry it noted on its way out (another check still has
+ * the op ahead in its walk). docs/model.md says where each was found.
  *
  * The key's list is pinned by the checks in progress on it (walkers,
- * under the shard lock): while it is, nothing unlinks an entry from it
- * but a check that is alone on it, in its own walk; an unlinker that
- * meets a pin marks the list dirty instead, and the last check out drops
- * the completed entries. So an op in a check's snapshot keeps its
- * entry's reference until the check has let go of it, and the check
- * takes none of its own.
+ * under the shard lock): while it is, nothing unlinks an entry from it;
+ * a check walks it without the lock, and an unlinker that meets a pin
+ * marks the list dirty instead; the last check out unlinks the completed
+ * entries. So an op ahead of a check's walk keeps its entry's reference
+ * until the check has let go of the list, and the check takes none of
+ * its own.
  */
 
 #ifndef SCEN
@@ -201,12 +203,11 @@ bit put_completed[16];
 #define unlock_alive(m) atomic { assert(!released); m = 0 }
 
 /* May the entry be unlinked now (under sh_mu)? Only when no check pins
- * the list, or by the one check that pins it, in its own walk (alone:
- * 1). MUT 26: whatever the pins. */
+ * the list. MUT 26: whatever the pins. */
 #if MUT == 26
-#define MAY_UNLINK(alone) true
+#define MAY_UNLINK true
 #else
-#define MAY_UNLINK(alone) (walkers == (alone))
+#define MAY_UNLINK (walkers == 0)
 #endif
 
 #if SCEN == 7
@@ -326,8 +327,8 @@ inline maybe_purge() {
 		purge_due = 0;
 		lock(sh_mu);
 		if
-		:: in_list && completed && MAY_UNLINK(0) -> unlink_entry()
-		:: in_list && completed && !MAY_UNLINK(0) -> dirty = 1
+		:: in_list && completed && MAY_UNLINK -> unlink_entry()
+		:: in_list && completed && !MAY_UNLINK -> dirty = 1
 		:: else -> skip
 		fi;
 		if
@@ -597,8 +598,8 @@ proctype tcew()
 		lock(sh_mu);
 #if MUT != 14
 		if
-		:: in_list && MAY_UNLINK(0) -> unlink_entry()
-		:: in_list && !MAY_UNLINK(0) -> dirty = 1
+		:: in_list && MAY_UNLINK -> unlink_entry()
+		:: in_list && !MAY_UNLINK -> dirty = 1
 		:: else -> skip
 		fi;
 #else
@@ -654,22 +655,21 @@ out:
 	skip
 }
 
-/* tw_purgatory_check_and_complete of the op's key: pin the list and
- * snapshot it, try every op on it under its lock with the list pinned,
- * then unpin (who: W_SCANNER from the reaper, in another op's
- * on_expiration). The C code takes the snapshot in chunks of 128 ops,
- * its place kept by entries the pin keeps in the list; the op is in one
- * chunk, whose steps are these: under the shard lock the pin, and the
- * op taken (no reference: its entry's, which no one may unlink while the
- * list is pinned, keeps it) or, completed, its entry unlinked if this
- * check is alone on the list (else the list is marked dirty); the try,
- * after a look at the condition without the op's lock (the op's kind's
- * may_complete, which the model's op has: false, and the op is not
- * tried); then the way out. A check that completed nothing, unlinked nothing
- * and found the list clean (a relaxed load: a step of its own before the
- * decrement) lets go of its pin with one atomic decrement and no lock;
- * otherwise under the lock, where the last check out drops the
- * completed entries. Then the purge, if due, with no pin held. */
+/* tw_purgatory_check_and_complete of the op's key (who: W_SCANNER from
+ * the reaper, in another op's on_expiration). Under the shard lock the
+ * pin, and whether the op's entry is in the list (the C code notes the
+ * list's last entry and walks up to it); then, with no lock held, the
+ * walk's look at the op's flag (no reference: its entry's, which nothing
+ * unlinks while the list is pinned, keeps it) and, uncompleted, the look
+ * at the condition without the op's lock (the op's kind's may_complete,
+ * which the model's op has: false, and the op is not tried) and the try
+ * under the op's lock; then the way out. A check that noted nothing
+ * (found the op uncompleted and did not complete it) and found the list
+ * clean (a relaxed load: a step of its own before the decrement) lets go
+ * of its pin with one atomic decrement and no lock; otherwise under the
+ * lock, where the last check out unlinks the completed entry and one
+ * that is not the last marks the list dirty for it. Then the purge, if
+ * due, with no pin held. */
 /* A check's first step takes its key's shard lock; a check of several
  * keys (SCEN 10) takes both shards' locks, in the shards' order (MUT 27:
  * in the order its caller named the keys). */
@@ -696,17 +696,13 @@ inline unlock_check_shards() {
 inline check_key(who) {
 	lock_check_shards();
 	walkers++;
-	if
-	:: in_list && completed && MAY_UNLINK(1) -> unlink_entry(); cleaned = 1
-	:: in_list && completed && !MAY_UNLINK(1) -> dirty = 1
-	:: in_list && !completed -> snap = 1
-	:: else -> skip
-	fi;
+	snap = in_list;
 	unlock_check_shards();
-	put_all();
+	/* the walk, with no lock held: the pin keeps the entry in the list
+	 * and its reference with it */
 	if
 	:: snap ->
-		atomic { assert(!released); trying = !completed };
+		atomic { assert(!released && in_list); trying = !completed; cleaned = completed };
 		/* may_complete: the condition looked at without the op's
 		 * lock; no, and the op is not tried */
 		if
@@ -722,6 +718,9 @@ inline check_key(who) {
 		fi
 	:: else -> skip
 	fi;
+	/* the way out: the entry noted (found completed, or completed by
+	 * this check) goes with the last check out; one that is not the
+	 * last marks the list for it (MUT 28: unlinks it anyway) */
 	if
 	:: done || cleaned || dirty ->
 		lock(sh_mu);
@@ -733,6 +732,15 @@ inline check_key(who) {
 			:: else -> skip
 			fi;
 			dirty = 0
+		:: walkers != 0 && (done || cleaned) ->
+#if MUT == 28
+			if
+			:: in_list -> unlink_entry()
+			:: else -> skip
+			fi
+#else
+			dirty = 1
+#endif
 		:: else -> skip
 		fi;
 		unlock(sh_mu);
@@ -836,7 +844,7 @@ gone:
 inline claim_list_and_hand_back(defer) {
 	lock(sh_mu);
 	if
-	:: in_list && MAY_UNLINK(0) ->
+	:: in_list && MAY_UNLINK ->
 		atomic {
 			if
 			:: !completed -> BEGIN_STEP; completed = 1; STEP(claim); claimed = 1
@@ -848,7 +856,7 @@ inline claim_list_and_hand_back(defer) {
 		:: else -> skip
 		fi;
 		unlink_entry()
-	:: in_list && !MAY_UNLINK(0) ->
+	:: in_list && !MAY_UNLINK ->
 		walkers++;
 		pinned = 1;
 		atomic {
@@ -1033,8 +1041,8 @@ init
 	run forcer();
 	run checker();
 #elif SCEN == 9
-	/* the op is watched, its condition false; a key check holds it in
-	 * its snapshot while it is completed from outside, another check
+	/* the op is watched, its condition false; a key check has it ahead
+	 * in its walk while it is completed from outside, another check
 	 * finds it completed, and a cancel_for_key meets the pinned list */
 	run tcew();
 	(tcew_result != 9);

@@ -50,13 +50,14 @@
  *
  * Pins. A key check, which tries dozens of ops, takes no reference per
  * op: it pins the key's list instead (walkers, under the shard lock), and
- * while a list is pinned no entry leaves it, except by the one check
- * that pins it alone, in its own walk. Whoever else would unlink an entry
- * (another check, a purge, a failed watch taking its entry back) marks
- * the list dirty and leaves it; the last check out drops the completed
- * entries. So every op a check snapshotted keeps the reference of its
- * entry in that list until the check has let go of it, and the check pays
- * per op only its lock. A cancel_for_key that meets a pinned list pins
+ * while a list is pinned no entry leaves it, so the check walks it
+ * without the lock. Whoever would unlink an entry of a pinned list (a
+ * check on its way out that is not the last one, a purge, a failed watch
+ * taking its entry back) marks the list dirty and leaves it; the last
+ * check out unlinks the completed entries: those its walk noted, or,
+ * the list dirty, every one. So every op ahead of a check's walk keeps
+ * the reference of its entry in that list until the check has let go of
+ * it, and the check pays per op only its lock. A cancel_for_key that meets a pinned list pins
  * it too and claims its ops in place (watch.c); shutdown does the same
  * for the lists a check still pins after its walk (lifecycle.c).
  *
@@ -66,8 +67,8 @@
  * op that shares the caller's lock would run under it.
  *
  * Locks: a shard lock is never held while user code runs (try_complete,
- * on_complete and on_release run after the shard is unlocked, on a
- * snapshot of the ops); an op's lock is taken before a shard lock, never
+ * on_complete and on_release run after the shard is unlocked: a key
+ * check walks its pinned list without it); an op's lock is taken before a shard lock, never
  * after. Two shard locks are held at once only by a check of several
  * keys (tw_purgatory_check_and_complete_keys), with no op's lock held,
  * and it takes them in the shards' array order, so no two threads wait
@@ -342,7 +343,7 @@ static inline void unlock_op(struct tw_delayed_op *op)
 }
 
 /* The op's condition checked under its lock; the caller holds a reference
- * across it (a key check's snapshot, safe_try_complete's own). Inline: a
+ * across it (a key check's pin, safe_try_complete's own). Inline: a
  * key check runs it for every op on the key's list. */
 static inline bool try_complete_locked(struct tw_delayed_op *op)
 {

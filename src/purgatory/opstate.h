@@ -26,9 +26,9 @@
  * never starts at ZERO; the last put (ONE -> ZERO) is the only way to
  * release; release happens once, from ZERO; completed goes 0 -> 1 once,
  * by a claim that holds a reference (never at ZERO); and nothing happens
- * to a RELEASED op. The exact count (one per watched key, per snapshot,
- * per call) is unbounded in C and small in the model; MANY keeps the
- * table finite and equal on both sides.
+ * to a RELEASED op. The exact count (one per watched key, per call) is
+ * unbounded in C and small in the model; MANY keeps the table finite and
+ * equal on both sides.
  *
  * How the code computes the word at a change: the field the atomic
  * changes is read from what the atomic returned (exact); the other field
@@ -44,7 +44,7 @@
  *                        reference, the op's first (nobody else can see
  *                        the op before it)
  *   ref_get              ONE|MANY -> MANY: a holder of a reference takes
- *                        another (a watch entry, a snapshot, the timeout,
+ *                        another (a watch entry, the timeout,
  *                        a claimed op kept for its hand-back)
  *   ref_get_unless_zero  ONE|MANY -> MANY: a caller that holds none
  *                        (force_complete, safe_try_complete from outside);

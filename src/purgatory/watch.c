@@ -3,15 +3,15 @@
  * watch.c — the watch lists: a hash table of keys split into shards with
  * a lock each, every key's list of watch entries (the callers' struct
  * tw_watch), and what walks them: try_complete_else_watch (check, watch,
- * check again under the op's lock), check_and_complete (a snapshot under
- * the shard lock, try_complete after it, 128 ops at a time) and its form
- * for several keys (their lists walked side by side), cancel_for_key,
- * and the one walker over every list that purge, shutdown and destroy
- * share. A shard lock is never held while user code runs, and an op's lock
- * is taken before a shard lock, never after. A list is pinned by the key
- * checks in progress on it (core.h, Pins): an entry leaves a pinned list
- * only by the walk of a check that pins it alone, and a pinned list is
- * never freed.
+ * check again under the op's lock), check_and_complete (the list pinned
+ * under the shard lock, then walked without it, each op tried as the walk
+ * passes it) and its form for several keys (their lists walked side by
+ * side), cancel_for_key, and the one walker over every list that purge,
+ * shutdown and destroy share. A shard lock is never held while user code
+ * runs, and an op's lock is taken before a shard lock, never after. A
+ * list is pinned by the key checks in progress on it (core.h, Pins): no
+ * entry leaves a pinned list, the last check out unlinks the completed
+ * ones, and a pinned list is never freed.
  */
 #include "core.h"
 
@@ -79,12 +79,6 @@ static struct tw_watchers *find_or_add(struct pshard *sh, uint64_t h,
 static bool pinned(struct tw_watchers *ws)
 {
 	return atomic_load_explicit(&ws->walkers, memory_order_acquire) != 0;
-}
-
-/* The pinning check is alone on the list: its walk may unlink. */
-static bool pinned_alone(struct tw_watchers *ws)
-{
-	return atomic_load_explicit(&ws->walkers, memory_order_acquire) == 1;
 }
 
 /* Under the shard lock. An atomic add, not a plain one: a check lets go
@@ -294,8 +288,8 @@ static int check_watch_args(const struct tw_purgatory *p,
  * A watch that fails (no memory) claims the op, as a cancel does, before
  * it lets go of the op's lock, takes back the entries made before it, and
  * returns its code: from TW_ENOMEM on nothing completes the op. A key
- * check may hold it still (its snapshot took the op from a list it was
- * briefly on), and the check's try would otherwise complete it after the
+ * check may still have it ahead in its walk (the op was briefly on the
+ * list the check pinned), and the check's try would otherwise complete it after the
  * call returned, on_complete after TW_ENOMEM. The claim loses only to a
  * completion from outside the op's lock (a force_complete, a cancel of a
  * key it was on): the op completed, as if watched and completed since, and
@@ -451,133 +445,121 @@ int tw_purgatory_try_complete_else_watch(struct tw_purgatory *p,
 }
 
 /*
- * A key check's snapshot: the uncompleted ops of its key's list, taken
- * under the shard lock and tried after it, with the list pinned and no
- * reference per op (core.h, Pins). It holds SNAPSHOT_OPS on the stack
- * (1 KB) and nothing else: a list with more is taken in chunks, each
- * tried before the next is taken, so a check allocates nothing however
- * many ops watch its key (one partition, many produce requests: Kafka's
- * common case).
+ * A key check's walk. Under the shard lock a check pins its key's list
+ * and notes the list's last entry; then it lets go of the lock and walks
+ * from the first entry to that one, trying each op as it passes it. The
+ * pin is what makes a walk without the lock safe (core.h, Pins): while a
+ * list is pinned no entry leaves it, so every entry between the first and
+ * the noted last keeps its links and its op's reference until the check
+ * lets go; the one link that changes meanwhile is the last entry's next,
+ * where watches append, and the walk stops at that entry without reading
+ * it. Ops appended after it are not tried: their watch checks them itself,
+ * after linking, under their lock, so no condition that came true is lost;
+ * and a check that followed them would never end on a key watched faster
+ * than it can try.
  *
- * Between chunks the check keeps its place by plain pointers: next, the
- * first entry it has not taken, and last, the list's last entry when the
- * check began. The pin keeps both in the list: entries come (watches
- * append) but do not go, except those this check unlinks itself as it
- * passes them. Ops appended after last are not tried: their watch checks
- * them itself, after linking, under their lock, so no condition that
- * came true is lost; and a check that followed them would never end on a
- * key watched faster than it can try. A list of up to SNAPSHOT_OPS
- * uncompleted ops, the usual case, is taken in one chunk.
+ * Each entry costs a walk one look: its op's flag, then (uncompleted) the
+ * op's may_complete and, if that says yes, its lock and try_complete. No
+ * entry is unlinked on the way: the entries a walk finds completed or
+ * completes itself are noted (up to WALK_DROPS; past that the list's
+ * completed entries are dropped as a whole) and unlinked on the way out,
+ * under the lock, by the last check out of the list; a check that is not
+ * the last marks the list dirty, and the last one out, finding it dirty,
+ * drops every completed entry. A walk holds nothing on the stack but its
+ * place and the entries it noted, however long the list (one partition,
+ * many produce requests: Kafka's common case).
  */
-#define SNAPSHOT_OPS 128
+#define WALK_DROPS 8
 
-struct snapshot {
-	struct tw_delayed_op *ops[SNAPSHOT_OPS];
-	size_t len;
-	struct tw_link *next;  /* the first entry not taken; NULL: none left */
+struct key_walk {
+	struct pshard *sh;
+	struct tw_watchers *ws;
+	struct tw_link *next;  /* the entry to look at next; NULL: done */
 	struct tw_link *last;  /* the list's last entry when the check began */
-	bool unlinked;         /* this check unlinked entries */
+	struct tw_watch *drops[WALK_DROPS]; /* completed entries, to unlink */
+	unsigned ndrops;
+	bool drop_all;         /* more than WALK_DROPS of them */
+	int64_t completed;
 };
 
-/*
- * Take a chunk, under the shard lock: from next up to last, one walk and
- * one load of each op's flag (the model's checker decides each entry so,
- * in one step): a completed op's entry is unlinked if this check pins the
- * list alone (its reference dropped later from puts), else left for the
- * last check out; an uncompleted op goes in the snapshot, until it is
- * full. One walk, not one to drop the completed and another to snapshot
- * the rest: the walk is where a check's time goes (dozens of entries,
- * each op and entry a line of the callers' memory), so the next entry's
- * line is fetched while this one's op is read.
- */
-/* One entry of a chunk: l, the next one to take. Returns false, taking
- * nothing, when the snapshot is full (l is then the next chunk's first). */
-pg_hot_inline bool snapshot_step(struct pshard *sh, struct tw_watchers *ws,
-				 struct snapshot *s, struct entry_chain *puts,
-				 bool alone)
+/* Under the shard lock: pin the list and note where the walk goes. */
+pg_hot_inline void walk_begin(struct key_walk *k, struct pshard *sh,
+			      struct tw_watchers *ws)
 {
-	struct tw_link *l = s->next;
+	k->sh = sh;
+	k->ws = ws;
+	k->ndrops = 0;
+	k->drop_all = false;
+	k->completed = 0;
+	pin(ws);
+	k->last = list_empty(&ws->entries) ? NULL : ws->entries.prev;
+	k->next = k->last ? ws->entries.next : NULL;
+}
+
+pg_hot_inline void walk_note(struct key_walk *k, struct tw_watch *w)
+{
+	if (k->ndrops < WALK_DROPS)
+		k->drops[k->ndrops++] = w;
+	else
+		k->drop_all = true;
+}
+
+/* One entry, with no lock held; the next one's line is fetched while
+ * this one's op is looked at and tried. This runs once per entry of the
+ * key's list (dozens a check at Kafka's rates): the flag's load, the
+ * look and the locked section are inlined. */
+pg_hot_inline void walk_step(struct key_walk *k)
+{
+	struct tw_link *l = k->next;
 	struct tw_watch *w = tw_container_of(l, struct tw_watch, link);
-	struct tw_link *next = l == s->last ? NULL : l->next;
 	struct tw_delayed_op *op = w->op;
 
-	if (next)
-		__builtin_prefetch(next);
+	k->next = l == k->last ? NULL : l->next;
+	if (k->next)
+		__builtin_prefetch(k->next);
 	if (OP_LOAD(op->completed)) {
-		if (alone) {
-			unlink_entry(sh, w, puts, false);
-			s->unlinked = true;
-		} else {
-			mark_dirty(ws);
-		}
-	} else if (s->len == SNAPSHOT_OPS) {
-		return false;
-	} else {
-		s->ops[s->len++] = op;
+		walk_note(k, w);
+	} else if ((!op->ops->may_complete || op->ops->may_complete(op)) &&
+		   try_complete_locked(op)) {
+		k->completed++;
+		walk_note(k, w);
 	}
-	s->next = next;
-	return true;
-}
-
-pg_hot_inline void snapshot_take(struct pshard *sh, struct tw_watchers *ws,
-			  struct snapshot *s, struct entry_chain *puts)
-{
-	bool alone = pinned_alone(ws);
-
-	while (s->next && snapshot_step(sh, ws, s, puts, alone))
-		;
 }
 
 /*
- * Try a chunk, with no shard lock held: try_complete may call back. The
- * pin keeps each op alive (model/purgatory.pml's checker takes no
- * reference), so a try costs the op's lock and nothing else: not the
- * public safe_try_complete's get and put, two atomic operations on a line
- * other threads write. An op whose may_complete says no costs not even
- * that. This loop runs once per op on the key's list (dozens per check at
- * Kafka's rates): the flag's load and the locked section are inlined, and
- * the next op's line is fetched (for writing: its lock) while this one is
- * tried.
+ * The check's way out. One that noted nothing and finds the list clean
+ * lets go of its pin with one atomic decrement (release: its touches of
+ * the ops come first) and no lock: the usual check, whose ops are not
+ * ready yet. Otherwise under the lock: the last one out unlinks the
+ * entries it noted (each still linked: the pin kept them) or, the list
+ * dirty or its notes overflowed, every completed entry, and frees an
+ * emptied list; one that is not the last marks the list dirty for the
+ * last. A list marked dirty just after the load is left to the next
+ * check or purge, as Kafka's lazy purge leaves any completed entry.
  */
-pg_hot_inline int64_t snapshot_try(struct snapshot *s)
+pg_hot_inline void walk_done(struct key_walk *k)
 {
-	int64_t completed = 0;
-
-	for (size_t i = 0; i < s->len; i++) {
-		struct tw_delayed_op *op = s->ops[i];
-
-		if (i + 1 < s->len)
-			__builtin_prefetch(&s->ops[i + 1]->own_lock, 1);
-		if (!OP_LOAD(op->completed) &&
-		    (!op->ops->may_complete || op->ops->may_complete(op)) &&
-		    try_complete_locked(op))
-			completed++;
-	}
-	s->len = 0;
-	return completed;
-}
-
-/*
- * The check's way out. One that completed nothing, unlinked nothing and
- * finds the list clean lets go of its pin with one atomic decrement
- * (release: its touches of the ops come first) and no lock: the usual
- * check, whose ops are not ready yet. Otherwise under the lock, where the
- * last one out drops the completed entries and frees an emptied list. A
- * list marked dirty just after the load is left to the next check or
- * purge, as Kafka's lazy purge leaves any completed entry.
- */
-pg_hot_inline void check_done(struct pshard *sh, struct tw_watchers *ws, bool tidy)
-{
+	struct tw_watchers *ws = k->ws;
 	struct entry_chain puts;
 
-	if (!tidy && !atomic_load_explicit(&ws->dirty, memory_order_relaxed)) {
+	if (!k->ndrops && !k->drop_all &&
+	    !atomic_load_explicit(&ws->dirty, memory_order_relaxed)) {
 		atomic_fetch_sub_explicit(&ws->walkers, 1, memory_order_release);
 		return;
 	}
 	chain_init(&puts);
-	pshard_lock(sh);
-	unpin_locked(sh, ws, &puts);
-	pshard_unlock(sh);
+	pshard_lock(k->sh);
+	if (atomic_fetch_sub_explicit(&ws->walkers, 1, memory_order_acq_rel) != 1) {
+		mark_dirty(ws);
+	} else if (k->drop_all || atomic_load_explicit(&ws->dirty, memory_order_relaxed)) {
+		drop_completed(k->sh, ws, &puts);
+		remove_if_empty(k->sh, ws);
+	} else {
+		for (unsigned i = 0; i < k->ndrops; i++)
+			unlink_entry(k->sh, k->drops[i], &puts, false);
+		remove_if_empty(k->sh, ws);
+	}
+	pshard_unlock(k->sh);
 	chain_put_all(&puts);
 }
 
@@ -587,81 +569,58 @@ int64_t tw_purgatory_check_and_complete(struct tw_purgatory *p,
 	uint64_t h;
 	struct pshard *sh;
 	struct tw_watchers *ws;
-	struct snapshot s;
-	struct entry_chain puts;
-	int64_t completed = 0;
+	struct key_walk k;
 
 	sh = locate(p, key, len, &h);
 	if (!sh)
 		return refuse_key_call("tw_purgatory_check_and_complete", p, key, len);
-	chain_init(&puts);
 	pshard_lock(sh);
 	ws = find(sh, h, key, len);
 	if (!ws) {
 		pshard_unlock(sh);
 		return 0;
 	}
-	pin(ws);
-	s.len = 0;
-	s.unlinked = false;
-	s.last = list_empty(&ws->entries) ? NULL : ws->entries.prev;
-	s.next = s.last ? ws->entries.next : NULL;
-	for (;;) {
-		snapshot_take(sh, ws, &s, &puts);
-		pshard_unlock(sh);
-		chain_put_all(&puts);
-		TW_TEST_POINT("check.snapshot", key);
-		completed += snapshot_try(&s);
-		if (!s.next)
-			break;
-		pshard_lock(sh);
-	}
-	check_done(sh, ws, completed || s.unlinked);
-	if (completed)
+	walk_begin(&k, sh, ws);
+	pshard_unlock(sh);
+	TW_TEST_POINT("check.walk", key);
+	while (k.next)
+		walk_step(&k);
+	walk_done(&k);
+	if (k.completed)
 		tw__pg_maybe_purge(p); /* with no pin held: it would defer */
-	return completed;
+	return k.completed;
 }
 
 /*
  * Several keys checked at once (tw_purgatory_check_and_complete_keys): up
- * to CHECK_GROUP keys a group, their shards locked together, in the
- * order of the shards array (so two groups, or a group and any one-shard
- * caller, never wait on each other in a cycle: no shard lock is ever
- * taken while an op's lock or a later shard's lock is held), their lists
- * pinned, and their first chunks taken an entry of each list in turn.
- * What that buys: a list is a chain of entries in the callers' memory,
- * each one's address in the one before, so one key's walk waits for one
- * cache miss after another; walking three lists in turn keeps three
- * misses in flight. Everything else is each key's own check: the same
- * pin, the same snapshot (taken under its shard's lock, one entry at a
- * time), its later chunks taken alone, the same way out.
+ * to CHECK_GROUP keys a group, their lists pinned under their shards'
+ * locks taken together, in the order of the shards array (so two groups,
+ * or a group and any one-shard caller, never wait on each other in a
+ * cycle: no shard lock is ever taken while an op's lock or a later
+ * shard's lock is held), then walked side by side with no lock held, an
+ * entry of each list in turn. What that buys: a list is a chain of
+ * entries in the callers' memory, each one's address in the one before,
+ * so one key's walk waits for one cache miss after another; walking three
+ * lists in turn keeps three misses in flight. Everything else is each
+ * key's own check: the same pin, the same walk, the same way out.
  */
 #define CHECK_GROUP 4
-
-struct key_check {
-	struct pshard *sh;
-	struct tw_watchers *ws;
-	struct snapshot s;
-	bool alone;
-	int64_t completed;
-};
 
 static int64_t check_group(struct tw_purgatory *p, const void *const *keys,
 			   const size_t *lens, const uint64_t *hashes, size_t n)
 {
-	struct key_check kc[CHECK_GROUP];
-	struct pshard *locked[CHECK_GROUP];
-	struct entry_chain puts;
-	size_t nlocked = 0, k;
+	struct key_walk kw[CHECK_GROUP], *active[CHECK_GROUP];
+	struct tw_watchers *found[CHECK_GROUP];
+	struct pshard *sh_of[CHECK_GROUP], *locked[CHECK_GROUP];
+	size_t nlocked = 0, nwalks = 0, nactive = 0, k;
 	int64_t completed = 0;
-	bool more;
 
 	/* The shards to lock, in the array's order, each once. */
 	for (k = 0; k < n; k++) {
 		struct pshard *sh = shard_for(p, hashes[k]);
 		size_t i = nlocked;
 
-		kc[k].sh = sh;
+		sh_of[k] = sh;
 		while (i > 0 && locked[i - 1] > sh)
 			i--;
 		if (i > 0 && locked[i - 1] == sh)
@@ -670,61 +629,36 @@ static int64_t check_group(struct tw_purgatory *p, const void *const *keys,
 		locked[i] = sh;
 		nlocked++;
 	}
-	chain_init(&puts);
 	for (k = 0; k < nlocked; k++) {
 		pshard_lock(locked[k]);
 		if (k == 0 && nlocked > 1)
 			TW_TEST_POINT("check.locking", keys[0]);
 	}
 	for (k = 0; k < n; k++) {
-		struct key_check *c = &kc[k];
-
-		c->ws = find(c->sh, hashes[k], keys[k], lens[k]);
-		c->completed = 0;
-		c->s.len = 0;
-		c->s.unlinked = false;
-		c->s.next = c->s.last = NULL;
-		if (!c->ws)
-			continue;
-		pin(c->ws);
-		c->s.last = list_empty(&c->ws->entries) ? NULL : c->ws->entries.prev;
-		c->s.next = c->s.last ? c->ws->entries.next : NULL;
+		found[k] = find(sh_of[k], hashes[k], keys[k], lens[k]);
+		if (found[k])
+			walk_begin(&kw[nwalks++], sh_of[k], found[k]);
 	}
-	/* Alone is decided once every pin of this call is taken: a key
-	 * twice in the group pins its list twice and unlinks nothing. */
-	for (k = 0; k < n; k++)
-		kc[k].alone = kc[k].ws && pinned_alone(kc[k].ws);
-	do {
-		more = false;
-		for (k = 0; k < n; k++) {
-			struct key_check *c = &kc[k];
-
-			if (c->s.next && snapshot_step(c->sh, c->ws, &c->s, &puts, c->alone))
-				more = true;
-		}
-	} while (more);
 	for (k = nlocked; k-- > 0;)
 		pshard_unlock(locked[k]);
-	chain_put_all(&puts);
-	for (k = 0; k < n; k++) {
-		struct key_check *c = &kc[k];
-
-		if (!c->ws)
-			continue;
-		TW_TEST_POINT("check.snapshot", keys[k]);
-		c->completed += snapshot_try(&c->s);
-		/* A list of more than SNAPSHOT_OPS uncompleted ops: its
-		 * later chunks alone, as a one-key check takes them. */
-		while (c->s.next) {
-			pshard_lock(c->sh);
-			snapshot_take(c->sh, c->ws, &c->s, &puts);
-			pshard_unlock(c->sh);
-			chain_put_all(&puts);
-			TW_TEST_POINT("check.snapshot", keys[k]);
-			c->completed += snapshot_try(&c->s);
+	for (k = 0; k < n; k++)
+		if (found[k])
+			TW_TEST_POINT("check.walk", keys[k]);
+	for (k = 0; k < nwalks; k++)
+		if (kw[k].next)
+			active[nactive++] = &kw[k];
+	while (nactive) {
+		for (k = 0; k < nactive;) {
+			walk_step(active[k]);
+			if (active[k]->next)
+				k++;
+			else
+				active[k] = active[--nactive];
 		}
-		check_done(c->sh, c->ws, c->completed || c->s.unlinked);
-		completed += c->completed;
+	}
+	for (k = 0; k < nwalks; k++) {
+		walk_done(&kw[k]);
+		completed += kw[k].completed;
 	}
 	return completed;
 }

@@ -5,8 +5,8 @@
  * in the shards' order (src/purgatory/watch.c, check_group). It must do
  * what a check of each key in turn does: every ready op watching one of
  * the keys completes, once, and no other (a key named twice, more keys
- * than one group of four, keys sharing a shard, a list longer than a
- * snapshot's 128 ops); refuse bad input before it checks anything; and
+ * than one group of four, keys sharing a shard, a list of more ops than
+ * a walk notes for its way out); refuse bad input before it checks anything; and
  * two such calls naming two keys in opposite orders must not wait for
  * each other: the forced test parks one holding its first shard's lock
  * (the point "check.locking") while the other starts (model/purgatory.pml
@@ -135,9 +135,9 @@ static void test_as_each_key_checked_in_turn(void)
 	}
 }
 
-/* 300 ready ops on one key, more than a snapshot holds, checked with a
- * second key: the later chunks are taken too. */
-static void test_a_list_longer_than_a_snapshot(void)
+/* 300 ready ops on one key, more than a walk notes for its way out (8),
+ * checked with a second key: every op completes, every entry goes. */
+static void test_a_long_list(void)
 {
 	enum { LONG = 300 };
 	static struct mop m[LONG];
@@ -279,7 +279,7 @@ int main(void)
 	sp_install();
 	name_keys();
 	RUN(test_as_each_key_checked_in_turn);
-	RUN(test_a_list_longer_than_a_snapshot);
+	RUN(test_a_long_list);
 	RUN(test_bad_input_checks_nothing);
 	RUN(test_opposite_orders_do_not_wait_for_each_other);
 	return check_report();

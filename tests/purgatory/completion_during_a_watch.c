@@ -206,15 +206,15 @@ static void test_a_completion_between_a_puts_load_and_its_decrement(void)
 
 /*
  * X watches [K1, K2]; K2's list cannot be allocated while another thread
- * checks K1, whose snapshot took X (X's entry on K1 is still there) and
- * is busy with Y, an op ahead of X on K1. The watch returns TW_ENOMEM;
+ * checks K1 with X ahead in its walk (X's entry on K1 stays: the list is
+ * pinned) and is busy with Y, an op before X on K1. The watch returns TW_ENOMEM;
  * a check that then reached X, whose condition came true since, and
  * completed it would run on_complete after TW_ENOMEM, and on_release
  * after it, tens of milliseconds after the call returned. The watch
  * that fails claims the op (as a cancel does) before it lets go of its
  * lock: from TW_ENOMEM on, nothing completes it. The watch is held at
  * the failure, under the op's lock, before its claim ("watch.failing"),
- * while the check takes its snapshot. Its on_release cannot
+ * while the check pins K1's list. Its on_release cannot
  * have run by the return here: the check still holds it (purgatory.h
  * says so, and why the watch does not wait for it:
  * test_a_failed_watch_waits_for_no_key_check); it runs on the check's
@@ -258,8 +258,8 @@ static void *check_k1(void *arg)
 	return NULL;
 }
 
-/* X's watch fails on K2 while a check of K1, its snapshot taken with X in
- * it, is parked in Y's try_complete: returns once the watch returned. */
+/* X's watch fails on K2 while a check of K1, X ahead in its walk, is
+ * parked in Y's try_complete: returns once the watch returned. */
 static struct tw_purgatory *failed_watch_held_by_a_check(struct gop *y,
 							 struct two_keys *x,
 							 struct sp_thread *checker)
@@ -322,9 +322,9 @@ static void test_a_failed_watch_never_completes_its_op(void)
  * running user code that waits for a lock the watch's caller holds, and
  * the header lets a caller hold any lock but the op's around its watch.
  * Here the caller holds L, the lock Y shares, around its watch of X; the
- * check of K1 took X in its snapshot and then needs L to try Y, ahead of
- * X. A watch that waited for the check would wait for ever (the stop
- * points' guard would report the deadlock); this one returns TW_ENOMEM,
+ * check of K1 has X ahead in its walk and needs L to try Y, before X. A
+ * watch that waited for the check would wait for ever (the stop points'
+ * guard would report the deadlock); this one returns TW_ENOMEM,
  * lets go of L, and the check then tries Y, skips X (claimed) and
  * releases it.
  */
@@ -336,7 +336,7 @@ static void test_a_failed_watch_waits_for_no_key_check(void)
 	static struct gop y;
 	static struct two_keys x;
 	struct sp_thread watcher, checker;
-	int failing, snapshot;
+	int failing, walking;
 
 	gop_init(&y, p, k1, &caller_lock);
 	CHECK_EQ(gop_watch(&y), 0);
@@ -349,10 +349,10 @@ static void test_a_failed_watch_waits_for_no_key_check(void)
 	sp_spawn(&watcher, watch_two_keys, &x);
 	CHECK(sp_wait(failing, &watcher.done)); /* holding L; X on K1 */
 	tw__test_set_fail(NULL);
-	snapshot = sp_arm("check.snapshot", k1);
+	walking = sp_arm("check.walk", k1);
 	sp_spawn(&checker, check_k1, p);
-	CHECK(sp_wait(snapshot, &checker.done)); /* it holds X */
-	sp_release(snapshot); /* on to Y, whose lock L the watcher holds */
+	CHECK(sp_wait(walking, &checker.done)); /* X ahead of it */
+	sp_release(walking); /* on to Y, whose lock L the watcher holds */
 	sp_release(failing);
 	sp_join(&watcher, "the failed watch (a wait for the check deadlocks)");
 	CHECK_EQ(atomic_load(&watch_result), TW_ENOMEM);

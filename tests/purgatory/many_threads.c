@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Under many threads every op completes exactly once: a condition and a
- * timeout race to one completion, many keys and a hot key (its checks in
- * chunks too) lose nothing.
+ * timeout race to one completion, many keys and a hot key (long walks,
+ * several at once) lose nothing.
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -177,8 +177,9 @@ static void test_many_keys_and_a_hot_key(void)
 }
 
 /*
- * One hot key watched by far more ops than a check takes at once (128): its checks are taken in chunks, their places kept by marks
- * in the key's list, while other threads check the same key (their marks
+ * One hot key watched by far more ops than a check notes for its way out
+ * (8): its checks walk long lists, their places kept by pointers into
+ * the key's list, while other threads check the same key (their walks
  * interleaved) and purge, new ops are watched on it, and a second key a
  * tenth of them share is cancelled. Every op ends exactly once
  * (completed, or handed back by the cancel), none is left to its
@@ -237,7 +238,7 @@ static void *hot_watcher(void *arg)
 	return NULL;
 }
 
-static void test_chunked_checks_of_a_hot_key_under_many_threads(void)
+static void test_long_checks_of_a_hot_key_under_many_threads(void)
 {
 	pthread_t checkers[HOT_CHECKERS], watcher;
 	int completes = 0;
@@ -246,8 +247,8 @@ static void test_chunked_checks_of_a_hot_key_under_many_threads(void)
 	atomic_store(&hot_ended, 0);
 	atomic_store(&hot_handed, 0);
 	hot_deadline = now_ns() + 60000 * MS;
-	/* 1000 on the key before the first check: its checks begin in
-	 * chunks; the rest are watched while they run */
+	/* 1000 on the key before the first check: its checks begin with
+	 * long walks; the rest are watched while they run */
 	hot_watch(0, HOT_N / 2);
 	pthread_create(&watcher, NULL, hot_watcher, NULL);
 	for (int i = 0; i < HOT_CHECKERS; i++)
@@ -274,6 +275,6 @@ int main(void)
 	RUN(test_many_keys_and_a_hot_key);
 	RUN(test_many_threads_complete_every_op);
 	RUN(test_condition_and_timeout_race_exactly_once);
-	RUN(test_chunked_checks_of_a_hot_key_under_many_threads);
+	RUN(test_long_checks_of_a_hot_key_under_many_threads);
 	return check_report();
 }

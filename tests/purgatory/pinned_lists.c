@@ -1,16 +1,18 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * A key check takes no reference per op it tries: it pins the key's list,
- * and while the list is pinned no entry leaves it but by that check's own
- * walk when it is alone (src/purgatory/core.h, Pins). Each test parks a
- * check at the point "check.snapshot", its snapshot holding ops whose
- * last reference is their entry in the parked check's list, and does
- * what would unlink that entry and release the op under the check: the
- * op completed from outside and the key checked again, a purge, a
- * cancel_for_key, a shutdown, a second check that leaves first. None may
- * run on_release before the parked check lets go, and each op is
- * released exactly once after it (model/purgatory.pml, scenario 9; its
- * mutation 26, an unlink that does not wait for the pin, fails these).
+ * and while the list is pinned no entry leaves it; the last check out
+ * unlinks the completed entries (src/purgatory/core.h, Pins). Each test
+ * parks a check at the point "check.walk", its list pinned and its walk
+ * ahead, over ops whose last reference is their entry in that list, and
+ * does what would unlink that entry and release the op under the check:
+ * the op completed from outside and the key checked again, a purge, a
+ * cancel_for_key, a shutdown, a second check that leaves first, one that
+ * completes an op and leaves first. None may run on_release before the
+ * parked check lets go, and each op is released exactly once after it
+ * (model/purgatory.pml, scenario 9; its mutations 26, an unlink that does
+ * not wait for the pin, and 28, a check that unlinks what it noted
+ * though it is not the last out, fail these).
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -27,7 +29,7 @@ static void *check_parked_key(void *arg)
 }
 
 /* n ops watch the key, their condition false, their timeouts armed; a
- * check on another thread is parked with all of them in its snapshot. */
+ * check on another thread is parked with all of them ahead in its walk. */
 static struct tw_purgatory *park_a_check(struct gop *ops, int n,
 					 struct sp_thread *checker, int *parked)
 {
@@ -39,7 +41,7 @@ static struct tw_purgatory *park_a_check(struct gop *ops, int n,
 		CHECK_EQ(gop_watch(&ops[i]), 0);
 	}
 	CHECK_EQ(tw_purgatory_delayed(p), (size_t)n);
-	*parked = sp_arm("check.snapshot", key);
+	*parked = sp_arm("check.walk", key);
 	sp_spawn(checker, check_parked_key, p);
 	CHECK(sp_wait(*parked, &checker->done));
 	return p;
@@ -86,7 +88,7 @@ static void test_an_unlink_during_a_check_waits_for_it(void)
 	let_the_check_go(p, x, 1, parked, &checker);
 }
 
-/* The same with two checks parked: the second to take its snapshot
+/* The same with two checks parked: the second to pin the list
  * leaves first, and the first, the last one out, drops the entries. */
 static void *check_key_again(void *arg)
 {
@@ -101,7 +103,7 @@ static void test_the_last_check_out_drops_the_entries(void)
 	int parked, parked_again;
 	struct tw_purgatory *p = park_a_check(x, 3, &first, &parked);
 
-	parked_again = sp_arm("check.snapshot", key);
+	parked_again = sp_arm("check.walk", key);
 	sp_spawn(&second, check_key_again, p);
 	CHECK(sp_wait(parked_again, &second.done));
 	for (int i = 0; i < 3; i++)
@@ -113,6 +115,31 @@ static void test_the_last_check_out_drops_the_entries(void)
 		CHECK_EQ(atomic_load(&x[i].releases), 0);
 	CHECK_EQ(tw_purgatory_watched(p), 3);
 	let_the_check_go(p, x, 3, parked, &first);
+}
+
+/* A check that completes an op while another check pins the list is not
+ * the last one out: it leaves the op's entry (the op's last reference)
+ * and marks the list, and the parked check, the last one out, drops it.
+ * X is watched after the parked check began, so that check's walk stops
+ * before X: only the mark tells it X's entry is there to drop. (Unlinked
+ * by the first check, X is released under the parked one; unmarked, X's
+ * entry stays after both.) */
+static void test_a_check_that_is_not_the_last_leaves_its_entry_to_the_last(void)
+{
+	static struct gop x[2];
+	struct sp_thread checker;
+	int parked;
+	struct tw_purgatory *p = park_a_check(x, 1, &checker, &parked);
+
+	gop_init(&x[1], p, key, NULL);
+	CHECK_EQ(gop_watch(&x[1]), 0);
+	atomic_store(&x[1].ready, 1);
+	CHECK_EQ(check_key(p, key), 1);
+	CHECK_EQ(atomic_load(&x[1].completes), 1);
+	CHECK_EQ(atomic_load(&x[1].releases), 0); /* the parked check pins it */
+	CHECK_EQ(tw_purgatory_watched(p), 2);
+	CHECK(tw_op_force_complete(&x[0].op));
+	let_the_check_go(p, x, 2, parked, &checker);
 }
 
 /* cancel_for_key on the pinned list claims its ops in place and hands
@@ -232,6 +259,7 @@ int main(int argc, char **argv)
 	sp_install();
 	RUN_IF(test_an_unlink_during_a_check_waits_for_it);
 	RUN_IF(test_the_last_check_out_drops_the_entries);
+	RUN_IF(test_a_check_that_is_not_the_last_leaves_its_entry_to_the_last);
 	RUN_IF(test_a_cancel_meets_a_pinned_list);
 	RUN_IF(test_a_shutdown_meets_a_pinned_list);
 	RUN_IF(test_pins_do_not_wrap);

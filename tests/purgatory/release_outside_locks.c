@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * on_release runs outside the purgatory's locks, and a key check taken in
- * chunks keeps its place, forced through the test points as in
- * completion_and_release.c: beside shutdown's lock, a purge walk beside a
- * growing shard, and with no memory to defer a reference to after a lock
- * (a purge, a cancel, a shutdown) or to snapshot a key's list of 100 ops.
+ * on_release runs outside the purgatory's locks, and a key check's walk
+ * without the shard lock keeps its place, forced through the test points
+ * as in completion_and_release.c: beside shutdown's lock, a purge walk
+ * beside a growing shard, and with no memory to defer a reference to
+ * after a lock (a purge, a cancel, a shutdown) or to walk a key's list
+ * of 300 ops.
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -478,13 +479,12 @@ static void test_a_shutdown_handed_136_armed_timeouts_needs_no_memory(void)
 
 /*
  * A key check tries every op watched on its key, whatever the allocator
- * does. A snapshot of 128 ops on the stack (30 to 100 at Kafka's rates: 3
- * of 100 keys per request, tens of thousands of requests a second) that
- * grew for more would, with no memory, leave the ops past the 128th
- * untried, to their timeouts (Kafka's common case is more: one
- * partition, many produce requests). The check takes its snapshot 128 at
- * a time and allocates nothing: 300 ops whose condition holds, checked
- * with every allocation failing, all complete.
+ * does. A check that copied its key's ops somewhere first would, with no
+ * memory, leave the ops past what it could hold untried, to their
+ * timeouts (Kafka's common case is a long list: one partition, many
+ * produce requests). The check walks the list itself and allocates
+ * nothing: 300 ops whose condition holds, checked with every allocation
+ * failing, all complete.
  */
 static void test_a_key_check_of_300_ops_needs_no_memory(void)
 {
@@ -512,50 +512,50 @@ static void test_a_key_check_of_300_ops_needs_no_memory(void)
 	}
 }
 
-/* ---- a key check taken in chunks keeps its place ---- */
+/* ---- a key check walks a long list without its lock ---- */
 
 /*
- * A check of a key with more than 128 uncompleted ops takes them 128 at a
- * time, its place kept between chunks by pointers into the list, which
- * its pin keeps there (watch.c, struct snapshot). Here 300 ops watch the
- * key, their condition true, and a check on another thread is parked
- * with its first chunk taken and not yet tried (the point
- * "check.snapshot"), while the list changes: the rest is cancelled,
- * another check (itself in chunks) runs through it, ops are watched after
- * it began, the ops just past its place are completed and purged. Each
- * time every op ends exactly once, the check ends, and the key's list is
- * freed once the last pin is out.
+ * A check walks its key's list without the shard lock, its place kept by
+ * pointers into the list, which its pin keeps there (watch.c, struct
+ * key_walk), and notes up to 8 completed entries for its way out (more,
+ * and the last check out drops every completed one). Here 300 ops watch
+ * the key, their condition true, and a check on another thread is parked
+ * with its list pinned and its walk not begun (the point "check.walk"),
+ * while the list changes: every op is cancelled, another check walks
+ * through it, ops are watched after it began, the ops at its start are
+ * completed and purged. Each time every op ends exactly once, the check
+ * ends, and the key's list is freed once the last pin is out.
  */
 static const char ckey[] = "partition-0";
-enum { CHUNKED_N = 300, CHUNK = 128 };
-static struct gop chunked[CHUNKED_N];
-static atomic_llong chunked_result;
-static atomic_int chunked_handed;
+enum { LONG_N = 300, MIDDLE = 128 };
+static struct gop long_ops[LONG_N];
+static atomic_llong long_result;
+static atomic_int long_handed;
 
 static void *check_ckey(void *arg)
 {
-	atomic_store(&chunked_result, check_key(arg, ckey));
+	atomic_store(&long_result, check_key(arg, ckey));
 	return NULL;
 }
 
 static void count_hand_back(struct tw_delayed_op *op)
 {
 	(void)op;
-	atomic_fetch_add(&chunked_handed, 1);
+	atomic_fetch_add(&long_handed, 1);
 }
 
-static struct tw_purgatory *chunked_start(struct sp_thread *checker, int *parked)
+static struct tw_purgatory *long_start(struct sp_thread *checker, int *parked)
 {
 	struct tw_purgatory *p = manual_purgatory_purging(0);
 
-	atomic_store(&chunked_result, -99);
-	atomic_store(&chunked_handed, 0);
-	for (int i = 0; i < CHUNKED_N; i++) {
-		gop_init(&chunked[i], p, ckey, NULL);
-		CHECK_EQ(gop_watch(&chunked[i]), 0);
-		atomic_store(&chunked[i].ready, 1);
+	atomic_store(&long_result, -99);
+	atomic_store(&long_handed, 0);
+	for (int i = 0; i < LONG_N; i++) {
+		gop_init(&long_ops[i], p, ckey, NULL);
+		CHECK_EQ(gop_watch(&long_ops[i]), 0);
+		atomic_store(&long_ops[i].ready, 1);
 	}
-	*parked = sp_arm("check.snapshot", ckey);
+	*parked = sp_arm("check.walk", ckey);
 	sp_spawn(checker, check_ckey, p);
 	CHECK(sp_wait(*parked, &checker->done));
 	return p;
@@ -563,73 +563,74 @@ static struct tw_purgatory *chunked_start(struct sp_thread *checker, int *parked
 
 /* Every op ended once (completed or handed back), none expired, the list
  * is gone; then every op is released once. */
-static void chunked_finish(struct tw_purgatory *p)
+static void long_finish(struct tw_purgatory *p)
 {
 	int completes = 0;
 
-	for (int i = 0; i < CHUNKED_N; i++) {
-		completes += atomic_load(&chunked[i].completes);
-		CHECK_EQ(atomic_load(&chunked[i].expires), 0);
+	for (int i = 0; i < LONG_N; i++) {
+		completes += atomic_load(&long_ops[i].completes);
+		CHECK_EQ(atomic_load(&long_ops[i].expires), 0);
 	}
-	CHECK_EQ(completes + atomic_load(&chunked_handed), CHUNKED_N);
+	CHECK_EQ(completes + atomic_load(&long_handed), LONG_N);
 	CHECK_EQ(tw_purgatory_watched(p), 0);
 	CHECK_EQ(tw_purgatory_delayed(p), 0);
 	CHECK_EQ(keys_listed(p), 0);
 	tw_purgatory_destroy(p);
-	for (int i = 0; i < CHUNKED_N; i++) {
-		CHECK(atomic_load(&chunked[i].completes) <= 1);
-		CHECK_EQ(atomic_load(&chunked[i].releases), 1);
-		tw_op_destroy(&chunked[i].op);
+	for (int i = 0; i < LONG_N; i++) {
+		CHECK(atomic_load(&long_ops[i].completes) <= 1);
+		CHECK_EQ(atomic_load(&long_ops[i].releases), 1);
+		tw_op_destroy(&long_ops[i].op);
 	}
 }
 
-static void test_a_chunked_key_check_beside_a_cancel(void)
+static void test_a_long_walk_beside_a_cancel(void)
 {
 	struct sp_thread checker;
 	int parked;
-	struct tw_purgatory *p = chunked_start(&checker, &parked);
+	struct tw_purgatory *p = long_start(&checker, &parked);
 
-	/* the 172 it has not taken (and the 128 it has, which it holds) */
+	/* every op, all ahead of its walk */
 	CHECK_EQ(tw_purgatory_cancel_for_key(p, ckey, strlen(ckey), count_hand_back),
-		 CHUNKED_N);
+		 LONG_N);
 	CHECK_EQ(keys_listed(p), 1); /* kept by the check's pin */
 	sp_release(parked);
 	sp_join(&checker, "the check");
-	CHECK_EQ(atomic_load(&chunked_result), 0); /* all claimed by the cancel */
-	chunked_finish(p);
+	CHECK_EQ(atomic_load(&long_result), 0); /* all claimed by the cancel */
+	long_finish(p);
 }
 
-static void test_a_chunked_key_check_beside_another(void)
+static void test_a_long_walk_beside_another(void)
 {
 	struct sp_thread checker;
 	int parked;
-	struct tw_purgatory *p = chunked_start(&checker, &parked);
+	struct tw_purgatory *p = long_start(&checker, &parked);
 
-	/* Another check, itself in chunks, walks past the first's marks. */
-	CHECK_EQ(check_key(p, ckey), CHUNKED_N);
+	/* Another check completes every op and leaves first: it marks the
+	 * list, and the parked check, the last out, drops the entries. */
+	CHECK_EQ(check_key(p, ckey), LONG_N);
 	sp_release(parked);
 	sp_join(&checker, "the check");
-	CHECK_EQ(atomic_load(&chunked_result), 0);
-	chunked_finish(p);
+	CHECK_EQ(atomic_load(&long_result), 0);
+	long_finish(p);
 }
 
-static void test_a_chunked_key_check_past_its_place(void)
+static void test_a_long_walk_meets_ops_completed_elsewhere(void)
 {
 	struct sp_thread checker;
 	int parked;
-	struct tw_purgatory *p = chunked_start(&checker, &parked);
+	struct tw_purgatory *p = long_start(&checker, &parked);
 
-	/* The two ops just past its place complete elsewhere; a purge
-	 * meets the check's pin and leaves their entries (the check's next
-	 * entry among them) to the check, which drops them on its way. */
-	CHECK(tw_op_force_complete(&chunked[CHUNK].op));
-	CHECK(tw_op_force_complete(&chunked[CHUNK + 1].op));
+	/* Two ops in the middle of its walk complete elsewhere; a purge
+	 * meets the check's pin and leaves their entries to the check, which
+	 * passes them and, the last one out, drops them. */
+	CHECK(tw_op_force_complete(&long_ops[MIDDLE].op));
+	CHECK(tw_op_force_complete(&long_ops[MIDDLE + 1].op));
 	tw_purgatory_purge(p);
-	CHECK_EQ(tw_purgatory_watched(p), (size_t)CHUNKED_N);
+	CHECK_EQ(tw_purgatory_watched(p), (size_t)LONG_N);
 	sp_release(parked);
 	sp_join(&checker, "the check");
-	CHECK_EQ(atomic_load(&chunked_result), CHUNKED_N - 2);
-	chunked_finish(p);
+	CHECK_EQ(atomic_load(&long_result), LONG_N - 2);
+	long_finish(p);
 }
 
 /* Ops watched after the check began go after its end: it does not try
@@ -640,11 +641,11 @@ static void test_a_chunked_key_check_past_its_place(void)
 enum { LATE_N = 100 };
 static struct gop late[LATE_N];
 
-static void test_a_chunked_key_check_leaves_later_watches(void)
+static void test_a_long_walk_leaves_later_watches(void)
 {
 	struct sp_thread checker;
 	int parked;
-	struct tw_purgatory *p = chunked_start(&checker, &parked);
+	struct tw_purgatory *p = long_start(&checker, &parked);
 
 	for (int i = 0; i < LATE_N; i++) {
 		gop_init(&late[i], p, ckey, NULL);
@@ -653,12 +654,12 @@ static void test_a_chunked_key_check_leaves_later_watches(void)
 	}
 	sp_release(parked);
 	sp_join(&checker, "the check");
-	CHECK_EQ(atomic_load(&chunked_result), CHUNKED_N);
+	CHECK_EQ(atomic_load(&long_result), LONG_N);
 	for (int i = 0; i < LATE_N; i++)
 		CHECK_EQ(atomic_load(&late[i].completes), 0);
 	CHECK_EQ(tw_purgatory_watched(p), (size_t)LATE_N);
 	CHECK_EQ(check_key(p, ckey), LATE_N);
-	chunked_finish(p);
+	long_finish(p);
 	for (int i = 0; i < LATE_N; i++) {
 		CHECK_EQ(atomic_load(&late[i].completes), 1);
 		CHECK_EQ(atomic_load(&late[i].releases), 1);
@@ -677,9 +678,9 @@ int main(int argc, char **argv)
 	RUN_IF(test_a_shutdown_of_136_armed_ops_needs_no_memory);
 	RUN_IF(test_a_shutdown_handed_136_armed_timeouts_needs_no_memory);
 	RUN_IF(test_a_key_check_of_300_ops_needs_no_memory);
-	RUN_IF(test_a_chunked_key_check_beside_a_cancel);
-	RUN_IF(test_a_chunked_key_check_beside_another);
-	RUN_IF(test_a_chunked_key_check_past_its_place);
-	RUN_IF(test_a_chunked_key_check_leaves_later_watches);
+	RUN_IF(test_a_long_walk_beside_a_cancel);
+	RUN_IF(test_a_long_walk_beside_another);
+	RUN_IF(test_a_long_walk_meets_ops_completed_elsewhere);
+	RUN_IF(test_a_long_walk_leaves_later_watches);
 	return check_report();
 }
