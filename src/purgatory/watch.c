@@ -453,7 +453,7 @@ int tw_purgatory_try_complete_else_watch(struct tw_purgatory *p,
  * the noted last keeps its links and its op's reference until the check
  * lets go; the one link that changes meanwhile is the last entry's next,
  * where watches append, and the walk stops at that entry without reading
- * it. Ops appended after it are not tried: their watch checks them itself,
+ * that link. Ops appended after it are not tried: their watch checks them itself,
  * after linking, under their lock, so no condition that came true is lost;
  * and a check that followed them would never end on a key watched faster
  * than it can try.
