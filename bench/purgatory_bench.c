@@ -934,8 +934,9 @@ static void steady_release(struct tw_delayed_op *op)
 	steady_free = o;
 }
 
-static const struct tw_op_ops steady_ops = { steady_try, instr_nothing, instr_nothing,
-					     steady_release, steady_may };
+static const struct tw_op_ops steady_ops = { steady_try, instr_nothing,
+					     instr_nothing, steady_release,
+					     steady_may };
 
 static struct steady_op *steady_watch(struct tw_purgatory *p, uint64_t *seed)
 {

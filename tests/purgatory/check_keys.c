@@ -1,17 +1,18 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * tw_purgatory_check_and_complete_keys(): several keys checked in one
- * call, their lists walked side by side under their shards' locks, taken
- * in the shards' order (src/purgatory/watch.c, check_group). It must do
+ * call, their lists pinned under their shards' locks, taken in the
+ * shards' order, then walked side by side (src/purgatory/watch.c,
+ * check_group). It must do
  * what a check of each key in turn does: every ready op watching one of
  * the keys completes, once, and no other (a key named twice, more keys
  * than one group of four, keys sharing a shard, a list of more ops than
- * a walk notes for its way out); refuse bad input before it checks anything; and
- * two such calls naming two keys in opposite orders must not wait for
- * each other: the forced test parks one holding its first shard's lock
- * (the point "check.locking") while the other starts (model/purgatory.pml
- * scenario 10; its mutation 27, shards locked in the keys' order, is the
- * deadlock this test would hang in).
+ * a walk notes for its way out); refuse bad input before it checks
+ * anything; and two such calls naming two keys in opposite orders must
+ * not wait for each other: the forced test parks one holding its first
+ * shard's lock (the point "check.locking") while the other starts
+ * (model/purgatory.pml scenario 10; its mutation 27, shards locked in the
+ * keys' order, is the deadlock this test would hang in).
  */
 #define _POSIX_C_SOURCE 200809L
 
