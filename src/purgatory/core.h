@@ -57,9 +57,10 @@
  * check out unlinks the completed entries: those its walk noted, or,
  * the list dirty, every one. So every op ahead of a check's walk keeps
  * the reference of its entry in that list until the check has let go of
- * it, and the check pays per op only its lock. A cancel_for_key that meets a pinned list pins
- * it too and claims its ops in place (watch.c); shutdown does the same
- * for the lists a check still pins after its walk (lifecycle.c).
+ * it, and the check pays per op only its lock. A cancel_for_key that
+ * meets a pinned list pins it too and claims its ops in place (watch.c);
+ * shutdown does the same for the lists a check still pins after its walk
+ * (lifecycle.c).
  *
  * Purges run where the purgatory has let go of every op lock (after
  * try_complete's section, after a key check's loop, after a timeout), not
@@ -68,15 +69,16 @@
  *
  * Locks: a shard lock is never held while user code runs (try_complete,
  * on_complete and on_release run after the shard is unlocked: a key
- * check walks its pinned list without it); an op's lock is taken before a shard lock, never
- * after. Two shard locks are held at once only by a check of several
- * keys (tw_purgatory_check_and_complete_keys), with no op's lock held,
- * and it takes them in the shards' array order, so no two threads wait
- * for each other's (model/purgatory.pml, scenario 10). An op's own lock is one word in the op (a futex on Linux), not
- * a pthread_mutex_t: 4 bytes instead of 40 in every op, and the same one
- * atomic exchange when nobody else holds it, which is nearly always (two
- * threads meet on an op only when two keys it watches are checked at
- * once). Contended, a thread marks the word and sleeps on it; the holder
+ * check walks its pinned list without it); an op's lock is taken before
+ * a shard lock, never after. Two shard locks are held at once only by a
+ * check of several keys (tw_purgatory_check_and_complete_keys), pinning
+ * their lists, with no op's lock held, and it takes them in the shards'
+ * array order, so no two threads wait for each other's
+ * (model/purgatory.pml, scenario 10). An op's own lock is one word in the
+ * op (a futex on Linux), not a pthread_mutex_t: 4 bytes instead of 40 in
+ * every op, and the same one atomic exchange when nobody else holds it,
+ * which is nearly always (two threads meet on an op only when two keys it
+ * watches are checked at once). Contended, a thread marks the word and sleeps on it; the holder
  * wakes one sleeper when it lets go.
  *
  * Races closed (model/purgatory.pml checks them, and

@@ -289,8 +289,8 @@ static int check_watch_args(const struct tw_purgatory *p,
  * it lets go of the op's lock, takes back the entries made before it, and
  * returns its code: from TW_ENOMEM on nothing completes the op. A key
  * check may still have it ahead in its walk (the op was briefly on the
- * list the check pinned), and the check's try would otherwise complete it after the
- * call returned, on_complete after TW_ENOMEM. The claim loses only to a
+ * list the check pinned), and the check's try would otherwise complete
+ * it after the call returned, on_complete after TW_ENOMEM. The claim loses only to a
  * completion from outside the op's lock (a force_complete, a cancel of a
  * key it was on): the op completed, as if watched and completed since, and
  * the call returns TW_OK (0 to its caller). The call does not wait for the
@@ -453,10 +453,10 @@ int tw_purgatory_try_complete_else_watch(struct tw_purgatory *p,
  * the noted last keeps its links and its op's reference until the check
  * lets go; the one link that changes meanwhile is the last entry's next,
  * where watches append, and the walk stops at that entry without reading
- * that link. Ops appended after it are not tried: their watch checks them itself,
- * after linking, under their lock, so no condition that came true is lost;
- * and a check that followed them would never end on a key watched faster
- * than it can try.
+ * that link. Ops appended after it are not tried: their watch checks them
+ * itself, after linking, under their lock, so no condition that came true
+ * is lost; and a check that followed them would never end on a key
+ * watched faster than it can try.
  *
  * Each entry costs a walk one look: its op's flag, then (uncompleted) the
  * op's may_complete and, if that says yes, its lock and try_complete. No
