@@ -147,8 +147,8 @@ struct tw_delayed_op {
 	int64_t timeout;               /**< clock units (ns by default) */
 	/* Atomic, through the compiler's builtins in src/purgatory/, not
 	 * <stdatomic.h> types, which C++ cannot include. */
-	unsigned own_lock;             /**< 0 free, 1 held, 2 held and
-					    someone sleeps on it (a futex) */
+	unsigned own_lock;             /**< 0 free; otherwise held or
+					    waited for (src/lock.h) */
 	int completed;                 /**< the exactly-once flag */
 	int refs;                      /**< the purgatory's references */
 	int linked;                    /**< watch entries still in lists */

@@ -340,6 +340,11 @@ static void free_service(struct tw_service *svc)
 
 static int start_threads(struct tw_service *svc)
 {
+	static atomic_bool lock_prepared;
+
+	/* Once a process, before the first thread that may contend. */
+	if (!atomic_exchange_explicit(&lock_prepared, true, memory_order_relaxed))
+		tw__lock_prepare();
 	for (unsigned i = 0; i < svc->nexecutors; i++) {
 		struct tw__svc_executor_arg *arg = malloc(sizeof(*arg));
 

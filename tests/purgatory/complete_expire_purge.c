@@ -216,8 +216,9 @@ static void test_shared_caller_lock(void)
 }
 
 /* The own lock is a word that a second thread sleeps on. One thread holds
- * it (inside try_complete) until the other has marked it and gone to
- * sleep; then the release must wake it, and each try_complete ran alone. */
+ * it (inside try_complete) until the other has counted itself a waiter
+ * (it sleeps, or is about to); then the release must wake it, and each
+ * try_complete ran alone. */
 struct contended {
 	struct tw_delayed_op op;
 	atomic_int inside, entries, turn;
@@ -232,7 +233,7 @@ static bool contended_try(struct tw_delayed_op *op)
 	c->not_atomic++;
 	if (atomic_fetch_add(&c->entries, 1) == 0) {
 		/* The first: wait until the second sleeps on the word. */
-		while (__atomic_load_n(&op->own_lock, __ATOMIC_ACQUIRE) != 2)
+		while (!tw__lock_waiting(&op->own_lock))
 			sleep_us(100);
 	}
 	atomic_fetch_sub(&c->inside, 1);
@@ -271,7 +272,8 @@ static void test_own_lock_sleeps_and_wakes(void)
 	pthread_join(second, NULL);
 	CHECK_EQ(atomic_load(&c.entries), 2);
 	CHECK_EQ(c.not_atomic, 2);
-	CHECK_EQ(__atomic_load_n(&c.op.own_lock, __ATOMIC_RELAXED), 0);
+	CHECK(!tw__lock_is_held(&c.op.own_lock));
+	CHECK_EQ(tw__lock_waiting(&c.op.own_lock), 0);
 	/* Uncontended again: taken and given back without a sleep. */
 	tw_op_safe_try_complete(&c.op);
 	CHECK_EQ(c.not_atomic, 3);

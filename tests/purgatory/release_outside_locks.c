@@ -256,7 +256,7 @@ static void oom_release(struct tw_delayed_op *op)
 
 	(void)op;
 	for (unsigned i = 0; i < oom_p->nshards; i++)
-		locked |= __atomic_load_n(&oom_p->shards[i].mu, __ATOMIC_RELAXED) != TW_LOCK_FREE;
+		locked |= tw__lock_is_held(&oom_p->shards[i].mu);
 	atomic_fetch_add(&oom_releases, 1);
 	if (locked)
 		atomic_fetch_add(&oom_under_lock, 1);

@@ -16,6 +16,7 @@
 #include <time.h>
 
 #include "check.h"
+#include "../../src/lock.h"
 #include "virtual_clock.h"
 
 #define MS 1000000LL /* the service clock is in nanoseconds */
@@ -58,7 +59,7 @@ static inline bool mock_try(struct tw_delayed_op *op)
 			pthread_mutex_unlock(op->shared_lock);
 	} else {
 		m->lock_was_held =
-			__atomic_load_n(&op->own_lock, __ATOMIC_RELAXED) != 0;
+			tw__lock_is_held(&op->own_lock);
 	}
 	if (atomic_load(&m->attempts_left) > 0 &&
 	    atomic_fetch_sub(&m->attempts_left, 1) == 1)
