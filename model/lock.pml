@@ -28,7 +28,7 @@
  * asleep for ever is an invalid end state), and never two inside.
  *
  * SCEN 1: two threads, three rounds each (enough for a lock to be
- * fenced, counted back to plain and contended again: FMAX is 2 here);
+ * fenced, counted back to plain and contended again: FMAX is 1 here);
  * SCEN 2: three threads, one round each. MUT 1:
  * a waiter that sleeps without the barrier; MUT 2: an unlock in fenced
  * mode that stores held = 0 plainly (the buffer not drained before the
@@ -49,7 +49,7 @@
 #define NT 3
 #define ROUNDS 1
 #endif
-#define FMAX 2
+#define FMAX 1
 
 byte held;           /* memory: 0 or 1 */
 byte fenced;         /* memory: unlocks left in fenced mode */
