@@ -169,7 +169,7 @@ static inline void tw__lock_wake_if_flagged(unsigned *word, bool waiters)
  * and sleeps: the sections are a few hundred instructions, so a holder
  * that is running lets go within them, and the wait then costs no system
  * call on either side. A holder that is not running (preempted) costs
- * the waiter these pauses, about a microsecond, and then the sleep. */
+ * the waiter these hundred pauses, and then the sleep. */
 #define TW_LOCK_SPINS 100
 
 static inline void tw__lock_pause(void)
