@@ -74,12 +74,13 @@
  * check of several keys (tw_purgatory_check_and_complete_keys), pinning
  * their lists, with no op's lock held, and it takes them in the shards'
  * array order, so no two threads wait for each other's
- * (model/purgatory.pml, scenario 10). An op's own lock is one word in the
- * op (a futex on Linux), not a pthread_mutex_t: 4 bytes instead of 40 in
- * every op, and the same one atomic exchange when nobody else holds it,
- * which is nearly always (two threads meet on an op only when two keys it
- * watches are checked at once). Contended, a thread marks the word and sleeps on it; the holder
- * wakes one sleeper when it lets go.
+ * (model/purgatory.pml, scenario 10). An op's own lock is src/lock.h's,
+ * one word in the op (a futex on Linux), not a pthread_mutex_t: 4 bytes
+ * instead of 40 in every op, a compare-and-swap to take it and a plain
+ * store to let go when nobody has waited for it lately, which is nearly
+ * always (two threads meet on an op only when two keys it watches are
+ * checked at once). Contended, a thread counts itself and sleeps on the
+ * word; the holder wakes one sleeper when it lets go.
  *
  * Races closed (model/purgatory.pml checks them, and
  * tests/purgatory/watch_check_and_shutdown.c forces each):

@@ -290,10 +290,11 @@ static int check_watch_args(const struct tw_purgatory *p,
  * returns its code: from TW_ENOMEM on nothing completes the op. A key
  * check may still have it ahead in its walk (the op was briefly on the
  * list the check pinned), and the check's try would otherwise complete
- * it after the call returned, on_complete after TW_ENOMEM. The claim loses only to a
- * completion from outside the op's lock (a force_complete, a cancel of a
- * key it was on): the op completed, as if watched and completed since, and
- * the call returns TW_OK (0 to its caller). The call does not wait for the
+ * it after the call returned, on_complete after TW_ENOMEM. The claim
+ * loses only to a completion from outside the op's lock (a
+ * force_complete, a cancel of a key it was on): the op completed, as if
+ * watched and completed since, and the call returns TW_OK (0 to its
+ * caller). The call does not wait for the
  * other holders to let go (purgatory.h, TW_ENOMEM): one may be running
  * user code that waits for a lock its caller holds.
  */
