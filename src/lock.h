@@ -129,15 +129,21 @@ static inline bool tw__lock_is_fenced(unsigned *word)
 }
 
 #ifdef __linux__
+/* Registers this process for the barrier; false where the system
+ * refuses it. A second registration is harmless. */
+static inline bool tw__lock_register(void)
+{
+	return syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED,
+		       0, 0) == 0;
+}
+
 /* The process-wide barrier; false where the system refuses it. The
- * first use in a process registers it (once is enough; a second
- * registration is harmless). */
+ * first use in a process registers it if the service has not. */
 static inline bool tw__lock_barrier(void)
 {
 	if (syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) == 0)
 		return true;
-	return syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED,
-		       0, 0) == 0 &&
+	return tw__lock_register() &&
 	       syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) == 0;
 }
 #endif
@@ -148,7 +154,7 @@ static inline bool tw__lock_barrier(void)
 static inline void tw__lock_prepare(void)
 {
 #ifdef __linux__
-	(void)syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0);
+	(void)tw__lock_register();
 #endif
 }
 
