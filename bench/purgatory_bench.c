@@ -1080,6 +1080,35 @@ static int instr_cells(long n)
 	return 0;
 }
 
+/* ---- arguments ---- */
+
+static void usage(FILE *to)
+{
+	fprintf(to,
+		"usage: purgatory_bench [--null] [REQUESTS [RATE [TIMEOUT_MS [P50_MS [P75_MS]]]]]\n"
+		"       purgatory_bench --find [REQUESTS]\n"
+		"       purgatory_bench --tolerance PCT [REQUESTS [RATE [TIMEOUT_MS]]]\n"
+		"       purgatory_bench --idle [OPS]\n"
+		"       purgatory_bench --instr [--n OPS]\n"
+		"(the comment at the top of bench/purgatory_bench.c says what each does)\n");
+}
+
+/* A positive number, the whole of the argument, or the usage and exit 2:
+ * a run with a count or a rate it did not mean prints nothing useful. */
+static double positive_arg(const char *what, const char *arg)
+{
+	char *end;
+	double v = strtod(arg, &end);
+
+	if (end == arg || *end || !(v > 0) || !isfinite(v)) {
+		fprintf(stderr, "purgatory_bench: %s must be a positive number, "
+			"not \"%s\"\n", what, arg);
+		usage(stderr);
+		exit(2);
+	}
+	return v;
+}
+
 int main(int argc, char **argv)
 {
 	long n = 200000;
@@ -1088,6 +1117,10 @@ int main(int argc, char **argv)
 	bool only_null = false;
 	char rate_key[32];
 
+	if (argc > 1 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
+		usage(stdout);
+		return 0;
+	}
 	if (getenv("BENCH_CSV") && *getenv("BENCH_CSV")) {
 		csv = fopen(getenv("BENCH_CSV"), "a");
 		if (!csv) {
@@ -1102,18 +1135,20 @@ int main(int argc, char **argv)
 	       KEYS_PER_REQUEST, sizeof(struct tw_delayed_op), KEYS_PER_REQUEST,
 	       sizeof(struct tw_watch));
 	if (argc > 1 && !strcmp(argv[1], "--instr")) {
-		long ops = argc > 3 && !strcmp(argv[2], "--n") ? atol(argv[3]) : 100000;
+		long ops = argc > 3 && !strcmp(argv[2], "--n")
+				   ? (long)positive_arg("OPS", argv[3])
+				   : 100000;
 
-		return instr_cells(ops > 0 ? ops : 100000);
+		return instr_cells(ops);
 	}
 	if (argc > 1 && !strcmp(argv[1], "--idle")) {
-		idle_memory(argc > 2 ? atol(argv[2]) : 1000000);
+		idle_memory(argc > 2 ? (long)positive_arg("OPS", argv[2]) : 1000000);
 		return 0;
 	}
 	if (argc > 1 && !strcmp(argv[1], "--find")) {
 		double best = 0;
 
-		n = argc > 2 ? atol(argv[2]) : 200000;
+		n = argc > 2 ? (long)positive_arg("REQUESTS", argv[2]) : 200000;
 		printf("finding the highest sustained rate (timeout %lld ms, p50 %.0f ms, "
 		       "p75 %.0f ms, %ld requests a step):\n", (long long)timeout, p50,
 		       p75, n);
@@ -1136,11 +1171,12 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	if (argc > 2 && !strcmp(argv[1], "--tolerance")) {
-		double pct = atof(argv[2]);
+		double pct = positive_arg("PCT", argv[2]);
 
-		n = argc > 3 ? atol(argv[3]) : n;
-		rate = argc > 4 ? atof(argv[4]) : rate;
-		timeout = argc > 5 ? atoll(argv[5]) : timeout;
+		n = argc > 3 ? (long)positive_arg("REQUESTS", argv[3]) : n;
+		rate = argc > 4 ? positive_arg("RATE", argv[4]) : rate;
+		timeout = argc > 5 ? (int64_t)positive_arg("TIMEOUT_MS", argv[5])
+				   : timeout;
 		printf("%ld requests, timeout %lld ms, latency p50 %.1f ms p75 "
 		       "%.1f ms, exact timeouts against a %.1f %% tolerance:\n",
 		       n, (long long)timeout, p50, p75, pct);
@@ -1152,16 +1188,20 @@ int main(int argc, char **argv)
 		argv++;
 		argc--;
 	}
+	if (argc > 6) {
+		usage(stderr);
+		return 2;
+	}
 	if (argc > 1)
-		n = atol(argv[1]);
+		n = (long)positive_arg("REQUESTS", argv[1]);
 	if (argc > 2)
-		rate = atof(argv[2]);
+		rate = positive_arg("RATE", argv[2]);
 	if (argc > 3)
-		timeout = atoll(argv[3]);
+		timeout = (int64_t)positive_arg("TIMEOUT_MS", argv[3]);
 	if (argc > 4)
-		p50 = atof(argv[4]);
+		p50 = positive_arg("P50_MS", argv[4]);
 	if (argc > 5)
-		p75 = atof(argv[5]);
+		p75 = positive_arg("P75_MS", argv[5]);
 	printf("%ld requests, timeout %lld ms, latency p50 %.1f ms p75 %.1f ms:\n", n,
 	       (long long)timeout, p50, p75);
 	snprintf(rate_key, sizeof(rate_key), "%.0f", rate);
