@@ -367,7 +367,7 @@ install-tsan install-asan install-debug: install-%:
 # configs-all: every CMake build type with and without TW_DEBUG.
 configs:
 	@bash tools/deps.sh build clang
-	bash tools/configs.sh $(BUILD)-configs $(JOBS)
+	CONFIGS_SKIP="$(CONFIGS_SKIP)" bash tools/configs.sh $(BUILD)-configs $(JOBS)
 
 configs-all:
 	@bash tools/deps.sh build clang

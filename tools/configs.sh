@@ -11,7 +11,10 @@
 # (gcc), since no other target runs them with optimisation on. --all
 # builds every CMake build type (Debug, Release, RelWithDebInfo,
 # MinSizeRel) with and without TW_DEBUG, and runs nothing: what a change
-# to the warnings or to the build is tried against.
+# to the warnings or to the build is tried against. CONFIGS_SKIP (words
+# CC-NAME, e.g. "gcc-default clang-default") names configurations another
+# step of the same run builds with the same options (CI: make test builds
+# gcc's default, make clang clang's), so that they are not built twice.
 #   configs.sh [--all] WORK_DIR JOBS
 set -euo pipefail
 all=0
@@ -41,6 +44,10 @@ for cc in gcc clang; do
 		# shellcheck disable=SC2206
 		args+=($flags)
 		dir=$work/$cc-$name
+		if [[ " ${CONFIGS_SKIP:-} " == *" $cc-$name "* ]]; then
+			echo "== $cc $name: cmake ${args[*]}: skipped (CONFIGS_SKIP: built by another step)"
+			continue
+		fi
 		echo "== $cc $name: cmake ${args[*]}"
 		if ! CC=$cc cmake -S "$src" -B "$dir" "${args[@]}" >"$dir.log" 2>&1 ||
 		   ! cmake --build "$dir" -j "$jobs" >>"$dir.log" 2>&1; then
@@ -58,4 +65,4 @@ if [ ${#failed[@]} -gt 0 ]; then
 	printf 'configs: FAILED: %s\n' "${failed[@]}"
 	exit 1
 fi
-echo "configs: every configuration built with gcc and clang, warnings as errors"
+echo "configs: every configuration built with gcc and clang, warnings as errors${CONFIGS_SKIP:+ (${CONFIGS_SKIP} by another step)}"
