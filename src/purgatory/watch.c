@@ -616,19 +616,25 @@ static int64_t check_group(struct tw_purgatory *p, const void *const *keys,
 	size_t nlocked = 0, nwalks = 0, nactive = 0, k;
 	int64_t completed = 0;
 
-	/* The shards to lock, in the array's order, each once. */
+	/* The shards to lock, in the array's order, each once: an insertion
+	 * by swaps (a few pointers: no call into libc). */
 	for (k = 0; k < n; k++) {
 		struct pshard *sh = shard_for(p, hashes[k]);
-		size_t i = nlocked;
+		size_t i;
+		bool seen = false;
 
 		sh_of[k] = sh;
-		while (i > 0 && locked[i - 1] > sh)
-			i--;
-		if (i > 0 && locked[i - 1] == sh)
+		for (i = 0; i < nlocked; i++)
+			seen |= locked[i] == sh;
+		if (seen)
 			continue;
-		memmove(&locked[i + 1], &locked[i], (nlocked - i) * sizeof(locked[0]));
-		locked[i] = sh;
-		nlocked++;
+		locked[nlocked] = sh;
+		for (i = nlocked++; i > 0 && locked[i - 1] > locked[i]; i--) {
+			struct pshard *moved = locked[i - 1];
+
+			locked[i - 1] = locked[i];
+			locked[i] = moved;
+		}
 	}
 	for (k = 0; k < nlocked; k++) {
 		pshard_lock(locked[k]);
