@@ -1093,16 +1093,17 @@ static void usage(FILE *to)
 		"(the comment at the top of bench/purgatory_bench.c says what each does)\n");
 }
 
-/* A positive number, the whole of the argument, or the usage and exit 2:
- * a run with a count or a rate it did not mean prints nothing useful. */
+/* A positive number up to 1e12, the whole of the argument, or the usage
+ * and exit 2: a run with a count or a rate it did not mean prints nothing
+ * useful (and the bound keeps a count's conversion to long defined). */
 static double positive_arg(const char *what, const char *arg)
 {
 	char *end;
 	double v = strtod(arg, &end);
 
-	if (end == arg || *end || !(v > 0) || !isfinite(v)) {
-		fprintf(stderr, "purgatory_bench: %s must be a positive number, "
-			"not \"%s\"\n", what, arg);
+	if (end == arg || *end || !(v > 0) || !(v <= 1e12)) {
+		fprintf(stderr, "purgatory_bench: %s must be a number above 0 "
+			"and at most 1e12, not \"%s\"\n", what, arg);
 		usage(stderr);
 		exit(2);
 	}
