@@ -17,10 +17,11 @@
  * times 3 keys over 100), and memory per watched op from the allocator.
  *
  * usage: purgatory_bench [--null] [REQUESTS [RATE [TIMEOUT_MS [P50_MS [P75_MS]]]]]
- *        (defaults 200000, 20000/s, 200, 1, 5): ROUNDS (3) rounds, each the
- *        purgatory then the same harness with a purgatory that does
- *        nothing; the medians, and the purgatory's own CPU per request as
- *        their difference. --null: the do-nothing purgatory alone.
+ *        (defaults 200000, 20000/s, 200, 1, 5): ROUNDS (3, at most 15)
+ *        rounds, each the purgatory then the same harness with a
+ *        purgatory that does nothing; the medians, and the purgatory's
+ *        own CPU per request as the median of the rounds' differences.
+ *        --null: the do-nothing purgatory alone.
  *        purgatory_bench --find [REQUESTS]   raise the rate by 25 % a step
  *        until arrivals fall behind or requests expire that the latency
  *        distribution would have completed; report the highest rate kept,
@@ -604,7 +605,27 @@ static struct result run(long n, double rate, int64_t timeout_ms, double p50_ms,
 	return res;
 }
 
-#define MAX_ROUNDS 9
+#define MAX_ROUNDS 15
+
+/* ROUNDS, read once by main() before anything runs. */
+static int round_count = 3;
+
+/* The purgatory's own CPU per request: the median, over the rounds, of
+ * each round's run less the do-nothing run beside it. Each run's total
+ * moves with the machine by as much as the difference (the generator's
+ * sleeps cost what the scheduler makes them cost), and a round's two runs
+ * see the same spell of it; the difference of the two medians would pair
+ * one spell's run with another's. */
+static double median_difference(const struct result *with,
+				const struct result *without, int n)
+{
+	double d[MAX_ROUNDS];
+
+	for (int i = 0; i < n; i++)
+		d[i] = with[i].cpu_us - without[i].cpu_us;
+	qsort(d, (size_t)n, sizeof(d[0]), bench_cmp_double);
+	return n % 2 ? d[n / 2] : (d[n / 2 - 1] + d[n / 2]) / 2;
+}
 
 /* Each figure's own median (the split's parts each on their own). */
 static struct result median_result(const struct result *rs, int n)
@@ -705,17 +726,16 @@ static void idle_memory(long n)
 /* The rounds at one rate: the purgatory, then the same harness with the
  * do-nothing purgatory, ROUNDS times (default 3) alternating, because the
  * machine is noisy (the generator's sleeps cost what the scheduler makes
- * them cost); each figure is the median of its rounds. RATE_KEY names the
- * rate in the CSV. With only_null, the do-nothing purgatory alone. */
+ * them cost); each figure is the median of its rounds, the purgatory's
+ * own CPU the median of the rounds' differences. RATE_KEY names the rate
+ * in the CSV. With only_null, the do-nothing purgatory alone. */
 static void rounds_at(long n, double rate, int64_t timeout, double p50,
 		      double p75, const char *rate_key, bool only_null)
 {
 	struct result r[MAX_ROUNDS], h[MAX_ROUNDS], mr, mh;
-	int rounds = getenv("ROUNDS") ? atoi(getenv("ROUNDS")) : 3;
+	double own;
 
-	if (rounds < 1 || rounds > MAX_ROUNDS)
-		rounds = 3;
-	for (int i = 0; i < rounds; i++) {
+	for (int i = 0; i < round_count; i++) {
 		if (!only_null) {
 			impl = &real_purgatory;
 			printf(" round %d, %s:\n", i + 1, impl->name);
@@ -727,20 +747,26 @@ static void rounds_at(long n, double rate, int64_t timeout, double p50,
 		h[i] = run(n, rate, timeout, p50, p75, false);
 		impl = &real_purgatory;
 	}
-	mh = median_result(h, rounds);
+	mh = median_result(h, round_count);
 	put_csv("cpu_null", rate_key, mh.cpu_us);
 	if (only_null) {
 		printf("medians of %d at %.0f/s: CPU %.2f us/request with %s\n",
-		       rounds, rate, mh.cpu_us, null_purgatory.name);
+		       round_count, rate, mh.cpu_us, null_purgatory.name);
 		return;
 	}
-	mr = median_result(r, rounds);
+	mr = median_result(r, round_count);
+	own = median_difference(r, h, round_count);
 	put_csv("cpu", rate_key, mr.cpu_us);
-	put_csv("cpu_net", rate_key, mr.cpu_us - mh.cpu_us);
+	put_csv("cpu_net", rate_key, own);
+	put_csv("cpu_net_of_medians", rate_key, mr.cpu_us - mh.cpu_us);
 	printf("medians of %d at %.0f/s: CPU %.2f us/request (raw, harness "
-	       "included), %.2f with %s, the purgatory's own %.2f (net)\n",
-	       rounds, rate, mr.cpu_us, mh.cpu_us, null_purgatory.name,
-	       mr.cpu_us - mh.cpu_us);
+	       "included), %.2f with %s\n", round_count, rate, mr.cpu_us, mh.cpu_us,
+	       null_purgatory.name);
+	printf("  the purgatory's own CPU: %.2f us/request (net: the median of "
+	       "the rounds' differences; the rounds:", own);
+	for (int i = 0; i < round_count; i++)
+		printf(" %.2f", r[i].cpu_us - h[i].cpu_us);
+	printf("; the medians' difference %.2f)\n", mr.cpu_us - mh.cpu_us);
 	if (mr.split_ok) {
 		print_split(mr.cpu_part_us, mr.wake_part);
 		put_csv("wakeups_purgatory", rate_key,
@@ -769,13 +795,11 @@ static void rounds_at(long n, double rate, int64_t timeout, double p50,
 static void tolerance_rounds(long n, double rate, int64_t timeout, double p50,
 			     double p75, double pct)
 {
-	struct result e[MAX_ROUNDS], w[MAX_ROUNDS], h[MAX_ROUNDS], me, mw, mh;
-	int rounds = getenv("ROUNDS") ? atoi(getenv("ROUNDS")) : 3;
+	struct result e[MAX_ROUNDS], w[MAX_ROUNDS], h[MAX_ROUNDS], mh;
+	double own_exact, own_tolerant;
 	char key[48];
 
-	if (rounds < 1 || rounds > MAX_ROUNDS)
-		rounds = 3;
-	for (int i = 0; i < rounds; i++) {
+	for (int i = 0; i < round_count; i++) {
 		impl = &real_purgatory;
 		tolerance_pct = 0;
 		printf(" round %d, %s, exact timeouts:\n", i + 1, impl->name);
@@ -790,18 +814,17 @@ static void tolerance_rounds(long n, double rate, int64_t timeout, double p50,
 		h[i] = run(n, rate, timeout, p50, p75, false);
 	}
 	impl = &real_purgatory;
-	me = median_result(e, rounds);
-	mw = median_result(w, rounds);
-	mh = median_result(h, rounds);
+	mh = median_result(h, round_count);
+	own_exact = median_difference(e, h, round_count);
+	own_tolerant = median_difference(w, h, round_count);
 	snprintf(key, sizeof(key), "%.0f", rate);
-	put_csv("cpu_net_exact", key, me.cpu_us - mh.cpu_us);
-	put_csv("cpu_net_tolerant", key, mw.cpu_us - mh.cpu_us);
-	printf("medians of %d at %.0f/s: the purgatory's own CPU per request "
-	       "(raw less the do-nothing purgatory's %.2f us): exact %.2f us, "
-	       "%.1f %% tolerance %.2f us (exact / tolerant %.2fx)\n", rounds,
-	       rate, mh.cpu_us, me.cpu_us - mh.cpu_us, pct,
-	       mw.cpu_us - mh.cpu_us,
-	       (me.cpu_us - mh.cpu_us) / (mw.cpu_us - mh.cpu_us));
+	put_csv("cpu_net_exact", key, own_exact);
+	put_csv("cpu_net_tolerant", key, own_tolerant);
+	printf("%d rounds at %.0f/s: the purgatory's own CPU per request (the "
+	       "median of the rounds' differences from the do-nothing "
+	       "purgatory, whose median is %.2f us): exact %.2f us, %.1f %% "
+	       "tolerance %.2f us (exact / tolerant %.2fx)\n", round_count, rate,
+	       mh.cpu_us, own_exact, pct, own_tolerant, own_exact / own_tolerant);
 }
 
 /* ---- instructions per call (--instr) ---- */
@@ -1090,7 +1113,10 @@ static void usage(FILE *to)
 		"       purgatory_bench --tolerance PCT [REQUESTS [RATE [TIMEOUT_MS]]]\n"
 		"       purgatory_bench --idle [OPS]\n"
 		"       purgatory_bench --instr [--n OPS]\n"
-		"(the comment at the top of bench/purgatory_bench.c says what each does)\n");
+		"environment: ROUNDS (1-%d, default 3), BENCH_CSV, BENCH_NO_HINT, "
+		"BENCH_PER_KEY\n"
+		"(the comment at the top of bench/purgatory_bench.c says what each does)\n",
+		MAX_ROUNDS);
 }
 
 /* A positive number up to 1e12, the whole of the argument, or the usage
@@ -1121,6 +1147,19 @@ int main(int argc, char **argv)
 	if (argc > 1 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
 		usage(stdout);
 		return 0;
+	}
+	if (getenv("ROUNDS")) {
+		char *end;
+		long v = strtol(getenv("ROUNDS"), &end, 10);
+
+		if (end == getenv("ROUNDS") || *end || v < 1 || v > MAX_ROUNDS) {
+			fprintf(stderr, "purgatory_bench: ROUNDS must be a whole "
+				"number from 1 to %d, not \"%s\"\n", MAX_ROUNDS,
+				getenv("ROUNDS"));
+			usage(stderr);
+			return 2;
+		}
+		round_count = (int)v;
 	}
 	if (getenv("BENCH_CSV") && *getenv("BENCH_CSV")) {
 		csv = fopen(getenv("BENCH_CSV"), "a");
