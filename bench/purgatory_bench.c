@@ -53,7 +53,10 @@
  * checks a request's keys with one tw_purgatory_check_and_complete_keys(),
  * their lists walked side by side; BENCH_PER_KEY=1 makes it one
  * tw_purgatory_check_and_complete() a key, as Kafka's harness calls
- * checkAndComplete.
+ * checkAndComplete. The purgatory's service has one executor, which runs
+ * the timeouts' callbacks, as Kafka's SystemTimer has;
+ * BENCH_NO_EXECUTOR=1 gives it none (the library's default: they run on
+ * its reaper).
  * BENCH_CSV=FILE appends impl,figure,rate,value rows, for a driver of
  * another purgatory that writes the same rows. A figure of another
  * implementation from an earlier run is no ratio, so none is quoted here.
@@ -102,6 +105,7 @@ static struct tw_service *completer;
 static atomic_long ended, expired;
 static char key_names[KEY_SPACE][16];
 static FILE *csv; /* BENCH_CSV: machine-readable figures, or NULL */
+static bool no_executor; /* BENCH_NO_EXECUTOR=1: the purgatory's service has none */
 
 static void put_csv(const char *figure, const char *rate, double value)
 {
@@ -237,7 +241,8 @@ static bool split_sample(const struct cpu_split *split, int64_t *parts,
 		int first; /* its threads' parts, in creation order */
 		bool one;  /* all its threads in that one part */
 	} sets[] = { { &split->generator, CPU_GENERATOR, true },
-		     { &split->purgatory_threads, CPU_EXECUTOR, false },
+		     { &split->purgatory_threads,
+		       no_executor ? CPU_REAPER : CPU_EXECUTOR, false },
 		     { &split->completer_threads, CPU_COMPLETER, true } };
 
 	for (int p = 0; p < CPU_OTHER; p++)
@@ -343,7 +348,7 @@ static void real_start(void)
 {
 	struct tw_purgatory_config cfg = { 0 };
 
-	cfg.service.executors = 1;
+	cfg.service.executors = no_executor ? 0 : 1;
 	if (tw_purgatory_create(&purgatory, &cfg))
 		exit(1);
 }
@@ -456,6 +461,7 @@ static struct result run(long n, double rate, int64_t timeout_ms, double p50_ms,
 							       : &request_ops;
 
 	per_key = getenv("BENCH_PER_KEY") != NULL;
+	no_executor = getenv("BENCH_NO_EXECUTOR") != NULL;
 
 	atomic_store(&ended, 0);
 	atomic_store(&expired, 0);
@@ -473,9 +479,11 @@ static struct result run(long n, double rate, int64_t timeout_ms, double p50_ms,
 	split.generator.tid[0] = (long)gettid();
 	split.purgatory_threads = tasks_new(&tasks_before, &with_purgatory);
 	split.completer_threads = tasks_new(&with_purgatory, &with_completer);
-	/* One executor then the reaper (none for the do-nothing purgatory),
-	 * and the completer's two, or the split means nothing. */
-	split.ok = split.purgatory_threads.n == (impl == &real_purgatory ? 2 : 0) &&
+	/* One executor then the reaper, or the reaper alone (none for the
+	 * do-nothing purgatory), and the completer's two, or the split means
+	 * nothing. */
+	split.ok = split.purgatory_threads.n ==
+			   (impl == &real_purgatory ? (no_executor ? 1 : 2) : 0) &&
 		   split.completer_threads.n == 2;
 	for (long i = 0; i < n; i++) {
 		t += -log(uniform()) / rate * 1e9; /* Poisson arrivals */
@@ -1114,7 +1122,7 @@ static void usage(FILE *to)
 		"       purgatory_bench --idle [OPS]\n"
 		"       purgatory_bench --instr [--n OPS]\n"
 		"environment: ROUNDS (1-%d, default 3), BENCH_CSV, BENCH_NO_HINT, "
-		"BENCH_PER_KEY\n"
+		"BENCH_PER_KEY, BENCH_NO_EXECUTOR\n"
 		"(the comment at the top of bench/purgatory_bench.c says what each does)\n",
 		MAX_ROUNDS);
 }
