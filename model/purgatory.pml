@@ -42,7 +42,9 @@
  * two checks of several keys at once (tw_purgatory_check_and_complete_keys)
  * whose keys are the op's and a second key in another shard, named in
  * opposite orders: each takes both shards' locks for its first step, in
- * the shards' order whatever the keys' order, while the watch takes one.
+ * the shards' order whatever the keys' order, while the watch takes one;
+ * 11 tw_op_safe_try_complete racing the op's first watch, the condition
+ * true (its try_complete force_completes).
  * Mutations (MUT), each a bug put back that SPIN must find: 2 no second
  * check after the watch (a lost wake-up); 4 shutdown not waiting for the
  * calls in flight; 9 the reference taken after force_complete's claim;
@@ -63,7 +65,11 @@
  * locks their shards in the keys' order (two such checks wait for each
  * other for ever); 28 a check that is not the last one out of the list
  * unlinking the entry it noted on its way out (another check still has
- * the op ahead in its walk). docs/model.md says where each was found.
+ * the op ahead in its walk); 29 a safe_try_complete that found the op
+ * unwatched and does not look again under the op's lock (the watch
+ * completes it meanwhile; the force's reference, dropped after the
+ * watch's, is the last: on_release under that lock). docs/model.md says
+ * where each was found.
  *
  * The key's list is pinned by the checks in progress on it (walkers,
  * under the shard lock): while it is, nothing unlinks an entry from it;
@@ -994,6 +1000,63 @@ proctype forcer()
 	maybe_purge()
 }
 
+/*
+ * tw_op_safe_try_complete from outside, the condition true (SCEN 11): a
+ * look at who watches the op (a watch that is starting waited out) and,
+ * watched, a reference unless the count is zero (zero: nothing, false);
+ * the op's lock; not watched at the first look, the same look again under
+ * the lock (MUT 29: not again); try_complete, which force_completes (a
+ * claim from outside, under the lock); the unlock; its reference dropped.
+ * The caller keeps the op's memory valid across its own call
+ * (purgatory.h), so the lock is taken with no check that on_release has
+ * not begun: the second look then finds the count at zero.
+ */
+inline safe_look(held, gone) {
+	atomic { owner != O_STARTING -> held = (owner == O_WATCHED) };
+	if
+	:: held ->
+		atomic {
+			if
+			:: refs > 0 -> BEGIN_STEP; refs++; STEP(ref_get_unless_zero)
+			:: else -> held = 0; gone = 1
+			fi
+		}
+	:: else -> skip
+	fi
+}
+
+proctype safe_trier()
+{
+	bool done, won, started, unwatched, last, purge_due, held, gone;
+	byte r, puts;
+	PURGE_LOCALS
+
+	safe_look(held, gone);
+	if
+	:: gone -> goto out
+	:: else -> skip
+	fi;
+	lock(op_mu);
+#if MUT != 29
+	if
+	:: !held -> safe_look(held, gone)
+	:: else -> skip
+	fi;
+#endif
+	if
+	:: gone -> unlock(op_mu); goto out
+	:: else -> skip
+	fi;
+	try_complete(done, W_OUTSIDE);
+	unlock(op_mu);
+	if
+	:: held -> op_put(); maybe_purge()
+	:: else -> skip
+	fi;
+out:
+	skip
+}
+
 init
 {
 	byte puts;
@@ -1057,6 +1120,12 @@ init
 	run tcew();
 	run multi_checker(0);
 	run multi_checker(1);
+#elif SCEN == 11
+	/* the condition already true: the op's first watch completes it by
+	 * its own try_complete, racing a safe_try_complete from outside */
+	ready = 1;
+	run tcew();
+	run safe_trier();
 #elif SCEN == 5
 	/* a watch that fails half-way, racing a key check and a forcer
 	 * that knows of the op once it is on the key's list */
@@ -1074,7 +1143,7 @@ init
 	/* destroy: once everything else has stopped */
 	_nr_pr == 1;
 	shut_done || SCEN == 3 || SCEN == 5 || SCEN == 6 || SCEN == 8 || SCEN == 9 ||
-	SCEN == 10;
+	SCEN == 10 || SCEN == 11;
 	assert(walkers == 0);
 	if
 	:: in_list -> in_list = 0; linked--; op_put()

@@ -149,6 +149,7 @@ static bool claim_and_complete(struct tw_delayed_op *op)
 
 	if (p && !tr_ref_get_unless_zero(op))
 		return false;
+	TW_TEST_POINT("force_complete.held", op);
 	if (!tr_claim(op)) {
 		if (p)
 			op_put(op);
@@ -175,7 +176,15 @@ bool tw_op_force_complete(struct tw_delayed_op *op)
 
 /* A reference across the locked section: if try_complete completes the op
  * and every other reference goes meanwhile, on_release runs after the
- * unlock (it may free the op, lock included), never under the lock. */
+ * unlock (it may free the op, lock included), never under the lock.
+ *
+ * An op that no purgatory watched at the first look is looked at again
+ * under the lock: a watch may have started since, completed the op by
+ * its own try_complete and still hold its reference, and this
+ * try_complete's force_complete would then take one and drop it after
+ * the watch let go of its own: the last, with on_release under the lock
+ * taken here. Under the lock no watch can complete the op, so the second
+ * look decides: watched, this call holds a reference too. */
 bool tw_op_safe_try_complete(struct tw_delayed_op *op)
 {
 	struct tw_purgatory *p;
@@ -184,11 +193,24 @@ bool tw_op_safe_try_complete(struct tw_delayed_op *op)
 	if (!op || !op->ops)
 		return false;
 	p = watched_by(op, false);
+	TW_TEST_POINT("safe_try.looked", op);
 	held = p != NULL; /* one the purgatory never saw has no references
 			     to keep */
 	if (held && !tr_ref_get_unless_zero(op))
 		return false; /* completed, and on its way out */
-	done = try_complete_locked(op);
+	lock_op(op);
+	if (!held) {
+		/* A watch's steps before its lock take no lock: waited out
+		 * here, under this one, as a claim waits them out. */
+		p = watched_by(op, false);
+		held = p != NULL;
+		if (held && !tr_ref_get_unless_zero(op)) {
+			unlock_op(op);
+			return false;
+		}
+	}
+	done = op->ops->try_complete(op);
+	unlock_op(op);
 	if (held) {
 		op_put(op);
 		/* After the unlock, and not through the op: the put may

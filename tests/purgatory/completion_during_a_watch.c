@@ -74,6 +74,67 @@ static void test_a_force_during_the_first_watch_completes_the_op(void)
 	tw_op_destroy(&o.op);
 }
 
+/* ---- a safe_try_complete that looked before the first watch ---- */
+
+static atomic_int safe_try_result = 99;
+
+static void *safe_try_thread_result(void *arg)
+{
+	atomic_store(&safe_try_result,
+		     tw_op_safe_try_complete(&((struct gop *)arg)->op) ? 1 : 0);
+	return NULL;
+}
+
+/*
+ * A safe_try_complete looks: no purgatory watches the op, so it takes no
+ * reference. Then the op's first watch completes it by its own
+ * try_complete and, before its last step, still holds its reference. The
+ * safe try takes the op's lock (here a shared one) and its try_complete
+ * force_completes: completed already, false, and the force's reference
+ * taken and dropped. Had the safe try not looked again under the lock,
+ * that drop, after the watch's own, would be the last one: on_release
+ * under the lock the safe try holds (an on_release that takes that lock
+ * hangs). It looks again, holds a reference of its own across the locked
+ * section, and on_release runs after its unlock.
+ */
+static void test_a_safe_try_that_looked_before_the_watch_releases_unlocked(void)
+{
+	struct tw_purgatory *p = manual_purgatory_purging(0);
+	pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+	struct gop o;
+	struct sp_thread trier, watcher;
+	int looked, armed, held;
+
+	gop_init(&o, p, "topic-0", &mu);
+	atomic_store(&o.ready, 1);
+	atomic_store(&watch_result, 99);
+	looked = sp_arm("safe_try.looked", &o.op);
+	sp_spawn(&trier, safe_try_thread_result, &o);
+	CHECK(sp_wait(looked, &trier.done)); /* not watched: no reference */
+	armed = sp_arm("watch.armed", &o.op);
+	sp_spawn(&watcher, watch_thread_result, &o);
+	CHECK(sp_wait(armed, &watcher.done)); /* completed; its reference held */
+	CHECK_EQ(atomic_load(&o.completes), 1);
+	held = sp_arm("force_complete.held", &o.op);
+	sp_release(looked);
+	CHECK(sp_wait(held, &trier.done)); /* the force's reference, under mu */
+	sp_release(armed);
+	sp_join(&watcher, "the watch");
+	CHECK_EQ(atomic_load(&watch_result), 1); /* its own try completed it */
+	CHECK_EQ(atomic_load(&o.releases), 0);
+	sp_release(held);
+	sp_join(&trier, "the safe try");
+	CHECK_EQ(atomic_load(&safe_try_result), 0); /* completed by the watch */
+	CHECK_EQ(atomic_load(&o.completes), 1);
+	CHECK_EQ(atomic_load(&o.releases), 1);
+	CHECK_EQ(atomic_load(&o.released_under_lock), 0);
+	CHECK_EQ(tw_purgatory_shutdown(p, NULL), 0);
+	tw_purgatory_destroy(p);
+	CHECK_EQ(atomic_load(&o.releases), 1);
+	tw_op_destroy(&o.op);
+	pthread_mutex_destroy(&mu);
+}
+
 /*
  * The other half: a force_complete that takes the op for never watched
  * (no reference, no on_release) while a watch that already passed its
@@ -412,6 +473,7 @@ int main(int argc, char **argv)
 	RUN_IF(test_a_completion_between_a_puts_load_and_its_decrement);
 	RUN_IF(test_a_force_during_the_first_watch_completes_the_op);
 	RUN_IF(test_a_force_before_the_watch_claims_refuses_the_watch);
+	RUN_IF(test_a_safe_try_that_looked_before_the_watch_releases_unlocked);
 	RUN_IF(test_a_failed_watch_never_completes_its_op);
 	RUN_IF(test_a_failed_watch_waits_for_no_key_check);
 #ifdef TW_DEBUG
