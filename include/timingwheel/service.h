@@ -233,7 +233,8 @@ struct tw_service_stats {
  * @param cfg the configuration, or NULL for the defaults
  * @retval 0 success
  * @retval TW_EINVAL NULL out, tick < 0, bad wheel_size, shards > 256,
- *         executors > 4096
+ *         executors > 4096, a mode that is neither TW_MODE_EXACT nor
+ *         TW_MODE_KAFKA
  * @retval TW_ENOMEM allocation failed
  * @retval TW_EAGAIN a thread could not start (nothing is left running),
  *         or 2^18 - 1 services are alive at once (each needs an owner id
@@ -335,7 +336,8 @@ bool tw_service_timer_pending(const struct tw_service_timer *t);
  * @retval 0 success
  * @retval TW_EINVAL NULL svc or t, or no callback
  * @retval TW_EBUSY already pending, or expired and waiting to run
- * @retval TW_EOWNER it belongs to another service
+ * @retval TW_EOWNER it belongs to another service (one destroyed since
+ *         included, within the limit tw_service_destroy() gives)
  * @retval TW_ESHUTDOWN the service is shut down, or the timer is
  *         (tw_service_timer_shutdown(); the debug build names it as the
  *         mistake it is, unless the add comes from the timer's own
@@ -693,7 +695,12 @@ int64_t tw_service_shutdown(struct tw_service *svc,
 
 /**
  * Shut down (handing nothing back) if needed, and free. It never waits
- * for a timer it cannot account for: see TW_ECORRUPT below.
+ * for a timer it cannot account for: see TW_ECORRUPT below. Its timers
+ * keep its owner id (an 18-bit number in their state word) until
+ * tw_service_timer_init(): another service refuses them (TW_EOWNER) only
+ * until 2^18 - 1 more services have been created, when a new one may
+ * get that id back and take such a timer for its own. Initialise a
+ * destroyed service's timers before any other service sees them.
  * @param svc the service
  * @retval 0 done
  * @retval TW_EINVAL NULL svc (nothing happens)

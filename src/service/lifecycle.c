@@ -273,6 +273,15 @@ static int reinit(struct tw_service_timer *t, tw_service_fn *fn,
 		    (word_state(word) == ST_TAKEN &&
 		     (taken_unclaimed(svc, t) || word_has(word, F_PERIODIC))))
 			rc = TW_EBUSY;
+	} else if (word_state(word) == ST_TAKEN && !word_has(word, F_PERIODIC)) {
+		/* Its service is gone, and with it every run: a timer taken
+		 * for a run is one whose run ended (a one-shot's run leaves it
+		 * TAKEN until its service looks again), idle as the live
+		 * service's branch above makes it. Nobody else writes the
+		 * word of a gone service's timer. */
+		next = word_with(word, ST_IDLE, 0, 0);
+		if (!word_cas(t, &word, next, TR_ran))
+			rc = TW_EBUSY;
 	} else if (word_state(word) != ST_IDLE) {
 		rc = TW_EBUSY; /* a service that is gone left it mid-way */
 	}
@@ -399,11 +408,14 @@ static int settle_config(struct tw_service_config *c,
 		c->clock.now = tw__svc_monotonic_ns;
 	if (c->tick < 1 || c->shards > MAX_SHARDS || c->executors > MAX_EXECUTORS ||
 	    c->wheel_size < TW_WHEEL_SIZE_MIN ||
-	    c->wheel_size > TW_WHEEL_SIZE_MAX)
+	    c->wheel_size > TW_WHEEL_SIZE_MAX ||
+	    (c->mode != TW_MODE_EXACT && c->mode != TW_MODE_KAFKA))
 		return TW_EINVAL_BECAUSE("tw_service_create",
 			"%s", c->tick < 1 ? "cfg.tick must be at least 1 (0: 1 ms)"
 			: c->shards > MAX_SHARDS ? "cfg.shards must be at most 256"
 			: c->executors > MAX_EXECUTORS ? "cfg.executors must be at most 4096"
+			: c->mode != TW_MODE_EXACT && c->mode != TW_MODE_KAFKA
+			? "cfg.mode must be TW_MODE_EXACT or TW_MODE_KAFKA"
 			: "cfg.wheel_size must be in [2, 65536] (0: the default)");
 	return TW_OK;
 }

@@ -609,11 +609,12 @@ static int64_t scan_shard(struct tw_service *svc, struct shard *s, int64_t now,
 	if (n)
 		post(svc, s);
 	for (;;) {
-		/* Back-pressure: only what is past the capacity. */
-		int64_t over = (int64_t)waiting(svc) -
-			       (int64_t)svc->cfg.queue_capacity;
+		/* Back-pressure: only what is past the capacity (which may be
+		 * as large as SIZE_MAX: compared, not subtracted first). */
+		uint64_t waits = waiting(svc), capacity = svc->cfg.queue_capacity;
+		uint64_t over = waits > capacity ? waits - capacity : 0;
 
-		if (over <= 0 ||
+		if (!over ||
 		    !take_batch(svc, s, me, over < BATCH ? (unsigned)over : BATCH))
 			break;
 		shard_unlock(s);

@@ -97,6 +97,10 @@ static void test_service_bad_input(void)
 	CHECK_EQ(tw_service_create(&none, &bad), TW_EINVAL);
 	bad.executors = 0, bad.wheel_size = TW_WHEEL_SIZE_MAX + 1;
 	CHECK_EQ(tw_service_create(&none, &bad), TW_EINVAL);
+	/* Not a mode: a bad parameter, not an allocation that failed. */
+	bad.wheel_size = 0, bad.mode = (enum tw_mode)7;
+	CHECK_EQ(tw_service_create(&none, &bad), TW_EINVAL);
+	CHECK(none == NULL);
 
 	svc = manual_service();
 	other = manual_service();
@@ -215,6 +219,19 @@ static void test_service_after_shutdown(void)
 	CHECK_EQ(tw_service_cancel(svc, &t), TW_SVC_IDLE);
 	CHECK_EQ(tw_service_shutdown(svc, count_hand_back, NULL), 0);
 	CHECK_EQ(handed_back, 4);
+	/* A call that fails changes nothing: the refused adds and the
+	 * reschedule left t no service's, and another service takes it. */
+	{
+		struct tw_service_config cfg = { .tick = 1, .manual = true };
+		struct tw_service *live = NULL;
+
+		cfg.clock.now = virtual_clock;
+		CHECK_EQ(tw_service_create(&live, &cfg), 0);
+		CHECK_EQ(tw_service_add(live, &t, 5), TW_OK);
+		CHECK_EQ(tw_service_cancel(live, &t), TW_SVC_STOPPED);
+		CHECK_EQ(tw_service_reschedule(svc, &t, 5), TW_EOWNER);
+		CHECK_EQ(tw_service_destroy(live), 0);
+	}
 	CHECK_EQ(tw_service_count(svc), 0);
 	for (int i = 0; i < 4; i++)
 		CHECK_EQ(atomic_load(&sbys[i].ran), 0);

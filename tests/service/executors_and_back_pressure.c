@@ -202,6 +202,54 @@ static void test_caller_ran_counts_only_callbacks_run(void)
 	CHECK_EQ(tw_service_destroy(svc), TW_OK);
 }
 
+/* A capacity at or past 2^63 (SIZE_MAX: never full) is one the queue
+ * never reaches: five timers due in one poll all go to the executor, and
+ * the polling thread runs none of them (caller_ran 0). */
+static atomic_int capacity_ran;
+
+static void count_capacity_run(struct tw_service *svc, struct tw_service_timer *t)
+{
+	(void)svc;
+	(void)t;
+	atomic_fetch_add(&capacity_ran, 1);
+}
+
+static void test_a_capacity_past_int64_max_is_never_full(void)
+{
+#if SIZE_MAX > UINT32_MAX
+	const size_t capacities[2] = { SIZE_MAX, (size_t)1 << 63 };
+
+	for (int c = 0; c < 2; c++) {
+		struct tw_service_config cfg = { 0 };
+		struct tw_service *svc = NULL;
+		struct tw_service_timer t[5];
+		struct tw_service_stats st;
+
+		cfg.tick = 1;
+		cfg.wheel_size = 8;
+		cfg.manual = true;
+		cfg.executors = 1;
+		cfg.queue_capacity = capacities[c];
+		cfg.clock.now = virtual_clock;
+		set_clock(1000);
+		atomic_store(&capacity_ran, 0);
+		CHECK_EQ(tw_service_create(&svc, &cfg), TW_OK);
+		for (int i = 0; i < 5; i++) {
+			tw_service_timer_init(&t[i], count_capacity_run);
+			CHECK_EQ(tw_service_add(svc, &t[i], 1010), TW_OK);
+		}
+		set_clock(1020);
+		CHECK_EQ(tw_service_poll(svc), 5);
+		CHECK(wait_for(&capacity_ran, 5, HANG_MS));
+		tw_service_stats(svc, &st);
+		CHECK_EQ(st.caller_ran, 0);
+		CHECK_EQ(st.ran, 5);
+		CHECK_EQ(tw_service_shutdown(svc, NULL, NULL), 0);
+		CHECK_EQ(tw_service_destroy(svc), TW_OK);
+	}
+#endif
+}
+
 static void test_cancel_sync_from_callback_takes_back_batch_entry(void)
 {
 	/* a and b expire in the same poll; callbacks run on the polling
@@ -421,6 +469,7 @@ int main(void)
 	RUN(test_cancel_sync_of_queued_timer_allows_free);
 	RUN(test_cancel_sync_from_callback_takes_back_batch_entry);
 	RUN(test_caller_ran_counts_only_callbacks_run);
+	RUN(test_a_capacity_past_int64_max_is_never_full);
 	RUN(test_reschedule_of_queued_timer);
 	RUN(test_periodic_running_at_shutdown_is_not_rearmed);
 	RUN(test_reaper_ignores_a_clock_going_back);

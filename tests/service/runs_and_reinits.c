@@ -227,6 +227,41 @@ static void one_poll_runs_everything_due(unsigned executors)
 	free(timers);
 }
 
+/*
+ * service.h, tw_service_timer_reinit(): TW_EBUSY only for a timer
+ * pending, expired and waiting to run, or whose periodic callback runs.
+ * A one-shot that ran, whose service was then destroyed, is none of these
+ * (its run left its word TAKEN, which the live service would have read as
+ * ended at its next look): reinit takes it. It keeps its service, gone
+ * (service.h: reinit keeps what the service knows of the timer), so
+ * another service refuses it until tw_service_timer_init() frees it.
+ */
+static void test_reinit_of_a_run_timer_of_a_destroyed_service(void)
+{
+	struct tw_service *svc = service(true, 0);
+	struct tw_service_timer t;
+
+	atomic_store(&f1_runs, 0);
+	atomic_store(&f2_runs, 0);
+	tw_service_timer_init(&t, f1);
+	CHECK_EQ(tw_service_add(svc, &t, 1020), TW_OK);
+	atomic_store(&virtual_now, 1030);
+	CHECK_EQ(tw_service_poll(svc), 1);
+	CHECK_EQ(atomic_load(&f1_runs), 1);
+	CHECK_EQ(tw_service_destroy(svc), TW_OK);
+	CHECK(!tw_service_timer_pending(&t));
+	CHECK_EQ(tw_service_timer_reinit(&t, f2), TW_OK);
+	svc = service(true, 0);
+	CHECK_EQ(tw_service_add(svc, &t, 1020), TW_EOWNER);
+	tw_service_timer_init(&t, f2);
+	CHECK_EQ(tw_service_add(svc, &t, 1020), TW_OK);
+	atomic_store(&virtual_now, 1030);
+	CHECK_EQ(tw_service_poll(svc), 1);
+	CHECK_EQ(atomic_load(&f2_runs), 1);
+	CHECK_EQ(atomic_load(&f1_runs), 1);
+	CHECK_EQ(tw_service_destroy(svc), TW_OK);
+}
+
 static void test_one_poll_runs_everything_due(void)
 {
 	one_poll_runs_everything_due(0);
@@ -350,6 +385,7 @@ int main(int argc, char **argv)
 	RUN_SELECTED(test_reinit_after_cancel_keeps_the_started_runs_callback);
 	RUN_SELECTED(test_periodic_reinit_after_cancel_keeps_the_started_runs_callback);
 	RUN_SELECTED(test_reinit_while_a_runner_is_about_to_claim_the_timer);
+	RUN_SELECTED(test_reinit_of_a_run_timer_of_a_destroyed_service);
 	RUN_SELECTED(test_one_poll_runs_everything_due);
 	RUN_SELECTED(test_one_poll_queues_everything_due);
 	RUN_SELECTED(test_periodic_made_one_shot_overwrites_itself);
