@@ -312,10 +312,12 @@ after_filing(struct tw_service *svc, bool kick)
 		tw__svc_wake_loop(svc);
 }
 
+#define NOT_CLAIMED OWNER_MASK
+
 /* add_locked's whole path, from under s->mu to the wake-up: out of line,
  * so that the common cases keep their few registers to themselves.
- * unclaimed: the word before this call claimed the timer (NULL: it did
- * not). A call that fails changes nothing (error.h): a timer this call
+ * unclaimed: the word before this call claimed the timer (NOT_CLAIMED:
+ * it did not). A call that fails changes nothing (error.h): a timer this call
  * claimed for a service that turns out shut down is given back
  * unclaimed, still idle, under the mutex of the shard it was claimed
  * for, so that another service can take it. That shard is closed for
@@ -324,14 +326,14 @@ static __attribute__((noinline)) int
 add_locked_unlock(struct tw_service *svc, struct shard *s,
 		  struct tw_service_timer *t, uint32_t word, int64_t due,
 		  uint32_t slack, bool reschedule, const char *call,
-		  const uint32_t *unclaimed)
+		  uint32_t unclaimed)
 {
 	bool kick = false;
 	int rc = add_locked(svc, s, t, word, due, slack, reschedule, call, &kick);
 
-	if (rc == TW_ESHUTDOWN && unclaimed &&
-	    !((word ^ *unclaimed) & ~(OWNER_MASK | SHARD_MASK)))
-		word_cas(t, &word, *unclaimed, TR_claim);
+	if (rc == TW_ESHUTDOWN && unclaimed != NOT_CLAIMED &&
+	    !((word ^ unclaimed) & ~(OWNER_MASK | SHARD_MASK)))
+		word_cas(t, &word, unclaimed, TR_claim);
 	shard_unlock(s);
 	if (rc >= 0)
 		after_filing(svc, kick);
@@ -347,8 +349,10 @@ add_or_reschedule(struct tw_service *svc, struct tw_service_timer *t,
 		  int64_t due, uint32_t slack, bool reschedule, const char *call)
 {
 	struct shard *s;
-	uint32_t word, unclaimed = 0;
-	bool kick = false, claims = false;
+	/* The word before this call's claim; NOT_CLAIMED (an owner of all
+	 * ones, which no unowned word has) when it made none. */
+	uint32_t word, unclaimed = NOT_CLAIMED;
+	bool kick = false;
 	int rc;
 
 	(void)call; /* TW_EINVAL_BECAUSE drops its arguments in release */
@@ -365,8 +369,8 @@ add_or_reschedule(struct tw_service *svc, struct tw_service_timer *t,
 	if (word_owner(word) != svc->owner_bits) {
 		if (reschedule && !callback_of(t))
 			return refuse_no_callback(call);
-		unclaimed = word;
-		claims = !(word & (OWNER_MASK | F_SHUT));
+		if (!(word & (OWNER_MASK | F_SHUT)))
+			unclaimed = word;
 		if (reschedule) {
 			int64_t claimed = claim_out_of_line(svc, t, word, call);
 
@@ -401,8 +405,7 @@ add_or_reschedule(struct tw_service *svc, struct tw_service_timer *t,
 		link_pending(svc, s, t, word, due, slack, false, TR_add, &kick);
 	} else {
 		return add_locked_unlock(svc, s, t, word, due, slack,
-					 reschedule, call,
-					 claims ? &unclaimed : NULL);
+					 reschedule, call, unclaimed);
 	}
 	shard_unlock(s);
 	after_filing(svc, kick);
