@@ -126,10 +126,11 @@ size_t tw_wheel_queue_snapshot(const struct tw_wheel *wheel,
  * @param wheel an initialised wheel
  * @param timer a timer
  * @param[out] level its level, or TW_LEVEL_READY if it is due and waits for
- *                   the next advance
- * @param[out] slot its slot
+ *                   the next advance; NULL: not wanted
+ * @param[out] slot its slot; NULL: not wanted
  * @retval 0 success
- * @retval TW_EINVAL NULL pointer, or the timer is not pending in this wheel
+ * @retval TW_EINVAL NULL wheel or timer, or the timer is not pending in
+ *         this wheel
  * @threadsafety The wheel's thread.
  */
 int tw_timer_where(const struct tw_wheel *wheel, const struct tw_timer *timer,
