@@ -143,32 +143,56 @@
  * and named tw__pg_* (service/core.h says why). */
 #define TW_PG_HIDDEN __attribute__((visibility("hidden")))
 
+/*
+ * A key's list. Its first fields are the ones every watch and every check
+ * of the key writes (the entries' head, the pins, the dirty mark) and
+ * reads (len, hash): in a shard's spare list (below) they share the
+ * shard lock's cache line. The key's bytes follow a malloc'd list; the
+ * spare's are in its shard's second line, read only.
+ */
 struct tw_watchers {
-	struct tw_watchers *next; /* hash chain */
-	uint64_t hash;
-	uint16_t len;             /* at most TW_KEY_MAX */
-	atomic_bool dirty;        /* an unlink waits for the last one out */
+	struct tw_link entries;   /* struct tw_watch */
 	/* The pins: key checks (and claims) in progress on the list
 	 * (watch.c). 32 bits: pins nest (a hand_back that cancels the key
 	 * again pins it again), and a count that wrapped to 0 would free a
 	 * list still in use. */
 	atomic_uint walkers;
-	struct tw_link entries;   /* struct tw_watch */
-	unsigned char key[];
+	atomic_bool dirty;        /* an unlink waits for the last one out */
+	uint16_t len;             /* at most TW_KEY_MAX; 0: a spare not in use */
+	uint64_t hash;
+	struct tw_watchers *next; /* hash chain */
+	unsigned char *key;
 };
 
 _Static_assert(TW_KEY_MAX <= UINT16_MAX, "a list's len holds any key's length");
 
+/* The longest key a shard's spare list holds. */
+#define SPARE_KEY_MAX 40
+
+/*
+ * A shard. Most shards hold one key or none (512 shards, and a key's
+ * list lives while ops wait on it), so each has one list of its own, the
+ * spare, used before any is allocated: the lock, the list's head and
+ * its pins are then one cache line, which the watching and the checking
+ * threads pass back and forth once per key instead of three times (the
+ * shard's line, the table's, the list's). The spare is in the table's
+ * chains like any other list, so every walk finds it.
+ */
 struct pshard {
 	_Alignas(64) unsigned mu; /* lock.h: pshard_lock() */
-	struct tw_watchers **table;
-	size_t nbuckets;
-	size_t nkeys;
+	struct tw_watchers spare;
 	/* Entries in the shard's lists: written under mu (a load and a
 	 * store, no locked instruction), read by tw_purgatory_watched()
 	 * without it. */
 	atomic_size_t watched;
+	struct tw_watchers **table;
+	size_t nbuckets;
+	size_t nkeys;
+	unsigned char spare_key[SPARE_KEY_MAX];
 };
+
+_Static_assert(offsetof(struct pshard, watched) + sizeof(atomic_size_t) <= 64,
+	       "the lock and the spare list's head share a cache line");
 
 /*
  * What every call counts, striped over cache lines by thread, so that no

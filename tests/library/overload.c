@@ -388,13 +388,17 @@ static void test_allocation_failures(void)
 	CHECK(fail_each_allocation(create_service, destroy_service) >= 5);
 	CHECK(fail_each_allocation(create_purgatory, destroy_purgatory) >= 5);
 
-	/* Watching a key no one watches yet allocates its list. */
+	/* Watching a key no one watches yet allocates its list, unless the
+	 * key is short and its shard's own list is free: keys longer than
+	 * any shard's own list always allocate. */
 	{
 		struct tw_purgatory_config cfg = { .shards = 4 };
 		struct tw_purgatory *p = NULL;
 		struct op a = { 0 };
-		const void *keys[2] = { "first", "second" };
-		size_t lens[2] = { 5, 6 };
+		static const char first[] = "first key, longer than a shard's own list holds";
+		static const char second[] = "second key, longer than a shard's own list holds";
+		const void *keys[2] = { first, second };
+		size_t lens[2] = { sizeof first - 1, sizeof second - 1 };
 
 		CHECK_EQ(tw_purgatory_create(&p, &cfg), 0);
 		static const struct tw_op_ops never_ops = { never_ready, op_done,
@@ -420,9 +424,40 @@ static void test_allocation_failures(void)
 		CHECK_EQ(tw_op_init(&a.base, 1000000000, &never_ops, NULL), 0);
 		CHECK_EQ(tw_purgatory_try_complete_else_watch(p, &a.base, keys, lens, 2, a.watch), 0);
 		CHECK_EQ(tw_purgatory_watched(p), 2);
-		CHECK_EQ(tw_purgatory_cancel_for_key(p, "first", 5, NULL), 1);
+		CHECK_EQ(tw_purgatory_cancel_for_key(p, first, lens[0], NULL), 1);
 		tw_purgatory_destroy(p);
 		tw_op_destroy(&a.base);
+	}
+	/* A short key on a shard whose own list is free needs no memory: it
+	 * watches with every allocation failing, and a second short key on
+	 * the same shard, which needs a list of its own, fails cleanly. */
+	{
+		struct tw_purgatory_config cfg = { .shards = 1 };
+		struct tw_purgatory *p = NULL;
+		struct op a = { 0 }, b = { 0 };
+		const void *key_a[1] = { "short" };
+		const void *key_b[1] = { "other" };
+		size_t len[1] = { 5 };
+		static const struct tw_op_ops never_ops = { never_ready, op_done,
+							     NULL, NULL, NULL };
+
+		CHECK_EQ(tw_purgatory_create(&p, &cfg), 0);
+		CHECK_EQ(tw_op_init(&a.base, 1000000000, &never_ops, NULL), 0);
+		CHECK_EQ(tw_op_init(&b.base, 1000000000, &never_ops, NULL), 0);
+		arm(0);
+		CHECK_EQ(tw_purgatory_try_complete_else_watch(p, &a.base, key_a, len, 1, a.watch), 0);
+		rc = tw_purgatory_try_complete_else_watch(p, &b.base, key_b, len, 1, b.watch);
+		disarm();
+		stop_counting();
+		CHECK_EQ(rc, TW_ENOMEM);
+		CHECK_EQ(tw_purgatory_watched(p), 1);
+		CHECK_EQ(tw_purgatory_delayed(p), 1);
+		CHECK_EQ(tw_purgatory_check_and_complete(p, "other", 5), 0);
+		CHECK_EQ(tw_purgatory_cancel_for_key(p, "short", 5, NULL), 1);
+		CHECK_EQ(tw_purgatory_watched(p), 0);
+		tw_purgatory_destroy(p);
+		tw_op_destroy(&a.base);
+		tw_op_destroy(&b.base);
 	}
 }
 

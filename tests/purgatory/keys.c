@@ -9,7 +9,9 @@
  * one shard whose buckets grow under thousands of keys (where chains and
  * collisions happen). And the hash spreads keys that differ in a digit or
  * two, the usual names, over the shards and a shard's buckets: no shard
- * and no bucket chain far past what a random spread gives.
+ * and no bucket chain far past what a random spread gives. A shard's
+ * spare list (core.h) holds its first short key, and the next one once
+ * that key's list is gone, beside allocated lists.
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -119,6 +121,64 @@ static void test_each_check_finds_its_own_key_only(void)
 	free(ops);
 }
 
+static void watch_one(struct tw_purgatory *p, struct kop *k, const char *key,
+		      size_t len)
+{
+	const void *keys[1] = { key };
+	size_t lens[1] = { len };
+
+	CHECK_EQ(tw_op_init(&k->op, 1000000000, &kop_ops, NULL), TW_OK);
+	CHECK_EQ(tw_purgatory_try_complete_else_watch(p, &k->op, keys, lens, 1,
+						      &k->watch),
+		 0);
+}
+
+static void complete_one(struct tw_purgatory *p, struct kop *k, const char *key,
+			 size_t len)
+{
+	k->ready = true;
+	CHECK_EQ(tw_purgatory_check_and_complete(p, key, len), 1);
+	CHECK_EQ(k->completions, 1);
+}
+
+static void test_a_shards_spare_list_is_taken_again(void)
+{
+	struct tw_purgatory_config cfg = { .shards = 1 };
+	struct tw_purgatory *p = NULL;
+	struct kop a = { 0 }, b = { 0 }, longer = { 0 }, c = { 0 }, a2 = { 0 };
+	char long_key[SPARE_KEY_MAX + 1];
+	struct pshard *sh;
+
+	memset(long_key, 'L', sizeof(long_key));
+	CHECK_EQ(tw_purgatory_create(&p, &cfg), TW_OK);
+	sh = &p->shards[0];
+	CHECK_EQ(sh->spare.len, 0);
+	watch_one(p, &a, "a", 1); /* the spare */
+	watch_one(p, &b, "bb", 2); /* allocated: the spare is taken */
+	CHECK_EQ(sh->spare.len, 1);
+	complete_one(p, &a, "a", 1);
+	CHECK_EQ(sh->spare.len, 0); /* a's list is gone, the spare free */
+	/* Too long for the spare: allocated, the spare left free. */
+	watch_one(p, &longer, long_key, sizeof(long_key));
+	CHECK_EQ(sh->spare.len, 0);
+	watch_one(p, &c, "ccc", 3);
+	CHECK_EQ(sh->spare.len, 3);
+	watch_one(p, &a2, "a", 1); /* a again, now allocated */
+	CHECK_EQ(sh->nkeys, 4);
+	CHECK_EQ(tw_purgatory_watched(p), (size_t)4);
+	/* Each key finds its own op and no other, wherever its list is. */
+	CHECK_EQ(tw_purgatory_check_and_complete(p, "ccc", 3), 0);
+	complete_one(p, &a2, "a", 1);
+	complete_one(p, &longer, long_key, sizeof(long_key));
+	complete_one(p, &c, "ccc", 3);
+	CHECK_EQ(sh->spare.len, 0);
+	complete_one(p, &b, "bb", 2);
+	CHECK_EQ(sh->nkeys, 0);
+	CHECK_EQ(tw_purgatory_watched(p), (size_t)0);
+	tw_purgatory_shutdown(p, NULL);
+	tw_purgatory_destroy(p);
+}
+
 /* The longest chain of one shard's table after n keys, and the fullest of
  * 512 shards: a random spread of 100,000 keys over 512 shards has its
  * fullest near 240 (mean 195); a table of 131,072 buckets (the shard grows
@@ -158,6 +218,7 @@ int main(void)
 {
 	RUN(test_every_length_and_position_compares);
 	RUN(test_each_check_finds_its_own_key_only);
+	RUN(test_a_shards_spare_list_is_taken_again);
 	RUN(test_names_spread_over_shards_and_buckets);
 	return check_report();
 }
