@@ -197,6 +197,9 @@ int64_t tw__mul_sat(int64_t a, uint64_t b)
 /* key * tick in time units, clamped to the int64 range. */
 int64_t tw__ticks_to_time(const struct tw_wheel *w, int64_t key)
 {
+	/* The common tick, asked on every next_expiry: no divisions. */
+	if (w->tick == 1)
+		return key;
 	if (key > INT64_MAX / w->tick)
 		return INT64_MAX;
 	if (key < INT64_MIN / w->tick)
@@ -214,6 +217,8 @@ int64_t tw__due_limit(const struct tw_wheel *w, int64_t now)
 {
 	/* In exact mode a timer due at INT64_MAX is filed under a boundary
 	 * that is not representable; the end of time is when it fires. */
+	if (w->tick == 1)
+		return now;
 	if (w->mode == TW_MODE_EXACT && now == INT64_MAX)
 		return tw__ceil_div(now, w->tick);
 	return tw__floor_div(now, w->tick);
