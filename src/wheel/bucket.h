@@ -79,7 +79,11 @@ struct tw_level {
 	/* Level 1's only, while something drains: no drain has work before
 	 * this tick (a bound; see wheel/exact.c's drain_share). */
 	int64_t drain_wake;
-	uint64_t padding_[4];
+	/* Level 1's only: no drain's share reaches DRAIN_SHARE_MIN before
+	 * this tick (see wheel/exact.c's drain_share); INT64_MIN when a
+	 * drain has started since it was set. */
+	int64_t drain_share_at;
+	uint64_t padding_[3];
 };
 
 /* Whether slot's occupancy bit is set (kafka mode's levels may hold more
