@@ -630,6 +630,34 @@ static void pop_bucket(struct tw_wheel *w, struct tw_bucket *b)
  * shares: about a microsecond of work, well under one tick. */
 #define SMALL_BUCKET 32
 
+/* A popped bucket above level 1 whose one timer is due by limit, before
+ * level 1's next bucket (b0; a tie would fire after b0's timers) and
+ * before the next upper event (upper_pop; ties go up first): moved down,
+ * it would be the only timer of the level 1 bucket that pops next, so it
+ * fires here, with the clocks moved to its tick as that pop would move
+ * them -- no filing into level 1, no second pop. Sparse timers stepped
+ * by next_expiry (make bench-instr's expire-step: one timer per 108 ms)
+ * come down this way. Not with an observer, which is told of each
+ * placement and pop. false: nothing done. */
+static bool fire_alone(struct tw_wheel *w, struct tw_bucket *up,
+		       const struct tw_bucket *b0, int64_t limit)
+{
+	struct tw_link *l = up->head.next;
+	struct tw_timer *t = list_timer(l);
+	int64_t key = exact_key(w, t->due);
+
+	if (key > limit || key >= w->upper_pop || (b0 && key >= b0->expiration) ||
+	    w->observer)
+		return false;
+	list_init(&up->head);
+	up->count = 0;
+	up->min_key = INT64_MAX;
+	advance_clocks(w, key);
+	t->bucket = NULL;
+	fire(w, t);
+	return true;
+}
+
 /* Kafka's advance loop with the heap replaced by the bitmaps: level 1's
  * next bucket is one bit scan away; the levels above are looked at only
  * when upper_pop says something up there may be due first, which is once
@@ -671,6 +699,10 @@ hot_inline int64_t advance_exact(struct tw_wheel *w, int64_t limit, bool wide)
 			 * before its expiration. */
 			if (up->min_key < up->expiration)
 				fired += tw__fire_windowed(w, up);
+			if (up->count == 1 && fire_alone(w, up, b0, limit)) {
+				fired++;
+				continue;
+			}
 			/* A bucket small enough to move in one step is moved
 			 * now: draining only pays for itself when moving
 			 * everything at once would be a stall. */
