@@ -520,27 +520,20 @@ struct tw_bucket *tw__level_scan(const struct tw_wheel *w,
 	return NULL;
 }
 
-/* The level's queued bucket after b, in time order (slots wrap from the
- * clock on), or NULL. */
-static const struct tw_bucket *level_next_after(const struct tw_wheel *w,
-						const struct tw_level *lv,
-						const struct tw_bucket *b)
+/* The level's queued bucket right after b (b's number + 1), or NULL: of
+ * the queued buckets after b, the only one that can pop before b's last
+ * key. A later one pops (at its expiration less the level's span) at
+ * least a span after b's expiration, past every key b holds, and no
+ * queued bucket has a min_key before its pop (its windowed timers' key is
+ * the pop; tw_wheel_check checks it). b is its level's next bucket, so a
+ * queued slot after it is a later number, not a wrapped earlier one. */
+static const struct tw_bucket *level_adjacent(const struct tw_wheel *w,
+					      const struct tw_level *lv,
+					      const struct tw_bucket *b)
 {
-	uint64_t rest, ahead;
-	unsigned from = b->slot + 1;
+	uint32_t slot = (b->slot + 1) & (w->size - 1);
 
-	if (w->size > 64) {
-		const struct tw_bucket *next =
-			tw__level_scan(w, lv, from & (w->size - 1));
-
-		return next == b ? NULL : next;
-	}
-	rest = lv->occupied[0] & ~((uint64_t)1 << b->slot);
-	if (!rest)
-		return NULL;
-	ahead = from < 64 ? rest >> from : 0;
-	return &lv->slots[ahead ? from + (unsigned)__builtin_ctzll(ahead)
-				: (unsigned)__builtin_ctzll(rest)];
+	return tw__occupied(lv, slot) ? &lv->slots[slot] : NULL;
 }
 
 /* The next event above level 1: a bucket that pops (starts draining) or
@@ -947,7 +940,7 @@ hot_inline bool next_key_scan(const struct tw_wheel *w, int64_t *key, bool wide)
 			/* The bucket after it pops at this one's expiration,
 			 * and its windowed timers fire then: possibly before
 			 * this one's first timer (no later bucket's can). */
-			if (lv->windowed && (b2 = level_next_after(w, lv, b)) != NULL &&
+			if (lv->windowed && (b2 = level_adjacent(w, lv, b)) != NULL &&
 			    b2->min_key < k)
 				k = b2->min_key;
 			if (!found || k < *key)

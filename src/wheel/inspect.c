@@ -271,6 +271,11 @@ static int check_bucket_place(const struct tw_wheel *w, uint32_t li,
 					       b->queue_index != TW_NOT_QUEUED)
 		BROKEN("L%u#%u: occupancy bit %d but queued %d", li + 1, slot,
 		       bit, queued);
+	/* next_expiry looks past a level's next bucket at the one after it
+	 * only: a later one cannot pop before it (exact.c's level_adjacent). */
+	if (w->mode == TW_MODE_EXACT && li > 0 && queued && b->min_key < b->pop_at)
+		BROKEN("L%u#%u: min_key %lld before its pop %lld", li + 1, slot,
+		       (long long)b->min_key, (long long)b->pop_at);
 	if (w->mode == TW_MODE_EXACT && li > 0 && queued &&
 	    b->pop_at < w->upper_pop)
 		BROKEN("L%u#%u pops at %lld, before upper_pop %lld", li + 1, slot,
