@@ -108,9 +108,15 @@ static inline int64_t drain_wake(const struct tw_bucket *d)
 
 	if (d->count > DRAIN_CHUNK) {
 		/* d->pop_at: drained up to; shares are
-		 * count * elapsed / (expiration - pop_at). */
-		double total = (double)((uint64_t)d->expiration - (uint64_t)d->pop_at);
-		uint64_t step = (uint64_t)(total * DRAIN_CHUNK / (double)d->count) + 1;
+		 * count * elapsed / (expiration - pop_at). In integers
+		 * where the product fits (a level's span below 2^52 ticks:
+		 * all but the top levels), as next_expiry asks it of every
+		 * drain on every call. */
+		uint64_t total = (uint64_t)d->expiration - (uint64_t)d->pop_at;
+		uint64_t step = total < ((uint64_t)1 << 52)
+					? total * DRAIN_CHUNK / d->count + 1
+					: (uint64_t)((double)total * DRAIN_CHUNK /
+						     (double)d->count) + 1;
 
 		if ((uint64_t)k - (uint64_t)d->pop_at > step)
 			k = (int64_t)((uint64_t)d->pop_at + step);

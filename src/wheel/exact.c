@@ -610,7 +610,7 @@ hot_inline void advance_clocks(struct tw_wheel *w, int64_t key)
 	}
 }
 
-static void pop_bucket(struct tw_wheel *w, struct tw_bucket *b)
+hot_inline void pop_bucket(struct tw_wheel *w, struct tw_bucket *b)
 {
 	mark_empty(w, b);
 	b->has_expiration = false;
