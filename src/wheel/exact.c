@@ -631,7 +631,12 @@ hot_inline void pop_bucket(struct tw_wheel *w, struct tw_bucket *b)
  * them -- no filing into level 1, no second pop. Sparse timers stepped
  * by next_expiry (make bench-instr's expire-step: one timer per 108 ms)
  * come down this way. Not with an observer, which is told of each
- * placement and pop. false: nothing done. */
+ * placement and pop. Not when the popped level's next bucket pops before
+ * that tick either (upper_pop says so), though its timers are all due
+ * after it: the clocks would pass that bucket's pop, and its timers,
+ * filed against them when it pops, could land in a bucket numbered at a
+ * level's clock, which the level's scan reaches last (a service test
+ * found a timer held 2 s so). false: nothing done. */
 static bool fire_alone(struct tw_wheel *w, struct tw_bucket *up,
 		       const struct tw_bucket *b0, int64_t limit)
 {
@@ -692,7 +697,11 @@ hot_inline int64_t advance_exact(struct tw_wheel *w, int64_t limit, bool wide)
 			 * before its expiration. */
 			if (up->min_key < up->expiration)
 				fired += tw__fire_windowed(w, up);
-			if (up->count == 1 && fire_alone(w, up, b0, limit)) {
+			else if (up->count == 1 && fire_alone(w, up, b0, limit)) {
+				/* (Only where no callback has run since b0
+				 * was read: simpler to reason about, and
+				 * 1086.7 -> 1073.2 in expire-step, by the
+				 * code the compiler makes of it.) */
 				fired++;
 				continue;
 			}
