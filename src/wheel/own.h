@@ -550,9 +550,11 @@ hot_inline struct tw_bucket *level_next_in(const struct tw_wheel *w,
 		return tw__level_scan(w, lv, start);
 	if (!occupied)
 		return NULL;
-	ahead = occupied >> start;
-	return &lv->slots[ahead ? start + (unsigned)__builtin_ctzll(ahead)
-				: (unsigned)__builtin_ctzll(occupied)];
+	/* The word turned right by start (one rotate): the slots from
+	 * start on come first, then the ones before it, which a level of
+	 * fewer than 64 buckets leaves at the top (64 - start + slot). */
+	ahead = (occupied >> start) | (occupied << ((64 - start) & 63));
+	return &lv->slots[(start + (unsigned)__builtin_ctzll(ahead)) & 63];
 }
 
 static inline struct tw_bucket *level_next(const struct tw_wheel *w,
