@@ -404,9 +404,6 @@ static int64_t drain_some(struct tw_wheel *w, struct tw_level *lv, size_t n)
 	return fired;
 }
 
-/* The fewest timers a drain's share moves (see drain_share). */
-#define DRAIN_SHARE_MIN 32
-
 /* Spread each drain over the ticks before its deadline (its bucket's
  * expiration), in proportion to the ticks this advance covers: an event
  * loop that wakes every tick moves 1/left of the rest each time, in
@@ -565,7 +562,7 @@ hot_inline bool upper_next(struct tw_wheel *w, struct tw_level **level,
 				second = t;
 			}
 		}
-		b = level_next_in(w, lv, wide);
+		b = level_next_at(w, lv, wide, true);
 		if (b) {
 			if (!found || b->pop_at < *when) {
 				if (found && *when < second)
@@ -669,7 +666,7 @@ hot_inline int64_t advance_exact(struct tw_wheel *w, int64_t limit, bool wide)
 	int64_t fired = 0, when = 0, after = INT64_MAX;
 
 	for (;;) {
-		b0 = level_next_in(w, &w->levels[0], wide);
+		b0 = level_next_at(w, &w->levels[0], wide, false);
 		if (w->upper_pop <= limit &&
 		    (!b0 || w->upper_pop <= b0->expiration) &&
 		    upper_next(w, &lv, &up, &when, &after, wide) && when <= limit &&
@@ -687,7 +684,7 @@ hot_inline int64_t advance_exact(struct tw_wheel *w, int64_t limit, bool wide)
 				continue;
 			}
 			pop_bucket(w, up);
-			next = level_next_in(w, lv, wide);
+			next = level_next_at(w, lv, wide, true);
 			if (next && next->pop_at < after)
 				after = next->pop_at;
 			if (up->count > SMALL_BUCKET && up->expiration < after)
@@ -928,41 +925,49 @@ int64_t tw__advance_whole_buckets(struct tw_wheel *w, int64_t limit)
  * only woke to fire would sleep through a 500,000-timer bucket's whole
  * drain and move it in one 20-40 ms advance: the service's timers late by
  * that much.) */
+/* One level's part of next_key_scan (above: not level 1, a constant in
+ * each call so that the scan of the levels above pays no test for it). */
+hot_inline void next_key_level(const struct tw_wheel *w, const struct tw_level *lv,
+			       bool wide, bool above, int64_t *key, bool *found)
+{
+	const struct tw_bucket *b = level_next_at(w, lv, wide, above);
+	/* Level 1 never drains. */
+	const struct tw_bucket *d = above ? lv->draining : NULL;
+	int64_t k;
+
+	/* On level 1 min_key is the bucket's own tick (a stays-put
+	 * reschedule only moves later). */
+	if (b) {
+		const struct tw_bucket *b2;
+
+		k = b->min_key;
+		if (b->count > DRAIN_CHUNK && b->pop_at < k)
+			k = b->pop_at;
+		/* The bucket after it pops at this one's expiration, and its
+		 * windowed timers fire then: possibly before this one's
+		 * first timer (no later bucket's can). */
+		if (above && lv->windowed && (b2 = level_adjacent(w, lv, b)) != NULL &&
+		    b2->min_key < k)
+			k = b2->min_key;
+		if (!*found || k < *key)
+			*key = k;
+		*found = true;
+	}
+	if (d && d->count) {
+		k = drain_wake(d);
+		if (!*found || k < *key)
+			*key = k;
+		*found = true;
+	}
+}
+
 hot_inline bool next_key_scan(const struct tw_wheel *w, int64_t *key, bool wide)
 {
 	bool found = false;
 
-	for (uint32_t i = 0; i < w->nlevels; i++) {
-		const struct tw_level *lv = &w->levels[i];
-		const struct tw_bucket *b = level_next_in(w, lv, wide);
-		const struct tw_bucket *d = lv->draining;
-		int64_t k;
-
-		/* On level 1 min_key is the bucket's own tick (a stays-put
-		 * reschedule only moves later). */
-		if (b) {
-			const struct tw_bucket *b2;
-
-			k = b->min_key;
-			if (b->count > DRAIN_CHUNK && b->pop_at < k)
-				k = b->pop_at;
-			/* The bucket after it pops at this one's expiration,
-			 * and its windowed timers fire then: possibly before
-			 * this one's first timer (no later bucket's can). */
-			if (lv->windowed && (b2 = level_adjacent(w, lv, b)) != NULL &&
-			    b2->min_key < k)
-				k = b2->min_key;
-			if (!found || k < *key)
-				*key = k;
-			found = true;
-		}
-		if (d && d->count) {
-			k = drain_wake(d);
-			if (!found || k < *key)
-				*key = k;
-			found = true;
-		}
-	}
+	next_key_level(w, w->levels, wide, false, key, &found);
+	for (uint32_t i = 1; i < w->nlevels; i++)
+		next_key_level(w, &w->levels[i], wide, true, key, &found);
 	return found;
 }
 

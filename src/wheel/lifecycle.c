@@ -163,6 +163,7 @@ int tw_wheel_init(struct tw_wheel *w, int64_t tick, uint32_t wheel_size,
 			shift += factor_bits;
 		}
 	}
+	w->levels[0].ready = &w->buckets[nbuckets];
 	w->nlevels = 1;
 	/* I6: a wheel started at the end of time has reached its last tick. */
 	w->levels[0].clock = tw__due_limit(w, start);

@@ -535,15 +535,17 @@ static inline void fire(struct tw_wheel *w, struct tw_timer *t)
  * words above that, in exact.c), and no heap is kept. */
 /* wide: the wheel has more than 64 buckets a level (a constant where the
  * caller has tested it once, as exact.c's advance does). */
-hot_inline struct tw_bucket *level_next_in(const struct tw_wheel *w,
-					   const struct tw_level *lv, bool wide)
+/* above: lv is a level above level 1 (a constant where the caller knows
+ * it). */
+hot_inline struct tw_bucket *level_next_at(const struct tw_wheel *w,
+					   const struct tw_level *lv, bool wide,
+					   bool above)
 {
 	uint64_t occupied = lv->occupied[0], ahead;
 	/* Level 1 from its clock on: when a bucket above pops at the tick
 	 * of a level 1 bucket (ties go up first), the clock reaches that
 	 * bucket before it is flushed. */
-	unsigned start = (unsigned)((uint64_t)(lv == w->levels ? lv->clock
-							       : lv->clock + 1) &
+	unsigned start = (unsigned)((uint64_t)(above ? lv->clock + 1 : lv->clock) &
 				    (w->size - 1));
 
 	if (wide)
@@ -555,6 +557,12 @@ hot_inline struct tw_bucket *level_next_in(const struct tw_wheel *w,
 	 * fewer than 64 buckets leaves at the top (64 - start + slot). */
 	ahead = (occupied >> start) | (occupied << ((64 - start) & 63));
 	return &lv->slots[(start + (unsigned)__builtin_ctzll(ahead)) & 63];
+}
+
+hot_inline struct tw_bucket *level_next_in(const struct tw_wheel *w,
+					   const struct tw_level *lv, bool wide)
+{
+	return level_next_at(w, lv, wide, lv != w->levels);
 }
 
 static inline struct tw_bucket *level_next(const struct tw_wheel *w,

@@ -237,7 +237,7 @@ void tw__notify_observer(const struct tw_wheel *w, enum tw_event_kind kind,
 
 struct tw_bucket *tw__ready_list(const struct tw_wheel *w, unsigned which)
 {
-	return &w->buckets[(size_t)w->max_levels * w->size + which];
+	return &w->levels[0].ready[which];
 }
 
 /* Timers tw_wheel_drain() has taken out and not yet handed back. */
