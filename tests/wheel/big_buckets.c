@@ -256,6 +256,42 @@ static void test_drain_files_a_timer_due_at_a_pop_there(void)
 	tw_wheel_destroy(&w);
 }
 
+/* The same without an observer (the drains' short path): stepped one
+ * tick at a time, the timer due at 30016 is never in level 1 -- it comes
+ * from level 3 into the level-2 bucket popping at 30016 and fires there
+ * -- and every timer fires at its own tick. */
+static void test_drain_files_a_timer_due_at_a_pop_there_quietly(void)
+{
+	static struct rec r[200];
+	struct tw_wheel w;
+	unsigned level = 0;
+	bool seen_in_level2 = false;
+
+	reset_log();
+	CHECK_EQ(tw_wheel_init(&w, 1, 64, 0, TW_MODE_EXACT), TW_OK);
+	for (int i = 0; i < 200; i++) {
+		rec_init(&r[i], i);
+		tw_wheel_add(&w, &r[i].timer, i == 0 ? 30016 : i == 1 ? 30017 : 29800 + i);
+	}
+	CHECK_EQ(tw_timer_where(&w, &r[0].timer, &level, NULL), TW_OK);
+	CHECK_EQ(level, 3);
+	for (int64_t now = 28000; now <= 30100; now++) {
+		tw_wheel_advance(&w, now);
+		if (r[0].fires == 0) {
+			CHECK_EQ(tw_timer_where(&w, &r[0].timer, &level, NULL), TW_OK);
+			CHECK(level != 1);
+			seen_in_level2 |= level == 2;
+		}
+	}
+	CHECK_WHEEL(&w);
+	CHECK(seen_in_level2);
+	for (int i = 0; i < 200; i++) {
+		CHECK_EQ(r[i].fires, 1);
+		CHECK_EQ(r[i].fired_at, i == 0 ? 30016 : i == 1 ? 30017 : 29800 + i);
+	}
+	tw_wheel_destroy(&w);
+}
+
 /* A one-jump advance to 40000 ends inside level 3's bucket [39936,
  * 40960): its timers due by 40000 fire where they are, without a move;
  * the ones after 40000 come down as the bucket pops and fire at their
@@ -395,6 +431,7 @@ int main(void)
 	RUN(test_big_buckets_fire_in_time);
 	RUN(test_big_buckets_fire_in_time_observed);
 	RUN(test_drain_files_a_timer_due_at_a_pop_there);
+	RUN(test_drain_files_a_timer_due_at_a_pop_there_quietly);
 	RUN(test_unordered_jump_fires_inside_the_bucket_it_ends_in);
 	RUN(test_big_drain_wakes_per_chunk);
 	RUN(test_stepped_drain_moves_in_shares);
