@@ -801,10 +801,9 @@ hot_inline int64_t advance_exact(struct tw_wheel *w, int64_t limit, bool wide)
 			if (up->min_key < up->expiration)
 				fired += tw__fire_windowed(w, up);
 			else if (up->count == 1 && fire_alone(w, up, b0, limit)) {
-				/* (Only where no callback has run since b0
-				 * was read: simpler to reason about, and
-				 * 1086.7 -> 1073.2 in expire-step, by the
-				 * code the compiler makes of it.) */
+				/* (Only where no windowed callback has run
+				 * since b0 was read: simpler to reason
+				 * about.) */
 				fired++;
 				continue;
 			}
@@ -1020,17 +1019,6 @@ int64_t tw__advance_whole_buckets(struct tw_wheel *w, int64_t limit)
 	return fired;
 }
 
-/* The tick at which exact mode next has work: level 1's next bucket, or
- * the smallest key of the next bucket of each level above and of each
- * drain -- a tick at which a timer fires, never one at which a bucket only
- * cascades, so that an event loop is not woken for cascades. Except where
- * waking only to fire would leave one advance a stall: a bucket of more
- * than DRAIN_CHUNK timers also asks for its pop tick, and while it drains,
- * for the tick by which its share reaches DRAIN_CHUNK -- one wake per
- * DRAIN_CHUNK timers moved, none for a bucket that small. (A loop that
- * only woke to fire would sleep through a 500,000-timer bucket's whole
- * drain and move it in one 20-40 ms advance: the service's timers late by
- * that much.) */
 /* One level's part of next_key_scan (above: not level 1, a constant in
  * each call so that the scan of the levels above pays no test for it). */
 hot_inline void next_key_level(const struct tw_wheel *w, const struct tw_level *lv,
@@ -1067,6 +1055,17 @@ hot_inline void next_key_level(const struct tw_wheel *w, const struct tw_level *
 	}
 }
 
+/* The tick at which exact mode next has work: level 1's next bucket, or
+ * the smallest key of the next bucket of each level above and of each
+ * drain -- a tick at which a timer fires, never one at which a bucket only
+ * cascades, so that an event loop is not woken for cascades. Except where
+ * waking only to fire would leave one advance a stall: a bucket of more
+ * than DRAIN_CHUNK timers also asks for its pop tick, and while it drains,
+ * for the tick by which its share reaches DRAIN_CHUNK -- one wake per
+ * DRAIN_CHUNK timers moved, none for a bucket that small. (A loop that
+ * only woke to fire would sleep through a 500,000-timer bucket's whole
+ * drain and move it in one 20-40 ms advance: the service's timers late by
+ * that much.) */
 hot_inline bool next_key_scan(const struct tw_wheel *w, int64_t *key, bool wide)
 {
 	bool found = false;
