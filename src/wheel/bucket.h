@@ -79,14 +79,10 @@ struct tw_level {
 	/* Level 1's only, while something drains: no drain has work before
 	 * this tick (a bound; see wheel/exact.c's drain_share). */
 	int64_t drain_wake;
-	/* Level 1's only: no drain's share reaches DRAIN_SHARE_MIN before
-	 * this tick (see wheel/exact.c's drain_share); INT64_MIN when a
-	 * drain has started since it was set. */
-	int64_t drain_share_at;
 	/* Level 1's only: the wheel's two ready lists (after the levels'
 	 * buckets), asked for on every advance and next_expiry. */
 	struct tw_bucket *ready;
-	uint64_t padding_[2];
+	uint64_t padding_[3];
 };
 
 /* Whether slot's occupancy bit is set (kafka mode's levels may hold more
@@ -101,10 +97,6 @@ static inline bool tw__occupied(const struct tw_level *lv, uint32_t slot)
  * of work. A bigger bucket asks for wake-ups of its own (exact.c's
  * next_key_scan). */
 #define DRAIN_CHUNK 2048
-
-/* The fewest timers a drain's share moves (exact.c's drain_share): a
- * bucket that small moves at once anyway. */
-#define DRAIN_SHARE_MIN 32
 
 /* The tick a draining bucket d (not empty) next has work at, for
  * next_expiry: its smallest key, or for more than DRAIN_CHUNK timers

@@ -290,13 +290,6 @@ static int check_bucket_place(const struct tw_wheel *w, uint32_t li,
 		BROKEN("L%u#%u's drain has work at %lld, before level 1's "
 		       "drain_wake %lld", li + 1, slot, (long long)drain_wake(b),
 		       (long long)w->levels[0].drain_wake);
-	/* An advance to that tick must move the drain's share, or a loop
-	 * that sleeps until next_expiry would be woken there forever. */
-	if (w->mode == TW_MODE_EXACT && b->draining && b->count &&
-	    drain_wake(b) < w->levels[0].drain_share_at)
-		BROKEN("L%u#%u's drain has work at %lld, before level 1's "
-		       "drain_share_at %lld", li + 1, slot, (long long)drain_wake(b),
-		       (long long)w->levels[0].drain_share_at);
 	return TW_OK;
 }
 

@@ -390,42 +390,6 @@ static void test_big_drain_wakes_per_chunk(void)
 	tw_wheel_destroy(&w);
 }
 
-/* 200 timers in one level-2 bucket ([1056, 1088)) drain down from its
- * pop at 1024 while a loop advances one tick at a time: the drain moves
- * them in shares of at least 32 (a bucket that size moves at once), not
- * a few on every tick, and each fires at its own tick. */
-static void test_stepped_drain_moves_in_shares(void)
-{
-	enum { M = 200 };
-	static struct rec r[M];
-	struct tw_wheel w;
-	uint64_t x = test_rand_seed(11);
-	int moving_advances = 0;
-
-	reset_log();
-	CHECK_EQ(tw_wheel_init(&w, 1, 64, 0, TW_MODE_EXACT), TW_OK);
-	for (int i = 0; i < M; i++) {
-		rec_init(&r[i], i);
-		tw_wheel_add(&w, &r[i].timer, 1056 + test_rand_below(&x, 32));
-	}
-	tw_wheel_set_observer(&w, &move_counter);
-	for (int64_t now = 1; now <= 1100; now++) {
-		moved = 0;
-		tw_wheel_advance(&w, now);
-		CHECK_WHEEL(&w);
-		if (now < 1056 && moved) {
-			moving_advances++;
-			CHECK(moved >= 32);
-		}
-	}
-	CHECK(moving_advances >= 1 && moving_advances <= M / 32);
-	for (int i = 0; i < M; i++) {
-		CHECK_EQ(r[i].fires, 1);
-		CHECK_EQ(r[i].fired_at, tw_timer_due(&r[i].timer));
-	}
-	tw_wheel_destroy(&w);
-}
-
 int main(void)
 {
 	RUN(test_big_buckets_fire_in_time);
@@ -434,6 +398,5 @@ int main(void)
 	RUN(test_drain_files_a_timer_due_at_a_pop_there_quietly);
 	RUN(test_unordered_jump_fires_inside_the_bucket_it_ends_in);
 	RUN(test_big_drain_wakes_per_chunk);
-	RUN(test_stepped_drain_moves_in_shares);
 	return check_report();
 }
