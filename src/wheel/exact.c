@@ -190,6 +190,28 @@ hot_inline void file_level1(struct tw_wheel *w, struct tw_level *levels,
 		notify_placed(w, t);
 }
 
+/* A mover's filing of timer t first in nb, the bucket of level lv that
+ * pops at t's key (number: nb's), where it fires without coming down
+ * further; the bucket was empty if its list was. */
+hot_inline void put_first_moved(struct tw_wheel *w, struct tw_level *lv,
+				struct tw_bucket *nb, struct tw_timer *t,
+				int64_t number, int64_t key)
+{
+	struct tw_link *first = nb->head.next;
+
+	t->link.next = first;
+	t->link.prev = &nb->head;
+	first->prev = &t->link;
+	nb->head.next = &t->link;
+	nb->count++;
+	t->bucket = nb;
+	lv->windowed = true;
+	if (__builtin_expect(first == &nb->head, 0))
+		bucket_fill(w, lv, nb, number, key);
+	else if (key < nb->min_key)
+		nb->min_key = key;
+}
+
 /* Up to n timers of b, from its front: each fires (its tick has come) or
  * is filed again by its key. below: for a drain of level 3 or up, the
  * level under it, where most of its timers go (at_pops: whose pops take
@@ -252,21 +274,7 @@ hot_inline int64_t move_exact(struct tw_wheel *w, struct tw_bucket *b, size_t n,
 					    (uint64_t)bclock < 64 &&
 			    number <= (INT64_MAX >> shift) &&
 			    !(nb = &bslots[(uint64_t)number & 63])->draining) {
-				struct tw_link *first = nb->head.next;
-
-				/* Before the first; the bucket was empty if
-				 * its list was. */
-				t->link.next = first;
-				t->link.prev = &nb->head;
-				first->prev = &t->link;
-				nb->head.next = &t->link;
-				nb->count++;
-				t->bucket = nb;
-				below->windowed = true;
-				if (__builtin_expect(first == &nb->head, 0))
-					bucket_fill(w, below, nb, number, key);
-				else if (key < nb->min_key)
-					nb->min_key = key;
+				put_first_moved(w, below, nb, t, number, key);
 				continue;
 			}
 			/* refile64() on below's level, its tests on values
@@ -376,6 +384,17 @@ static __attribute__((noinline)) int64_t move_all(struct tw_wheel *w, struct tw_
  * tick while a drain is under way. What fires when does not change.
  */
 
+/* lv's drain (of bucket b) is over once b is empty. */
+hot_inline void drain_end_if_empty(struct tw_wheel *w, struct tw_level *lv,
+				   struct tw_bucket *b)
+{
+	if (list_empty(&b->head)) {
+		set_draining(w, b, false);
+		lv->draining = NULL;
+		w->ndraining--;
+	}
+}
+
 /* The front of a drain of level 2 (into level 1) or of level 3 (into
  * level 2) at 64 buckets, a tick of 1 and no observer (fast_levels): the
  * run of timers that each go into the level below's bucket for their
@@ -414,26 +433,13 @@ hot_inline size_t drain_run(struct tw_wheel *w, struct tw_bucket *b, size_t n,
 			if (__builtin_expect(!(key & 31), 0)) {
 				/* Due at a level-2 pop: first in the bucket
 				 * popping then, as move_exact() files it. */
-				struct tw_link *first;
-
 				number = (uint64_t)shift_floor((int64_t)key, 5) + 1;
 				if (number - bclock >= 64 || number > (uint64_t)(INT64_MAX >> 5) ||
 				    (nb = &slots[number & 63])->draining)
 					break;
 				l = l->next;
 				prefetch(l);
-				first = nb->head.next;
-				t->link.next = first;
-				t->link.prev = &nb->head;
-				first->prev = &t->link;
-				nb->head.next = &t->link;
-				nb->count++;
-				t->bucket = nb;
-				below->windowed = true;
-				if (first == &nb->head)
-					bucket_fill(w, below, nb, (int64_t)number, (int64_t)key);
-				else if ((int64_t)key < nb->min_key)
-					nb->min_key = (int64_t)key;
+				put_first_moved(w, below, nb, t, (int64_t)number, (int64_t)key);
 				continue;
 			}
 			number = (uint64_t)shift_floor((int64_t)key, 5);
@@ -471,11 +477,7 @@ static __attribute__((noinline)) int64_t drain_fast(struct tw_wheel *w, struct t
 				     : move_exact(w, b, 1, &w->levels[1], true, true, 5);
 		n--;
 	}
-	if (list_empty(&b->head)) {
-		set_draining(w, b, false);
-		lv->draining = NULL;
-		w->ndraining--;
-	}
+	drain_end_if_empty(w, lv, b);
 	return fired;
 }
 
@@ -499,11 +501,7 @@ static int64_t drain_some(struct tw_wheel *w, struct tw_level *lv, size_t n)
 		: w->size == 64	     ? move_exact(w, b, n, below, true, true, 5)
 				     : move_exact(w, b, n, below, true, true, 0);
 
-	if (list_empty(&b->head)) {
-		set_draining(w, b, false);
-		lv->draining = NULL;
-		w->ndraining--;
-	}
+	drain_end_if_empty(w, lv, b);
 	return fired;
 }
 

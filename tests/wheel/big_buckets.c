@@ -217,6 +217,32 @@ static void count_placed(void *arg, const struct tw_wheel *w,
 
 static const struct tw_observer placed_counter = { count_placed, NULL };
 
+/* 200 timers in one level-3 bucket, big enough to drain: r[0] due at
+ * 30016 (a level-2 pop: 938 x 32), r[1] a tick later, the rest at
+ * 29800 + i. */
+static void add_pop_timers(struct tw_wheel *w, struct rec *r)
+{
+	unsigned level = 0;
+
+	reset_log();
+	CHECK_EQ(tw_wheel_init(w, 1, 64, 0, TW_MODE_EXACT), TW_OK);
+	for (int i = 0; i < 200; i++) {
+		rec_init(&r[i], i);
+		tw_wheel_add(w, &r[i].timer, i == 0 ? 30016 : i == 1 ? 30017 : 29800 + i);
+	}
+	CHECK_EQ(tw_timer_where(w, &r[0].timer, &level, NULL), TW_OK);
+	CHECK_EQ(level, 3);
+}
+
+/* Each of add_pop_timers()' timers fired once, at its own tick. */
+static void check_pop_timers_fired(const struct rec *r)
+{
+	for (int i = 0; i < 200; i++) {
+		CHECK_EQ(r[i].fires, 1);
+		CHECK_EQ(r[i].fired_at, i == 0 ? 30016 : i == 1 ? 30017 : 29800 + i);
+	}
+}
+
 /* A level-3 bucket of 200 timers drains down; the one due at 30016 (a
  * level-2 pop: 938 x 32) goes from level 3 into the level-2 bucket that
  * pops then and fires there, placed once after its add; the one due a
@@ -228,14 +254,7 @@ static void test_drain_files_a_timer_due_at_a_pop_there(void)
 	int64_t when;
 	unsigned level = 0;
 
-	reset_log();
-	CHECK_EQ(tw_wheel_init(&w, 1, 64, 0, TW_MODE_EXACT), TW_OK);
-	for (int i = 0; i < 200; i++) {
-		rec_init(&r[i], i);
-		tw_wheel_add(&w, &r[i].timer, i == 0 ? 30016 : i == 1 ? 30017 : 29800 + i);
-	}
-	CHECK_EQ(tw_timer_where(&w, &r[0].timer, &level, NULL), TW_OK);
-	CHECK_EQ(level, 3);
+	add_pop_timers(&w, r);
 	watched[0] = &r[0].timer;
 	watched[1] = &r[1].timer;
 	tw_wheel_set_observer(&w, &placed_counter);
@@ -249,10 +268,7 @@ static void test_drain_files_a_timer_due_at_a_pop_there(void)
 	}
 	CHECK_EQ(placed[0], 1);
 	CHECK_EQ(placed[1], 2);
-	for (int i = 0; i < 200; i++) {
-		CHECK_EQ(r[i].fires, 1);
-		CHECK_EQ(r[i].fired_at, i == 0 ? 30016 : i == 1 ? 30017 : 29800 + i);
-	}
+	check_pop_timers_fired(r);
 	tw_wheel_destroy(&w);
 }
 
@@ -267,14 +283,7 @@ static void test_drain_files_a_timer_due_at_a_pop_there_quietly(void)
 	unsigned level = 0;
 	bool seen_in_level2 = false;
 
-	reset_log();
-	CHECK_EQ(tw_wheel_init(&w, 1, 64, 0, TW_MODE_EXACT), TW_OK);
-	for (int i = 0; i < 200; i++) {
-		rec_init(&r[i], i);
-		tw_wheel_add(&w, &r[i].timer, i == 0 ? 30016 : i == 1 ? 30017 : 29800 + i);
-	}
-	CHECK_EQ(tw_timer_where(&w, &r[0].timer, &level, NULL), TW_OK);
-	CHECK_EQ(level, 3);
+	add_pop_timers(&w, r);
 	for (int64_t now = 28000; now <= 30100; now++) {
 		tw_wheel_advance(&w, now);
 		if (r[0].fires == 0) {
@@ -285,10 +294,7 @@ static void test_drain_files_a_timer_due_at_a_pop_there_quietly(void)
 	}
 	CHECK_WHEEL(&w);
 	CHECK(seen_in_level2);
-	for (int i = 0; i < 200; i++) {
-		CHECK_EQ(r[i].fires, 1);
-		CHECK_EQ(r[i].fired_at, i == 0 ? 30016 : i == 1 ? 30017 : 29800 + i);
-	}
+	check_pop_timers_fired(r);
 	tw_wheel_destroy(&w);
 }
 
