@@ -60,11 +60,13 @@
  *     one executor, whose callback adds its timer again during its run:
  *     the run's end files it and must wake the loop.
  *  10 a full batch on the scanner (no executors; a batch of one): the
- *     advance expires two timers, one into the batch and one onto the
- *     expired list, while another thread reschedules the second (to a
- *     window: time is abstract), cancels the first or adds it again; no
- *     call of another thread meets the advance half done (lock()'s
- *     assertion), and every add ends once.
+ *     advance expires two timers, one into the batch and then either the
+ *     wheel stops (the batch runs with the mutex let go, the advance goes
+ *     on and takes the second into the batch) or it does not (the second
+ *     onto the expired list), while another thread reschedules the second
+ *     (to a window: time is abstract), cancels the first or adds it
+ *     again; no call of another thread meets the advance half done
+ *     (lock()'s assertion), and every add ends once.
  * Mutations (MUT), each a bug the model must find (model/check.sh):
  *   1 a failed claim that only clears its mark (a deferred add is lost)
  *   2 a run's end that runs a deferred add as IDLE, not TAKEN (a periodic
@@ -1175,14 +1177,31 @@ proctype scanner()
 	lock();
 	advancing = _pid;
 	expire_one(0);
-	take_into_batch(0); /* the batch is full */
+	take_into_batch(0); /* the batch is full: a stop asked */
 #if MUT == 14
 	unlock();
 	run_batch(SC);
 	lock();
 	g = 0;
 #endif
-	expire_one(1);      /* onto the expired list */
+	if
+	:: g ->
+		/* The wheel stops (exact mode, a level-1 bucket): the
+		 * advance is over for now, the wheel whole, the rest still
+		 * pending in it; the batch runs, then the advance goes on. */
+		advancing = NONE;
+		unlock();
+		run_batch(SC);
+		lock();
+		g = 0;
+		advancing = _pid;
+		expire_one(1);
+		take_into_batch(1)
+	:: true ->
+		/* It does not stop (kafka mode, or no level-1 bucket fired
+		 * after the ask): the rest onto the expired list. */
+		expire_one(1)
+	fi;
 	advancing = NONE;
 	do
 	:: g -> unlock(); run_batch(SC); lock(); g = 0

@@ -136,6 +136,9 @@ struct tw_wheel {
 	uint8_t mode;             /**< an enum tw_mode */
 	uint8_t ready_cur;        /**< which ready list takes new due timers */
 	uint8_t advancing;        /**< inside tw_wheel_advance() */
+	uint8_t stopping;         /**< exact mode: an advance asked to stop
+				       after a fire, or stopped part way
+				       (the timer service's batches) */
 };
 
 /* ---- timers ---- */

@@ -163,14 +163,20 @@ take(struct runner *r, unsigned ri, unsigned n, struct tw_service_timer *t,
 
 /* Every service timer's wheel callback, under its shard's mutex, inside
  * the scanner's advance (the wheel has unlinked the timer). It joins the
- * shard's expired list -- without executors, the first BATCH of an
- * advance go straight into the scanner's batch instead, so that an
- * expiry of a few timers touches each once. Nothing runs here: the
- * scanner runs what expired after the advance returned (scan_shard), so
- * that the mutex is never let go in the middle of an advance. (A wheel's
- * own callbacks may add and cancel during its advance, on its thread;
- * another thread's call must not meet the wheel half advanced, its
- * levels' clocks behind the time it advances to.) */
+ * shard's expired list -- without executors, it goes straight into the
+ * scanner's batch instead, and a full batch asks the wheel to stop
+ * (wheel/for_service.h), so that each timer is touched while its line
+ * is loaded: a million timers due at once are a batch at a time, not a
+ * list walked a second time, cold. Nothing runs here: the scanner runs
+ * the batch after the advance returned, stopped or over (scan_shard),
+ * so that the mutex is never let go in the middle of an advance. (A
+ * wheel's own callbacks may add and cancel during its advance, on its
+ * thread; another thread's call must not meet the wheel half advanced,
+ * with a bucket half moved or a drain's share half done. A stopped
+ * wheel is whole: tw_wheel_check() holds.) What goes onto the list
+ * without executors is what the wheel fired past a full batch before it
+ * could stop (it stops only where a level-1 bucket fires: a kafka-mode
+ * wheel never does). */
 void tw__svc_fire(struct tw_wheel *w, struct tw_timer *wt)
 {
 	struct shard *s = tw_container_of(w, struct shard, wheel);
@@ -187,6 +193,10 @@ void tw__svc_fire(struct tw_wheel *w, struct tw_timer *wt)
 			r->len = n + 1;
 			word_set(t, word, queued, TR_expire);
 			take(r, 0, n, t, queued);
+			/* A full batch runs before the wheel fires more:
+			 * the advance stops here (scan_shard goes on). */
+			if (n + 1 == BATCH)
+				tw__wheel_ask_stop(w);
 			return;
 		}
 	}
@@ -577,21 +587,30 @@ static int64_t scan_shard(struct tw_service *svc, struct shard *s, int64_t now,
 
 	shard_lock(s);
 	if (!svc->nexecutors) {
-		/* The scanner runs what expires as it expires (tw__svc_fire);
-		 * then the last batch; then it looks at what is left. */
-		s->direct = true;
+		/* The scanner runs what expires as it expires (tw__svc_fire):
+		 * an advance fills a batch and stops (for_service.h), the
+		 * batch runs with the mutex let go, and the advance goes on,
+		 * so that each timer's line is loaded once. */
+		bool stopped;
+
 		s->fired = 0;
-		tw_wheel_advance(&s->wheel, now);
-		s->direct = false;
+		do {
+			s->direct = true;
+			tw_wheel_advance(&s->wheel, now);
+			s->direct = false;
+			stopped = tw__wheel_stop_end(&s->wheel);
+			/* The batch the advance filled, then what it put on
+			 * the expired list (an advance stops only in a
+			 * level-1 bucket or between pops), a batch a lock
+			 * hold, oldest first. */
+			while (svc->runners[me].len || take_batch(svc, s, me, BATCH)) {
+				shard_unlock(s);
+				TW_TEST_POINT("scan.batch", svc);
+				run_batch(svc, me);
+				shard_lock(s);
+			}
+		} while (stopped);
 		n = (int64_t)s->fired;
-		/* The batch the advance filled, then the rest of what it
-		 * expired, a batch a lock hold, oldest first. */
-		while (svc->runners[me].len || take_batch(svc, s, me, BATCH)) {
-			shard_unlock(s);
-			TW_TEST_POINT("scan.batch", svc);
-			run_batch(svc, me);
-			shard_lock(s);
-		}
 		*next = tw_wheel_next_expiry(&s->wheel, &when) ? when : INT64_MAX;
 		if (reaper)
 			s->reaper_sees = *next;

@@ -348,6 +348,12 @@ hot_inline int64_t move_each(struct tw_wheel *w, struct tw_bucket *b, bool tick1
 			t->bucket = NULL;
 			fire(w, t);
 			fired++;
+			/* A stop asked (for_service.h): the rest of a level-1
+			 * bucket waits where it is for the next advance. */
+			if (__builtin_expect(w->stopping != 0, 0) && b->level == 1) {
+				w->stopping = TW_STOPPED;
+				return fired;
+			}
 			continue;
 		}
 		if ((uint64_t)key - (uint64_t)clock - 1 < mask0) {
@@ -778,9 +784,35 @@ hot_inline int64_t advance_exact(struct tw_wheel *w, int64_t limit, bool wide)
 			break;
 		pop_bucket(w, b0);
 		fired += move_all(w, b0);
+		/* A stop asked (for_service.h), made inside move_all() or
+		 * here: the clocks stay at this pop, the rest waits for the
+		 * next advance. Only here, where the timers of a level-1
+		 * bucket fire: a stop asked elsewhere waits for it. */
+		if (__builtin_expect(w->stopping != 0, 0)) {
+			w->stopping = TW_STOPPED;
+			return fired;
+		}
 	}
 	advance_clocks(w, limit);
 	return fired + drain_share(w, limit);
+}
+
+/* The rest of an advance that stopped part way (for_service.h), first:
+ * the rest of the level-1 bucket it was firing, which is the one at
+ * level 1's clock (popping it moved the clock there; level 1 files
+ * nothing else in that slot). May stop again. */
+int64_t tw__advance_resume(struct tw_wheel *w)
+{
+	int64_t fired;
+
+	w->stopping = 0;
+	fired = move_all(w, &w->levels[0].slots[(uint64_t)w->levels[0].clock &
+						(w->size - 1)]);
+	/* Asked at its last timer: stopped all the same, with nothing left
+	 * in it (the next advance goes on from there). */
+	if (w->stopping)
+		w->stopping = TW_STOPPED;
+	return fired;
 }
 
 int64_t tw__advance_exact(struct tw_wheel *w, int64_t limit)

@@ -18,6 +18,42 @@
 int64_t tw__wheel_drain_checked(struct tw_wheel *w, tw_timer_fn *hand_back,
 				struct tw_timer **broken);
 
+/*
+ * An advance that stops part way, so that the service runs a full batch
+ * of expired timers while their lines are still in the cache, before the
+ * wheel fires the rest (a million timers due in one tick would otherwise
+ * go onto the expired list and be walked a second time, cold). A callback
+ * asks with tw__wheel_ask_stop(); exact mode stops after that fire, at
+ * the latest once the bucket popped then is not a level-1 bucket, and
+ * the asker calls tw__wheel_stop_end() after the advance, which says
+ * whether it stopped; tw__wheel_stopped() says so until an advance
+ * finishes what is left (the caller advances again to the same time). Between the two the
+ * wheel is whole -- every call works on it, tw_wheel_check() passes --
+ * with level 1's clock behind the time given to advance: the level-1
+ * bucket that was firing holds the rest of its timers, out of the queue,
+ * and next_expiry answers now. Kafka mode never stops.
+ */
+enum { TW_STOP_ASKED = 1, TW_STOPPED = 2 }; /* struct tw_wheel's stopping */
+
+static inline void tw__wheel_ask_stop(struct tw_wheel *w)
+{
+	w->stopping |= TW_STOP_ASKED;
+}
+
+static inline bool tw__wheel_stopped(const struct tw_wheel *w)
+{
+	return (w->stopping & TW_STOPPED) != 0;
+}
+
+/* After an advance whose callbacks may have asked for a stop: a stop
+ * asked but not made (nothing was left to fire, or kafka mode) is
+ * forgotten; whether the advance stopped. */
+static inline bool tw__wheel_stop_end(struct tw_wheel *w)
+{
+	w->stopping &= TW_STOPPED;
+	return w->stopping != 0;
+}
+
 /* An event loop's timeout from a next expiry: -1 if nothing is queued
  * (any false), else max(0, when - now), clamped to INT64_MAX (when - now
  * need not fit). tw_wheel_timeout() and tw_service_timeout() both. */

@@ -14,6 +14,7 @@
 #include "bucket_queue.h"
 #include "../list.h"
 #include "for_inspect.h"
+#include "for_service.h"
 
 static const struct tw_level *level_of(const struct tw_wheel *w, unsigned level)
 {
@@ -414,6 +415,16 @@ static int check_bucket(const struct tw_wheel *w, uint32_t li, uint32_t slot,
 
 	if (check_bucket_place(w, li, slot, why, why_len))
 		return TW_ECORRUPT;
+	/* The level-1 bucket an advance stopped in the middle of firing:
+	 * out of the queue (the place rules said so), its timers the rest
+	 * of those it held when it popped, due or (moved later where they
+	 * were) not, every one fired or filed when the advance goes on. */
+	if (li == 0 && tw__wheel_stopped(w) &&
+	    slot == ((uint64_t)w->levels[0].clock & (w->size - 1))) {
+		if (b->draining)
+			BROKEN("L1#%u: firing and draining", slot);
+		return TW_OK;
+	}
 	if (li >= w->nlevels) {
 		if (b->count || tw__bucket_queued(w, b))
 			BROKEN("L%u#%u used before its level exists", li + 1, slot);
@@ -481,10 +492,15 @@ static int check_clocks(const struct tw_wheel *w, char *why, size_t why_len)
 		if (w->levels[i].clock !=
 		    tw__floor_div(w->levels[i - 1].clock, (int64_t)w->factor))
 			BROKEN("L%u clock disagrees with L%u", i + 1, i);
+	/* Behind only while an advance is stopped part way. */
 	if (w->mode == TW_MODE_EXACT &&
-	    w->levels[0].clock != tw__due_limit(w, w->now))
+	    (tw__wheel_stopped(w) ? w->levels[0].clock > tw__due_limit(w, w->now)
+				  : w->levels[0].clock != tw__due_limit(w, w->now)))
 		BROKEN("L1 clock %lld behind now %lld",
 		       (long long)w->levels[0].clock, (long long)w->now);
+	if (w->stopping & ~TW_STOPPED)
+		BROKEN("a stop asked outside an advance (stopping %u)",
+		       (unsigned)w->stopping);
 	return TW_OK;
 }
 

@@ -233,6 +233,7 @@ int64_t tw__advance_kafka(struct tw_wheel *w, int64_t limit);
 /* exact.c */
 void tw__insert_exact_slow(struct tw_wheel *w, struct tw_timer *t, int64_t key);
 int64_t tw__advance_exact(struct tw_wheel *w, int64_t limit);
+int64_t tw__advance_resume(struct tw_wheel *w);
 int64_t tw__advance_whole_buckets(struct tw_wheel *w, int64_t limit);
 bool tw__next_key_exact_scan(const struct tw_wheel *w, int64_t *key);
 struct tw_bucket *tw__level_scan(const struct tw_wheel *w,

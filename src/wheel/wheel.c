@@ -525,15 +525,25 @@ hot_inline int64_t wheel_advance_how(struct tw_wheel *w, int64_t now,
 	limit = tw__due_limit(w, now);
 
 	/* Callbacks file newly due timers in the other ready list, which
-	 * waits for the next advance. */
-	ready = tw__ready_list(w, w->ready_cur);
-	w->ready_cur ^= 1;
-	while (!list_empty(&ready->head)) {
-		struct tw_timer *t = list_timer(ready->head.next);
+	 * waits for the next advance -- the one after an advance that
+	 * stopped part way (for_service.h), which goes on where it stopped
+	 * first, as the advance would have had it not stopped. */
+	if (__builtin_expect(w->stopping & TW_STOPPED, 0)) {
+		fired = tw__advance_resume(w);
+		if (w->stopping) {
+			w->advancing = 0;
+			return fired;
+		}
+	} else {
+		ready = tw__ready_list(w, w->ready_cur);
+		w->ready_cur ^= 1;
+		while (!list_empty(&ready->head)) {
+			struct tw_timer *t = list_timer(ready->head.next);
 
-		bucket_take(ready, t);
-		fire(w, t);
-		fired++;
+			bucket_take(ready, t);
+			fire(w, t);
+			fired++;
+		}
 	}
 
 	if (w->mode == TW_MODE_EXACT) {
@@ -577,7 +587,8 @@ bool tw_wheel_next_expiry(const struct tw_wheel *w, int64_t *when)
 
 	if (!w || !w->buckets || !when)
 		return false;
-	if (tw__ready_list(w, w->ready_cur)->count) {
+	/* An advance stopped part way has its rest due now. */
+	if (tw__ready_list(w, w->ready_cur)->count || (w->stopping & TW_STOPPED)) {
 		*when = w->now;
 		return true;
 	}

@@ -74,7 +74,9 @@ for cc in gcc clang; do
 	fi
 	for t in wheel/add_cancel_reschedule library/error_texts \
 		wheel/kafka_timer_tests wheel/differential; do
-		"$cc" "${flags[@]}" "$src/tests/$t.c" "$dir/tw-$cc.o" -o "$dir/${t#*/}-$cc"
+		# -I src: differential.c asks the wheel to stop as the
+		# service does (src/wheel/for_service.h, inline only).
+		"$cc" "${flags[@]}" -I"$src/src" "$src/tests/$t.c" "$dir/tw-$cc.o" -o "$dir/${t#*/}-$cc"
 		t=${t#*/}
 		args=()
 		[ "$t" = differential ] && args=(100000)
@@ -96,7 +98,7 @@ for cc in gcc clang; do
 	done
 	for t in kafka_timer_tests differential; do
 		printf '#include "timingwheel.c"\n#include "%s"\n' "$src/tests/wheel/$t.c" >"$dir/inline-$t.c"
-		"$cc" "${flags[@]}" "$dir/inline-$t.c" -o "$dir/inline-$t-$cc"
+		"$cc" "${flags[@]}" -DTW_TEST_AFTER_AMALGAMATION "$dir/inline-$t.c" -o "$dir/inline-$t-$cc"
 		args=()
 		[ "$t" = differential ] && args=(100000)
 		"$dir/inline-$t-$cc" "${args[@]}" >"$dir/inline-$t-$cc.log" 2>&1 ||

@@ -303,14 +303,16 @@ static void test_a_window_rescheduled_out_of_the_scanners_batch_never_fires_earl
 
 /*
  * Without executors the scanner runs what an advance expired once the
- * advance is over, a batch a lock hold: when it lets go of the shard's
- * mutex to run one ("scan.batch"), the shard's wheel is whole -- its
- * advance ended, its invariants holding (tw_wheel_check) -- for whatever
- * other threads add, move or cancel there. 3 * BATCH + 5 timers due by
- * the poll and one after it: each of the first runs once in that poll,
- * however many batches they take; a window rescheduled there from
- * another thread, off a timer still to run, is filed in a whole wheel,
- * runs in no batch of the poll and never before its start.
+ * advance is over or has stopped at a full batch, a batch a lock hold:
+ * when it lets go of the shard's mutex to run one ("scan.batch"), the
+ * shard's wheel is whole -- its advance ended or stopped, its invariants
+ * holding (tw_wheel_check) -- for whatever other threads add, move or
+ * cancel there. 3 * BATCH + 5 timers due by the poll and one after it:
+ * each of the first runs once in that poll, however many batches they
+ * take; a window rescheduled there from another thread, off a timer
+ * still to run (still in the wheel: the advance stopped at the first
+ * batch, so the poll expired one fewer), is filed in a whole wheel, runs
+ * in no batch of the poll and never before its start.
  */
 static void test_a_full_batch_runs_after_the_advance(void)
 {
@@ -346,7 +348,7 @@ static void test_a_full_batch_runs_after_the_advance(void)
 		 TW_SVC_STOPPED);
 	sp_release(batch);
 	sp_join(&p, "poll");
-	CHECK_EQ(poller.result, N);
+	CHECK_EQ(poller.result, N - 1);
 	for (int i = 0; i < N - 1; i++)
 		CHECK_EQ(atomic_load(&j[i].runs), 1);
 	CHECK_EQ(atomic_load(&j[N - 1].runs), 0);
@@ -361,6 +363,85 @@ static void test_a_full_batch_runs_after_the_advance(void)
 	CHECK_EQ(atomic_load(&j[N - 1].runs), 1);
 	CHECK_EQ(tw_service_shutdown(svc, NULL, NULL), 1);
 	check_balanced(svc, N + 2, N, 1); /* and late handed back */
+	tw_service_destroy(svc);
+}
+
+/*
+ * Timers due in one tick: the scanner's advance fires a batch of them and
+ * stops in the middle of their level-1 bucket, the rest left there in a
+ * whole wheel (tw_wheel_check) while the batch runs with the mutex let go
+ * ("scan.batch"); then the advance goes on. Meanwhile another thread
+ * cancels one of the rest, reschedules another and adds a timer already
+ * due: the cancelled one never runs, the rescheduled one runs at its new
+ * time and never before, the one added waits for the next advance (as a
+ * timer added during an advance does), and the rest run once each in
+ * that poll, in the order they were added.
+ */
+static atomic_int run_seq;
+
+static void record_order(struct tw_service *svc, struct job *self)
+{
+	(void)svc;
+	atomic_store(&self->result, atomic_fetch_add(&run_seq, 1));
+	atomic_store(&self->finished, 1);
+}
+
+static void test_a_full_batch_stops_the_advance_inside_a_bucket(void)
+{
+	enum { N = 3 * BATCH + 5, CANCELLED = 2 * BATCH, MOVED = N - 1 };
+	struct tw_service *svc = service(true, 0);
+	static struct job j[N];
+	struct job added;
+	struct poller poller = { svc, -1000 };
+	struct sp_thread p;
+	struct shard *s;
+	char why[256] = "";
+	int batch, last = -1;
+
+	atomic_store(&run_seq, 0);
+	for (int i = 0; i < N; i++) {
+		job_init(&j[i]);
+		j[i].action = record_order;
+		CHECK_EQ(tw_service_add(svc, &j[i].t, 1010), TW_OK);
+	}
+	job_init(&added);
+	s = &svc->shards[word_shard(word_load(&j[0].t))];
+	atomic_store(&virtual_now, 1700);
+	batch = sp_arm("scan.batch", svc);
+	sp_spawn(&p, poll_thread, &poller);
+	CHECK(sp_wait(batch, &p.done));
+	shard_lock(s);
+	CHECK(tw__wheel_stopped(&s->wheel));
+	if (tw_wheel_check(&s->wheel, why, sizeof(why)) != 0) {
+		fprintf(stderr, "the shard's stopped wheel: %s\n", why);
+		CHECK(0);
+	}
+	shard_unlock(s);
+	CHECK_EQ(tw_service_cancel(svc, &j[CANCELLED].t), TW_SVC_STOPPED);
+	CHECK_EQ(tw_service_reschedule(svc, &j[MOVED].t, 3000), TW_SVC_STOPPED);
+	CHECK_EQ(tw_service_add(svc, &added.t, 1500), TW_OK);
+	sp_release(batch);
+	sp_join(&p, "poll");
+	CHECK_EQ(poller.result, N - 2);
+	for (int i = 0; i < N; i++) {
+		if (i == CANCELLED || i == MOVED) {
+			CHECK_EQ(atomic_load(&j[i].runs), 0);
+			continue;
+		}
+		CHECK_EQ(atomic_load(&j[i].runs), 1);
+		CHECK(atomic_load(&j[i].result) > last);
+		last = atomic_load(&j[i].result);
+	}
+	CHECK_EQ(atomic_load(&added.runs), 0);
+	CHECK_EQ(tw_service_poll(svc), 1);
+	CHECK_EQ(atomic_load(&added.runs), 1);
+	atomic_store(&virtual_now, 2999);
+	CHECK_EQ(tw_service_poll(svc), 0);
+	atomic_store(&virtual_now, 3000);
+	CHECK_EQ(tw_service_poll(svc), 1);
+	CHECK_EQ(atomic_load(&j[MOVED].runs), 1);
+	CHECK_EQ(tw_service_shutdown(svc, NULL, NULL), 0);
+	check_balanced(svc, N + 2, N, 2);
 	tw_service_destroy(svc);
 }
 
@@ -533,6 +614,7 @@ int main(int argc, char **argv)
 	RUN_SELECTED(test_a_cancel_after_the_claim_is_too_late_and_cancel_sync_waits);
 	RUN_SELECTED(test_a_window_rescheduled_out_of_the_scanners_batch_never_fires_early);
 	RUN_SELECTED(test_a_full_batch_runs_after_the_advance);
+	RUN_SELECTED(test_a_full_batch_stops_the_advance_inside_a_bucket);
 	RUN_SELECTED(test_a_timer_joins_one_service_only);
 	RUN_SELECTED(test_a_timer_rescheduled_on_two_services_joins_one);
 	RUN_SELECTED(test_a_wrapped_owner_id_skips_live_services);

@@ -18,6 +18,12 @@
  * whose limit is below ceil(earliest / tick), and in the first one whose
  * limit reaches ceil(latest / tick) at the latest; it is left out of the
  * order (it fires when its bucket pops, anywhere in its window).
+ * In a third of the advances callbacks also ask the wheel to stop (as the
+ * timer service does at a full batch, wheel/for_service.h): exact mode
+ * stops part way, the wheel is checked whole, next_expiry says now, and
+ * advances to the same time go on until it no longer stops; the partial
+ * advances together must be the one advance of the model, in its order.
+ * Kafka mode never stops.
  *
  * usage: wheel_differential [OPS_PER_MODE [SEED]]  (default 600000, 1)
  */
@@ -25,6 +31,11 @@
 #include <string.h>
 
 #include "check.h"
+/* Unless the amalgamation, which holds it, is included before this
+ * file (tests/packaging/amalgamation.sh says so). */
+#ifndef TW_TEST_AFTER_AMALGAMATION
+#include "wheel/for_service.h"
+#endif
 
 #define NTIMERS 192
 
@@ -54,6 +65,8 @@ static uint64_t last_ready_seq;
 static int64_t last_key;
 static int64_t fired_in_advance;
 static bool unordered;     /* this advance is tw_wheel_advance_unordered */
+static bool asks_stops;    /* its callbacks ask the wheel to stop */
+static long stops;         /* advances that stopped part way, in all */
 
 static uint64_t rnd(void)
 {
@@ -267,6 +280,8 @@ static void on_fire(struct tw_wheel *w, struct tw_timer *t)
 		CHECK(tw_timer_due(t) <= tw_wheel_now(w)); /* never early */
 	m->pending = false;
 	fired_in_advance++;
+	if (asks_stops && rnd_range(4) == 0)
+		tw__wheel_ask_stop(w);
 
 	switch (m->action) {
 	case 1:
@@ -303,8 +318,23 @@ static void model_advance(int64_t now)
 	last_key = INT64_MIN;
 	fired_in_advance = 0;
 	unordered = rnd_range(2);
+	asks_stops = rnd_range(3) == 0;
 	rc = unordered ? tw_wheel_advance_unordered(&wheel, now)
 		       : tw_wheel_advance(&wheel, now);
+	while (tw__wheel_stop_end(&wheel)) {
+		int64_t when = 0;
+
+		CHECK(wheel.mode == TW_MODE_EXACT);
+		stops++;
+		in_advance = false;
+		CHECK_WHEEL(&wheel);
+		CHECK(tw_wheel_next_expiry(&wheel, &when));
+		CHECK_EQ(when, tw_wheel_now(&wheel));
+		in_advance = true;
+		rc += unordered ? tw_wheel_advance_unordered(&wheel, now)
+				: tw_wheel_advance(&wheel, now);
+	}
+	asks_stops = false;
 	in_advance = false;
 	CHECK_EQ(rc, fired_in_advance);
 	/* Everything due fired (callbacks may have cancelled some first, and
@@ -457,6 +487,9 @@ static void run_mode(enum tw_mode mode)
 static void test_exact_mode_matches_model(void)
 {
 	run_mode(TW_MODE_EXACT);
+	printf("  %ld advances stopped part way\n", stops);
+	if (ops_per_mode >= 100000)
+		CHECK(stops > 0);
 }
 
 static void test_kafka_mode_matches_model(void)
