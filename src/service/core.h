@@ -176,13 +176,11 @@ struct shard {
 	int64_t reaper_sees;
 	bool closed;              /* shutdown began: adds refused */
 	bool posted;              /* on the executors' work list */
-	/* The scanner advances this wheel and runs what expires itself (no
-	 * executors): the wheel's callback takes the first BATCH straight
-	 * into the scanner's batch, the rest onto the expired list, and the
-	 * scanner runs them once the advance is over (run.c). fired counts
-	 * them for the poll. */
-	bool direct;
-	uint64_t fired;
+	/* The scanner's runner while it advances this wheel and runs what
+	 * expires itself (no executors), else NULL: the wheel's callback
+	 * takes what expires straight into its batch, and stops the advance
+	 * when the batch is full (run.c). */
+	struct runner *direct;
 	struct shard *work_next;
 	/* Written under mu (a store each, no read-modify-write), read by
 	 * stats from any thread. moved: pending timers rescheduled, each an

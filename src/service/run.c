@@ -150,14 +150,21 @@ static void run_batch(struct tw_service *svc, unsigned ri);
  * reinit cannot change it under a run that has started. Inlined into the
  * two loops that take. */
 svc_hot_inline void
-take(struct runner *r, unsigned ri, unsigned n, struct tw_service_timer *t,
-     uint32_t word)
+take_slot(struct runner *r, unsigned ri, unsigned n, struct tw_service_timer *t,
+	  uint32_t word)
 {
 	t->runner = (uint16_t)ri;
 	t->place = (uint16_t)n;
 	r->fn[n] = callback_of(t);
 	r->periodic[n] = word_has(word, F_PERIODIC);
 	slot_store(r, n, t);
+}
+
+svc_hot_inline void
+take(struct runner *r, unsigned ri, unsigned n, struct tw_service_timer *t,
+     uint32_t word)
+{
+	take_slot(r, ri, n, t, word);
 	word_set(t, word, word_with(word, ST_TAKEN, F_RAN, 0), TR_take);
 }
 
@@ -182,17 +189,19 @@ void tw__svc_fire(struct tw_wheel *w, struct tw_timer *wt)
 	struct shard *s = tw_container_of(w, struct shard, wheel);
 	struct tw_service_timer *t = svc_timer_of(wt);
 	uint32_t word = word_load(t), queued = word_with(word, ST_QUEUED, 0, 0);
+	struct runner *r = s->direct;
 
-	if (s->direct) {
-		/* Only without executors, where the scanner is runner 0. */
-		struct runner *r = &s->svc->runners[0];
+	if (r) {
+		/* Only without executors, where the scanner is runner 0:
+		 * expired and taken in one store of the word. */
 		unsigned n = r->len;
 
-		s->fired++;
 		if (n < BATCH) {
 			r->len = n + 1;
-			word_set(t, word, queued, TR_expire);
-			take(r, 0, n, t, queued);
+			take_slot(r, 0, n, t, word);
+			word_set_two(t, word, queued,
+				     word_with(word, ST_TAKEN, F_RAN, 0), TR_expire,
+				     TR_take);
 			/* A full batch runs before the wheel fires more:
 			 * the advance stops here (scan_shard goes on). */
 			if (n + 1 == BATCH)
@@ -423,23 +432,22 @@ run_lost(struct tw_service *svc, unsigned ri, struct tw_service_timer *t)
 	TW_TEST_POINT("run.lost", t);
 }
 
-/* How far ahead of the timer it runs a runner starts loading the next
- * one's line. */
-#define PREFETCH_AHEAD 4
-
 /* Run runner ri's batch: claim each timer still in its slot and run it.
  * The loop is run() for the common timer, a one-shot one, whose end is
  * its mark cleared (a store without executors, a compare-and-swap with
  * them); every other end goes through run_on or run_again. The batch's
  * length, and what the service's runners are, do not change while it
- * runs (only this thread takes into it). */
-static void run_batch(struct tw_service *svc, unsigned ri)
+ * runs (only this thread takes into it). Its timers' lines are in this
+ * thread's cache: it took them (the wheel's callback or take_batch wrote
+ * each). Compiled once with executors and once without, so that the
+ * loop asks neither per timer. */
+svc_hot_inline void run_batch_as(struct tw_service *svc, unsigned ri,
+				 bool executors)
 {
 	struct runner *r = &svc->runners[ri];
 	struct tw__svc_thread *self = &THIS_THREAD;
 	unsigned len = r->len;
-	bool plain_end = !svc->nexecutors;
-	bool caller = ri == SCANNER(svc) && svc->nexecutors;
+	bool caller = executors && ri == SCANNER(svc);
 
 	self->current_svc = svc;
 	self->runner = ri;
@@ -447,10 +455,6 @@ static void run_batch(struct tw_service *svc, unsigned ri)
 		struct tw_service_timer *t = slot_load(r, i);
 		tw_service_fn *fn;
 
-#if defined(__GNUC__)
-		if (i + PREFETCH_AHEAD < len)
-			__builtin_prefetch(slot_load(r, i + PREFETCH_AHEAD));
-#endif
 		if (!t)
 			continue; /* taken back by a cancel */
 		/* The mark before the claim: a cancel that finds the slot
@@ -475,7 +479,7 @@ static void run_batch(struct tw_service *svc, unsigned ri)
 			continue;
 		}
 		/* run_end of a one-shot timer, inline. */
-		if (plain_end) {
+		if (!executors) {
 			mark_store(r, NULL);
 		} else {
 			struct tw_service_timer *expect = t;
@@ -490,6 +494,14 @@ static void run_batch(struct tw_service *svc, unsigned ri)
 	}
 	self->current_svc = NULL;
 	r->len = 0;
+}
+
+static void run_batch(struct tw_service *svc, unsigned ri)
+{
+	if (svc->nexecutors)
+		run_batch_as(svc, ri, true);
+	else
+		run_batch_as(svc, ri, false);
 }
 
 /* ---- the executors' work list ---- */
@@ -593,11 +605,14 @@ static int64_t scan_shard(struct tw_service *svc, struct shard *s, int64_t now,
 		 * so that each timer's line is loaded once. */
 		bool stopped;
 
-		s->fired = 0;
 		do {
-			s->direct = true;
-			tw_wheel_advance(&s->wheel, now);
-			s->direct = false;
+			int64_t fired;
+
+			s->direct = &svc->runners[me];
+			fired = tw_wheel_advance(&s->wheel, now);
+			s->direct = NULL;
+			if (fired > 0)
+				n += fired;
 			stopped = tw__wheel_stop_end(&s->wheel);
 			/* The batch the advance filled, then what it put on
 			 * the expired list (an advance stops only in a
@@ -610,7 +625,6 @@ static int64_t scan_shard(struct tw_service *svc, struct shard *s, int64_t now,
 				shard_lock(s);
 			}
 		} while (stopped);
-		n = (int64_t)s->fired;
 		*next = tw_wheel_next_expiry(&s->wheel, &when) ? when : INT64_MAX;
 		if (reaper)
 			s->reaper_sees = *next;
