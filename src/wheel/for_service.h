@@ -23,11 +23,12 @@ int64_t tw__wheel_drain_checked(struct tw_wheel *w, tw_timer_fn *hand_back,
  * of expired timers while their lines are still in the cache, before the
  * wheel fires the rest (a million timers due in one tick would otherwise
  * go onto the expired list and be walked a second time, cold). A callback
- * asks with tw__wheel_ask_stop(); exact mode stops after that fire, at
- * the latest once the bucket popped then is not a level-1 bucket, and
- * the asker calls tw__wheel_stop_end() after the advance, which says
- * whether it stopped; tw__wheel_stopped() says so until an advance
- * finishes what is left (the caller advances again to the same time). Between the two the
+ * asks with tw__wheel_ask_stop(); exact mode stops after that fire if it
+ * came from a level-1 bucket, else after the next fire from one (or not
+ * at all, if none fires before the advance ends). The asker calls
+ * tw__wheel_stop_end() after the advance, which says whether it stopped;
+ * tw__wheel_stopped() says so until an advance finishes what is left
+ * (the caller advances again to the same time). Between the two the
  * wheel is whole -- every call works on it, tw_wheel_check() passes --
  * with level 1's clock behind the time given to advance: the level-1
  * bucket that was firing holds the rest of its timers, out of the queue,

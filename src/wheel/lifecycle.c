@@ -231,10 +231,15 @@ static int64_t drain_checked(struct tw_wheel *w, tw_timer_fn *hand_back,
 	w->ndraining = 0;
 	w->upper_pop = INT64_MAX;
 	/* An advance stopped part way: its firing bucket was walked with
-	 * the others, and the clocks, behind now, go there (nothing is
-	 * left to file against them). */
-	if (w->stopping & TW_STOPPED)
+	 * the others (one emptied by its last fire kept its tick as
+	 * min_key, which the advance going on would have reset), and the
+	 * clocks, behind now, go there (nothing is left to file against
+	 * them). */
+	if (w->stopping & TW_STOPPED) {
+		w->levels[0].slots[(uint64_t)w->levels[0].clock & (w->size - 1)].min_key =
+			INT64_MAX;
 		tw__advance_clocks(w, tw__due_limit(w, w->now));
+	}
 	w->stopping = 0;
 	/* The held list is the drain's own: sound even when a bucket was
 	 * not (what was taken before the break is handed back). */
