@@ -438,7 +438,12 @@ static void run(unsigned nexec, unsigned shards, uint64_t seed, long ops)
 	CHECK(handed >= 0);
 	CHECK_EQ(st.added, st.ran + st.stopped + (uint64_t)handed);
 	CHECK_EQ(st.ran, runs);
-	CHECK(k > 1000 && runs > 1000); /* polls and runs did happen */
+	/* Polls and runs did happen. How many run is the scheduler's: with
+	 * executors the producers stop most timers before an executor claims
+	 * them (3,000-12,000 runs of some 55,000 adds on an idle 2-core VM;
+	 * 466 once, under a CI's parallel tests, on 2026-12-03, the counts
+	 * balanced). */
+	CHECK(k > 1000 && runs > 100);
 	printf("executors %u, shards %u: %" PRId64 " polls, %ld runs, %" PRIu64
 	       " adds, %" PRIu64 " stopped\n", nexec, shards, k, runs, st.added, st.stopped);
 	tw_service_destroy(svc);
