@@ -301,6 +301,30 @@ static void test_a_window_rescheduled_out_of_the_scanners_batch_never_fires_earl
 	tw_service_destroy(svc);
 }
 
+/* A poll parked at its first "scan.batch" (the shard's mutex let go
+ * to run a batch), the shard's wheel whole there (tw_wheel_check);
+ * *stopped (unless NULL): whether its advance had stopped. Returns the
+ * armed point. */
+static int poll_parked_at_a_batch(struct tw_service *svc, struct shard *s,
+				  struct poller *poller, struct sp_thread *p,
+				  bool *stopped)
+{
+	char why[256] = "";
+	int batch = sp_arm("scan.batch", svc);
+
+	sp_spawn(p, poll_thread, poller);
+	CHECK(sp_wait(batch, &p->done));
+	shard_lock(s);
+	if (stopped)
+		*stopped = tw__wheel_stopped(&s->wheel);
+	if (tw_wheel_check(&s->wheel, why, sizeof(why)) != 0) {
+		fprintf(stderr, "the shard's wheel at scan.batch: %s\n", why);
+		CHECK(0);
+	}
+	shard_unlock(s);
+	return batch;
+}
+
 /*
  * Without executors the scanner runs what an advance expired once the
  * advance is over or has stopped at a full batch, a batch a lock hold:
@@ -323,7 +347,6 @@ static void test_a_full_batch_runs_after_the_advance(void)
 	struct poller poller = { svc, -1000 };
 	struct sp_thread p;
 	struct shard *s;
-	char why[256] = "";
 	int batch;
 
 	for (int i = 0; i < N; i++) {
@@ -334,15 +357,7 @@ static void test_a_full_batch_runs_after_the_advance(void)
 	CHECK_EQ(tw_service_add(svc, &late.t, 5000), TW_OK);
 	s = &svc->shards[word_shard(word_load(&j[0].t))];
 	atomic_store(&virtual_now, 1700);
-	batch = sp_arm("scan.batch", svc);
-	sp_spawn(&p, poll_thread, &poller);
-	CHECK(sp_wait(batch, &p.done));
-	shard_lock(s);
-	if (tw_wheel_check(&s->wheel, why, sizeof(why)) != 0) {
-		fprintf(stderr, "the shard's wheel at scan.batch: %s\n", why);
-		CHECK(0);
-	}
-	shard_unlock(s);
+	batch = poll_parked_at_a_batch(svc, s, &poller, &p, NULL);
 	/* The last timer, not in the first batch: moved to [3000, 3500]. */
 	CHECK_EQ(tw_service_reschedule_range(svc, &j[N - 1].t, 3000, 3500),
 		 TW_SVC_STOPPED);
@@ -395,7 +410,7 @@ static void test_a_full_batch_stops_the_advance_inside_a_bucket(void)
 	struct poller poller = { svc, -1000 };
 	struct sp_thread p;
 	struct shard *s;
-	char why[256] = "";
+	bool stopped;
 	int batch, last = -1;
 
 	atomic_store(&run_seq, 0);
@@ -407,16 +422,8 @@ static void test_a_full_batch_stops_the_advance_inside_a_bucket(void)
 	job_init(&added);
 	s = &svc->shards[word_shard(word_load(&j[0].t))];
 	atomic_store(&virtual_now, 1700);
-	batch = sp_arm("scan.batch", svc);
-	sp_spawn(&p, poll_thread, &poller);
-	CHECK(sp_wait(batch, &p.done));
-	shard_lock(s);
-	CHECK(tw__wheel_stopped(&s->wheel));
-	if (tw_wheel_check(&s->wheel, why, sizeof(why)) != 0) {
-		fprintf(stderr, "the shard's stopped wheel: %s\n", why);
-		CHECK(0);
-	}
-	shard_unlock(s);
+	batch = poll_parked_at_a_batch(svc, s, &poller, &p, &stopped);
+	CHECK(stopped);
 	CHECK_EQ(tw_service_cancel(svc, &j[CANCELLED].t), TW_SVC_STOPPED);
 	CHECK_EQ(tw_service_reschedule(svc, &j[MOVED].t, 3000), TW_SVC_STOPPED);
 	CHECK_EQ(tw_service_add(svc, &added.t, 1500), TW_OK);
