@@ -93,6 +93,14 @@ static inline bool tw__occupied(const struct tw_level *lv, uint32_t slot)
 	       ((lv->occupied[slot / 64] >> (slot % 64)) & 1);
 }
 
+/* The level-1 bucket at level 1's clock: the one an advance stopped in
+ * the middle of firing holds the rest of its timers (for_service.h;
+ * level 1 files nothing else in that slot). */
+static inline struct tw_bucket *tw__firing_bucket(const struct tw_wheel *w)
+{
+	return &w->levels[0].slots[(uint64_t)w->levels[0].clock & (w->size - 1)];
+}
+
 /* The most timers one advance should have to move down: about 0.1-0.2 ms
  * of work. A bigger bucket asks for wake-ups of its own (exact.c's
  * next_key_scan). */

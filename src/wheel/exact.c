@@ -798,16 +798,14 @@ hot_inline int64_t advance_exact(struct tw_wheel *w, int64_t limit, bool wide)
 }
 
 /* The rest of an advance that stopped part way (for_service.h), first:
- * the rest of the level-1 bucket it was firing, which is the one at
- * level 1's clock (popping it moved the clock there; level 1 files
- * nothing else in that slot). May stop again. */
+ * the rest of the level-1 bucket it was firing (popping it moved level
+ * 1's clock there: tw__firing_bucket). May stop again. */
 int64_t tw__advance_resume(struct tw_wheel *w)
 {
 	int64_t fired;
 
 	w->stopping = 0;
-	fired = move_all(w, &w->levels[0].slots[(uint64_t)w->levels[0].clock &
-						(w->size - 1)]);
+	fired = move_all(w, tw__firing_bucket(w));
 	/* Asked at its last timer: stopped all the same, with nothing left
 	 * in it (the next advance goes on from there). */
 	if (w->stopping)

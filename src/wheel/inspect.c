@@ -419,8 +419,7 @@ static int check_bucket(const struct tw_wheel *w, uint32_t li, uint32_t slot,
 	 * out of the queue (the place rules said so), its timers the rest
 	 * of those it held when it popped, due or (moved later where they
 	 * were) not, every one fired or filed when the advance goes on. */
-	if (li == 0 && tw__wheel_stopped(w) &&
-	    slot == ((uint64_t)w->levels[0].clock & (w->size - 1))) {
+	if (li == 0 && tw__wheel_stopped(w) && b == tw__firing_bucket(w)) {
 		if (b->draining)
 			BROKEN("L1#%u: firing and draining", slot);
 		return TW_OK;

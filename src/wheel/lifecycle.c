@@ -236,8 +236,7 @@ static int64_t drain_checked(struct tw_wheel *w, tw_timer_fn *hand_back,
 	 * clocks, behind now, go there (nothing is left to file against
 	 * them). */
 	if (w->stopping & TW_STOPPED) {
-		w->levels[0].slots[(uint64_t)w->levels[0].clock & (w->size - 1)].min_key =
-			INT64_MAX;
+		tw__firing_bucket(w)->min_key = INT64_MAX;
 		tw__advance_clocks(w, tw__due_limit(w, w->now));
 	}
 	w->stopping = 0;
