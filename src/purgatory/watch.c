@@ -491,7 +491,8 @@ int tw_purgatory_try_complete_else_watch(struct tw_purgatory *p,
 struct key_walk {
 	struct pshard *sh;
 	struct tw_watchers *ws;
-	struct tw_link *next;  /* the entry to look at next; NULL: done */
+	struct tw_link *next;  /* the entry to look at next; NULL: the list was
+				* empty (walk_step says when the walk is done) */
 	struct tw_link *last;  /* the list's last entry when the check began */
 	struct tw_watch *drops[WALK_DROPS]; /* completed entries, to unlink */
 	unsigned ndrops;
@@ -522,18 +523,22 @@ pg_hot_inline void walk_note(struct key_walk *k, struct tw_watch *w)
 }
 
 /* One entry, with no lock held; the next one's line is fetched while
- * this one's op is looked at and tried. This runs once per entry of the
- * key's list (dozens a check at Kafka's rates): the flag's load, the
- * look and the locked section are inlined. */
-pg_hot_inline void walk_step(struct key_walk *k)
+ * this one's op is looked at and tried. Whether an entry follows is its
+ * answer, so that the caller's loop tests a register, not k->next (which
+ * is left at the last entry). This runs once per entry of the key's list
+ * (dozens a check at Kafka's rates): the flag's load, the look and the
+ * locked section are inlined. */
+pg_hot_inline bool walk_step(struct key_walk *k)
 {
 	struct tw_link *l = k->next;
 	struct tw_watch *w = tw_container_of(l, struct tw_watch, link);
 	struct tw_delayed_op *op = w->op;
+	bool more = l != k->last;
 
-	k->next = l == k->last ? NULL : l->next;
-	if (k->next)
+	if (more) {
+		k->next = l->next;
 		__builtin_prefetch(k->next);
+	}
 	if (OP_LOAD(op->completed)) {
 		walk_note(k, w);
 	} else if ((!op->ops->may_complete || op->ops->may_complete(op)) &&
@@ -541,6 +546,7 @@ pg_hot_inline void walk_step(struct key_walk *k)
 		k->completed++;
 		walk_note(k, w);
 	}
+	return more;
 }
 
 /*
@@ -600,8 +606,9 @@ int64_t tw_purgatory_check_and_complete(struct tw_purgatory *p,
 	walk_begin(&k, sh, ws);
 	pshard_unlock(sh);
 	TW_TEST_POINT("check.walk", key);
-	while (k.next)
-		walk_step(&k);
+	if (k.next)
+		while (walk_step(&k))
+			;
 	walk_done(&k);
 	if (k.completed)
 		tw__pg_maybe_purge(p); /* with no pin held: it would defer */
@@ -672,8 +679,7 @@ static int64_t check_group(struct tw_purgatory *p, const void *const *keys,
 			active[nactive++] = &kw[k];
 	while (nactive) {
 		for (k = 0; k < nactive;) {
-			walk_step(active[k]);
-			if (active[k]->next)
+			if (walk_step(active[k]))
 				k++;
 			else
 				active[k] = active[--nactive];
