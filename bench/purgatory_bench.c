@@ -24,8 +24,8 @@
  *        --null: the do-nothing purgatory alone.
  *        purgatory_bench --find [REQUESTS]   raise the rate by 25 % a step
  *        until arrivals fall behind or requests expire that the latency
- *        distribution would have completed; report the highest rate kept,
- *        then the rounds above at that rate
+ *        distribution would have completed, in two tries of the step;
+ *        report the highest rate kept, then the rounds above at that rate
  *        purgatory_bench --tolerance PCT [REQUESTS [RATE [TIMEOUT_MS]]]
  *        the rounds with exact timeouts, with every op's timeout allowed
  *        PCT % late (tw_op_set_tolerance), and the do-nothing purgatory
@@ -737,6 +737,15 @@ static void idle_memory(long n)
  * them cost); each figure is the median of its rounds, the purgatory's
  * own CPU the median of the rounds' differences. RATE_KEY names the rate
  * in the CSV. With only_null, the do-nothing purgatory alone. */
+/* A --find step held: arrivals on schedule (kept_up, and the rate
+ * reached), and no more expiries than the latency distribution itself
+ * causes. */
+static bool sustained(struct result r, double rate)
+{
+	return r.kept_up && r.rate >= 0.95 * rate &&
+	       r.completed_share >= r.expected_share - 0.005;
+}
+
 static void rounds_at(long n, double rate, int64_t timeout, double p50,
 		      double p75, const char *rate_key, bool only_null)
 {
@@ -1201,13 +1210,16 @@ int main(int argc, char **argv)
 		       "p75 %.0f ms, %ld requests a step):\n", (long long)timeout, p50,
 		       p75, n);
 		/* Sustained: arrivals on schedule, and no more expiries than
-		 * the latency distribution itself causes. */
+		 * the latency distribution itself causes, in one of two tries:
+		 * a step that fails is run once more, for a stall of the VM
+		 * (a 30 ms pause of the generator at 76,294/s fails a step)
+		 * is not a rate the purgatory cannot hold. */
 		for (rate = 25000; rate <= 3200000; rate *= 1.25) {
-			struct result r = run(n, rate, timeout, p50, p75, false);
-
-			if (!r.kept_up || r.rate < 0.95 * rate ||
-			    r.completed_share < r.expected_share - 0.005)
-				break;
+			if (!sustained(run(n, rate, timeout, p50, p75, false), rate)) {
+				printf("  (the step failed: a second try)\n");
+				if (!sustained(run(n, rate, timeout, p50, p75, false), rate))
+					break;
+			}
 			best = rate;
 		}
 		printf("highest sustained: %.0f requests/s\n", best);
