@@ -731,12 +731,6 @@ static void idle_memory(long n)
 	free(ops);
 }
 
-/* The rounds at one rate: the purgatory, then the same harness with the
- * do-nothing purgatory, ROUNDS times (default 3) alternating, because the
- * machine is noisy (the generator's sleeps cost what the scheduler makes
- * them cost); each figure is the median of its rounds, the purgatory's
- * own CPU the median of the rounds' differences. RATE_KEY names the rate
- * in the CSV. With only_null, the do-nothing purgatory alone. */
 /* A --find step held: arrivals on schedule (kept_up, and the rate
  * reached), and no more expiries than the latency distribution itself
  * causes. */
@@ -746,6 +740,12 @@ static bool sustained(struct result r, double rate)
 	       r.completed_share >= r.expected_share - 0.005;
 }
 
+/* The rounds at one rate: the purgatory, then the same harness with the
+ * do-nothing purgatory, ROUNDS times (default 3) alternating, because the
+ * machine is noisy (the generator's sleeps cost what the scheduler makes
+ * them cost); each figure is the median of its rounds, the purgatory's
+ * own CPU the median of the rounds' differences. RATE_KEY names the rate
+ * in the CSV. With only_null, the do-nothing purgatory alone. */
 static void rounds_at(long n, double rate, int64_t timeout, double p50,
 		      double p75, const char *rate_key, bool only_null)
 {
