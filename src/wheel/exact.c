@@ -887,7 +887,7 @@ static int64_t empty_bucket(struct tw_wheel *w, struct tw_bucket *b, int64_t lim
 
 		if (l == &b->head)
 			break;
-		key = tick == 1 ? t->due : tw__ceil_div(t->due, tick); /* exact mode only */
+		key = tick == 1 ? t->due : tw__ceil_div_call(t->due, tick); /* exact mode only */
 		next = l->next;
 		prefetch(next);
 		take_first(b, t, next);
@@ -942,7 +942,7 @@ static int64_t fire_due_in(struct tw_wheel *w, struct tw_bucket *b, int64_t limi
 	while (aside.next != &aside) {
 		struct tw_link *l = aside.next;
 		struct tw_timer *t = list_timer(l);
-		int64_t key = tick == 1 ? t->due : tw__ceil_div(t->due, tick);
+		int64_t key = tick == 1 ? t->due : tw__ceil_div_call(t->due, tick);
 
 		aside.next = l->next;
 		l->next->prev = &aside;

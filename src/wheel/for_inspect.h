@@ -12,8 +12,34 @@
 #include "timingwheel/inspect.h"
 #include "bucket.h"
 
-int64_t tw__floor_div(int64_t x, int64_t d);
-int64_t tw__ceil_div(int64_t x, int64_t d);
+/* Floor and ceiling division (C's / truncates toward zero). Inline:
+ * every timer filed or moved on a wheel whose tick is not 1 (a service's
+ * 1 ms tick on its ns clock) takes its key from one, and the call was
+ * half of what a division cost (make bench-instr-service: an expired
+ * timer 171.3 -> 155.3 instructions, a reschedule 157 -> 153). */
+static inline int64_t tw__floor_div(int64_t x, int64_t d)
+{
+	int64_t q = x / d;
+
+	if (x < 0 && x % d != 0)
+		q--;
+	return q;
+}
+
+static inline int64_t tw__ceil_div(int64_t x, int64_t d)
+{
+	int64_t q = x / d;
+
+	if (x > 0 && x % d != 0)
+		q++;
+	return q;
+}
+
+/* The same out of line, for loops whose tick-1 path an inline division
+ * beside it slowed by an instruction a timer (exact.c: the unordered
+ * expiry and the drain; window.c: a windowed bucket's fire). */
+int64_t tw__ceil_div_call(int64_t x, int64_t d);
+
 int64_t tw__span_div(int64_t x, uint64_t span);
 int64_t tw__mul_sat(int64_t a, uint64_t b);
 int64_t tw__due_limit(const struct tw_wheel *w, int64_t now);

@@ -144,22 +144,9 @@
 
 /* ---- arithmetic that cannot overflow ---- */
 
-int64_t tw__floor_div(int64_t x, int64_t d)
+int64_t tw__ceil_div_call(int64_t x, int64_t d)
 {
-	int64_t q = x / d;
-
-	if ((x % d != 0) && (x < 0))
-		q--;
-	return q;
-}
-
-int64_t tw__ceil_div(int64_t x, int64_t d)
-{
-	int64_t q = x / d;
-
-	if ((x % d != 0) && (x > 0))
-		q++;
-	return q;
+	return tw__ceil_div(x, d);
 }
 
 /* Floor division by a span, which may exceed INT64_MAX on the top levels. */

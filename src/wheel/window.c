@@ -91,7 +91,7 @@ int64_t tw__fire_windowed(struct tw_wheel *w, struct tw_bucket *b)
 		struct tw_timer *t = list_timer(l);
 
 		if (l == &b->head ||
-		    (tick == 1 ? t->due : tw__ceil_div(t->due, tick)) >= b->expiration)
+		    (tick == 1 ? t->due : tw__ceil_div_call(t->due, tick)) >= b->expiration)
 			break;
 		next = l->next;
 		prefetch(next);
