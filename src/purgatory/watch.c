@@ -494,6 +494,7 @@ struct key_walk {
 	struct tw_link *next;  /* the entry to look at next; NULL: the list was
 				* empty (walk_step says when the walk is done) */
 	struct tw_link *last;  /* the list's last entry when the check began */
+	struct key_walk *ring; /* the group's next walk still going (check_group) */
 	struct tw_watch *drops[WALK_DROPS]; /* completed entries, to unlink */
 	unsigned ndrops;
 	bool drop_all;         /* more than WALK_DROPS of them */
@@ -522,23 +523,13 @@ pg_hot_inline void walk_note(struct key_walk *k, struct tw_watch *w)
 		k->drop_all = true;
 }
 
-/* One entry, with no lock held; the next one's line is fetched while
- * this one's op is looked at and tried. Whether an entry follows is its
- * answer, so that the caller's loop tests a register, not k->next (which
- * is left at the last entry). This runs once per entry of the key's list
- * (dozens a check at Kafka's rates): the flag's load, the look and the
- * locked section are inlined. */
-pg_hot_inline bool walk_step(struct key_walk *k)
+/* Entry l's op, with no lock held: its flag, then (uncompleted) its
+ * may_complete and, if that says yes, its lock and try_complete. */
+pg_hot_inline void walk_visit(struct key_walk *k, struct tw_link *l)
 {
-	struct tw_link *l = k->next;
 	struct tw_watch *w = tw_container_of(l, struct tw_watch, link);
 	struct tw_delayed_op *op = w->op;
-	bool more = l != k->last;
 
-	if (more) {
-		k->next = l->next;
-		__builtin_prefetch(k->next);
-	}
 	if (OP_LOAD(op->completed)) {
 		walk_note(k, w);
 	} else if ((!op->ops->may_complete || op->ops->may_complete(op)) &&
@@ -546,7 +537,28 @@ pg_hot_inline bool walk_step(struct key_walk *k)
 		k->completed++;
 		walk_note(k, w);
 	}
-	return more;
+}
+
+/* One entry; the next one's line is fetched while this one's op is
+ * looked at and tried. Whether an entry follows is its answer (k->next
+ * is left at the last entry). The last entry has a copy of the look of
+ * its own, so that the common step tests for the end once, before the
+ * look, and its answer is a constant after it: the caller's loop tests
+ * nothing more. This runs once per entry of the key's list (dozens a
+ * check at Kafka's rates): the flag's load, the look and the locked
+ * section are inlined. */
+pg_hot_inline bool walk_step(struct key_walk *k)
+{
+	struct tw_link *l = k->next;
+
+	if (__builtin_expect(l == k->last, 0)) {
+		walk_visit(k, l);
+		return false;
+	}
+	k->next = l->next;
+	__builtin_prefetch(k->next);
+	walk_visit(k, l);
+	return true;
 }
 
 /*
@@ -633,10 +645,10 @@ int64_t tw_purgatory_check_and_complete(struct tw_purgatory *p,
 static int64_t check_group(struct tw_purgatory *p, const void *const *keys,
 			   const size_t *lens, const uint64_t *hashes, size_t n)
 {
-	struct key_walk kw[CHECK_GROUP], *active[CHECK_GROUP];
+	struct key_walk kw[CHECK_GROUP], *k_at, *before;
 	struct tw_watchers *found[CHECK_GROUP];
 	struct pshard *sh_of[CHECK_GROUP], *locked[CHECK_GROUP];
-	size_t nlocked = 0, nwalks = 0, nactive = 0, k;
+	size_t nlocked = 0, nwalks = 0, k;
 	int64_t completed = 0;
 
 	/* The shards to lock, in the array's order, each once: an insertion
@@ -674,15 +686,28 @@ static int64_t check_group(struct tw_purgatory *p, const void *const *keys,
 	for (k = 0; k < n; k++)
 		if (found[k])
 			TW_TEST_POINT("check.walk", keys[k]);
-	for (k = 0; k < nwalks; k++)
-		if (kw[k].next)
-			active[nactive++] = &kw[k];
-	while (nactive) {
-		for (k = 0; k < nactive;) {
-			if (walk_step(active[k]))
-				k++;
-			else
-				active[k] = active[--nactive];
+	/* The walks with an entry to look at, in a ring: a step, then the
+	 * next walk's; a walk that ends leaves the ring. */
+	before = NULL;
+	k_at = NULL;
+	for (k = nwalks; k-- > 0;)
+		if (kw[k].next) {
+			kw[k].ring = k_at;
+			k_at = &kw[k];
+			if (!before)
+				before = k_at;
+		}
+	if (k_at) {
+		before->ring = k_at;
+		for (;;) {
+			if (walk_step(k_at)) {
+				before = k_at;
+			} else if (before == k_at) {
+				break; /* the last walk going ended */
+			} else {
+				before->ring = k_at->ring;
+			}
+			k_at = before->ring;
 		}
 	}
 	for (k = 0; k < nwalks; k++) {
