@@ -44,7 +44,9 @@
  * opposite orders: each takes both shards' locks for its first step, in
  * the shards' order whatever the keys' order, while the watch takes one;
  * 11 tw_op_safe_try_complete racing the op's first watch, the condition
- * true (its try_complete force_completes).
+ * true (its try_complete force_completes); 12 a cancel_for_key racing
+ * the op's watch, whose claim makes a purge due that releases Z (as in
+ * 7) on the canceller's thread.
  * Mutations (MUT), each a bug put back that SPIN must find: 2 no second
  * check after the watch (a lost wake-up); 4 shutdown not waiting for the
  * calls in flight; 9 the reference taken after force_complete's claim;
@@ -68,8 +70,10 @@
  * the op ahead in its walk); 29 a safe_try_complete that found the op
  * unwatched and does not look again under the op's lock (the watch
  * completes it meanwhile; the force's reference, dropped after the
- * watch's, is the last: on_release under that lock). docs/model.md says
- * where each was found.
+ * watch's, is the last: on_release under that lock); 30 a
+ * cancel_for_key whose claims do not count towards a purge (the entries
+ * a cancelled op has on other keys stay until those are checked: Z is
+ * never released). docs/model.md says where each was found.
  *
  * The key's list is pinned by the checks in progress on it (walkers,
  * under the shard lock): while it is, nothing unlinks an entry from it;
@@ -216,13 +220,13 @@ bit put_completed[16];
 #define MAY_UNLINK (walkers == 0)
 #endif
 
-#if SCEN == 7
+#if SCEN == 7 || SCEN == 12
 #define PURGE_LOCALS byte zputs; bool zlast;
 #else
 #define PURGE_LOCALS
 #endif
 
-#if SCEN == 7
+#if SCEN == 7 || SCEN == 12
 /* Z: another op, completed, that shares X's lock (op_mu); its last
  * reference is its watch entry on another key, which a purge drops. */
 byte zrefs = 1, zreleases;
@@ -322,12 +326,13 @@ inline stop_pending() {
 	}
 }
 
-/* Kafka's purge (SCEN 7 only; elsewhere purge_interval is never reached):
+/* Kafka's purge (SCEN 7 and 12 only; elsewhere purge_interval is never
+ * reached):
  * one thread walks every list and drops the entries of completed ops,
  * X's on its key and Z's, the other op that shares X's lock (op_mu), on
  * its own key. Dropping Z's entry drops its last reference. */
 inline maybe_purge() {
-#if SCEN == 7
+#if SCEN == 7 || SCEN == 12
 	if
 	:: purge_due ->
 		purge_due = 0;
@@ -454,7 +459,7 @@ inline claim(who) {
 		:: else -> skip
 		fi;
 		atomic { assert(!released); completes++ };
-#if SCEN == 7
+#if SCEN == 7 || SCEN == 12
 		purge_due = 1;
 #endif
 #if MUT == 19
@@ -887,6 +892,10 @@ inline claim_list_and_hand_back(defer) {
 		:: else -> skip
 		fi;
 		atomic { assert(!released); handed++ };
+#if (SCEN == 7 || SCEN == 12) && MUT != 30
+		/* a cancel completes the op too: it counts towards a purge */
+		purge_due = 1;
+#endif
 		if
 		:: pinned -> skip
 		:: !pinned && defer -> held++
@@ -914,14 +923,15 @@ inline claim_list_and_hand_back(defer) {
 	fi;
 	if
 	:: defer -> held = held + puts; puts = 0
-	:: else -> put_all()
+	:: else -> put_all(); maybe_purge() /* cancel_for_key: no lock held */
 	fi
 }
 
 proctype canceller()
 {
-	bool claimed, pinned, last;
+	bool claimed, pinned, last, purge_due;
 	byte r, puts, held;
+	PURGE_LOCALS
 
 	claim_list_and_hand_back(0)
 }
@@ -930,8 +940,9 @@ bool shut_done;
 
 proctype shutdown()
 {
-	bool claimed, pinned, last;
+	bool claimed, pinned, last, purge_due;
 	byte r, puts, held;
+	PURGE_LOCALS
 
 	atomic { shutdown_holder == 255 -> shutdown_holder = _pid };
 	closing = 1;
@@ -1096,6 +1107,17 @@ init
 	run checker();
 	_nr_pr == 1;
 	assert(completes == 1 && zreleases == 1);
+	run shutdown();
+#elif SCEN == 12
+	/* a cancel_for_key racing the op's watch, its condition false: a
+	 * cancel that claims the op makes a purge due, as a completion does,
+	 * and that purge releases Z, an op sharing the op's lock, on the
+	 * canceller's thread, which holds no lock by then (a cancel that
+	 * came before the entry claims nothing; shutdown hands the op back) */
+	run tcew();
+	run canceller();
+	_nr_pr == 1;
+	assert(handed == 0 || zreleases == 1);
 	run shutdown();
 #elif SCEN == 8
 	/* force_complete from outside racing the op's first watch, and a key

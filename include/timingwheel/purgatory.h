@@ -21,7 +21,13 @@
  * about purge_interval watched operations completed since the last one
  * (each thread counts its own and adds them to the total every
  * thirty-second of the interval, so the purge may come up to half an
- * interval later; at once for an interval under 64). So an operation's
+ * interval later; at once for an interval under 64). Completed here means
+ * every way an op ends, cancels included. The purge runs in the
+ * purgatory's own calls (a watch, a key check, a cancel_for_key, a
+ * timeout, tw_op_safe_try_complete()), never in tw_op_force_complete(),
+ * which may run under your lock: ops completed only by
+ * tw_op_force_complete() from outside are purged at the next of those
+ * calls, or by tw_purgatory_purge(). So an operation's
  * memory may still be referenced after it completed; on_release(op) (if
  * its struct tw_op_ops has one) says when the purgatory holds no
  * reference any more, and from then on the caller may free it. It runs
@@ -309,9 +315,12 @@ int tw_purgatory_create(struct tw_purgatory **out,
  * @param lens their lengths, each 1..TW_KEY_MAX
  * @param nkeys 1..TW_WATCH_KEYS_MAX
  * @param watches nkeys watch entries, the caller's memory (usually in op)
- * @retval 1 completed now (if nothing else held it, its on_release has
- *         run too by the time this returns: an op freed there must not be
- *         touched after 1)
+ * @retval 1 completed now. By the first check, before any entry was
+ *         linked: if nothing else held it, its on_release has run too by
+ *         the time this returns (an op freed there must not be touched
+ *         after 1). By the second: its entries, linked by this call, stay
+ *         on the keys' lists until a check of those keys or a purge takes
+ *         them off, and on_release runs then
  * @retval 0 it waits
  * @retval TW_EINVAL a NULL pointer, no keys or more than
  *         TW_WATCH_KEYS_MAX, a key empty or too long, an
@@ -345,7 +354,10 @@ int tw_purgatory_create(struct tw_purgatory **out,
  *         (the debug build, TW_DEBUG, stops at a tw_op_init before it and
  *         names this case). Watch it again only after a new tw_op_init
  * @retval TW_ESHUTDOWN the purgatory is shut down
- * (on an error the op is on no list and its timeout is not armed)
+ * (on an error the op's timeout is not armed, and the op is on no list --
+ * but after TW_ENOMEM an entry on a list that a key check was walking
+ * stays there, counted by tw_purgatory_watched(), until that check ends
+ * and unlinks it: a walk in progress never loses an entry under it)
  * @threadsafety Any thread.
  */
 int tw_purgatory_try_complete_else_watch(struct tw_purgatory *p,

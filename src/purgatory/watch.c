@@ -813,6 +813,7 @@ static int64_t claim_pinned(struct tw_purgatory *p, struct pshard *sh,
 		TW_TEST_POINT("cancel.pinned", ws);
 		for (size_t i = 0; i < k; i++) {
 			tw__pg_drop_timeout(p, batch[i]);
+			count_completion(p); /* its entries stay, for a purge */
 			if (hand_back)
 				hand_back(batch[i]);
 		}
@@ -880,6 +881,10 @@ int64_t tw__pg_hand_back_claimed(struct tw_purgatory *p, struct entry_chain *c,
 		if (!claimed)
 			continue;
 		tw__pg_drop_timeout(p, op);
+		/* Cancelled is completed: its entries on other keys wait for
+		 * a check of those or a purge, which this count brings. */
+		if (OP_LOAD(op->linked))
+			count_completion(p);
 		n++;
 		if (hand_back)
 			hand_back(op);
@@ -904,16 +909,17 @@ int64_t tw_purgatory_cancel_for_key(struct tw_purgatory *p, const void *key,
 	ws = find(sh, h, key, len);
 	if (ws && pinned(ws)) {
 		n = claim_pinned(p, sh, ws, hand_back, &puts);
-		chain_put_all(&puts);
-		return n;
+	} else {
+		if (ws) {
+			tw__pg_claim_list(p, sh, ws, &puts, NULL);
+			remove_if_empty(sh, ws);
+		}
+		pshard_unlock(sh);
+		n = tw__pg_hand_back_claimed(p, &puts, hand_back);
 	}
-	if (ws) {
-		tw__pg_claim_list(p, sh, ws, &puts, NULL);
-		remove_if_empty(sh, ws);
-	}
-	pshard_unlock(sh);
-	n = tw__pg_hand_back_claimed(p, &puts, hand_back);
 	chain_put_all(&puts);
+	if (n)
+		tw__pg_maybe_purge(p); /* with no pin held: it would defer */
 	return n;
 }
 

@@ -379,6 +379,41 @@ static void test_memory_bounded_by_purge(void)
 	}
 }
 
+/* The same with ops cancelled instead of completed: each watches a key
+ * nobody checks and one that is cancelled. A cancelled op is completed
+ * too (tw_op_is_completed), so it counts towards the purge that takes
+ * its entry off the unchecked key's list and lets it be released. */
+static void test_memory_bounded_by_purge_after_cancels(void)
+{
+	enum { N = 20000, INTERVAL = 100 };
+	static struct mock m[N];
+	struct tw_purgatory *p = new_purgatory(INTERVAL);
+	size_t most = 0;
+	char idle[32], gone[32];
+	long released = 0;
+
+	for (int i = 0; i < N; i++) {
+		mock_init(&m[i], 100000 * MS);
+		snprintf(idle, sizeof(idle), "idle-%d", i % 1000);
+		snprintf(gone, sizeof(gone), "gone-%d", i);
+		CHECK_EQ(watch_on(p, &m[i], 2, idle, gone, NULL), 0);
+		CHECK_EQ(tw_purgatory_cancel_for_key(p, gone, strlen(gone), NULL), 1);
+		if (tw_purgatory_watched(p) > most)
+			most = tw_purgatory_watched(p);
+	}
+	CHECK(most <= 2 * (INTERVAL + 2));
+	CHECK_EQ(tw_purgatory_delayed(p), 0);
+	for (int i = 0; i < N; i++)
+		released += atomic_load(&m[i].releases);
+	CHECK(released >= N - INTERVAL - 2);
+	tw_purgatory_destroy(p);
+	for (int i = 0; i < N; i++) {
+		CHECK_EQ(atomic_load(&m[i].releases), 1);
+		CHECK_EQ(atomic_load(&m[i].completes) + atomic_load(&m[i].expirations), 0);
+		tw_op_destroy(&m[i].op);
+	}
+}
+
 int main(void)
 {
 	RUN(test_request_satisfaction);
@@ -391,5 +426,6 @@ int main(void)
 	RUN(test_shutdown_hands_back_pending);
 	RUN(test_bad_input);
 	RUN(test_memory_bounded_by_purge);
+	RUN(test_memory_bounded_by_purge_after_cancels);
 	return check_report();
 }

@@ -179,6 +179,41 @@ static void test_a_cancel_meets_a_pinned_list(void)
 	CHECK_EQ(atomic_load(&handed), CANCELLED_N);
 }
 
+/* The ops a cancel claims in place count as completed: each also watches
+ * a key nobody checks, and with a purge interval of 10 the cancel's 200
+ * bring a purge, which takes their entries off that key's list (and
+ * leaves the pinned list to its check); when the check lets go, every op
+ * is released. Uncounted, their entries on the other key stayed, and
+ * none was released (model/purgatory.pml scenario 12, mutation 30). */
+static void test_a_cancel_of_a_pinned_list_counts_towards_a_purge(void)
+{
+	static struct gop x[CANCELLED_N];
+	static struct tw_watch entries[CANCELLED_N][2];
+	static const char other[] = "unchecked";
+	const void *keys[2] = { key, other };
+	size_t lens[2] = { strlen(key), strlen(other) };
+	struct sp_thread checker;
+	int parked;
+	struct tw_purgatory *p = manual_purgatory_purging(10);
+
+	atomic_store(&parked_result, -99);
+	for (int i = 0; i < CANCELLED_N; i++) {
+		gop_init(&x[i], p, key, NULL);
+		CHECK_EQ(tw_purgatory_try_complete_else_watch(p, &x[i].op, keys, lens,
+							      2, entries[i]), 0);
+	}
+	parked = sp_arm("check.walk", key);
+	sp_spawn(&checker, check_parked_key, p);
+	CHECK(sp_wait(parked, &checker.done));
+	atomic_store(&handed, 0);
+	CHECK_EQ(tw_purgatory_cancel_for_key(p, key, strlen(key), count_hand_back),
+		 CANCELLED_N);
+	CHECK_EQ(tw_purgatory_watched(p), CANCELLED_N); /* the pinned list's */
+	for (int i = 0; i < CANCELLED_N; i++)
+		CHECK_EQ(atomic_load(&x[i].releases), 0);
+	let_the_check_go(p, x, CANCELLED_N, parked, &checker);
+}
+
 /* Shutdown's walk finds the list pinned: its second walk claims the ops
  * in place and hands them back before it returns; their on_release comes
  * when the check lets go. */
@@ -261,6 +296,7 @@ int main(int argc, char **argv)
 	RUN_IF(test_the_last_check_out_drops_the_entries);
 	RUN_IF(test_a_check_that_is_not_the_last_leaves_its_entry_to_the_last);
 	RUN_IF(test_a_cancel_meets_a_pinned_list);
+	RUN_IF(test_a_cancel_of_a_pinned_list_counts_towards_a_purge);
 	RUN_IF(test_a_shutdown_meets_a_pinned_list);
 	RUN_IF(test_pins_do_not_wrap);
 	return check_report();
