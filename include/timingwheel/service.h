@@ -175,7 +175,11 @@ struct tw_service_clock {
 	 *  counts it in stats.clock_backwards; tw_service_poll() returns
 	 *  TW_ERANGE). "Never early" is against that latest time: a timer
 	 *  added at now + delay while the clock reads behind it may be due
-	 *  already. */
+	 *  already. A service with a reaper sleeps until its next timer
+	 *  for the difference of two readings taken as nanoseconds of
+	 *  CLOCK_MONOTONIC, so its clock must count nanoseconds (from any
+	 *  origin); a clock in other units belongs to a manual service,
+	 *  whose own loop sleeps and polls (tw_service_timeout()). */
 	int64_t (*now)(void *arg);
 	void *arg; /**< passed to now */
 };
@@ -531,8 +535,10 @@ int tw_service_timer_shutdown(struct tw_service *svc, struct tw_service_timer *t
  * runs at the next poll -- or in this one, when it lands in a shard this
  * poll has still to advance -- so callbacks that add due timers cannot
  * keep a poll going. The same holds for another thread's add that returns
- * while a poll is under way; an add that returned before the poll began,
- * due by the clock's time, runs in it.
+ * while a poll is under way; an add that returned before the poll began
+ * runs in it if its time has come by the clock's time: in exact mode that
+ * is its due time rounded up to its tick (due at 1,500 with a tick of
+ * 1,000, it runs in a poll at 2,000 or later, never in one at 1,500).
  * @param svc the service
  * @return how many were dispatched (expired by this poll: run here or
  *         queued for the executors, one a callback stops before its turn
