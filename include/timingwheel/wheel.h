@@ -94,12 +94,15 @@ struct tw_timer {
 /** When a timer fires relative to its due time. */
 enum tw_mode {
 	/** Never early: fires at the first tick boundary >= due (ceil), so
-	 *  less than one tick late; a timer already due when added fires on
-	 *  the next advance. The default. */
+	 *  less than one tick late (at INT64_MAX, when that boundary lies
+	 *  past it); a timer already due when added fires on the next
+	 *  advance. The default. */
 	TW_MODE_EXACT = 0,
 	/** Kafka's TimingWheel bit for bit: buckets fire at their start, so a
 	 *  timer may run up to one tick early; the clock only moves to the
-	 *  expirations of the buckets it pops. For reproducing Kafka. */
+	 *  expirations of the buckets it pops. Buckets of equal expiration
+	 *  pop first in, first out, one order of the several Java's
+	 *  DelayQueue may give them. For reproducing Kafka. */
 	TW_MODE_KAFKA = 1
 };
 
@@ -408,7 +411,8 @@ int64_t tw_wheel_advance_unordered(struct tw_wheel *wheel, int64_t now);
  * When advance next has work to do: the expiration of the earliest bucket
  * (a higher-level bucket only moves its timers down, so this is never later
  * than the next timer, sometimes earlier), or the current time if timers are
- * already due.
+ * already due or that expiration has passed (in kafka mode a bucket may be
+ * filed behind the clock, which lags the caller's time).
  * @param wheel an initialised wheel
  * @param[out] when the time, if anything is queued
  * @return false (and *when is left alone) if nothing is queued
