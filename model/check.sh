@@ -172,7 +172,7 @@ if [ "$what" = all ] || [ "$what" = pass ] || [ "$what" = update ]; then
 	# not a property: the step relation from every word (service.pml,
 	# scenario 8), its assertions and end states ignored
 	queue pass service 8 0 -DRECORD "-A -E"
-	for s in 1 2 3 4 5 6 7 8 9 10 11 12; do queue pass purgatory "$s" 0 -DRECORD; done
+	for s in 1 2 3 4 5 6 7 8 9 10 11 12 13; do queue pass purgatory "$s" 0 -DRECORD; done
 	# the lock both take (src/lock.h) on a TSO machine: two threads, three
 	for s in 1 2; do queue pass lock "$s" 0; done
 	finish
@@ -211,7 +211,9 @@ if [ "$what" = all ] || [ "$what" = mutants ]; then
 	# that is not the last out of a list unlinking the entry it noted, 29
 	# a safe_try_complete that does not look again under the op's lock
 	# (on_release under it), 30 a cancel_for_key whose claims do not
-	# count towards a purge (what it left on other keys never goes). The
+	# count towards a purge (what it left on other keys never goes), 31
+	# a key check that purges only if it completed something (a purge
+	# that force_completes from outside made due never comes). The
 	# lock's (lock.pml): 1 a waiter that sleeps without the process-wide
 	# barrier, so an unlock whose store is still in its buffer misses it;
 	# 2 a fenced unlock whose store of held = 0 is a plain one, 3 a waiter
@@ -225,7 +227,7 @@ if [ "$what" = all ] || [ "$what" = mutants ]; then
 		 "purgatory 3 18" "purgatory 7 19" \
 		 "purgatory 2 22" "purgatory 8 23" "purgatory 8 24" "purgatory 5 25" \
 		 "purgatory 9 26" "purgatory 10 27" "purgatory 9 28" "purgatory 11 29" \
-		 "purgatory 12 30" \
+		 "purgatory 12 30" "purgatory 13 31" \
 		 "lock 1 1" "lock 2 2" "lock 2 3"; do
 		set -- $m
 		queue find "$1" "$2" "$3"

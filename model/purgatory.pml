@@ -46,7 +46,9 @@
  * 11 tw_op_safe_try_complete racing the op's first watch, the condition
  * true (its try_complete force_completes); 12 a cancel_for_key racing
  * the op's watch, whose claim makes a purge due that releases Z (as in
- * 7) on the canceller's thread.
+ * 7) on the canceller's thread; 13 a force_complete from outside, which
+ * makes a purge due and never purges, then a key check that completes
+ * nothing and purges, releasing Z.
  * Mutations (MUT), each a bug put back that SPIN must find: 2 no second
  * check after the watch (a lost wake-up); 4 shutdown not waiting for the
  * calls in flight; 9 the reference taken after force_complete's claim;
@@ -73,7 +75,10 @@
  * watch's, is the last: on_release under that lock); 30 a
  * cancel_for_key whose claims do not count towards a purge (the entries
  * a cancelled op has on other keys stay until those are checked: Z is
- * never released). docs/model.md says where each was found.
+ * never released); 31 a key check that purges only if it completed
+ * something (the purge a force_complete from outside made due waits for
+ * a call that completes: Z is never released). docs/model.md says where
+ * each was found.
  *
  * The key's list is pinned by the checks in progress on it (walkers,
  * under the shard lock): while it is, nothing unlinks an entry from it;
@@ -220,13 +225,17 @@ bit put_completed[16];
 #define MAY_UNLINK (walkers == 0)
 #endif
 
-#if SCEN == 7 || SCEN == 12
+/* A purge is due: the count of completions past the interval, which any
+ * call's end looks at (maybe_purge), whichever call made it (SCEN 7, 12). */
+bool purge_due;
+
+#if SCEN == 7 || SCEN == 12 || SCEN == 13
 #define PURGE_LOCALS byte zputs; bool zlast;
 #else
 #define PURGE_LOCALS
 #endif
 
-#if SCEN == 7 || SCEN == 12
+#if SCEN == 7 || SCEN == 12 || SCEN == 13
 /* Z: another op, completed, that shares X's lock (op_mu); its last
  * reference is its watch entry on another key, which a purge drops. */
 byte zrefs = 1, zreleases;
@@ -327,15 +336,15 @@ inline stop_pending() {
 }
 
 /* Kafka's purge (SCEN 7 and 12 only; elsewhere purge_interval is never
- * reached):
+ * reached), at the end of each of the purgatory's own calls, by the first
+ * that finds it due (the count's look, then the purging flag's CAS):
  * one thread walks every list and drops the entries of completed ops,
  * X's on its key and Z's, the other op that shares X's lock (op_mu), on
  * its own key. Dropping Z's entry drops its last reference. */
 inline maybe_purge() {
-#if SCEN == 7 || SCEN == 12
+#if SCEN == 7 || SCEN == 12 || SCEN == 13
 	if
-	:: purge_due ->
-		purge_due = 0;
+	:: atomic { purge_due -> purge_due = 0 } ->
 		lock(sh_mu);
 		if
 		:: in_list && completed && MAY_UNLINK -> unlink_entry()
@@ -459,7 +468,7 @@ inline claim(who) {
 		:: else -> skip
 		fi;
 		atomic { assert(!released); completes++ };
-#if SCEN == 7 || SCEN == 12
+#if SCEN == 7 || SCEN == 12 || SCEN == 13
 		purge_due = 1;
 #endif
 #if MUT == 19
@@ -509,7 +518,7 @@ inline put_all() {
 
 proctype tcew()
 {
-	bool done, won, started, unwatched, failed, withdrawn, last, purge_due;
+	bool done, won, started, unwatched, failed, withdrawn, last;
 	byte r, puts;
 	PURGE_LOCALS
 
@@ -758,13 +767,21 @@ inline check_key(who) {
 		put_all()
 	:: else -> walkers--
 	fi;
+#if MUT == 31
+	/* the old way: only a check that completed something purges */
+	if
+	:: done -> maybe_purge()
+	:: else -> skip
+	fi
+#else
 	maybe_purge()
+#endif
 }
 
 /* the key's check, once the condition is true */
 proctype checker()
 {
-	bool done, won, snap, trying, cleaned, started, unwatched, last, purge_due;
+	bool done, won, snap, trying, cleaned, started, unwatched, last;
 	byte r, puts;
 	PURGE_LOCALS
 
@@ -776,7 +793,7 @@ proctype checker()
  * is true (SCEN 10); reversed: the second key named first */
 proctype multi_checker(bool reversed)
 {
-	bool done, won, snap, trying, cleaned, started, unwatched, last, purge_due;
+	bool done, won, snap, trying, cleaned, started, unwatched, last;
 	byte r, puts;
 	PURGE_LOCALS
 
@@ -788,7 +805,7 @@ proctype multi_checker(bool reversed)
 /* a check of the key while the condition is still false (SCEN 9) */
 proctype idle_checker()
 {
-	bool done, won, snap, trying, cleaned, started, unwatched, last, purge_due;
+	bool done, won, snap, trying, cleaned, started, unwatched, last;
 	byte r, puts;
 	PURGE_LOCALS
 
@@ -799,7 +816,7 @@ proctype idle_checker()
  * the batch), dispatches the batch, and runs on_timeout */
 proctype expirer()
 {
-	bool won, started, unwatched, last, purge_due, done, snap, trying, cleaned;
+	bool won, started, unwatched, last, done, snap, trying, cleaned;
 	byte r, puts;
 	PURGE_LOCALS
 
@@ -892,7 +909,7 @@ inline claim_list_and_hand_back(defer) {
 		:: else -> skip
 		fi;
 		atomic { assert(!released); handed++ };
-#if (SCEN == 7 || SCEN == 12) && MUT != 30
+#if (SCEN == 7 || SCEN == 12 || SCEN == 13) && MUT != 30
 		/* a cancel completes the op too: it counts towards a purge */
 		purge_due = 1;
 #endif
@@ -929,7 +946,7 @@ inline claim_list_and_hand_back(defer) {
 
 proctype canceller()
 {
-	bool claimed, pinned, last, purge_due;
+	bool claimed, pinned, last;
 	byte r, puts, held;
 	PURGE_LOCALS
 
@@ -940,7 +957,7 @@ bool shut_done;
 
 proctype shutdown()
 {
-	bool claimed, pinned, last, purge_due;
+	bool claimed, pinned, last;
 	byte r, puts, held;
 	PURGE_LOCALS
 
@@ -994,10 +1011,11 @@ proctype shutdown()
 	shut_done = 1
 }
 
-/* force_complete from outside try_complete (its purge, if due, after) */
+/* force_complete from outside try_complete; it never purges (it may run
+ * under its caller's lock): the purgatory's next call does */
 proctype forcer()
 {
-	bool won, started, unwatched, last, purge_due;
+	bool won, started, unwatched, last;
 	byte r, puts;
 	PURGE_LOCALS
 
@@ -1007,8 +1025,7 @@ proctype forcer()
 	 * watch (scenario 5) claims its op before it lets go of it, and a
 	 * force during the first watch that found no reference yet and did
 	 * nothing would fail here */
-	assert(won || completed);
-	maybe_purge()
+	assert(won || completed)
 }
 
 /*
@@ -1038,7 +1055,7 @@ inline safe_look(held, gone) {
 
 proctype safe_trier()
 {
-	bool done, won, started, unwatched, last, purge_due, held, gone;
+	bool done, won, started, unwatched, last, held, gone;
 	byte r, puts;
 	PURGE_LOCALS
 
@@ -1118,6 +1135,18 @@ init
 	run canceller();
 	_nr_pr == 1;
 	assert(handed == 0 || zreleases == 1);
+	run shutdown();
+#elif SCEN == 13
+	/* the op is watched, its condition false; a force_complete from
+	 * outside completes it and makes a purge due but does not purge; a
+	 * key check that then completes nothing purges, releasing Z */
+	run tcew();
+	_nr_pr == 1;
+	run forcer();
+	_nr_pr == 1;
+	run idle_checker();
+	_nr_pr == 1;
+	assert(completes == 1 && zreleases == 1);
 	run shutdown();
 #elif SCEN == 8
 	/* force_complete from outside racing the op's first watch, and a key

@@ -552,4 +552,16 @@ TW_PG_HIDDEN int64_t tw__pg_hand_back_claimed(struct tw_purgatory *p,
 					      tw_op_fn *hand_back);
 TW_PG_HIDDEN void tw__pg_maybe_purge(struct tw_purgatory *p);
 
+/* A purge if one is due: the look at the count inline, for nearly every
+ * call finds none due; each of the purgatory's own calls ends with it,
+ * whatever the call did, so that completions counted elsewhere (a
+ * force_complete from outside, which never purges) are purged by the
+ * next call. */
+static inline void pg_maybe_purge(struct tw_purgatory *p)
+{
+	if (atomic_load_explicit(&p->completed_since_purge, memory_order_relaxed) >
+	    p->purge_interval)
+		tw__pg_maybe_purge(p);
+}
+
 #endif

@@ -215,7 +215,7 @@ bool tw_op_safe_try_complete(struct tw_delayed_op *op)
 		op_put(op);
 		/* After the unlock, and not through the op: the put may
 		 * have released it. */
-		tw__pg_maybe_purge(p);
+		pg_maybe_purge(p);
 	}
 	return done;
 }
@@ -245,5 +245,5 @@ static void on_timeout(struct tw_service *svc, struct tw_service_timer *t)
 	if (claim_by_timeout(p, op) && op->ops->on_expiration)
 		op->ops->on_expiration(op);
 	op_put(op); /* the timeout's reference */
-	tw__pg_maybe_purge(p);
+	pg_maybe_purge(p);
 }

@@ -457,7 +457,7 @@ int tw_purgatory_try_complete_else_watch(struct tw_purgatory *p,
 	 * (purgatory.h: it may be released once the call returns). */
 	TW_TEST_POINT("watch.armed", op);
 	op_put(op);
-	tw__pg_maybe_purge(p);
+	pg_maybe_purge(p);
 	return done ? 1 : 0;
 }
 
@@ -613,6 +613,7 @@ int64_t tw_purgatory_check_and_complete(struct tw_purgatory *p,
 	ws = find(sh, h, key, len);
 	if (!ws) {
 		pshard_unlock(sh);
+		pg_maybe_purge(p);
 		return 0;
 	}
 	walk_begin(&k, sh, ws);
@@ -622,8 +623,7 @@ int64_t tw_purgatory_check_and_complete(struct tw_purgatory *p,
 		while (walk_step(&k))
 			;
 	walk_done(&k);
-	if (k.completed)
-		tw__pg_maybe_purge(p); /* with no pin held: it would defer */
+	pg_maybe_purge(p); /* with no pin held: it would defer */
 	return k.completed;
 }
 
@@ -742,8 +742,7 @@ int64_t tw_purgatory_check_and_complete_keys(struct tw_purgatory *p,
 			hashes[k] = hash_key(keys[i + k], lens[i + k]);
 		completed += check_group(p, keys + i, lens + i, hashes, n);
 	}
-	if (completed)
-		tw__pg_maybe_purge(p); /* with no pin held: it would defer */
+	pg_maybe_purge(p); /* with no pin held: it would defer */
 	return completed;
 }
 
@@ -918,8 +917,7 @@ int64_t tw_purgatory_cancel_for_key(struct tw_purgatory *p, const void *key,
 		n = tw__pg_hand_back_claimed(p, &puts, hand_back);
 	}
 	chain_put_all(&puts);
-	if (n)
-		tw__pg_maybe_purge(p); /* with no pin held: it would defer */
+	pg_maybe_purge(p); /* with no pin held: it would defer */
 	return n;
 }
 

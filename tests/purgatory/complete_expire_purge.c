@@ -414,6 +414,45 @@ static void test_memory_bounded_by_purge_after_cancels(void)
 	}
 }
 
+/* Ops completed only by tw_op_force_complete() from outside (which never
+ * purges: it may run under the caller's lock) are purged by the next of
+ * the purgatory's own calls that purge, whatever that call does itself:
+ * a check of an unrelated key that completes nothing, a cancel_for_key of
+ * a key nobody watches, a key check of several keys. */
+static void test_forced_completions_are_purged_by_the_next_call(void)
+{
+	enum { N = 100, INTERVAL = 10 };
+	static struct mock m[N];
+	const void *keys[2] = { "E", "F" };
+	size_t lens[2] = { 1, 1 };
+
+	for (int call = 0; call < 3; call++) {
+		struct tw_purgatory *p = new_purgatory(INTERVAL);
+		long released = 0;
+
+		for (int i = 0; i < N; i++) {
+			mock_init(&m[i], 100000 * MS);
+			CHECK_EQ(watch_on(p, &m[i], 2, "A", "B", NULL), 0);
+		}
+		for (int i = 0; i < N; i++)
+			CHECK(tw_op_force_complete(&m[i].op));
+		CHECK_EQ(tw_purgatory_watched(p), 2 * N);
+		if (call == 0)
+			CHECK_EQ(check(p, "C"), 0);
+		else if (call == 1)
+			CHECK_EQ(tw_purgatory_cancel_for_key(p, "D", 1, NULL), 0);
+		else
+			CHECK_EQ(tw_purgatory_check_and_complete_keys(p, keys, lens, 2), 0);
+		CHECK_EQ(tw_purgatory_watched(p), 0);
+		for (int i = 0; i < N; i++)
+			released += atomic_load(&m[i].releases);
+		CHECK_EQ(released, N);
+		tw_purgatory_destroy(p);
+		for (int i = 0; i < N; i++)
+			tw_op_destroy(&m[i].op);
+	}
+}
+
 int main(void)
 {
 	RUN(test_request_satisfaction);
@@ -427,5 +466,6 @@ int main(void)
 	RUN(test_bad_input);
 	RUN(test_memory_bounded_by_purge);
 	RUN(test_memory_bounded_by_purge_after_cancels);
+	RUN(test_forced_completions_are_purged_by_the_next_call);
 	return check_report();
 }
