@@ -344,28 +344,36 @@ static void test_bad_input(void)
 	tw_op_destroy(&m.op);
 }
 
-static void test_memory_bounded_by_purge(void)
+/* Each op watches a key nobody checks and one that ends it: a check that
+ * completes it or, with cancel, a cancel_for_key (a cancelled op is
+ * completed too: tw_op_is_completed). Without purging, the first lists
+ * would grow without end; each ending counts towards the purge that takes
+ * the op's entry off the unchecked key's list and lets it be released. */
+static void memory_bounded_by_purge(bool cancel)
 {
-	/* Each op watches a key nobody checks and one that completes it:
-	 * without purging, the first lists would grow without end. */
 	enum { N = 20000, INTERVAL = 100 };
 	static struct mock m[N];
 	struct tw_purgatory *p = new_purgatory(INTERVAL);
 	size_t most = 0;
-	char idle[32], hot[32];
+	char idle[32], ending[32];
 	long released = 0;
 
 	for (int i = 0; i < N; i++) {
 		mock_init(&m[i], 100000 * MS);
 		snprintf(idle, sizeof(idle), "idle-%d", i % 1000);
-		snprintf(hot, sizeof(hot), "hot-%d", i);
-		CHECK_EQ(watch_on(p, &m[i], 2, idle, hot, NULL), 0);
-		atomic_store(&m[i].completable, true);
-		CHECK_EQ(check(p, hot), 1);
+		snprintf(ending, sizeof(ending), "%s-%d", cancel ? "gone" : "hot", i);
+		CHECK_EQ(watch_on(p, &m[i], 2, idle, ending, NULL), 0);
+		if (cancel) {
+			CHECK_EQ(tw_purgatory_cancel_for_key(p, ending, strlen(ending),
+							     NULL), 1);
+		} else {
+			atomic_store(&m[i].completable, true);
+			CHECK_EQ(check(p, ending), 1);
+		}
 		if (tw_purgatory_watched(p) > most)
 			most = tw_purgatory_watched(p);
 	}
-	/* At most INTERVAL completed ops linger before a purge runs. */
+	/* At most INTERVAL ended ops linger before a purge runs. */
 	CHECK(most <= 2 * (INTERVAL + 2));
 	CHECK_EQ(tw_purgatory_delayed(p), 0);
 	for (int i = 0; i < N; i++)
@@ -374,44 +382,23 @@ static void test_memory_bounded_by_purge(void)
 	tw_purgatory_destroy(p);
 	for (int i = 0; i < N; i++) {
 		CHECK_EQ(atomic_load(&m[i].releases), 1);
-		CHECK_EQ(atomic_load(&m[i].completes), 1);
+		if (cancel)
+			CHECK_EQ(atomic_load(&m[i].completes) +
+					 atomic_load(&m[i].expirations), 0);
+		else
+			CHECK_EQ(atomic_load(&m[i].completes), 1);
 		tw_op_destroy(&m[i].op);
 	}
 }
 
-/* The same with ops cancelled instead of completed: each watches a key
- * nobody checks and one that is cancelled. A cancelled op is completed
- * too (tw_op_is_completed), so it counts towards the purge that takes
- * its entry off the unchecked key's list and lets it be released. */
+static void test_memory_bounded_by_purge(void)
+{
+	memory_bounded_by_purge(false);
+}
+
 static void test_memory_bounded_by_purge_after_cancels(void)
 {
-	enum { N = 20000, INTERVAL = 100 };
-	static struct mock m[N];
-	struct tw_purgatory *p = new_purgatory(INTERVAL);
-	size_t most = 0;
-	char idle[32], gone[32];
-	long released = 0;
-
-	for (int i = 0; i < N; i++) {
-		mock_init(&m[i], 100000 * MS);
-		snprintf(idle, sizeof(idle), "idle-%d", i % 1000);
-		snprintf(gone, sizeof(gone), "gone-%d", i);
-		CHECK_EQ(watch_on(p, &m[i], 2, idle, gone, NULL), 0);
-		CHECK_EQ(tw_purgatory_cancel_for_key(p, gone, strlen(gone), NULL), 1);
-		if (tw_purgatory_watched(p) > most)
-			most = tw_purgatory_watched(p);
-	}
-	CHECK(most <= 2 * (INTERVAL + 2));
-	CHECK_EQ(tw_purgatory_delayed(p), 0);
-	for (int i = 0; i < N; i++)
-		released += atomic_load(&m[i].releases);
-	CHECK(released >= N - INTERVAL - 2);
-	tw_purgatory_destroy(p);
-	for (int i = 0; i < N; i++) {
-		CHECK_EQ(atomic_load(&m[i].releases), 1);
-		CHECK_EQ(atomic_load(&m[i].completes) + atomic_load(&m[i].expirations), 0);
-		tw_op_destroy(&m[i].op);
-	}
+	memory_bounded_by_purge(true);
 }
 
 /* Ops completed only by tw_op_force_complete() from outside (which never
