@@ -67,6 +67,14 @@
  *     (to a window: time is abstract), cancels the first or adds it
  *     again; no call of another thread meets the advance half done
  *     (lock()'s assertion), and every add ends once.
+ *  14 a full queue with one executor (a queue of one, a batch of one): the
+ *     advance expires one timer onto the executors' list, which is then
+ *     full, and the next into the scanner's own batch (expired and taken
+ *     at once), and the wheel stops or not; the batch runs beside the
+ *     executor, whose callbacks, as the scanner's, may add their timer
+ *     again, while another thread reschedules, adds, cancels or tears
+ *     down and frees either timer; what the advance expires after the
+ *     stop goes where the list's room says.
  * Mutations (MUT), each a bug the model must find (model/check.sh):
  *   1 a failed claim that only clears its mark (a deferred add is lost)
  *   2 a run's end that runs a deferred add as IDLE, not TAKEN (a periodic
@@ -91,6 +99,10 @@
  *     (the loop sleeps past it)
  *  14 a full batch run at once, the mutex let go in the middle of the
  *     advance (another thread's reschedule meets a wheel half advanced)
+ *  15 a timer taken past a full queue that names the first executor as
+ *     its runner, not the scanner (a cancel_sync finds no slot to take
+ *     back and no run, returns, and its owner frees what the scanner is
+ *     about to run)
  */
 
 #ifndef SCEN
@@ -118,7 +130,7 @@
 /* Runners: executors 0 .. NE-1, the scanner SC, shutdown's hand-back HB. */
 #if SCEN == 3 || SCEN == 5
 #define NE 2
-#elif SCEN == 4 || SCEN == 6 || SCEN == 9
+#elif SCEN == 4 || SCEN == 6 || SCEN == 9 || SCEN == 14
 #define NE 1
 #else
 #define NE 0
@@ -672,6 +684,9 @@ byte r5[NT];
 #if SCEN == 7
 byte r7;
 #endif
+#if SCEN == 14
+bit readd14[NT];
+#endif
 
 inline callback(t, r) {
 #if SCEN == 2 || SCEN == 4
@@ -703,6 +718,11 @@ inline callback(t, r) {
 #elif SCEN == 5
 	cancel_sync(1 - t, 0, r, res2);
 	r5[t] = res2
+#elif SCEN == 14
+	if
+	:: !readd14[t] -> readd14[t] = 1; add(t, 0, res2)
+	:: true -> skip
+	fi
 #elif SCEN == 7
 	if
 	:: t == 0 -> cancel_sync(1, 0, r, res2); r7 = res2;
@@ -1242,3 +1262,116 @@ init {
 }
 #endif
 
+#if SCEN == 14
+/* The scanner's advance with one executor and a queue of one (run.c,
+ * scan_shard and tw__svc_fire): a timer expires onto the executors' list
+ * while it has room (QUEUED); once it holds queue_capacity, the next one
+ * goes into the scanner's own batch (expired and taken in one step), and
+ * a full batch (here of one) asks the wheel to stop. */
+#define NQUEUED ((tm[0].st == QUEUED -> 1 : 0) + (tm[1].st == QUEUED -> 1 : 0))
+
+inline spill_expire(t) {
+	if
+	:: tm[t].st == PENDING && tm[t].runs < MAXRUNS -> TOUCH(t);
+		if
+		:: NQUEUED < 1 || g ->
+			/* room on the list, or the batch full already (the
+			 * wheel did not stop): onto the list */
+			atomic { BEGIN_STEP(t); tm[t].st = QUEUED; STEP(t, expire) }
+		:: else ->
+			atomic { BEGIN_STEP(t); tm[t].st = QUEUED; STEP(t, expire) };
+#if MUT == 15
+			atomic { BEGIN_STEP(t); tm[t].st = TAKEN; tm[t].ran = 1; tm[t].runner = 0; S(SC, t) = 1; STEP(t, take) };
+#else
+			atomic { BEGIN_STEP(t); tm[t].st = TAKEN; tm[t].ran = 1; tm[t].runner = SC; S(SC, t) = 1; STEP(t, take) };
+#endif
+			g = 1
+		fi
+	:: else -> skip
+	fi
+}
+
+inline take_into_batch14(t) {
+	TOUCH(t);
+	atomic { BEGIN_STEP(t); tm[t].st = TAKEN; tm[t].ran = 1; tm[t].runner = SC; S(SC, t) = 1; STEP(t, take) };
+	g = 1
+}
+
+proctype scanner()
+{
+	LOCALS;
+	lock();
+	advancing = _pid;
+	spill_expire(0); /* onto the list, which is then full */
+	spill_expire(1); /* into the batch, which is then full: a stop asked */
+#if MUT == 14
+	unlock();
+	run_batch(SC);
+	lock();
+	g = 0;
+#endif
+	if
+	:: g ->
+		/* The wheel stops: the batch runs with the mutex let go,
+		 * beside the executor, which takes what the list holds;
+		 * then the advance goes on, and what was added meanwhile
+		 * may be due. */
+		advancing = NONE;
+		unlock();
+		run_batch(SC);
+		lock();
+		g = 0;
+		advancing = _pid;
+		spill_expire(0);
+		spill_expire(1)
+	:: true -> skip /* it does not stop (nothing else fired) */
+	fi;
+	advancing = NONE;
+	/* The batch, then back-pressure: what is past the list's
+	 * capacity, from the list. */
+	do
+	:: g -> unlock(); run_batch(SC); lock(); g = 0
+	:: else ->
+		if
+		:: NQUEUED > 1 && tm[0].st == QUEUED -> take_into_batch14(0)
+		:: NQUEUED > 1 && tm[1].st == QUEUED -> take_into_batch14(1)
+		:: else -> break
+		fi
+	od;
+	unlock();
+	done++
+}
+
+proctype user()
+{
+	LOCALS;
+	if
+	:: add(1, 1, res)                        /* reschedule the batch's */
+	:: add(1, 0, res)                        /* add it again */
+	:: lock(); stop_locked(1, res); unlock() /* cancel it */
+	:: lock(); stop_locked(0, res); unlock() /* cancel the list's */
+	:: add(0, 1, res)                        /* reschedule it */
+	:: cancel_sync(1, 1, NONE, res);         /* tear the batch's down */
+		tm[1].freed = 1                  /* and free it */
+	:: cancel_sync(0, 1, NONE, res);         /* the list's */
+		tm[0].freed = 1
+	fi;
+	done++
+}
+
+init {
+	byte i;
+	atomic {
+		INIT_RUNNERS;
+		tm[0].st = PENDING; tm[0].adds = 1;
+		tm[1].st = PENDING; tm[1].adds = 1;
+		run scanner(); run user(); run executor(0)
+	}
+	(done == 2);
+	closed = 1; /* the executor exits once nothing is queued */
+	(done == 3);
+	/* What an add filed after the scan stays pending. */
+	assert(tm[0].adds == tm[0].runs + tm[0].stopped + (tm[0].st == PENDING -> 1 : 0));
+	assert(tm[1].adds == tm[1].runs + tm[1].stopped + (tm[1].st == PENDING -> 1 : 0))
+}
+#endif

@@ -224,8 +224,9 @@ struct tw_service_stats {
 				       that added == ran + stopped + handed_back
 				       once the service is shut down */
 	uint64_t handed_back;     /**< at shutdown */
-	uint64_t caller_ran;      /**< run by the reaper because more than
-				       queue_capacity waited for executors */
+	uint64_t caller_ran;      /**< run by the reaper because
+				       queue_capacity timers waited for
+				       executors already */
 	uint64_t clock_backwards; /**< times read from the clock behind the
 				       latest one (ignored) */
 	uint64_t wakeups;         /**< reaper wake-ups */

@@ -53,8 +53,8 @@
  * runner and runs each shard's list as soon as it has advanced it; with
  * executors the shard goes on the executors' work list and one executor
  * is woken (one that takes a batch and leaves more behind wakes the
- * next), and the scanner runs batches itself only past queue_capacity
- * timers waiting (back-pressure).
+ * next) until queue_capacity timers wait; what expires past that the
+ * scanner takes into its own batch and runs itself (back-pressure).
  *
  * The claim. A batch slot holds the timer until the runner claims it with
  * one exchange on that slot, just before the callback; a cancel of a
@@ -159,6 +159,7 @@ struct runner {
 	tw_service_fn *fn[BATCH];     /* each timer's callback when taken */
 	bool periodic[BATCH];         /* and whether it re-arms after */
 	unsigned len;
+	unsigned index;               /* in svc->runners */
 	/* Written by this runner, read by stats. */
 	_Atomic uint64_t ran, caller_ran;
 };
@@ -181,6 +182,12 @@ struct shard {
 	 * takes what expires straight into its batch, and stops the advance
 	 * when the batch is full (run.c). */
 	struct runner *direct;
+	/* With executors, during the scanner's advance: the count of the
+	 * expired list at which the service's queue_capacity is reached
+	 * (0: not during this advance); the timer that brings it there
+	 * turns direct on, so that what expires after it goes to the
+	 * scanner (run.c, scan_shard). */
+	uint64_t spill_at;
 	struct shard *work_next;
 	/* Written under mu (a store each, no read-modify-write), read by
 	 * stats from any thread. moved: pending timers rescheduled, each an

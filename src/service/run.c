@@ -170,35 +170,40 @@ take(struct runner *r, unsigned ri, unsigned n, struct tw_service_timer *t,
 
 /* Every service timer's wheel callback, under its shard's mutex, inside
  * the scanner's advance (the wheel has unlinked the timer). It joins the
- * shard's expired list -- without executors, it goes straight into the
- * scanner's batch instead, and a full batch asks the wheel to stop
- * (wheel/for_service.h), so that each timer is touched while its line
- * is loaded: a million timers due at once are a batch at a time, not a
- * list walked a second time, cold. Nothing runs here: the scanner runs
+ * shard's expired list for the executors -- or, while s->direct names
+ * the scanner's runner, goes straight into the scanner's batch: always
+ * without executors, and with them once the executors' list holds
+ * queue_capacity timers (the timer that fills it turns direct on, at
+ * s->spill_at), where the scanner would run the rest itself anyway. A
+ * full batch asks the wheel to stop (wheel/for_service.h), so that each
+ * timer is touched while its line is loaded: a million timers due at
+ * once are a batch at a time, not a list walked a second time, cold
+ * (docs/service.md measures it). Nothing runs here: the scanner runs
  * the batch after the advance returned, stopped or over (scan_shard),
  * so that the mutex is never let go in the middle of an advance. (A
  * wheel's own callbacks may add and cancel during its advance, on its
  * thread; another thread's call must not meet the wheel half advanced,
  * with a bucket half moved or a drain's share half done. A stopped
  * wheel is whole: tw_wheel_check() holds.) What goes onto the list
- * without executors is what the wheel fired past a full batch before it
- * could stop (it stops only where a level-1 bucket fires: a kafka-mode
- * wheel never does). */
+ * past a full batch is what the wheel fired before it could stop (it
+ * stops only where a level-1 bucket fires: a kafka-mode wheel never
+ * does); past the capacity, the scanner takes it back from there. */
 void tw__svc_fire(struct tw_wheel *w, struct tw_timer *wt)
 {
 	struct shard *s = tw_container_of(w, struct shard, wheel);
 	struct tw_service_timer *t = svc_timer_of(wt);
 	uint32_t word = word_load(t), queued = word_with(word, ST_QUEUED, 0, 0);
 	struct runner *r = s->direct;
+	uint64_t nexpired;
 
 	if (r) {
-		/* Only without executors, where the scanner is runner 0:
-		 * expired and taken in one store of the word. */
+		/* Expired and taken by the scanner in one store of the
+		 * word. */
 		unsigned n = r->len;
 
 		if (n < BATCH) {
 			r->len = n + 1;
-			take_slot(r, 0, n, t, word);
+			take_slot(r, r->index, n, t, word);
 			word_set_two(t, word, queued,
 				     word_with(word, ST_TAKEN, F_RAN, 0), TR_expire,
 				     TR_take);
@@ -210,8 +215,13 @@ void tw__svc_fire(struct tw_wheel *w, struct tw_timer *wt)
 		}
 	}
 	list_append(&s->expired, &wt->link);
-	bump(&s->nexpired, 1);
+	nexpired = load_u64(&s->nexpired) + 1;
+	store_u64(&s->nexpired, nexpired);
 	word_set(t, word, queued, TR_expire);
+	/* The executors' list is full: what expires next is the
+	 * scanner's. */
+	if (nexpired == s->spill_at)
+		s->direct = &s->svc->runners[SCANNER(s->svc)];
 }
 
 /* Under s->mu: up to `most` of the shard's expired timers into runner
@@ -584,16 +594,15 @@ void *tw__svc_executor_main(void *arg)
 
 /*
  * Advance shard s to now under its mutex and deal with what expired:
- * without executors the scanner runs it all once the advance is over, a
- * batch per lock hold; with
- * executors the shard goes on their list, and the scanner runs batches
- * itself only while more than queue_capacity timers wait. *next gets the
- * shard's next expiry, which the reaper leaves in reaper_sees.
+ * without executors the scanner runs it all, a batch per lock hold, as
+ * the advance expires it; with executors what expires goes on their list
+ * and the shard on their work list until queue_capacity timers wait, and
+ * the scanner runs the rest itself the same way (back-pressure). *next
+ * gets the shard's next expiry, which the reaper leaves in reaper_sees.
  */
 static int64_t scan_shard(struct tw_service *svc, struct shard *s, int64_t now,
 			  int64_t *next, bool reaper)
 {
-	uint64_t before;
 	int64_t n = 0, when;
 	unsigned me = SCANNER(svc);
 
@@ -631,19 +640,45 @@ static int64_t scan_shard(struct tw_service *svc, struct shard *s, int64_t now,
 		shard_unlock(s);
 		return n;
 	}
-	before = load_u64(&s->nexpired);
-	tw_wheel_advance(&s->wheel, now);
+	for (;;) {
+		/* The list's room: the timers of every shard's list count
+		 * (a capacity this count cannot reach sets no spill_at). */
+		uint64_t waits = waiting(svc), capacity = svc->cfg.queue_capacity;
+		uint64_t before = load_u64(&s->nexpired);
+		int64_t fired;
+		bool stopped;
+
+		if (waits >= capacity)
+			s->direct = &svc->runners[me];
+		else if (capacity - waits <= UINT64_MAX - before)
+			s->spill_at = before + (capacity - waits);
+		fired = tw_wheel_advance(&s->wheel, now);
+		s->direct = NULL;
+		s->spill_at = 0;
+		if (fired > 0)
+			n += fired;
+		stopped = tw__wheel_stop_end(&s->wheel);
+		if (load_u64(&s->nexpired) != before)
+			post(svc, s);
+		/* Past the capacity: the batch the advance filled, with the
+		 * mutex let go (the wheel stopped, or its advance is over);
+		 * then the advance goes on. */
+		if (svc->runners[me].len) {
+			shard_unlock(s);
+			TW_TEST_POINT("scan.batch", svc);
+			run_batch(svc, me);
+			shard_lock(s);
+		}
+		if (!stopped)
+			break;
+	}
 	*next = tw_wheel_next_expiry(&s->wheel, &when) ? when : INT64_MAX;
 	if (reaper)
 		s->reaper_sees = *next;
-	/* Dispatched: every timer this advance expired (one a callback
-	 * cancels before its turn included). */
-	n = (int64_t)(load_u64(&s->nexpired) - before);
-	if (n)
-		post(svc, s);
 	for (;;) {
-		/* Back-pressure: only what is past the capacity (which may be
-		 * as large as SIZE_MAX: compared, not subtracted first). */
+		/* What a wheel that could not stop put on the list past the
+		 * capacity (which may be as large as SIZE_MAX: compared, not
+		 * subtracted first), oldest first. */
 		uint64_t waits = waiting(svc), capacity = svc->cfg.queue_capacity;
 		uint64_t over = waits > capacity ? waits - capacity : 0;
 

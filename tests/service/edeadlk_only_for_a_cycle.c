@@ -4,10 +4,11 @@
  * callbacks run both on the executors and on the scanning thread (the
  * executors' queue full).
  *
- * The scanning thread (here a manual service's poll) runs batches itself
- * only past queue_capacity timers waiting for the executors, oldest first
- * (back-pressure). With a capacity of one and two timers due, the poll
- * runs the older, y, and the only executor takes the other, x. y's
+ * The scanning thread (here a manual service's poll) runs what expires
+ * itself only once queue_capacity timers wait for the executors
+ * (back-pressure). With a capacity of one and two timers due, the older,
+ * x, fills the queue and the only executor takes it; the poll runs the
+ * other, y, itself. y's
  * callback cancel_syncs x, which the executor holds in its batch and has
  * not claimed: parked right after it took its batch ("executor.took", no
  * running mark yet) the cancel takes x's slot back and returns
@@ -101,30 +102,22 @@ static void note_wait_and_release(const void *obj, void *arg)
 	sp_release(j->took);
 }
 
-/* The poll runs y (due first) itself, the only executor takes x, parked
+/* The poll runs y (due last) itself, the only executor takes x, parked
  * at point (with obj); y's callback cancel_syncs x. */
 static void scanner_cancel_syncs_what_an_executor_took(const char *point,
 						      const void *(*obj)(struct tw_service *,
 									 struct job *),
 						      bool waits)
 {
-	struct tw_service_config cfg = { 0 };
 	struct tw_service *svc = NULL;
 	struct tw_service_stats st;
 	struct poller p;
 	struct sp_thread th;
 	struct job *x = malloc(sizeof(*x)), y;
 
-	/* A queue of one: y, due first, runs on the poller, x waits for the
-	 * executor. */
-	cfg.tick = 10;
-	cfg.wheel_size = 8;
-	cfg.manual = true;
-	cfg.executors = 1;
-	cfg.queue_capacity = 1;
-	cfg.clock.now = virtual_clock;
-	atomic_store(&virtual_now, 1000);
-	CHECK_EQ(tw_service_create(&svc, &cfg), TW_OK);
+	/* A queue of one: x, due first, fills it and waits for the
+	 * executor; y, past it, runs on the poller. */
+	svc = service_queue(true, 1, 1);
 	p.svc = svc;
 	p.result = 0;
 	job_init(x);
@@ -132,8 +125,8 @@ static void scanner_cancel_syncs_what_an_executor_took(const char *point,
 	y.other = x;
 	y.took = sp_arm(point, obj(svc, x));
 	sp_on("cancel_sync.wait", &x->t, note_wait_and_release, &y);
-	CHECK_EQ(tw_service_add(svc, &y.t, 1010), TW_OK);
-	CHECK_EQ(tw_service_add(svc, &x->t, 1020), TW_OK);
+	CHECK_EQ(tw_service_add(svc, &x->t, 1010), TW_OK);
+	CHECK_EQ(tw_service_add(svc, &y.t, 1020), TW_OK);
 	atomic_store(&virtual_now, 1020);
 	sp_spawn(&th, poll_thread, &p);
 	sp_join(&th, "the poll");

@@ -45,8 +45,8 @@ static bool wait_for(atomic_int *counter, int value, int timeout_ms)
 static void test_reaper_alone_drives_expiry(void)
 {
 	/* Kafka's SystemTimerReaperTest: 10 / 20 / 30 ms on the real clock. */
-	struct tw_service *svc;
 	struct tw_service_config cfg = { 0 };
+	struct tw_service *svc;
 	struct job j[3];
 	atomic_int done = 0;
 
@@ -160,34 +160,26 @@ static void act_cancel_sync_other(struct tw_service *svc, struct job *self)
 	self->other = NULL;
 }
 
-/* caller_ran counts callbacks the polling thread ran because more than
- * queue_capacity waited for the executors, and only those: the executor
- * held, a capacity of 1, a and b expire in one poll; the poller runs the
- * one past the capacity, a (the older), which takes b back with
- * cancel_sync. b never ran, and is not counted. */
+/* caller_ran counts callbacks the polling thread ran because the
+ * executors' queue was full (queue_capacity timers waited), and only
+ * those: the executor held, a capacity of 1, b and a expire in one poll;
+ * b, the older, fills the queue and the poller runs a, which takes b
+ * back with cancel_sync. b never ran, and is not counted. */
 static void test_caller_ran_counts_only_callbacks_run(void)
 {
-	struct tw_service_config cfg = { 0 };
 	struct tw_service *svc = NULL;
 	struct tw_service_stats st;
 	struct job blocker, a, *b = malloc(sizeof(*b));
 	pthread_t th;
 
-	cfg.tick = 1;
-	cfg.wheel_size = 8;
-	cfg.manual = true;
-	cfg.executors = 1;
-	cfg.queue_capacity = 1;
-	cfg.clock.now = virtual_clock;
-	set_clock(1000);
-	CHECK_EQ(tw_service_create(&svc, &cfg), TW_OK);
+	svc = service_queue(true, 1, 1);
 	block_executor(svc, &blocker, 1, 0);
 	job_init(&a, 3, 0);
 	job_init(b, 4, 0);
 	a.action = act_cancel_sync_other;
 	a.other = b;
-	CHECK_EQ(tw_service_add(svc, &a.t, 1020), TW_OK);
-	CHECK_EQ(tw_service_add(svc, &b->t, 1025), TW_OK);
+	CHECK_EQ(tw_service_add(svc, &b->t, 1020), TW_OK);
+	CHECK_EQ(tw_service_add(svc, &a.t, 1025), TW_OK);
 	set_clock(1030);
 	CHECK_EQ(tw_service_poll(svc), 2); /* a runs on this thread */
 	CHECK_EQ(a.result, TW_SVC_STOPPED);
@@ -220,20 +212,12 @@ static void test_a_capacity_past_int64_max_is_never_full(void)
 	const size_t capacities[2] = { SIZE_MAX, (size_t)1 << 63 };
 
 	for (int c = 0; c < 2; c++) {
-		struct tw_service_config cfg = { 0 };
 		struct tw_service *svc = NULL;
 		struct tw_service_timer t[5];
 		struct tw_service_stats st;
 
-		cfg.tick = 1;
-		cfg.wheel_size = 8;
-		cfg.manual = true;
-		cfg.executors = 1;
-		cfg.queue_capacity = capacities[c];
-		cfg.clock.now = virtual_clock;
-		set_clock(1000);
 		atomic_store(&capacity_ran, 0);
-		CHECK_EQ(tw_service_create(&svc, &cfg), TW_OK);
+		svc = service_queue(true, 1, capacities[c]);
 		for (int i = 0; i < 5; i++) {
 			tw_service_timer_init(&t[i], count_capacity_run);
 			CHECK_EQ(tw_service_add(svc, &t[i], 1010), TW_OK);
@@ -385,20 +369,12 @@ static void test_reaper_ignores_a_clock_going_back(void)
 
 static void test_full_queue_runs_on_reaper_nothing_lost(void)
 {
-	struct tw_service_config cfg = { 0 };
 	struct tw_service *svc;
 	struct job j[10];
 	struct tw_service_stats st;
 	int total = 0;
 
-	cfg.tick = 10;
-	cfg.wheel_size = 8;
-	cfg.manual = true;
-	cfg.executors = 1;
-	cfg.queue_capacity = 2;
-	cfg.clock.now = virtual_clock;
-	set_clock(1000);
-	CHECK_EQ(tw_service_create(&svc, &cfg), TW_OK);
+	svc = service_queue(true, 1, 2);
 	atomic_store(&release_gate, 0);
 	atomic_store(&entered, 0);
 	job_init(&j[0], 0, 0);
@@ -426,6 +402,93 @@ static void test_full_queue_runs_on_reaper_nothing_lost(void)
 	CHECK_EQ(st.caller_ran, 7);
 	CHECK_EQ(total + (int)st.handed_back, 10);
 	CHECK_EQ(st.ran + st.handed_back, 10);
+	tw_service_destroy(svc);
+}
+
+/* A big expiry with the executors' queue full runs on the polling thread
+ * a batch at a time as the advance expires it: the advance stops at a
+ * full batch (as without executors), so the first callback runs while
+ * the rest still wait in the wheel, each timer touched once, and the
+ * queue holds no more than its capacity. Held executor, a capacity of 4,
+ * 1000 timers due in one tick: the first callback on the poller sees
+ * 1000 - 4 - 64 (a batch) still in the wheel; after the poll, 4 wait for
+ * the executor and the poller ran the other 996. */
+#define BIG_EXPIRY 1000
+static atomic_int in_wheel_at_first_run;
+
+static void act_note_wheel(struct tw_service *svc, struct job *self)
+{
+	int expected = -1;
+
+	(void)self;
+	atomic_compare_exchange_strong(&in_wheel_at_first_run, &expected,
+				       (int)tw_service_count(svc));
+}
+
+static void test_a_full_queue_runs_the_rest_as_it_expires(void)
+{
+	struct tw_service *svc;
+	struct job blocker, *j = calloc(BIG_EXPIRY, sizeof(*j));
+	struct tw_service_stats st;
+	int total = 0;
+
+	svc = service_queue(true, 1, 4);
+	block_executor(svc, &blocker, 1, 0);
+	atomic_store(&in_wheel_at_first_run, -1);
+	for (int i = 0; i < BIG_EXPIRY; i++) {
+		job_init(&j[i], i, 0);
+		j[i].action = act_note_wheel;
+		CHECK_EQ(tw_service_add(svc, &j[i].t, 1020), TW_OK);
+	}
+	set_clock(1020);
+	CHECK_EQ(tw_service_poll(svc), BIG_EXPIRY);
+	CHECK_EQ(atomic_load(&in_wheel_at_first_run), BIG_EXPIRY - 4 - 64);
+	tw_service_stats(svc, &st);
+	CHECK_EQ(st.caller_ran, BIG_EXPIRY - 4);
+	CHECK_EQ(tw_service_count(svc), 0);
+	atomic_store(&release_gate, 1);
+	CHECK_EQ(tw_service_shutdown(svc, NULL, NULL), 0);
+	for (int i = 0; i < BIG_EXPIRY; i++)
+		total += atomic_load(&j[i].runs);
+	CHECK_EQ(total, BIG_EXPIRY);
+	tw_service_destroy(svc);
+	free(j);
+}
+
+/* A timer taken past a full queue is the polling thread's: a cancel_sync
+ * from the callback before it in the same batch takes it back from that
+ * batch (TW_SVC_STOPPED) and it never runs, though an executor exists.
+ * Held executor, a capacity of 1: q fills the queue, a and b go into the
+ * poller's batch, and a cancel_syncs b and frees it (ASan). */
+static void test_a_cancel_sync_takes_back_what_a_full_queue_left_the_poller(void)
+{
+	struct tw_service *svc;
+	struct job blocker, q, a, *b = malloc(sizeof(*b));
+	struct tw_service_stats st;
+
+	svc = service_queue(true, 1, 1);
+	block_executor(svc, &blocker, 1, 0);
+	job_init(&q, 2, 0);
+	job_init(&a, 3, 0);
+	job_init(b, 4, 0);
+	a.action = act_cancel_sync_other;
+	a.other = b;
+	CHECK_EQ(tw_service_add(svc, &q.t, 1020), TW_OK);
+	CHECK_EQ(tw_service_add(svc, &a.t, 1030), TW_OK);
+	CHECK_EQ(tw_service_add(svc, &b->t, 1030), TW_OK);
+	set_clock(1030);
+	CHECK_EQ(tw_service_poll(svc), 3);
+	CHECK_EQ(a.result, TW_SVC_STOPPED);
+	CHECK_EQ(atomic_load(&a.runs), 1);
+	tw_service_stats(svc, &st);
+	CHECK_EQ(st.caller_ran, 1);
+	atomic_store(&release_gate, 1);
+	CHECK_EQ(tw_service_shutdown(svc, NULL, NULL), 0);
+	CHECK_EQ(atomic_load(&q.runs), 1);
+	tw_service_stats(svc, &st);
+	CHECK_EQ(st.ran, 3); /* the blocker, q and a */
+	CHECK_EQ(st.stopped, 1);
+	CHECK_EQ(st.added, st.ran + st.stopped + st.handed_back);
 	tw_service_destroy(svc);
 }
 
@@ -474,5 +537,7 @@ int main(void)
 	RUN(test_periodic_running_at_shutdown_is_not_rearmed);
 	RUN(test_reaper_ignores_a_clock_going_back);
 	RUN(test_full_queue_runs_on_reaper_nothing_lost);
+	RUN(test_a_full_queue_runs_the_rest_as_it_expires);
+	RUN(test_a_cancel_sync_takes_back_what_a_full_queue_left_the_poller);
 	return check_report();
 }

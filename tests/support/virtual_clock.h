@@ -26,7 +26,9 @@ static inline void set_clock(int64_t t)
 	atomic_store(&virtual_now, t);
 }
 
-static inline struct tw_service *service(bool manual, unsigned executors)
+/* queue_capacity 0: the default. */
+static inline struct tw_service *service_queue(bool manual, unsigned executors,
+					       size_t queue_capacity)
 {
 	struct tw_service_config cfg = { 0 };
 	struct tw_service *svc = NULL;
@@ -35,10 +37,16 @@ static inline struct tw_service *service(bool manual, unsigned executors)
 	cfg.wheel_size = 8;
 	cfg.manual = manual;
 	cfg.executors = executors;
+	cfg.queue_capacity = queue_capacity;
 	cfg.clock.now = virtual_clock;
 	atomic_store(&virtual_now, 1000);
 	CHECK_EQ(tw_service_create(&svc, &cfg), TW_OK);
 	return svc;
+}
+
+static inline struct tw_service *service(bool manual, unsigned executors)
+{
+	return service_queue(manual, executors, 0);
 }
 
 /* A poll on a thread of its own (sp_spawn), and its result. */
