@@ -192,7 +192,7 @@ void tw__svc_fire(struct tw_wheel *w, struct tw_timer *wt)
 {
 	struct shard *s = tw_container_of(w, struct shard, wheel);
 	struct tw_service_timer *t = svc_timer_of(wt);
-	uint32_t word = word_load(t), queued = word_with(word, ST_QUEUED, 0, 0);
+	uint32_t word = word_load(t), queued;
 	struct runner *r = s->direct;
 	uint64_t nexpired;
 
@@ -204,7 +204,7 @@ void tw__svc_fire(struct tw_wheel *w, struct tw_timer *wt)
 		if (n < BATCH) {
 			r->len = n + 1;
 			take_slot(r, r->index, n, t, word);
-			word_set_two(t, word, queued,
+			word_set_two(t, word, word_with(word, ST_QUEUED, 0, 0),
 				     word_with(word, ST_TAKEN, F_RAN, 0), TR_expire,
 				     TR_take);
 			/* A full batch runs before the wheel fires more:
@@ -214,6 +214,7 @@ void tw__svc_fire(struct tw_wheel *w, struct tw_timer *wt)
 			return;
 		}
 	}
+	queued = word_with(word, ST_QUEUED, 0, 0);
 	list_append(&s->expired, &wt->link);
 	nexpired = load_u64(&s->nexpired) + 1;
 	store_u64(&s->nexpired, nexpired);
