@@ -103,6 +103,10 @@
  *     its runner, not the scanner (a cancel_sync finds no slot to take
  *     back and no run, returns, and its owner frees what the scanner is
  *     about to run)
+ *  16 a run's end on the scanning thread that runs a due deferred add
+ *     (or a period that came during the run) again at once, as an
+ *     executor's does (a callback that adds its own timer due keeps a
+ *     poll going)
  */
 
 #ifndef SCEN
@@ -409,7 +413,13 @@ inline run_end(t, r, rearm) {
 		if
 		:: tm[t].st == DEFERRED ->
 			if
-			:: true -> /* due: run again here, taken and claimed */
+#if MUT == 16
+			:: true ->
+#else
+			:: r != SC -> /* due: run again here, taken and claimed
+				      * (the scanning thread files it for its
+				      * next scan: a poll stays bounded) */
+#endif
 #if MUT == 2
 				atomic { BEGIN_STEP(t); tm[t].st = IDLE; STEP(t, again) };
 #else
@@ -429,7 +439,7 @@ inline run_end(t, r, rearm) {
 			if
 			:: closed || tm[t].shut ->
 				atomic { BEGIN_STEP(t); tm[t].st = IDLE; STEP(t, ran) }
-			:: NE > 0 && !(closed || tm[t].shut) && tm[t].runs < MAXRUNS ->
+			:: NE > 0 && r != SC && !(closed || tm[t].shut) && tm[t].runs < MAXRUNS ->
 				/* its next period came during the run: run
 				 * again here (a new add, still TAKEN) */
 				tm[t].adds++;
@@ -480,6 +490,11 @@ inline run_slot(t, r) {
 	:: cl ->
 		TOUCH(t);
 		assert(tm[t].inrun == 1);
+		/* The scanning thread runs a claim's callback once: what
+		 * the run adds or re-arms waits for a scan, so that no
+		 * callback keeps a poll going. */
+		assert(r != SC || nr == 0);
+		nr++;
 		rearm = tm[t].per;
 		callback(t, r);
 		tm[t].runs++;
@@ -500,7 +515,8 @@ inline run_slot(t, r) {
 		fi
 #endif
 	od;
-	cl = 0
+	cl = 0;
+	nr = 0
 }
 
 /* Under the mutex: every PENDING timer may be due (time is abstract);
@@ -739,7 +755,7 @@ inline callback(t, r) {
 
 /* ---- the threads ---- */
 
-#define LOCALS byte i, j, res, res2, going, rearm, again_run, cur, hops, holder, ring, wr, g, cl, filed
+#define LOCALS byte i, j, res, res2, going, rearm, again_run, cur, hops, holder, ring, wr, g, cl, filed, nr
 
 /* An executor: take a batch under the mutex, run it; exit when stopped
  * and nothing is queued. */

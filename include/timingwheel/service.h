@@ -19,9 +19,12 @@
  * during the run, from any thread or from the callback, or a periodic
  * re-arm due before the run returned -- waits for that run to return and
  * then runs on the same thread (late by what was left of the run, never
- * early). A callback need not be reentrant, and what it does to its own
- * timer (re-add, reschedule, cancel, free) is never raced by a second run
- * of it. (Linux keeps a re-armed timer on the CPU where its callback runs
+ * early); where that thread is the one that polls the service (or its
+ * reaper, running callbacks itself because the executors' queue is
+ * full), it runs at that thread's next scan instead, so that no callback
+ * keeps a poll going. A callback need not be reentrant, and what it does
+ * to its own timer (re-add, reschedule, cancel, free) is never raced by a
+ * second run of it. (Linux keeps a re-armed timer on the CPU where its callback runs
  * for the same reason; Java's ScheduledThreadPoolExecutor: "will not
  * concurrently execute".)
  *

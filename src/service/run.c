@@ -313,7 +313,10 @@ run_end_locked(struct tw_service *svc, unsigned ri, struct tw_service_timer *t,
 	shard_lock(s);
 	word = word_load(t);
 	if (word_state(word) == ST_DEFERRED) {
-		if (due_now(svc, t->wheel_timer.due)) {
+		/* The scanning thread runs it at its next scan, not in this
+		 * one: a callback that adds its own timer due at once would
+		 * otherwise keep a poll (or the reaper's scan) going. */
+		if (ri != SCANNER(svc) && due_now(svc, t->wheel_timer.due)) {
 			/* Its add ends in the run that follows, here: taken
 			 * and claimed by this runner at once (its batch slot
 			 * was emptied by the claim of the run now over). */
@@ -337,13 +340,15 @@ run_end_locked(struct tw_service *svc, unsigned ri, struct tw_service_timer *t,
 			/* Its last run: shutdown, a teardown, or no time left
 			 * to run at. */
 			word_set(t, word, word_with(word, ST_IDLE, 0, 0), TR_ran);
-		} else if (svc->nexecutors && due_now(svc, due + period)) {
+		} else if (svc->nexecutors && ri != SCANNER(svc) &&
+			   due_now(svc, due + period)) {
 			/* Its next period came during the run: it runs again
 			 * at once, here, as it would have waited for this run
 			 * on any other executor (a new add; still TAKEN and
-			 * claimed by this runner). Without executors the one
-			 * runner is this thread anyway: the wheel has it run
-			 * at the next advance. */
+			 * claimed by this runner). On the scanning thread --
+			 * the one runner without executors, the queue's
+			 * overflow with them -- the wheel has it run at the
+			 * next scan, as a deferred add above. */
 			t->wheel_timer.due = due + period;
 			periodic_of(t)->due = due + period;
 			bump(&s->added, 1);

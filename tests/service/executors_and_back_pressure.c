@@ -492,6 +492,61 @@ static void test_a_cancel_sync_takes_back_what_a_full_queue_left_the_poller(void
 	tw_service_destroy(svc);
 }
 
+/* A callback the polling thread runs (the executors' queue full) that
+ * adds its own timer again, due at once, ends the poll all the same: the
+ * add waits for the run's end, then for the next poll, which runs it once
+ * more. So does a periodic timer whose run outlasts its period (the
+ * callback moves the virtual clock past it). Held executor, a capacity of
+ * 1: q fills the queue, a runs on the poller, ten times at most. */
+static void act_readd_due(struct tw_service *svc, struct job *self)
+{
+	if (atomic_load(&self->runs) < 10)
+		self->result = tw_service_add(svc, &self->t, tw_service_now(svc));
+}
+
+static void act_outlast_period(struct tw_service *svc, struct job *self)
+{
+	(void)svc;
+	if (atomic_load(&self->runs) < 10)
+		set_clock(atomic_load(&virtual_now) + 100);
+}
+
+static void poller_run_that_readds_due(int64_t period)
+{
+	struct tw_service *svc;
+	struct job blocker, q, a;
+	struct tw_service_stats st;
+
+	svc = service_queue(true, 1, 1);
+	block_executor(svc, &blocker, 1, 0);
+	job_init(&q, 2, 0);
+	job_init(&a, 3, period);
+	a.action = period ? act_outlast_period : act_readd_due;
+	CHECK_EQ(tw_service_add(svc, &q.t, 1020), TW_OK);
+	CHECK_EQ(tw_service_add(svc, &a.t, 1030), TW_OK);
+	set_clock(1030);
+	CHECK_EQ(tw_service_poll(svc), 2); /* q queued, a run here */
+	CHECK_EQ(atomic_load(&a.runs), 1);
+	CHECK_EQ(a.result, TW_OK);
+	CHECK(tw_service_timer_pending(&a.t));
+	CHECK_EQ(tw_service_poll(svc), 1); /* a again, once */
+	CHECK_EQ(atomic_load(&a.runs), 2);
+	tw_service_stats(svc, &st);
+	CHECK_EQ(st.caller_ran, 2);
+	atomic_store(&release_gate, 1);
+	CHECK_EQ(tw_service_shutdown(svc, hand_back, &nhanded), 1);
+	CHECK_EQ(atomic_load(&q.runs), 1);
+	tw_service_stats(svc, &st);
+	CHECK_EQ(st.added, st.ran + st.stopped + st.handed_back);
+	tw_service_destroy(svc);
+}
+
+static void test_a_poller_run_that_adds_its_timer_due_ends_the_poll(void)
+{
+	poller_run_that_readds_due(0);
+	poller_run_that_readds_due(10);
+}
+
 /* tw_service_timer_pending() follows one add from start to end, and a
  * reschedule of a pending timer counts as stopping the add it replaces. */
 static void test_pending_and_what_stopped_counts(void)
@@ -539,5 +594,6 @@ int main(void)
 	RUN(test_full_queue_runs_on_reaper_nothing_lost);
 	RUN(test_a_full_queue_runs_the_rest_as_it_expires);
 	RUN(test_a_cancel_sync_takes_back_what_a_full_queue_left_the_poller);
+	RUN(test_a_poller_run_that_adds_its_timer_due_ends_the_poll);
 	return check_report();
 }
