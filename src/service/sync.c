@@ -115,9 +115,14 @@ static void unpost_wait(struct sync_wait *me)
 int tw__svc_wait_unreferenced(struct tw_service *svc, struct tw_service_timer *t,
 			      bool shut)
 {
-	const struct tw__svc_thread *self = &THIS_THREAD;
-	bool own = self->current == t && self->current_svc == svc;
-	struct sync_wait me = { NULL, self->current_svc, self->runner, svc, t, 0 };
+	/* A copy, not a pointer: UBSan's null check of a pointer to an
+	 * initial-exec thread-local tests flags that the linker's
+	 * relaxation of the address's add leaves stale (gcc 12, an
+	 * optimised build with -fsanitize=undefined: a report, and an
+	 * abort, on every call). Nothing here changes the thread's state. */
+	const struct tw__svc_thread self = THIS_THREAD;
+	bool own = self.current == t && self.current_svc == svc;
+	struct sync_wait me = { NULL, self.current_svc, self.runner, svc, t, 0 };
 	uint32_t word = word_load(t);
 	struct shard *s;
 	bool posted = false;
@@ -144,9 +149,9 @@ int tw__svc_wait_unreferenced(struct tw_service *svc, struct tw_service_timer *t
 		if (!going && word_has(word, F_RAN))
 			word_set(t, word, word & ~(uint32_t)F_RAN, TR_settle);
 		shard_unlock(s);
-		if (!going || (own && runner == self->runner))
+		if (!going || (own && runner == self.runner))
 			break;
-		if (self->current && wait_closes_ring(&me, runner, &posted)) {
+		if (self.current && wait_closes_ring(&me, runner, &posted)) {
 			rc = TW_EDEADLK;
 			break;
 		}
