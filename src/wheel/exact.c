@@ -608,14 +608,18 @@ hot_inline int64_t drain_some(struct tw_wheel *w, struct tw_level *lv, size_t n)
 static int64_t drain_share(struct tw_wheel *w, int64_t limit)
 {
 	int64_t fired = 0, wake = INT64_MAX;
+	uint32_t left = w->ndraining;
 
-	for (uint32_t i = 1; w->ndraining && i < w->nlevels; i++) {
+	/* The drains there were on entry: a level after the last of them
+	 * has none (a share only ends a drain, never starts one). */
+	for (uint32_t i = 1; left && i < w->nlevels; i++) {
 		struct tw_level *lv = &w->levels[i];
 		struct tw_bucket *b = lv->draining;
 		size_t share;
 
 		if (!b)
 			continue;
+		left--;
 		if (limit > b->pop_at) {
 			uint64_t elapsed = (uint64_t)limit - (uint64_t)b->pop_at;
 			uint64_t total = (uint64_t)b->expiration - (uint64_t)b->pop_at;
