@@ -408,20 +408,30 @@ hot_inline void drain_end_if_empty(struct tw_wheel *w, struct tw_level *lv,
  * a level-2 pop, which move_exact() puts first in the bucket popping
  * then. Stops at the first timer that needs more (move_exact() takes
  * it), after n timers, or at the end; cuts the run off b at once.
- * Returns how many it moved. Idle timeouts 30 s out come down this way
- * twice each (make bench-instr's idle-expire). */
+ * Returns how many it moved. far: every timer of b is 64 ticks or more
+ * ahead (the caller knows it from b's expiration), so none is for level
+ * 1. Idle timeouts 30 s out come down this way twice each (make
+ * bench-instr's idle-expire). */
 hot_inline size_t drain_run(struct tw_wheel *w, struct tw_bucket *b, size_t n,
-			    bool into_level1)
+			    bool into_level1, bool far)
 {
 	struct tw_level *levels = w->levels;
 	struct tw_level *below = into_level1 ? levels : &levels[1];
 	struct tw_bucket *slots = below->slots;
 	const uint64_t clock = (uint64_t)levels[0].clock;
 	const uint64_t bclock = (uint64_t)below->clock;
+	/* The bucket of a level-2 pop is one of the level's 64 from its
+	 * clock on whose start ((number - 1) << 5) is an int64 tick: its
+	 * number less than pops past bclock, one compare for both. */
+	const uint64_t max_number = (uint64_t)(INT64_MAX >> 5);
+	const uint64_t pops = max_number - bclock < 63 ? max_number - bclock + 1 : 64;
 	struct tw_link *l = b->head.next;
 	size_t taken = 0;
 
-	for (; taken < n && l != &b->head; taken++) {
+	/* The list holds b->count timers: n of them, or all. */
+	if (n > b->count)
+		n = b->count;
+	for (; taken < n; taken++) {
 		struct tw_timer *t = list_timer(l);
 		uint64_t key = (uint64_t)t->due, number;
 		struct tw_bucket *nb;
@@ -434,13 +444,13 @@ hot_inline size_t drain_run(struct tw_wheel *w, struct tw_bucket *b, size_t n,
 		} else {
 			/* Level 2 takes distances from 64 on (below it,
 			 * level 1) in its buckets ahead of its clock. */
-			if (key - clock - 64 >= (uint64_t)1 << 62)
+			if (!far && key - clock - 64 >= (uint64_t)1 << 62)
 				break;
 			if (__builtin_expect(!(key & 31), 0)) {
 				/* Due at a level-2 pop: first in the bucket
 				 * popping then, as move_exact() files it. */
 				number = (uint64_t)shift_floor((int64_t)key, 5) + 1;
-				if (number - bclock >= 64 || number > (uint64_t)(INT64_MAX >> 5) ||
+				if (number - bclock >= pops ||
 				    (nb = &slots[number & 63])->draining)
 					break;
 				l = l->next;
@@ -476,7 +486,17 @@ static __attribute__((noinline)) int64_t drain_fast(struct tw_wheel *w, struct t
 	int64_t fired = 0;
 
 	while (n && !list_empty(&b->head)) {
-		n -= into_level1 ? drain_run(w, b, n, true) : drain_run(w, b, n, false);
+		/* Every timer a drain of level 3 moves is due at its
+		 * bucket's expiration or later (a drain's bucket holds no
+		 * windowed timer: its pop fired them, and none is filed
+		 * into a draining bucket), so while that is 64 ticks or
+		 * more ahead (far) level 2 takes each by its bucket number
+		 * alone. */
+		n -= into_level1 ? drain_run(w, b, n, true, false)
+		     : b->expiration > w->levels[0].clock &&
+				     (uint64_t)b->expiration - (uint64_t)w->levels[0].clock >= 64
+			     ? drain_run(w, b, n, false, true)
+			     : drain_run(w, b, n, false, false);
 		if (!n || list_empty(&b->head))
 			break;
 		fired += into_level1 ? move_exact(w, b, 1, NULL, false, true, 0)

@@ -81,9 +81,8 @@ static void place_new_exact(struct tw_wheel *w, struct tw_timer *t)
  * level tick, which a window may not allow. What is left are exact
  * timers, none due before the bucket's expiration: min_key says so, so
  * that next_expiry does not name a tick the drain has passed. */
-int64_t tw__fire_windowed(struct tw_wheel *w, struct tw_bucket *b)
+hot_inline int64_t fire_windowed(struct tw_wheel *w, struct tw_bucket *b, int64_t tick)
 {
-	const int64_t tick = w->tick;
 	int64_t fired = 0;
 
 	for (;;) {
@@ -102,6 +101,12 @@ int64_t tw__fire_windowed(struct tw_wheel *w, struct tw_bucket *b)
 	if (b->min_key < b->expiration)
 		b->min_key = b->expiration;
 	return fired;
+}
+
+/* Compiled for a tick of 1, where a key is its due time, and for any. */
+int64_t tw__fire_windowed(struct tw_wheel *w, struct tw_bucket *b)
+{
+	return w->tick == 1 ? fire_windowed(w, b, 1) : fire_windowed(w, b, w->tick);
 }
 
 /* The bucket a window [ek, lk] (ticks, clock0 < ek <= lk) is filed in
