@@ -50,6 +50,10 @@ struct peer_ops {
 	 * [now + delay, now + delay + width]; NULL: the library has none */
 	void (*idle_reset_window)(const size_t *pick, size_t n, size_t every,
 				  int64_t delay, int64_t width);
+	/* insert with windows: timer i to fire anywhere in [due[i],
+	 * due[i] + width] (the windowed idle cells' first state); NULL
+	 * where idle_reset_window is */
+	void (*insert_window)(const int64_t *due, size_t n, int64_t width);
 };
 
 #endif

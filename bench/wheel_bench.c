@@ -35,10 +35,12 @@
  *                server's idle timeouts; ns per reset, advances included
  *   idle-expire  that idle state fired stepped, as expire-step
  *   idle-reset-win, idle-expire-win  idle-reset and idle-expire with
- *                windows [now + 30 s, now + 30 s + p %] (TW_BENCH_WINDOW_PCT,
- *                default 1): tw_wheel_reschedule_range; the summary
- *                sets the wheel's against a peer's windows where it has
- *                them, its exact idle timeouts otherwise
+ *                windows of p % (TW_BENCH_WINDOW_PCT, default 1) from
+ *                the add on: each timer added to fire in [due, due + p %]
+ *                (tw_wheel_add_range, untimed), each reset to [now + 30 s,
+ *                now + 30 s + p %] (tw_wheel_reschedule_range); the
+ *                summary sets the wheel's against a peer's windows where
+ *                it has them, its exact idle timeouts otherwise
  *   jump-unordered  (the wheel alone) expire-jump with
  *                tw_wheel_advance_unordered, which promises no order among
  *                the timers it fires; the summary sets it against the
@@ -212,6 +214,12 @@ static void tw_insert(const int64_t *d, size_t n)
 		tw_wheel_add(&wheel, &tws[i], d[i]);
 }
 
+static void tw_insert_window(const int64_t *d, size_t n, int64_t width)
+{
+	for (size_t i = 0; i < n; i++)
+		tw_wheel_add_range(&wheel, &tws[i], d[i], d[i] + width);
+}
+
 static void tw_cancel(const size_t *o, size_t n)
 {
 	for (size_t i = 0; i < n; i++)
@@ -303,7 +311,8 @@ static void tw_teardown(void)
 static struct peer_ops drv_tw = {
 	TW_BENCH_WHEEL_NAME, tw_setup, tw_insert, tw_cancel, tw_churn, tw_expire_step,
 	NULL, tw_advance_to, tw_idle_reset, tw_advance_to, tw_fired_count,
-	tw_teardown, tw_advance_unordered, tw_idle_reset_window
+	tw_teardown, tw_advance_unordered, tw_idle_reset_window,
+	tw_insert_window
 };
 
 /* ---- a binary min-heap with an index per timer ---- */
@@ -469,7 +478,7 @@ static void heap_teardown(void)
 static const struct peer_ops drv_heap = {
 	"binaryheap", heap_setup, heap_insert, heap_cancel, heap_churn,
 	heap_expire_step, NULL, heap_advance_to, heap_idle_reset,
-	heap_advance_to, heap_fired_count, heap_teardown, NULL, NULL
+	heap_advance_to, heap_fired_count, heap_teardown, NULL, NULL, NULL
 };
 
 /* ---- libuv ---- */
@@ -554,7 +563,7 @@ static void luv_teardown(void)
 static const struct peer_ops drv_libuv = {
 	"libuv", luv_setup, luv_insert, luv_cancel, luv_churn, NULL,
 	luv_make_due, luv_expire_jump, luv_idle_reset, NULL, luv_fired_count,
-	luv_teardown, NULL, NULL
+	luv_teardown, NULL, NULL, NULL
 };
 
 /* ---- libev ---- */
@@ -648,7 +657,7 @@ static void libev_teardown(void)
 static const struct peer_ops drv_libev = {
 	"libev", libev_setup, libev_insert, libev_cancel, libev_churn, NULL,
 	libev_make_due, libev_expire_jump, libev_idle_reset, NULL,
-	libev_fired_count, libev_teardown, NULL, NULL
+	libev_fired_count, libev_teardown, NULL, NULL, NULL
 };
 
 /* ---- libevent ---- */
@@ -749,7 +758,7 @@ static void le_teardown(void)
 
 static const struct peer_ops drv_libevent = {
 	"libevent", le_setup, le_insert, le_cancel, le_churn, NULL, le_make_due,
-	le_expire_jump, le_idle_reset, NULL, le_fired_count, le_teardown, NULL, NULL
+	le_expire_jump, le_idle_reset, NULL, le_fired_count, le_teardown, NULL, NULL, NULL
 };
 
 /* ---- the floor: one random cache line per operation ---- */
@@ -841,7 +850,10 @@ static void run_idle(size_t k, int r, bool windowed)
 	long f0, adv, z;
 
 	im->setup(N);
-	im->insert(idle_due, N);
+	if (windowed)
+		im->insert_window(idle_due, N, window_ms);
+	else
+		im->insert(idle_due, N);
 	f0 = im->fired();
 	phase_begin();
 	if (windowed)
@@ -1121,7 +1133,10 @@ static void report_moves(void)
 
 	for (int win = 0; win < 2; win++) {
 		tw_setup(N);
-		tw_insert(idle_due, N);
+		if (win)
+			tw_insert_window(idle_due, N, window_ms);
+		else
+			tw_insert(idle_due, N);
 		if (win)
 			tw_idle_reset_window(pick, N, every, IDLE_MS, window_ms);
 		else
