@@ -507,6 +507,38 @@ static __attribute__((noinline)) int64_t drain_fast(struct tw_wheel *w, struct t
 	return fired;
 }
 
+/* One timer's move in a drain of level 4 or up with fast_levels (its
+ * bucket cut off after, by the caller, which has read its successor:
+ * the move rewrites t's links): into the level below's bucket for its
+ * key, or nearer through refile64; false, with nothing done, for a timer
+ * that needs more (move_exact() takes it). */
+hot_inline bool upper_step(struct tw_wheel *w, struct tw_level *below,
+			   struct tw_timer *t)
+{
+	const unsigned shift = below->shift;
+	const uint64_t clock = (uint64_t)w->levels[0].clock;
+	uint64_t key = (uint64_t)t->due, number;
+	struct tw_bucket *nb;
+
+	/* Due twice below's span or more ahead, in one of the level's
+	 * buckets ahead of its clock: below's bucket for its key. */
+	number = (uint64_t)shift_floor((int64_t)key, shift);
+	if (__builtin_expect(key - clock - ((uint64_t)2 << shift) >= (uint64_t)1 << 62 ||
+				     number - (uint64_t)below->clock >= 64, 0)) {
+		/* Not yet due (none is, normally): the level its
+		 * distance says, unless that is to be created. */
+		if (key - clock - 1 >= (uint64_t)1 << 62)
+			return false;
+		return refile64(w->levels, w->levels->fast_levels, w, t, (int64_t)key);
+	}
+	nb = &below->slots[number & 63];
+	if (__builtin_expect(append_moved(nb, t) == &nb->head, 0))
+		bucket_fill(w, below, nb, (int64_t)number, (int64_t)key);
+	else if ((int64_t)key < nb->min_key)
+		nb->min_key = (int64_t)key;
+	return true;
+}
+
 /* The front of a drain of level 4 or up with fast_levels, as drain_run()
  * is of levels 2 and 3: each timer into the level below's bucket for its
  * key (below files distances from twice its span on), or, nearer, into
@@ -514,51 +546,23 @@ static __attribute__((noinline)) int64_t drain_fast(struct tw_wheel *w, struct t
  * needs more -- one due, or a level to create -- (move_exact() takes
  * it), after n timers, or at the end; cuts the run off b at once.
  * Returns how many it moved. The timers of a stepped expiry over hours
- * come down this way twice each (make bench-instr's expire-step: 1,154
- * instructions a timer, 1,205 through move_exact(), 2026-12-03). */
+ * come down this way twice each (make bench-instr's expire-step), most
+ * of them as a share of one, which drain_some() moves itself. */
 static __attribute__((noinline)) size_t drain_run_upper(struct tw_wheel *w,
 							struct tw_bucket *b,
 							size_t n,
 							struct tw_level *below)
 {
-	struct tw_bucket *slots = below->slots;
-	const unsigned shift = below->shift;
-	const uint64_t clock = (uint64_t)w->levels[0].clock;
-	const uint64_t bclock = (uint64_t)below->clock;
-	const uint64_t lo = (uint64_t)2 << shift;
 	struct tw_link *l = b->head.next;
 	size_t taken = 0;
 
 	for (; taken < n && l != &b->head; taken++) {
-		struct tw_timer *t = list_timer(l);
-		uint64_t key = (uint64_t)t->due, number;
-		struct tw_bucket *nb;
+		struct tw_link *next = l->next;
 
-		/* Due lo or more ticks ahead, in one of the level's buckets
-		 * ahead of its clock: below's bucket for its key. */
-		number = (uint64_t)shift_floor((int64_t)key, shift);
-		if (__builtin_expect(key - clock - lo >= (uint64_t)1 << 62 ||
-					     number - bclock >= 64, 0)) {
-			/* Not yet due (none is, normally): the level its
-			 * distance says, unless that is to be created. */
-			if (key - clock - 1 >= (uint64_t)1 << 62)
-				break;
-			l = l->next;
-			if (!refile64(w->levels, w->levels->fast_levels, w, t,
-				      (int64_t)key)) {
-				l = &t->link;
-				break;
-			}
-			prefetch(l);
-			continue;
-		}
-		l = l->next;
+		if (!upper_step(w, below, list_timer(l)))
+			break;
+		l = next;
 		prefetch(l);
-		nb = &slots[number & 63];
-		if (__builtin_expect(append_moved(nb, t) == &nb->head, 0))
-			bucket_fill(w, below, nb, (int64_t)number, (int64_t)key);
-		else if ((int64_t)key < nb->min_key)
-			nb->min_key = (int64_t)key;
 	}
 	if (taken)
 		bucket_cut(b, l, taken);
@@ -589,9 +593,10 @@ static __attribute__((noinline)) int64_t drain_each(struct tw_wheel *w,
 /* Move up to n timers of a draining bucket down (none fire normally: a
  * draining bucket's timers are due from its expiration on). With
  * fast_levels (exact mode, a tick of 1, 64 buckets, no observer) a drain
- * of level 2 or 3 has drain_fast(), and one above them a run of
- * drain_run_upper() first: a stepped expiry asks a drain for a timer or
- * two each advance, so the call itself is most of the cost. */
+ * of level 2 or 3 has drain_fast(), and one above them its one timer
+ * moved here (upper_step) or a run of drain_run_upper() first: a stepped
+ * expiry asks a drain for a timer or two each advance, so a call would
+ * be most of the cost. */
 hot_inline int64_t drain_some(struct tw_wheel *w, struct tw_level *lv, size_t n)
 {
 	struct tw_bucket *b = lv->draining;
@@ -601,6 +606,19 @@ hot_inline int64_t drain_some(struct tw_wheel *w, struct tw_level *lv, size_t n)
 
 		if (lv - w->levels <= 2)
 			return drain_fast(w, lv, n);
+		/* A share of one (a stepped expiry's, nearly always):
+		 * its step here, not a call. (A cancel may have emptied
+		 * the bucket.) */
+		if (n == 1 && b->head.next != &b->head) {
+			struct tw_link *l = b->head.next, *next = l->next;
+
+			if (upper_step(w, lv - 1, list_timer(l))) {
+				prefetch(next);
+				bucket_cut(b, next, 1);
+				drain_end_if_empty(w, lv, b);
+				return 0;
+			}
+		}
 		moved = drain_run_upper(w, b, n, lv - 1);
 		if (moved == n || list_empty(&b->head)) {
 			drain_end_if_empty(w, lv, b);
