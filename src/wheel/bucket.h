@@ -82,7 +82,11 @@ struct tw_level {
 	/* Level 1's only: the wheel's two ready lists (after the levels'
 	 * buckets), asked for on every advance and next_expiry. */
 	struct tw_bucket *ready;
-	uint64_t padding_[3];
+	/* Level 1's only: bit i set iff levels[i] has a bucket draining
+	 * (exact mode's early cascades make at most 63 levels), so that an
+	 * advance's drain_share visits those levels alone. */
+	uint64_t draining_levels;
+	uint64_t padding_[2];
 };
 
 /* Whether slot's occupancy bit is set (kafka mode's levels may hold more

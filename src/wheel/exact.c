@@ -398,6 +398,7 @@ hot_inline void drain_end_if_empty(struct tw_wheel *w, struct tw_level *lv,
 		set_draining(w, b, false);
 		lv->draining = NULL;
 		w->ndraining--;
+		w->levels[0].draining_levels &= ~((uint64_t)1 << (lv - w->levels));
 	}
 }
 
@@ -646,18 +647,14 @@ hot_inline int64_t drain_some(struct tw_wheel *w, struct tw_level *lv, size_t n)
 static int64_t drain_share(struct tw_wheel *w, int64_t limit)
 {
 	int64_t fired = 0, wake = INT64_MAX;
-	uint32_t left = w->ndraining;
 
-	/* The drains there were on entry: a level after the last of them
-	 * has none (a share only ends a drain, never starts one). */
-	for (uint32_t i = 1; left && i < w->nlevels; i++) {
-		struct tw_level *lv = &w->levels[i];
+	/* The drains there were on entry, and only those levels (a share
+	 * only ends a drain, never starts one). */
+	for (uint64_t drains = w->levels[0].draining_levels; drains; drains &= drains - 1) {
+		struct tw_level *lv = &w->levels[__builtin_ctzll(drains)];
 		struct tw_bucket *b = lv->draining;
 		size_t share;
 
-		if (!b)
-			continue;
-		left--;
 		if (limit > b->pop_at) {
 			uint64_t elapsed = (uint64_t)limit - (uint64_t)b->pop_at;
 			uint64_t total = (uint64_t)b->expiration - (uint64_t)b->pop_at;
@@ -900,6 +897,7 @@ hot_inline int64_t advance_exact(struct tw_wheel *w, int64_t limit, bool wide)
 			lv->draining = up;
 			set_draining(w, up, true);
 			w->ndraining++;
+			w->levels[0].draining_levels |= (uint64_t)1 << (lv - w->levels);
 			continue;
 		}
 		if (!b0 || b0->expiration > limit)
@@ -1099,6 +1097,7 @@ int64_t tw__advance_whole_buckets(struct tw_wheel *w, int64_t limit)
 			set_draining(w, b, false);
 			lv->draining = NULL;
 			w->ndraining--;
+			w->levels[0].draining_levels &= ~((uint64_t)1 << i);
 			fired += empty_bucket(w, b, limit);
 		}
 		/* Callbacks may fill buckets again (never whole-due ones:

@@ -482,11 +482,18 @@ static int check_queue(const struct tw_wheel *w, char *why, size_t why_len)
 static int check_clocks(const struct tw_wheel *w, char *why, size_t why_len)
 {
 	uint32_t draining = 0;
+	uint64_t mask = 0;
 
-	for (uint32_t i = 0; i < w->max_levels; i++)
+	for (uint32_t i = 0; i < w->max_levels; i++) {
 		draining += w->levels[i].draining != NULL;
+		if (w->levels[i].draining)
+			mask |= (uint64_t)1 << (i % 64);
+	}
 	if (draining != w->ndraining)
 		BROKEN("%u levels draining, counted %u", draining, w->ndraining);
+	if (mask != w->levels[0].draining_levels)
+		BROKEN("levels draining %#llx, marked %#llx", (unsigned long long)mask,
+		       (unsigned long long)w->levels[0].draining_levels);
 	for (uint32_t i = 1; i < w->nlevels; i++)
 		if (w->levels[i].clock !=
 		    tw__floor_div(w->levels[i - 1].clock, (int64_t)w->factor))

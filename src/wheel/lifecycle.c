@@ -229,6 +229,7 @@ static int64_t drain_checked(struct tw_wheel *w, tw_timer_fn *hand_back,
 		memset(w->levels[i].occupied, 0, sizeof(w->levels[i].occupied));
 	}
 	w->ndraining = 0;
+	w->levels[0].draining_levels = 0;
 	w->upper_pop = INT64_MAX;
 	/* An advance stopped part way: its firing bucket was walked with
 	 * the others (one emptied by its last fire kept its tick as
