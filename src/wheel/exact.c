@@ -728,35 +728,39 @@ hot_inline bool upper_next(struct tw_wheel *w, struct tw_level **level,
 
 	for (uint32_t i = 1; i < w->nlevels; i++) {
 		struct tw_level *lv = &w->levels[i];
-		struct tw_bucket *b;
+		struct tw_bucket *b = level_next_at(w, lv, wide, true);
 
-		if (lv->draining) {
-			int64_t t = lv->draining->expiration;
-
-			if (!found || t < *when || (t == *when && !best_drains)) {
-				if (found && *when < second)
-					second = *when;
-				found = best_drains = true;
-				*when = t;
-				*level = lv;
-				*pop = NULL;
-			} else if (t < second) {
-				second = t;
-			}
-		}
-		b = level_next_at(w, lv, wide, true);
 		if (b) {
 			if (!found || b->pop_at < *when) {
 				if (found && *when < second)
 					second = *when;
 				found = true;
-				best_drains = false;
 				*when = b->pop_at;
 				*level = lv;
 				*pop = b;
 			} else if (b->pop_at < second) {
 				second = b->pop_at;
 			}
+		}
+	}
+	/* The drains' ends, by their levels' bits, after the buckets: a
+	 * drain's end wins a tie with a bucket's pop (so that a level
+	 * drains one bucket at a time: I3), the lower level's a tie between
+	 * two drains, as when each level's drain came before its bucket;
+	 * second is the next smallest in any order. */
+	for (uint64_t drains = w->levels[0].draining_levels; drains; drains &= drains - 1) {
+		struct tw_level *lv = &w->levels[__builtin_ctzll(drains)];
+		int64_t t = lv->draining->expiration;
+
+		if (!found || t < *when || (t == *when && !best_drains)) {
+			if (found && *when < second)
+				second = *when;
+			found = best_drains = true;
+			*when = t;
+			*level = lv;
+			*pop = NULL;
+		} else if (t < second) {
+			second = t;
 		}
 	}
 	w->upper_pop = found ? *when : INT64_MAX;
