@@ -839,6 +839,30 @@ static bool fire_alone(struct tw_wheel *w, struct tw_bucket *up,
 	return true;
 }
 
+/* A popped bucket above level 1 whose one timer is not due (fire_alone
+ * did not take it): moved down here, as move_each() would move it, not
+ * through a call -- into level 1 or, with fast_levels, the level its
+ * distance says. false: nothing done (move_all() takes it). */
+hot_inline bool move_alone(struct tw_wheel *w, struct tw_bucket *up)
+{
+	struct tw_level *levels = w->levels;
+	struct tw_timer *t = list_timer(up->head.next);
+	const int64_t clock = levels[0].clock;
+	const uint64_t mask0 = w->size - 1;
+	int64_t key = exact_key(w, t->due);
+
+	if (key <= clock || (!levels->fast_levels && (uint64_t)key - (uint64_t)clock - 1 >= mask0))
+		return false;
+	list_init(&up->head);
+	up->count = 0;
+	up->min_key = INT64_MAX;
+	if ((uint64_t)key - (uint64_t)clock - 1 < mask0)
+		file_level1(w, levels, &levels[0].slots[(uint64_t)key & mask0], t, key);
+	else if (!refile64(levels, levels->fast_levels, w, t, key))
+		insert_exact(w, t, key);
+	return true;
+}
+
 /* Kafka's advance loop with the heap replaced by the bitmaps: level 1's
  * next bucket is one bit scan away; the levels above are looked at only
  * when upper_pop says something up there may be due first, which is once
@@ -890,6 +914,8 @@ hot_inline int64_t advance_exact(struct tw_wheel *w, int64_t limit, bool wide)
 			/* A bucket small enough to move in one step is moved
 			 * now: draining only pays for itself when moving
 			 * everything at once would be a stall. */
+			if (up->count == 1 && move_alone(w, up))
+				continue;
 			if (up->count <= SMALL_BUCKET) {
 				fired += move_all(w, up);
 				continue;
@@ -907,7 +933,21 @@ hot_inline int64_t advance_exact(struct tw_wheel *w, int64_t limit, bool wide)
 		if (!b0 || b0->expiration > limit)
 			break;
 		pop_bucket(w, b0);
-		fired += move_all(w, b0);
+		if (b0->count == 1 &&
+		    exact_key(w, list_timer(b0->head.next)->due) <= w->levels[0].clock) {
+			/* Its one timer, due (a sparse stepped expiry's
+			 * level 1 bucket): fired here, not through a call. */
+			struct tw_timer *t = list_timer(b0->head.next);
+
+			list_init(&b0->head);
+			b0->count = 0;
+			b0->min_key = INT64_MAX;
+			t->bucket = NULL;
+			fire(w, t);
+			fired++;
+		} else {
+			fired += move_all(w, b0);
+		}
 		/* A stop asked (for_service.h), made inside move_all() or
 		 * here: the clocks stay at this pop, the rest waits for the
 		 * next advance. Only here, where the timers of a level-1
