@@ -856,10 +856,18 @@ hot_inline bool move_alone(struct tw_wheel *w, struct tw_bucket *up)
 	list_init(&up->head);
 	up->count = 0;
 	up->min_key = INT64_MAX;
-	if ((uint64_t)key - (uint64_t)clock - 1 < mask0)
-		file_level1(w, levels, &levels[0].slots[(uint64_t)key & mask0], t, key);
-	else if (!refile64(levels, levels->fast_levels, w, t, key))
+	if ((uint64_t)key - (uint64_t)clock - 1 < mask0) {
+		struct tw_bucket *nb = &levels[0].slots[(uint64_t)key & mask0];
+
+		/* file_level1(), with the fill inlined: in a sparse
+		 * expiry the bucket is empty nearly always. */
+		if (append_moved(nb, t) == &nb->head)
+			fill_bucket(w, levels, nb, key, key);
+		if (__builtin_expect(w->observer != NULL, 0))
+			notify_placed(w, t);
+	} else if (!refile64(levels, levels->fast_levels, w, t, key)) {
 		insert_exact(w, t, key);
+	}
 	return true;
 }
 
