@@ -1196,13 +1196,13 @@ hot_inline void next_key_level(const struct tw_wheel *w, const struct tw_level *
 		if (above && lv->windowed && (b2 = level_adjacent(w, lv, b)) != NULL &&
 		    b2->min_key < k)
 			k = b2->min_key;
-		if (!*found || k < *key)
+		if (k < *key)
 			*key = k;
 		*found = true;
 	}
 	if (d && d->count) {
 		k = drain_wake(d);
-		if (!*found || k < *key)
+		if (k < *key)
 			*key = k;
 		*found = true;
 	}
@@ -1222,10 +1222,13 @@ hot_inline void next_key_level(const struct tw_wheel *w, const struct tw_level *
 hot_inline bool next_key_scan(const struct tw_wheel *w, int64_t *key, bool wide)
 {
 	bool found = false;
+	int64_t best = INT64_MAX; /* the smallest so far, when found */
 
-	next_key_level(w, w->levels, wide, false, key, &found);
+	next_key_level(w, w->levels, wide, false, &best, &found);
 	for (uint32_t i = 1; i < w->nlevels; i++)
-		next_key_level(w, &w->levels[i], wide, true, key, &found);
+		next_key_level(w, &w->levels[i], wide, true, &best, &found);
+	if (found)
+		*key = best;
 	return found;
 }
 
