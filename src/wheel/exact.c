@@ -180,14 +180,30 @@ static inline bool file_at_pop(struct tw_wheel *w, struct tw_level *lv,
 /* Timer t into level 1's bucket for key (within the level's size of the
  * clock), where every timer has the bucket's own key: its min_key from
  * the fill on. The bucket's emptiness is told by its list, which the
- * append reads anyway. */
+ * append reads anyway. fill_inline: the bucket is empty nearly always
+ * (a sparse expiry's lone timer), so the fill's code is here and not
+ * marked unlikely, rather than a call out of line. */
 hot_inline void file_level1(struct tw_wheel *w, struct tw_level *levels,
-			    struct tw_bucket *nb, struct tw_timer *t, int64_t key)
+			    struct tw_bucket *nb, struct tw_timer *t, int64_t key,
+			    bool fill_inline)
 {
-	if (__builtin_expect(append_moved(nb, t) == &nb->head, 0))
+	if (fill_inline) {
+		if (append_moved(nb, t) == &nb->head)
+			fill_bucket(w, levels, nb, key, key);
+	} else if (__builtin_expect(append_moved(nb, t) == &nb->head, 0)) {
 		bucket_fill(w, levels, nb, key, key);
+	}
 	if (__builtin_expect(w->observer != NULL, 0))
 		notify_placed(w, t);
+}
+
+/* A popped bucket whose one timer is taken out: empty (its list, count
+ * and min_key as an empty bucket's). */
+hot_inline void bucket_empty_of_lone(struct tw_bucket *b)
+{
+	list_init(&b->head);
+	b->count = 0;
+	b->min_key = INT64_MAX;
 }
 
 /* A mover's filing of timer t first in nb, the bucket of level lv that
@@ -357,7 +373,7 @@ hot_inline int64_t move_each(struct tw_wheel *w, struct tw_bucket *b, bool tick1
 			continue;
 		}
 		if ((uint64_t)key - (uint64_t)clock - 1 < mask0) {
-			file_level1(w, levels, &slots0[(uint64_t)key & mask0], t, key);
+			file_level1(w, levels, &slots0[(uint64_t)key & mask0], t, key, false);
 			continue;
 		}
 		fast = levels->fast_levels;
@@ -830,9 +846,7 @@ static bool fire_alone(struct tw_wheel *w, struct tw_bucket *up,
 	if (key > limit || key >= w->upper_pop || (b0 && key >= b0->expiration) ||
 	    w->observer)
 		return false;
-	list_init(&up->head);
-	up->count = 0;
-	up->min_key = INT64_MAX;
+	bucket_empty_of_lone(up);
 	advance_clocks(w, key);
 	t->bucket = NULL;
 	fire(w, t);
@@ -853,21 +867,11 @@ hot_inline bool move_alone(struct tw_wheel *w, struct tw_bucket *up)
 
 	if (key <= clock || (!levels->fast_levels && (uint64_t)key - (uint64_t)clock - 1 >= mask0))
 		return false;
-	list_init(&up->head);
-	up->count = 0;
-	up->min_key = INT64_MAX;
-	if ((uint64_t)key - (uint64_t)clock - 1 < mask0) {
-		struct tw_bucket *nb = &levels[0].slots[(uint64_t)key & mask0];
-
-		/* file_level1(), with the fill inlined: in a sparse
-		 * expiry the bucket is empty nearly always. */
-		if (append_moved(nb, t) == &nb->head)
-			fill_bucket(w, levels, nb, key, key);
-		if (__builtin_expect(w->observer != NULL, 0))
-			notify_placed(w, t);
-	} else if (!refile64(levels, levels->fast_levels, w, t, key)) {
+	bucket_empty_of_lone(up);
+	if ((uint64_t)key - (uint64_t)clock - 1 < mask0)
+		file_level1(w, levels, &levels[0].slots[(uint64_t)key & mask0], t, key, true);
+	else if (!refile64(levels, levels->fast_levels, w, t, key))
 		insert_exact(w, t, key);
-	}
 	return true;
 }
 
@@ -947,9 +951,7 @@ hot_inline int64_t advance_exact(struct tw_wheel *w, int64_t limit, bool wide)
 			 * level 1 bucket): fired here, not through a call. */
 			struct tw_timer *t = list_timer(b0->head.next);
 
-			list_init(&b0->head);
-			b0->count = 0;
-			b0->min_key = INT64_MAX;
+			bucket_empty_of_lone(b0);
 			t->bucket = NULL;
 			fire(w, t);
 			fired++;
