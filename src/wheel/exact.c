@@ -228,6 +228,21 @@ hot_inline void put_first_moved(struct tw_wheel *w, struct tw_level *lv,
 		nb->min_key = key;
 }
 
+/* move_exact()'s clock below which its fast paths do not apply: clock
+ * where nothing is to be told (no observer) and levels are of 64 buckets
+ * (what its fast paths' bucket numbers assume), else INT64_MAX. With a
+ * tick of 1 that is fast_levels; the paths use the key computed from the
+ * tick, so any tick has them (a service's 1 ms tick on nanoseconds). Read
+ * again after each timer that took the long way: its callback may have
+ * set an observer. */
+hot_inline int64_t quiet_clock_of(const struct tw_wheel *w, int64_t clock,
+				  bool tick1)
+{
+	if (tick1)
+		return w->levels->fast_levels ? clock : INT64_MAX;
+	return w->size == 64 && !w->observer ? clock : INT64_MAX;
+}
+
 /* Up to n timers of b, from its front: each fires (its tick has come) or
  * is filed again by its key. below: for a drain of level 3 or up, the
  * level under it, where most of its timers go (at_pops: whose pops take
@@ -259,7 +274,7 @@ hot_inline int64_t move_exact(struct tw_wheel *w, struct tw_bucket *b, size_t n,
 	int64_t fired = 0;
 	/* The clock where nothing is to be told (an observer) and the
 	 * fast paths apply, else INT64_MAX: one compare for both. */
-	int64_t quiet_clock = levels->fast_levels ? clock : INT64_MAX;
+	int64_t quiet_clock = quiet_clock_of(w, clock, tick1);
 
 	for (; n && l != &b->head; n--) {
 		struct tw_timer *t = list_timer(l);
@@ -327,7 +342,7 @@ hot_inline int64_t move_exact(struct tw_wheel *w, struct tw_bucket *b, size_t n,
 			if (!fast || !refile64(levels, fast, w, t, key))
 				insert_exact(w, t, key);
 		}
-		quiet_clock = levels->fast_levels ? clock : INT64_MAX;
+		quiet_clock = quiet_clock_of(w, clock, tick1);
 	}
 	if (taken)
 		bucket_cut(b, l, taken);
@@ -342,6 +357,7 @@ hot_inline int64_t move_each(struct tw_wheel *w, struct tw_bucket *b, bool tick1
 	struct tw_level *levels = w->levels;
 	struct tw_bucket *slots0 = levels[0].slots;
 	const int64_t clock = levels[0].clock;
+	const int64_t due_by = tick1 ? clock : exact_due_by(w, clock);
 	const uint64_t mask0 = w->size - 1;
 	int64_t fired = 0;
 
@@ -359,8 +375,7 @@ hot_inline int64_t move_each(struct tw_wheel *w, struct tw_bucket *b, bool tick1
 		b->head.next = next;
 		next->prev = &b->head;
 		b->count--;
-		key = tick1 ? t->due : tw__ceil_div(t->due, w->tick);
-		if (key <= clock) {
+		if (t->due <= due_by) {
 			t->bucket = NULL;
 			fire(w, t);
 			fired++;
@@ -372,6 +387,7 @@ hot_inline int64_t move_each(struct tw_wheel *w, struct tw_bucket *b, bool tick1
 			}
 			continue;
 		}
+		key = tick1 ? t->due : tw__ceil_div(t->due, w->tick);
 		if ((uint64_t)key - (uint64_t)clock - 1 < mask0) {
 			file_level1(w, levels, &slots0[(uint64_t)key & mask0], t, key, false);
 			continue;

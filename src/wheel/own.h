@@ -101,6 +101,24 @@ hot_inline int64_t exact_key(const struct tw_wheel *w, int64_t due)
 	return w->tick == 1 ? due : tw__ceil_div(due, w->tick);
 }
 
+/* The latest due time whose exact_key() is at or before key: due <=
+ * exact_due_by(w, key) says exact_key(w, due) <= key without the division
+ * (ceil(due / tick) <= key exactly when due <= key * tick), so that a
+ * popped bucket's timers are told due by a compare, not an idiv each (a
+ * service's 1 ms tick on its nanosecond clock). Past the int64 range at
+ * the top every due time is at or before it; at the bottom, only
+ * INT64_MIN, which is at or before every now, so firing it is never early. */
+hot_inline int64_t exact_due_by(const struct tw_wheel *w, int64_t key)
+{
+	int64_t by;
+
+	if (w->tick == 1)
+		return key;
+	if (__builtin_expect(__builtin_mul_overflow(key, w->tick, &by), 0))
+		return key < 0 ? INT64_MIN : INT64_MAX;
+	return by;
+}
+
 /* Exact mode's floor(key / span) with span = 1 << shift: the compiler's
  * >> on a negative int64_t must be arithmetic (gcc and clang document it;
  * checked here so that a compiler that differs fails to build). */
