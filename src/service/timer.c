@@ -318,10 +318,13 @@ after_filing(struct tw_service *svc, bool kick)
  * so that the common cases keep their few registers to themselves.
  * unclaimed: the word before this call claimed the timer (NOT_CLAIMED:
  * it did not). A call that fails changes nothing (error.h): a timer this call
- * claimed for a service that turns out shut down is given back
- * unclaimed, still idle, under the mutex of the shard it was claimed
- * for, so that another service can take it. That shard is closed for
- * good, so every other add of it there fails the same way. */
+ * claimed for a service that turns out shut down, or that a
+ * tw_service_timer_shutdown() tore down between the claim and the mutex,
+ * is given back unclaimed, still idle, under the mutex of the shard it
+ * was claimed for, so that another service can take it. The teardown's
+ * F_SHUT stays: the timer ends as "teardown, then add" leaves it. A shut
+ * shard is closed for good, so every other add of it there fails the same
+ * way. */
 static __attribute__((noinline)) int
 add_locked_unlock(struct tw_service *svc, struct shard *s,
 		  struct tw_service_timer *t, uint32_t word, int64_t due,
@@ -332,8 +335,8 @@ add_locked_unlock(struct tw_service *svc, struct shard *s,
 	int rc = add_locked(svc, s, t, word, due, slack, reschedule, call, &kick);
 
 	if (rc == TW_ESHUTDOWN && unclaimed != NOT_CLAIMED &&
-	    !((word ^ unclaimed) & ~(OWNER_MASK | SHARD_MASK)))
-		word_cas(t, &word, unclaimed, TR_claim);
+	    !((word ^ unclaimed) & ~(OWNER_MASK | SHARD_MASK | F_SHUT)))
+		word_cas(t, &word, unclaimed | (word & F_SHUT), TR_claim);
 	shard_unlock(s);
 	if (rc >= 0)
 		after_filing(svc, kick);

@@ -611,6 +611,76 @@ static void test_a_timer_rescheduled_on_two_services_joins_one(void)
 	two_services_race_for_a_first_add(true);
 }
 
+static void *timer_shutdown_thread(void *arg)
+{
+	struct svc_job *sj = arg;
+
+	sj->result = tw_service_timer_shutdown(sj->svc, &sj->job->t);
+	return NULL;
+}
+
+/*
+ * A failed call changes nothing, and a race looks like some serial order.
+ * A first add that claimed its timer, then met its teardown
+ * (tw_service_timer_shutdown() from another thread, between the claim and
+ * the shard's mutex), is refused (TW_ESHUTDOWN) and gives the claim back:
+ * the timer ends as the serial order "teardown, then add" leaves it, torn
+ * down and owned by no service, so that another service's calls on it
+ * answer as they would in that order (an add TW_ESHUTDOWN, a cancel
+ * TW_SVC_IDLE) and, after a reinit, its add takes it. Forced: the add is
+ * parked right after its claim ("add.claimed"), the teardown runs whole,
+ * the add goes on. As an add and as a reschedule. The debug build
+ * (TW_DEBUG) stops at an add of a torn-down timer from any thread but its
+ * callback's, which this is (refuse_shut), so there the test has nothing
+ * to run.
+ */
+static void a_first_add_torn_down_after_its_claim_gives_it_back(bool reschedule)
+{
+#ifndef TW_DEBUG
+	struct tw_service *a = service(true, 0), *b = service(true, 0);
+	struct job j;
+	struct first_add adder = { a, &j, reschedule, -1000 };
+	struct svc_job down = { a, &j, -1000 };
+	struct sp_thread at, dt;
+	struct tw_service_stats st;
+	int claimed;
+
+	job_init(&j);
+	claimed = sp_arm("add.claimed", &j.t);
+	sp_spawn(&at, first_add_thread, &adder);
+	CHECK(sp_wait(claimed, &at.done));
+	sp_spawn(&dt, timer_shutdown_thread, &down);
+	sp_join(&dt, "timer_shutdown beside an add that claimed its timer");
+	CHECK_EQ(down.result, TW_SVC_IDLE);
+	sp_release(claimed);
+	sp_join(&at, "add");
+	CHECK_EQ(adder.result, TW_ESHUTDOWN);
+	CHECK(!tw_service_timer_pending(&j.t));
+	CHECK_EQ(tw_service_add(b, &j.t, 9000), TW_ESHUTDOWN);
+	CHECK_EQ(tw_service_cancel(b, &j.t), TW_SVC_IDLE);
+	CHECK_EQ(tw_service_timer_reinit(&j.t, job_run), TW_OK);
+	CHECK_EQ(tw_service_add(b, &j.t, 9000), TW_OK);
+	CHECK_EQ(tw_service_cancel(b, &j.t), TW_SVC_STOPPED);
+	tw_service_stats(a, &st);
+	CHECK_EQ(st.added, 0);
+	CHECK_EQ(atomic_load(&j.runs), 0);
+	CHECK_EQ(tw_service_destroy(a), TW_OK);
+	CHECK_EQ(tw_service_destroy(b), TW_OK);
+#else
+	(void)reschedule;
+#endif
+}
+
+static void test_a_first_add_torn_down_after_its_claim_gives_it_back(void)
+{
+	a_first_add_torn_down_after_its_claim_gives_it_back(false);
+}
+
+static void test_a_first_reschedule_torn_down_after_its_claim_gives_it_back(void)
+{
+	a_first_add_torn_down_after_its_claim_gives_it_back(true);
+}
+
 int main(int argc, char **argv)
 {
 	races_only = argc > 1 ? argv[1] : NULL;
@@ -627,5 +697,7 @@ int main(int argc, char **argv)
 	RUN_SELECTED(test_a_wrapped_owner_id_skips_live_services);
 	RUN_SELECTED(test_a_destroyed_services_timer_is_another_services_after_a_wrap);
 	RUN_SELECTED(test_an_add_that_claimed_before_shutdown_is_refused_after);
+	RUN_SELECTED(test_a_first_add_torn_down_after_its_claim_gives_it_back);
+	RUN_SELECTED(test_a_first_reschedule_torn_down_after_its_claim_gives_it_back);
 	return races_report();
 }
