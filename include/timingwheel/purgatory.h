@@ -460,10 +460,14 @@ int64_t tw_purgatory_poll(struct tw_purgatory *p);
  * another thread after the call arms a timeout the answer cannot know,
  * and the purgatory has no wake-up of its own to call: a loop that lets
  * other threads watch ops must wake itself when they do (or poll at the
- * shortest timeout its ops may have).
+ * shortest timeout its ops may have). It may be earlier, as the
+ * service's is: in TW_MODE_KAFKA a stopped timeout's bucket still
+ * expires, so the answer may name a time after every timeout was stopped
+ * (the loop then polls, nothing expires, and it asks again).
  * @param p the purgatory
  * @param[out] when the due time, in its service's clock units
- * @return false if no timeout is armed (or NULL p or when)
+ * @return false if no timeout is armed (in TW_MODE_KAFKA: nor a stopped
+ *         one's bucket left to expire) (or NULL p or when)
  * @threadsafety Any thread.
  */
 bool tw_purgatory_next_expiry(struct tw_purgatory *p, int64_t *when);
@@ -474,8 +478,8 @@ bool tw_purgatory_next_expiry(struct tw_purgatory *p, int64_t *when);
  * loop's unit by the caller).
  * @param p the purgatory
  * @param now its service's clock
- * @return -1 if no timeout is armed (or NULL p), otherwise
- *         max(0, next expiry - now)
+ * @return -1 where tw_purgatory_next_expiry() says false (or NULL p),
+ *         otherwise max(0, next expiry - now)
  * @threadsafety Any thread.
  */
 int64_t tw_purgatory_timeout(struct tw_purgatory *p, int64_t now);

@@ -418,9 +418,11 @@ int tw_purgatory_try_complete_else_watch(struct tw_purgatory *p,
 		 * ever watched (a force_complete). */
 		return op_purgatory(op) ? TW_EBUSY : TW_EINVAL;
 	}
-	/* Not armed, so its tolerance is still there; refused before
-	 * anything changes, for the timeout could not be armed. */
-	if (p->kafka_mode && op_tolerance(op) > 0) {
+	/* Refused before anything changes, for the timeout could not be
+	 * armed. Only an op no watch has claimed still holds its tolerance
+	 * (once armed, its timer's due time is there, and the claim below
+	 * answers a second watch with TW_EBUSY). */
+	if (p->kafka_mode && !op_purgatory_word(op) && op_tolerance(op) > 0) {
 		leave(stripe);
 		return TW_EINVAL_BECAUSE("tw_purgatory_try_complete_else_watch",
 					 "%s", "the op has a tolerance "

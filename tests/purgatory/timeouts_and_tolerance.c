@@ -270,11 +270,61 @@ static void test_bad_tolerances(void)
 	CHECK_EQ(tw_op_set_tolerance(&m.op, 0), TW_OK);
 	CHECK_EQ(watch_on(p, &m, 1, "k", NULL, NULL), 0);
 	CHECK_EQ(tw_purgatory_delayed(p), 1);
+	/* Watched: a second watch is TW_EBUSY here as in exact mode, though
+	 * the armed timeout's due time sits where the tolerance waited. */
+	CHECK_EQ(watch_on(p, &m, 1, "k", NULL, NULL), TW_EBUSY);
+	CHECK_EQ(tw_purgatory_watched(p), 1);
+	CHECK_EQ(tw_purgatory_delayed(p), 1);
 	atomic_store(&virtual_now, 1100);
 	CHECK_EQ(tw_purgatory_poll(p), 1);
 	CHECK_EQ(atomic_load(&m.expirations), 1);
 	tw_purgatory_destroy(p);
 	CHECK_EQ(atomic_load(&m.releases), 1);
+}
+
+/* A loop asking after the only timeout was stopped (its op completed by
+ * a key check): in exact mode nothing is armed at once; in kafka mode the
+ * stopped timeout's bucket may still be named, no later than the timeout
+ * was due, and a poll then expires nothing and leaves nothing to name. */
+static void test_next_expiry_after_the_only_timeout_stopped(void)
+{
+	for (int kafka = 0; kafka < 2; kafka++) {
+		struct tw_purgatory_config cfg = { 0 };
+		struct tw_purgatory *p = NULL;
+		struct mock m;
+		int64_t when = -1;
+		int polls = 0;
+
+		cfg.service.tick = 10;
+		cfg.service.wheel_size = 8;
+		cfg.service.manual = true;
+		cfg.service.mode = kafka ? TW_MODE_KAFKA : TW_MODE_EXACT;
+		cfg.service.clock.now = virtual_clock;
+		atomic_store(&virtual_now, 1000);
+		CHECK_EQ(tw_purgatory_create(&p, &cfg), TW_OK);
+		mock_init(&m, 100);
+		CHECK_EQ(watch_on(p, &m, 1, "k", NULL, NULL), 0);
+		atomic_store(&m.completable, true);
+		CHECK_EQ(check(p, "k"), 1);
+		CHECK_EQ(tw_purgatory_delayed(p), 0);
+		if (!kafka)
+			CHECK(!tw_purgatory_next_expiry(p, &when));
+		while (tw_purgatory_next_expiry(p, &when) && polls < 10) {
+			CHECK(when <= 1100);
+			CHECK_EQ(tw_purgatory_timeout(p, 1000), when - 1000);
+			atomic_store(&virtual_now, when);
+			CHECK_EQ(tw_purgatory_poll(p), 0);
+			polls++;
+		}
+		/* Kafka's queue keeps the emptied bucket until it expires. */
+		CHECK_EQ(polls > 0, kafka);
+		CHECK(polls < 10);
+		CHECK_EQ(tw_purgatory_timeout(p, 1000), -1);
+		CHECK_EQ(atomic_load(&m.expirations), 0);
+		tw_purgatory_destroy(p);
+		CHECK_EQ(atomic_load(&m.completes), 1);
+		CHECK_EQ(atomic_load(&m.releases), 1);
+	}
 }
 
 /* The ends of time: a timeout the clock cannot reach is the end of time
@@ -344,6 +394,7 @@ int main(void)
 	RUN(test_tolerances_in_one_jump);
 	RUN(test_a_timeout_past_the_end_of_time);
 	RUN(test_bad_tolerances);
+	RUN(test_next_expiry_after_the_only_timeout_stopped);
 	RUN(test_refused_watches_and_late_tolerances);
 	RUN(test_tolerances_at_the_ends_of_time);
 	RUN(test_default_configuration);
