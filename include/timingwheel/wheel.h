@@ -412,7 +412,13 @@ int64_t tw_wheel_advance_unordered(struct tw_wheel *wheel, int64_t now);
  * (a higher-level bucket only moves its timers down, so this is never later
  * than the next timer, sometimes earlier), or the current time if timers are
  * already due or that expiration has passed (in kafka mode a bucket may be
- * filed behind the clock, which lags the caller's time).
+ * filed behind the clock, which lags the caller's time). An add can make
+ * it earlier than the added timer's due time: in exact mode a bucket of
+ * more than 2,048 timers moves them down in shares, from a time before its
+ * first is due, and this names that time. A loop that sleeps until the
+ * answer and is woken by adds from other threads asks again after each
+ * add rather than comparing the add's due time with its deadline
+ * (tw_service does), or it moves the whole bucket in one late advance.
  * @param wheel an initialised wheel
  * @param[out] when the time, if anything is queued
  * @return false (and *when is left alone) if nothing is queued

@@ -99,9 +99,11 @@
  * under each shard's mutex, where it also leaves it (reaper_sees): an add
  * that must run before what the reaper saw for its shard (its window's
  * end rounded up to its tick, tw__svc_runs_by) kicks it, once (it lowers
- * reaper_sees); one that runs at that tick or later waits for it. Both
- * happen under the same mutex, so the
- * reaper either finds the timer or the add sees the old time and kicks;
+ * reaper_sees); one that runs at that tick or later waits for it, unless
+ * it made its bucket big enough to drain in shares from an earlier pop
+ * (wheel/for_service.h), which lowers reaper_sees to the wheel's next
+ * expiry and kicks the same way. Both happen under the same mutex, so
+ * the reaper either finds the timer or the add sees the old time and kicks;
  * the kick sets a flag under reaper_mu that the reaper reads before it
  * sleeps. Every time read from the clock goes through one rule: the
  * service keeps the latest, and a time behind it counts in

@@ -108,6 +108,29 @@ lower_reaper_sees(struct tw_service *svc, struct shard *s,
 	}
 }
 
+/* Under s->mu, after t was filed: the wheel's next expiry, if the filing
+ * made t's bucket ask for an earlier wake of its own (for_service.h),
+ * lowers reaper_sees as an earlier timer would. Out of line: once per
+ * DRAIN_CHUNK timers a bucket gathers. */
+static __attribute__((noinline, cold)) void
+lower_reaper_sees_to_next(struct tw_service *svc, struct shard *s, bool *kick)
+{
+	int64_t when;
+
+	if (tw_wheel_next_expiry(&s->wheel, &when))
+		lower_reaper_sees(svc, s, when, kick);
+}
+
+svc_hot_inline void
+lower_reaper_sees_after_filing(struct tw_service *svc, struct shard *s,
+			       const struct tw_service_timer *t, int64_t end,
+			       bool *kick)
+{
+	lower_reaper_sees(svc, s, end, kick);
+	if (__builtin_expect(tw__wheel_filing_asks_wake(&t->wheel_timer), 0))
+		lower_reaper_sees_to_next(svc, s, kick);
+}
+
 /* Link t (word: IDLE) in its shard's wheel at due with a window of slack
  * ticks: PENDING. F_RAN stays while the run it names goes on (a
  * cancel_sync still has to wait for it). Inlined: an add's common case
@@ -134,7 +157,7 @@ link_pending(struct tw_service *svc, struct shard *s,
 	}
 	if (tr != TR_place) /* a deferred add was counted when deferred */
 		bump(&s->added, 1);
-	lower_reaper_sees(svc, s, end, kick);
+	lower_reaper_sees_after_filing(svc, s, t, end, kick);
 }
 
 void tw__svc_file(struct tw_service *svc, struct shard *s,
@@ -194,7 +217,7 @@ reschedule_pending(struct tw_service *svc, struct shard *s,
 		tw_wheel_reschedule(&s->wheel, &t->wheel_timer, due);
 	}
 	bump(&s->moved, 1);
-	lower_reaper_sees(svc, s, end, kick);
+	lower_reaper_sees_after_filing(svc, s, t, end, kick);
 }
 
 /* An add of a timer torn down by tw_service_timer_shutdown(): refused.

@@ -13,6 +13,8 @@
 
 #include "timingwheel/wheel.h"
 
+#include "bucket.h"
+
 /* tw_wheel_drain(), telling which timer's links were broken (*broken,
  * with TW_ECORRUPT), for the service to name it. */
 int64_t tw__wheel_drain_checked(struct tw_wheel *w, tw_timer_fn *hand_back,
@@ -53,6 +55,23 @@ static inline bool tw__wheel_stop_end(struct tw_wheel *w)
 {
 	w->stopping &= TW_STOPPED;
 	return w->stopping != 0;
+}
+
+/* Whether filing t just made its bucket one of DRAIN_CHUNK + 1 timers:
+ * from then on exact mode's next_expiry may name the bucket's pop, where
+ * its drain in shares begins (exact.c's next_key_scan), a time that can
+ * come before t's own tick. A reaper that sleeps until the next expiry it
+ * last saw must be told, or it moves the whole bucket in one scan while
+ * its first timers wait. Once a bucket grows past the threshold, not on
+ * every add. A timer filed has a bucket (a due one's is the ready list);
+ * one the wheel refused (its memory wiped by the caller: the service
+ * names that mistake later) has none. The wheel never files into a
+ * draining bucket, whose wake would move with every timer. */
+static inline bool tw__wheel_filing_asks_wake(const struct tw_timer *t)
+{
+	const struct tw_bucket *b = t->bucket;
+
+	return __builtin_expect(b != NULL, 1) && b->count == DRAIN_CHUNK + 1;
 }
 
 /* An event loop's timeout from a next expiry: -1 if nothing is queued

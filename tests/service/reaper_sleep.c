@@ -286,6 +286,44 @@ static void test_an_add_in_the_tick_the_reaper_wakes_for_does_not_kick(void)
 	tw_service_destroy(svc);
 }
 
+/* A bucket above level 1 that holds more than 2,048 timers drains in
+ * shares from its pop on, and the wheel's next expiry names that pop
+ * (src/wheel/exact.c, next_key_scan); a reaper that slept until the first
+ * timer's tick would move the whole bucket in one scan while that timer
+ * and the ones after it wait (1e6 timers over 2 s: 16,000 a bucket, some
+ * 20 ms late). So the add that makes the bucket that big kicks the
+ * reaper, although its own tick is no earlier than what the reaper saw,
+ * and the reaper then sleeps only until the pop. Every timer runs at its
+ * tick. */
+static void test_an_add_that_makes_a_bucket_drain_in_shares_kicks(void)
+{
+	enum { MANY = 2049 };
+	static struct job j[MANY];
+	int64_t start = TW_S(1000), due = start + TW_MS(1000);
+	struct tw_service *svc = reaper_service(start, TW_MS(1));
+	int64_t ns;
+
+	for (int i = 0; i < MANY; i++)
+		job_init(&j[i]);
+	CHECK_EQ(tw_service_add(svc, &j[0].t, due), TW_OK);
+	CHECK_EQ(next_decision(svc), TW_MS(1000));
+	atomic_store(&add_kicks, 0);
+	for (int i = 1; i < MANY - 1; i++)
+		CHECK_EQ(tw_service_add(svc, &j[i].t, due), TW_OK);
+	CHECK_EQ(atomic_load(&add_kicks), 0); /* 2,048: one advance moves them */
+	CHECK_EQ(tw_service_add(svc, &j[MANY - 1].t, due), TW_OK);
+	CHECK_EQ(atomic_load(&add_kicks), 1);
+	ns = next_decision(svc);
+	CHECK(ns > 0);
+	CHECK(ns < TW_MS(1000));
+	CHECK(follow_the_reaper(svc, 1000) > 0);
+	CHECK(all_ran(j, MANY));
+	for (int i = 0; i < MANY; i++)
+		CHECK_EQ(atomic_load(&j[i].ran_at), due);
+	CHECK_EQ(tw_service_shutdown(svc, NULL, NULL), 0);
+	tw_service_destroy(svc);
+}
+
 /* An injected clock near INT64_MIN and a timer half way to INT64_MAX:
  * next - now does not fit an int64_t. Overflowed into a negative "due
  * already", it would make the reaper spin; the reaper sleeps its
@@ -338,6 +376,7 @@ int main(void)
 	RUN(test_reaper_wakes_once_for_overlapping_windows);
 	RUN(test_reaper_sleeps_and_is_woken_by_earlier_add);
 	RUN(test_an_add_in_the_tick_the_reaper_wakes_for_does_not_kick);
+	RUN(test_an_add_that_makes_a_bucket_drain_in_shares_kicks);
 	RUN(test_reaper_sleeps_with_a_clock_near_int64_min);
 	RUN(test_a_clock_behind_changes_no_sleep);
 	return check_report();
