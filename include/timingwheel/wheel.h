@@ -415,10 +415,12 @@ int64_t tw_wheel_advance_unordered(struct tw_wheel *wheel, int64_t now);
  * filed behind the clock, which lags the caller's time). An add can make
  * it earlier than the added timer's due time: in exact mode a bucket of
  * more than 2,048 timers moves them down in shares, from a time before its
- * first is due, and this names that time. A loop that sleeps until the
- * answer and is woken by adds from other threads asks again after each
- * add rather than comparing the add's due time with its deadline
- * (tw_service does), or it moves the whole bucket in one late advance.
+ * first is due, and this names that time. A thread that sleeps until the
+ * answer and wakes early only for adds due before it (as a reaper might)
+ * sleeps through that time and moves such a bucket in one advance, its
+ * first timers late by as long as that takes; asking again after a
+ * batch of adds avoids it (tw_service asks when a bucket grows past
+ * 2,048 timers).
  * @param wheel an initialised wheel
  * @param[out] when the time, if anything is queued
  * @return false (and *when is left alone) if nothing is queued
