@@ -245,17 +245,21 @@ refuse_shut(const struct tw_service *svc, const struct tw_service_timer *t,
 }
 
 /* Claim a timer no service owns for svc and the calling thread's shard,
- * or read who owns it: the word with an owner, or an error. Inlined: a
- * first add is this one compare-and-swap more than any other add. */
+ * or read who owns it: the word with an owner, or an error. *unclaimed:
+ * the word this call's own compare-and-swap replaced, left alone when
+ * another call's claim came first (even svc's own: that call, not this
+ * one, may give it back). Inlined: a first add is this one
+ * compare-and-swap more than any other add. */
 svc_hot_inline int
 claim(struct tw_service *svc, struct tw_service_timer *t, uint32_t *word,
-      const char *call)
+      uint32_t *unclaimed, const char *call)
 {
 	while (!(*word & (OWNER_MASK | F_SHUT))) {
 		uint32_t mine = svc->owner_bits | my_shard(svc) << SHARD_SHIFT;
 
 		TW_TEST_POINT("add.claiming", t);
 		if (word_cas(t, word, *word | mine, TR_claim)) {
+			*unclaimed = *word;
 			*word |= mine;
 			TW_TEST_POINT("add.claimed", t);
 			return TW_OK;
@@ -270,9 +274,9 @@ claim(struct tw_service *svc, struct tw_service_timer *t, uint32_t *word,
  * rare, and the claim inlined would cost every reschedule registers. */
 static __attribute__((noinline)) int64_t
 claim_out_of_line(struct tw_service *svc, struct tw_service_timer *t,
-		  uint32_t word, const char *call)
+		  uint32_t word, uint32_t *unclaimed, const char *call)
 {
-	int rc = claim(svc, t, &word, call);
+	int rc = claim(svc, t, &word, unclaimed, call);
 
 	return rc ? rc : (int64_t)word; /* the word, or an error (< 0) */
 }
@@ -395,16 +399,15 @@ add_or_reschedule(struct tw_service *svc, struct tw_service_timer *t,
 	if (word_owner(word) != svc->owner_bits) {
 		if (reschedule && !callback_of(t))
 			return refuse_no_callback(call);
-		if (!(word & (OWNER_MASK | F_SHUT)))
-			unclaimed = word;
 		if (reschedule) {
-			int64_t claimed = claim_out_of_line(svc, t, word, call);
+			int64_t claimed = claim_out_of_line(svc, t, word,
+							    &unclaimed, call);
 
 			if (claimed < 0)
 				return (int)claimed;
 			word = (uint32_t)claimed;
 		} else {
-			rc = claim(svc, t, &word, call);
+			rc = claim(svc, t, &word, &unclaimed, call);
 			if (rc)
 				return rc;
 		}

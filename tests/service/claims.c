@@ -683,6 +683,42 @@ static void test_a_first_reschedule_torn_down_after_its_claim_gives_it_back(void
 	a_first_add_torn_down_after_its_claim_gives_it_back(true);
 }
 
+/*
+ * Only the call whose compare-and-swap claimed a timer gives the claim
+ * back. A first add parked before its claim ("add.claiming", the word read
+ * without an owner) while another add of the same service claims and
+ * files the timer, a cancel stops it and the service shuts down: the
+ * parked add's own claim then fails on a word its service owns, it goes
+ * on to the closed shard and is refused (TW_ESHUTDOWN), and changes
+ * nothing: the timer stays its service's, as in the serial order (add,
+ * cancel, shutdown, the refused add), so another service's calls on it
+ * get TW_EOWNER.
+ */
+static void test_a_first_add_that_lost_its_claim_gives_back_nothing(void)
+{
+	struct tw_service *a = service(true, 0), *b = service(true, 0);
+	struct job j;
+	struct first_add late = { a, &j, false, -1000 };
+	struct sp_thread th;
+	int claiming;
+
+	job_init(&j);
+	claiming = sp_arm("add.claiming", &j.t);
+	sp_spawn(&th, first_add_thread, &late);
+	CHECK(sp_wait(claiming, &th.done));
+	CHECK_EQ(tw_service_add(a, &j.t, 2000), TW_OK);
+	CHECK_EQ(tw_service_cancel(a, &j.t), TW_SVC_STOPPED);
+	CHECK_EQ(tw_service_shutdown(a, NULL, NULL), 0);
+	sp_release(claiming);
+	sp_join(&th, "the add that lost its claim");
+	CHECK_EQ(late.result, TW_ESHUTDOWN);
+	CHECK_EQ(tw_service_cancel(b, &j.t), TW_EOWNER);
+	CHECK_EQ(tw_service_add(b, &j.t, 2000), TW_EOWNER);
+	CHECK_EQ(atomic_load(&j.runs), 0);
+	CHECK_EQ(tw_service_destroy(a), TW_OK);
+	CHECK_EQ(tw_service_destroy(b), TW_OK);
+}
+
 int main(int argc, char **argv)
 {
 	races_only = argc > 1 ? argv[1] : NULL;
@@ -701,5 +737,6 @@ int main(int argc, char **argv)
 	RUN_SELECTED(test_an_add_that_claimed_before_shutdown_is_refused_after);
 	RUN_SELECTED(test_a_first_add_torn_down_after_its_claim_gives_it_back);
 	RUN_SELECTED(test_a_first_reschedule_torn_down_after_its_claim_gives_it_back);
+	RUN_SELECTED(test_a_first_add_that_lost_its_claim_gives_back_nothing);
 	return races_report();
 }
