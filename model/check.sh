@@ -93,11 +93,11 @@ purgatory_table() {
 # src/purgatory/opstate.h abstracts the op's fields: the reference count
 # in bits 0-1 (0 ZERO, 1 ONE, 2 MANY: two or more), +4 completed,
 # +8 released (on_release has begun); in the owner word's own steps
-# (watch_start, watch_name, mark_never) also op->purgatory, +0 NONE,
-# +16 STARTING, +32 WATCHED, +48 NEVER. A step that leaves the word as it
-# was (a put MANY -> MANY) is a row too. The test-point build of the
-# library aborts on any step of its own that is not a row here
-# (src/purgatory/transitions.c).
+# (watch_start, watch_name, mark_never, watch_refused) also
+# op->purgatory, +0 NONE, +16 STARTING, +32 WATCHED, +48 NEVER. A step
+# that leaves the word as it was (a put MANY -> MANY) is a row too. The
+# test-point build of the library aborts on any step of its own that is
+# not a row here (src/purgatory/transitions.c).
 HEAD
 	recorded_steps purgatory |
 		awk 'function dec(w, owner,  s) {
@@ -109,7 +109,7 @@ HEAD
 			if (int(w / 8) % 2) s = s "+released"
 			return s
 		     }
-		     { owner = $2 ~ /^(watch_start|watch_name|mark_never)$/
+		     { owner = $2 ~ /^(watch_start|watch_name|mark_never|watch_refused)$/
 		       printf "%-20s %2d %2d   # %s -> %s\n", $2, $3, $4,
 			      dec($3, owner), dec($4, owner) }'
 }

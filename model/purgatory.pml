@@ -35,7 +35,9 @@
  * batch behind another op's, whose on_expiration checks the same key; 7
  * a completion that makes a purge due, which drops the last reference of
  * Z, an op that shares the op's lock; 8 force_complete from outside
- * racing the op's first watch, and a key check (op->purgatory: owner); 9
+ * racing the op's first watch, which may be refused once it claimed the
+ * op (a tolerance in kafka mode), and a key check (op->purgatory:
+ * owner); 9
  * a key check that has the op ahead in its walk, with no reference of
  * its own, while the op is completed from outside, another key check
  * would unlink its entry and a cancel_for_key meets the list pinned; 10
@@ -135,9 +137,11 @@ byte svc_handed;         /* MUT 10: timeouts handed back to nobody */
 /* op->purgatory (opstate.h): NONE after init; the first watch claims it
  * (STARTING, watch_start), takes its first reference, then names the
  * purgatory (WATCHED, watch_name); a completion from outside that finds
- * NONE marks it NEVER (watched) in the same step (mark_never). Each of the
- * three is a STEP: the word is then OWNERWORD, the op's with the owner in
- * bits 4-5. */
+ * NONE marks it NEVER (watched) in the same step (mark_never); a watch
+ * refused once it claimed the op (a tolerance on a kafka-mode purgatory,
+ * which only the claimer reads: SCEN 8) gives it back before its first
+ * reference (STARTING -> NONE, watch_refused). Each of the four is a
+ * STEP: the word is then OWNERWORD, the op's with the owner in bits 4-5. */
 #define O_NONE 0
 #define O_STARTING 1
 #define O_WATCHED 2
@@ -168,7 +172,7 @@ bool watched_ok;
 byte step_from, step_to;
 #ifdef RECORD
 c_decl {
-	static unsigned char tw_op_step_seen[9][64][64];
+	static unsigned char tw_op_step_seen[10][64][64];
 	static void tw_op_step(int id, const char *name, int from, int to)
 	{
 		if (tw_op_step_seen[id][from][to])
@@ -209,6 +213,7 @@ bit put_completed[16];
 #define S_watch_start 6
 #define S_watch_name 7
 #define S_mark_never 8
+#define S_watch_refused 9
 
 #define lock(m)   atomic { !m -> m = 1 }
 #define unlock(m) m = 0
@@ -562,6 +567,20 @@ proctype tcew()
 	:: tcew_result == 7 -> goto out
 	:: else -> skip
 	fi;
+#if SCEN == 8
+	/* a kafka-mode purgatory and an op with a tolerance: refused once
+	 * claimed (TW_EINVAL), the claim given back before any reference; a
+	 * completion from outside waiting for this watch's next steps then
+	 * finds the op nobody's and marks it never watched */
+	if
+	:: atomic {
+		BEGIN_OWNER_STEP; owner = O_NONE; OWNER_STEP(watch_refused);
+		tcew_result = 7; in_flight--
+	   }
+	   goto out
+	:: skip
+	fi;
+#endif
 	/* this call's: the first */
 	atomic { assert(!released); BEGIN_STEP; refs++; STEP(ref_first) }
 	/* named only now that it holds a reference */
@@ -1209,8 +1228,9 @@ init
 		assert(completes == 0);
 		assert(releases == 1)
 	:: tcew_result == 7 ->
-		/* refused: completed from outside before its watch, never
-		 * watched, so no on_release */
+		/* refused: completed from outside before its watch (or, SCEN
+		 * 8, after a refused one: by the forcer), never watched, so no
+		 * on_release */
 		assert(completed && completes == 1 && handed == 0);
 		assert(timer == T_NONE && releases == 0)
 	:: tcew_result != 5 && tcew_result != 6 && tcew_result != 7 ->

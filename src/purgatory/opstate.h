@@ -61,6 +61,9 @@
  *                        it holds its first reference (ONE, not ZERO)
  *   mark_never           NONE -> NEVER: a completion from outside claims
  *                        an op nobody watches
+ *   watch_refused        STARTING -> NONE: a watch refused once it claimed
+ *                        the op (a tolerance on a kafka-mode purgatory)
+ *                        gives it back, before its first reference
  * The other steps leave bits 4-5 clear: each is made while the op is
  * WATCHED (ref_first while STARTING), which the owner's rows pin down.
  * Every call that changes a field is a step, even one that leaves the
@@ -101,7 +104,10 @@
  *     the watch's next two steps (no lock, no user code between), so it
  *     never finds a watched op with no reference yet (if it did, it would
  *     take none, do nothing and return false for an op it should have
- *     completed).
+ *     completed). A watch refused between the two (a tolerance on a
+ *     kafka-mode purgatory, read only once claimed) gives the claim back,
+ *     STARTING -> NULL (tr_watch_refused), and the waiter finds the op
+ *     nobody's.
  *   NULL -> OP_NEVER_WATCHED (tr_mark_never): a completion from outside
  *     claimed it before any watch; a watch after that is refused. The
  *     same compare-and-swap decides it, so a completion that took the op
@@ -140,7 +146,7 @@ enum {
 enum tw__pg_op_transition {
 	OPT_ref_first, OPT_ref_get, OPT_ref_get_unless_zero, OPT_ref_put,
 	OPT_release, OPT_claim, OPT_watch_start, OPT_watch_name,
-	OPT_mark_never,
+	OPT_mark_never, OPT_watch_refused,
 	OPT_COUNT
 };
 
@@ -352,6 +358,17 @@ static inline void tr_watch_name(struct tw_delayed_op *op,
 {
 	OP_OWNER_STEP(watch_name, OP_OWNER_COUNTS(op), STARTING, WATCHED);
 	__atomic_store_n(&op->purgatory, p, __ATOMIC_RELEASE);
+}
+
+/* A watch refused once it claimed the op (STARTING -> NONE): a tolerance
+ * on a kafka-mode purgatory, which only the claimer reads (the tolerance
+ * waits in the timer's due time, which the claimer's arming overwrites:
+ * core.h). No reference was taken; a completion from outside that waits
+ * on STARTING then finds the op nobody's, and a later watch may claim it. */
+static inline void tr_watch_refused(struct tw_delayed_op *op)
+{
+	OP_OWNER_STEP(watch_refused, OP_OWNER_COUNTS(op), STARTING, NONE);
+	__atomic_store_n(&op->purgatory, NULL, __ATOMIC_RELEASE);
 }
 
 /* A completion from outside claims an op nobody watches

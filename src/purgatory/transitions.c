@@ -37,7 +37,7 @@ static const char *const names[OPT_COUNT] = {
 #define NAME(tr) [OPT_##tr] = #tr
 	NAME(ref_first), NAME(ref_get), NAME(ref_get_unless_zero),
 	NAME(ref_put), NAME(release), NAME(claim), NAME(watch_start),
-	NAME(watch_name), NAME(mark_never),
+	NAME(watch_name), NAME(mark_never), NAME(watch_refused),
 #undef NAME
 };
 
@@ -87,7 +87,7 @@ static void describe(enum tw__pg_op_transition tr, unsigned w, char *buf,
 	static const char *const owners[4] = { "NONE+", "STARTING+", "WATCHED+",
 					       "NEVER+" };
 	bool owner_step = tr == OPT_watch_start || tr == OPT_watch_name ||
-			  tr == OPT_mark_never;
+			  tr == OPT_mark_never || tr == OPT_watch_refused;
 
 	snprintf(buf, size, "%s%s%s%s", owner_step ? owners[w >> 4 & 3] : "",
 		 counts[w & 3], w & OP_COMPLETED ? "+completed" : "",

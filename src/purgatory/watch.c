@@ -418,18 +418,6 @@ int tw_purgatory_try_complete_else_watch(struct tw_purgatory *p,
 		 * ever watched (a force_complete). */
 		return op_purgatory(op) ? TW_EBUSY : TW_EINVAL;
 	}
-	/* Refused before anything changes, for the timeout could not be
-	 * armed. Only an op no watch has claimed still holds its tolerance
-	 * (once armed, its timer's due time is there, and the claim below
-	 * answers a second watch with TW_EBUSY). */
-	if (p->kafka_mode && !op_purgatory_word(op) && op_tolerance(op) > 0) {
-		leave(stripe);
-		return TW_EINVAL_BECAUSE("tw_purgatory_try_complete_else_watch",
-					 "%s", "the op has a tolerance "
-					 "(tw_op_set_tolerance) and this purgatory's "
-					 "service is in TW_MODE_KAFKA, which has no "
-					 "windows");
-	}
 	/* One watch per tw_op_init (opstate.h, op->purgatory). */
 	TW_TEST_POINT("watch.claiming", op);
 	{
@@ -440,6 +428,21 @@ int tw_purgatory_try_complete_else_watch(struct tw_purgatory *p,
 			/* Claimed from outside before any watch: completed. */
 			return seen == OP_NEVER_WATCHED ? TW_EINVAL : TW_EBUSY;
 		}
+	}
+	TW_TEST_POINT("watch.claimed", op);
+	/* Refused, for the timeout could not be armed, with the claim given
+	 * back (no reference taken yet): the op counts as never watched. Read
+	 * only now: the tolerance waits in the timer's due time, which the
+	 * claimer's arming overwrites, so a racing second watch must not
+	 * read it (it finds the claim and answers TW_EBUSY). */
+	if (p->kafka_mode && op_tolerance(op) > 0) {
+		tr_watch_refused(op);
+		leave(stripe);
+		return TW_EINVAL_BECAUSE("tw_purgatory_try_complete_else_watch",
+					 "%s", "the op has a tolerance "
+					 "(tw_op_set_tolerance) and this purgatory's "
+					 "service is in TW_MODE_KAFKA, which has no "
+					 "windows");
 	}
 	TW_TEST_POINT("watch.open", op);
 	tr_ref_first(op, p); /* this call's reference: the op's first */

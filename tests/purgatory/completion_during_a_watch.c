@@ -74,6 +74,58 @@ static void test_a_force_during_the_first_watch_completes_the_op(void)
 	tw_op_destroy(&o.op);
 }
 
+/*
+ * A kafka-mode purgatory refuses to watch an op with a tolerance, and
+ * reads the tolerance only once its watch has claimed the op (before
+ * that the field may be a racing watch's armed due time). Refused there,
+ * the watch gives the claim back before any reference: a force_complete
+ * from another thread, waiting for the watch's next steps, then finds
+ * the op nobody watches and completes it as never watched (no
+ * on_release). Forced: the watch is held right after its claim
+ * ("watch.claimed"), the force waits on it ("outside.watch_starting"),
+ * the watch goes on and is refused (TW_EINVAL), the force goes on.
+ */
+static void test_a_refused_kafka_watch_gives_its_claim_to_a_waiting_force(void)
+{
+	struct tw_purgatory_config cfg = { 0 };
+	struct tw_purgatory *p = NULL;
+	struct gop o;
+	struct sp_thread watcher, forcer;
+	int claimed, waiting;
+
+	cfg.service.tick = 10;
+	cfg.service.wheel_size = 8;
+	cfg.service.manual = true;
+	cfg.service.mode = TW_MODE_KAFKA;
+	cfg.service.clock.now = virtual_clock;
+	atomic_store(&virtual_now, 1000);
+	CHECK_EQ(tw_purgatory_create(&p, &cfg), TW_OK);
+	gop_init(&o, p, "topic-0", NULL);
+	CHECK_EQ(tw_op_set_tolerance(&o.op, 5), TW_OK);
+	atomic_store(&watch_result, 99);
+	claimed = sp_arm("watch.claimed", &o.op);
+	sp_spawn(&watcher, watch_thread_result, &o);
+	CHECK(sp_wait(claimed, &watcher.done));
+	waiting = sp_arm("outside.watch_starting", &o.op);
+	sp_spawn(&forcer, force_thread_result, &o);
+	CHECK(sp_wait(waiting, &forcer.done)); /* it waits for the watch */
+	sp_release(claimed);
+	sp_join(&watcher, "the watch");
+	CHECK_EQ(atomic_load(&watch_result), TW_EINVAL);
+	sp_release(waiting);
+	sp_join(&forcer, "the force");
+	CHECK_EQ(atomic_load(&o.try_go), 1); /* force_complete: true */
+	CHECK_EQ(atomic_load(&o.completes), 1);
+	CHECK_EQ(tw_purgatory_watched(p), 0);
+	CHECK_EQ(tw_purgatory_delayed(p), 0);
+	CHECK_EQ(check_key(p, o.key), 0);
+	CHECK_EQ(tw_purgatory_shutdown(p, NULL), 0);
+	tw_purgatory_destroy(p);
+	CHECK_EQ(atomic_load(&o.completes), 1);
+	CHECK_EQ(atomic_load(&o.releases), 0); /* never watched: none */
+	tw_op_destroy(&o.op);
+}
+
 /* ---- a safe_try_complete that looked before the first watch ---- */
 
 static atomic_int safe_try_result = 99;
@@ -473,6 +525,7 @@ int main(int argc, char **argv)
 	RUN_IF(test_a_completion_between_a_puts_load_and_its_decrement);
 	RUN_IF(test_a_force_during_the_first_watch_completes_the_op);
 	RUN_IF(test_a_force_before_the_watch_claims_refuses_the_watch);
+	RUN_IF(test_a_refused_kafka_watch_gives_its_claim_to_a_waiting_force);
 	RUN_IF(test_a_safe_try_that_looked_before_the_watch_releases_unlocked);
 	RUN_IF(test_a_failed_watch_never_completes_its_op);
 	RUN_IF(test_a_failed_watch_waits_for_no_key_check);

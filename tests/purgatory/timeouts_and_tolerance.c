@@ -327,6 +327,79 @@ static void test_next_expiry_after_the_only_timeout_stopped(void)
 	}
 }
 
+/* purgatory.h: "a second watch, racing the first or after it, ... gets
+ * TW_EBUSY". In kafka mode a watch also looks at the op's tolerance,
+ * which waits in the timer's due time that the first watch's arming
+ * overwrites: only the watch that claimed the op reads it, so a racing
+ * second watch never reads what the first writes (ThreadSanitizer sees
+ * any such read) and answers TW_EBUSY, never TW_EINVAL. Two threads
+ * released together watch each of many fresh ops. */
+enum { RACING_OPS = 20000 };
+
+struct racing_watcher {
+	struct tw_purgatory *p;
+	struct mock *m;          /* RACING_OPS of them, watched in turn */
+	struct tw_watch *w;      /* this thread's entry for each: the
+				  * winner's lives as long as its op */
+	pthread_barrier_t *go;
+	int *rc;                 /* this thread's answer for each */
+};
+
+static void *racing_watcher_run(void *arg)
+{
+	struct racing_watcher *r = arg;
+	const void *keys[1] = { "k" };
+	size_t lens[1] = { 1 };
+
+	for (int i = 0; i < RACING_OPS; i++) {
+		pthread_barrier_wait(r->go);
+		r->rc[i] = tw_purgatory_try_complete_else_watch(r->p, &r->m[i].op,
+								keys, lens, 1,
+								&r->w[i]);
+	}
+	return NULL;
+}
+
+static void test_two_racing_watches_of_one_op_in_kafka_mode(void)
+{
+	static struct mock m[RACING_OPS];
+	static struct tw_watch w[2][RACING_OPS];
+	static int rc[2][RACING_OPS];
+	struct tw_purgatory_config cfg = { 0 };
+	struct tw_purgatory *p = NULL;
+	pthread_barrier_t go;
+	struct racing_watcher r[2];
+	pthread_t th[2];
+
+	cfg.service.tick = 10;
+	cfg.service.wheel_size = 8;
+	cfg.service.manual = true;
+	cfg.service.mode = TW_MODE_KAFKA;
+	cfg.service.clock.now = virtual_clock;
+	atomic_store(&virtual_now, 1000);
+	CHECK_EQ(tw_purgatory_create(&p, &cfg), TW_OK);
+	for (int i = 0; i < RACING_OPS; i++)
+		mock_init(&m[i], 100000 * MS);
+	CHECK_EQ(pthread_barrier_init(&go, NULL, 2), 0);
+	for (int k = 0; k < 2; k++) {
+		r[k] = (struct racing_watcher){ p, m, w[k], &go, rc[k] };
+		CHECK_EQ(pthread_create(&th[k], NULL, racing_watcher_run, &r[k]), 0);
+	}
+	for (int k = 0; k < 2; k++)
+		CHECK_EQ(pthread_join(th[k], NULL), 0);
+	pthread_barrier_destroy(&go);
+	for (int i = 0; i < RACING_OPS; i++)
+		CHECK((rc[0][i] == 0 && rc[1][i] == TW_EBUSY) ||
+		      (rc[0][i] == TW_EBUSY && rc[1][i] == 0));
+	CHECK_EQ(tw_purgatory_watched(p), RACING_OPS);
+	CHECK_EQ(tw_purgatory_shutdown(p, NULL), RACING_OPS);
+	tw_purgatory_destroy(p);
+	for (int i = 0; i < RACING_OPS; i++) {
+		CHECK_EQ(atomic_load(&m[i].releases), 1);
+		tw_op_destroy(&m[i].op);
+	}
+}
+
 /* The ends of time: a timeout the clock cannot reach is the end of time
  * with a tolerance too (no window past INT64_MAX), and a tolerance that
  * reaches past it ends there. Both wait; neither expires early. */
@@ -395,6 +468,7 @@ int main(void)
 	RUN(test_a_timeout_past_the_end_of_time);
 	RUN(test_bad_tolerances);
 	RUN(test_next_expiry_after_the_only_timeout_stopped);
+	RUN(test_two_racing_watches_of_one_op_in_kafka_mode);
 	RUN(test_refused_watches_and_late_tolerances);
 	RUN(test_tolerances_at_the_ends_of_time);
 	RUN(test_default_configuration);

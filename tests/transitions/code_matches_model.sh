@@ -9,7 +9,7 @@
 # model/purgatory.transitions does not have; this also fails when a
 # transition of a model is one the C code never makes (a transition
 # removed from the code), or when a row of the purgatory's owner word
-# (watch_start, watch_name, mark_never: one row each, every op makes them)
+# (watch_start, watch_name, mark_never, watch_refused: one row each)
 # is never made, and prints how much of each model's table the C suite
 # reaches.
 # usage: tests/transitions/code_matches_model.sh SOURCE_DIR BUILD_DIR
@@ -85,4 +85,4 @@ check() {
 }
 check service "$src/model/service.transitions" "$seen"
 check purgatory "$src/model/purgatory.transitions" "$op_seen" \
-	"watch_start watch_name mark_never"
+	"watch_start watch_name mark_never watch_refused"
