@@ -87,19 +87,12 @@ static void test_a_force_during_the_first_watch_completes_the_op(void)
  */
 static void test_a_refused_kafka_watch_gives_its_claim_to_a_waiting_force(void)
 {
-	struct tw_purgatory_config cfg = { 0 };
 	struct tw_purgatory *p = NULL;
 	struct gop o;
 	struct sp_thread watcher, forcer;
 	int claimed, waiting;
 
-	cfg.service.tick = 10;
-	cfg.service.wheel_size = 8;
-	cfg.service.manual = true;
-	cfg.service.mode = TW_MODE_KAFKA;
-	cfg.service.clock.now = virtual_clock;
-	atomic_store(&virtual_now, 1000);
-	CHECK_EQ(tw_purgatory_create(&p, &cfg), TW_OK);
+	p = manual_purgatory_in(TW_MODE_KAFKA);
 	gop_init(&o, p, "topic-0", NULL);
 	CHECK_EQ(tw_op_set_tolerance(&o.op, 5), TW_OK);
 	atomic_store(&watch_result, 99);

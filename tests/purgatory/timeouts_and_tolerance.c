@@ -249,7 +249,6 @@ static void test_refused_watches_and_late_tolerances(void)
 
 static void test_bad_tolerances(void)
 {
-	struct tw_purgatory_config cfg = { 0 };
 	struct tw_purgatory *p = NULL;
 	struct mock m;
 
@@ -257,13 +256,7 @@ static void test_bad_tolerances(void)
 	CHECK_EQ(tw_op_set_tolerance(NULL, 10), TW_EINVAL);
 	CHECK_EQ(tw_op_set_tolerance(&m.op, -1), TW_EINVAL);
 	CHECK_EQ(tw_op_set_tolerance(&m.op, 50), TW_OK);
-	cfg.service.tick = 10;
-	cfg.service.wheel_size = 8;
-	cfg.service.manual = true;
-	cfg.service.mode = TW_MODE_KAFKA;
-	cfg.service.clock.now = virtual_clock;
-	atomic_store(&virtual_now, 1000);
-	CHECK_EQ(tw_purgatory_create(&p, &cfg), TW_OK);
+	p = manual_purgatory_in(TW_MODE_KAFKA);
 	CHECK_EQ(watch_on(p, &m, 1, "k", NULL, NULL), TW_EINVAL);
 	CHECK_EQ(tw_purgatory_watched(p), 0);
 	CHECK_EQ(tw_purgatory_delayed(p), 0);
@@ -289,19 +282,12 @@ static void test_bad_tolerances(void)
 static void test_next_expiry_after_the_only_timeout_stopped(void)
 {
 	for (int kafka = 0; kafka < 2; kafka++) {
-		struct tw_purgatory_config cfg = { 0 };
 		struct tw_purgatory *p = NULL;
 		struct mock m;
 		int64_t when = -1;
 		int polls = 0;
 
-		cfg.service.tick = 10;
-		cfg.service.wheel_size = 8;
-		cfg.service.manual = true;
-		cfg.service.mode = kafka ? TW_MODE_KAFKA : TW_MODE_EXACT;
-		cfg.service.clock.now = virtual_clock;
-		atomic_store(&virtual_now, 1000);
-		CHECK_EQ(tw_purgatory_create(&p, &cfg), TW_OK);
+		p = manual_purgatory_in(kafka ? TW_MODE_KAFKA : TW_MODE_EXACT);
 		mock_init(&m, 100);
 		CHECK_EQ(watch_on(p, &m, 1, "k", NULL, NULL), 0);
 		atomic_store(&m.completable, true);
@@ -365,19 +351,12 @@ static void test_two_racing_watches_of_one_op_in_kafka_mode(void)
 	static struct mock m[RACING_OPS];
 	static struct tw_watch w[2][RACING_OPS];
 	static int rc[2][RACING_OPS];
-	struct tw_purgatory_config cfg = { 0 };
 	struct tw_purgatory *p = NULL;
 	pthread_barrier_t go;
 	struct racing_watcher r[2];
 	pthread_t th[2];
 
-	cfg.service.tick = 10;
-	cfg.service.wheel_size = 8;
-	cfg.service.manual = true;
-	cfg.service.mode = TW_MODE_KAFKA;
-	cfg.service.clock.now = virtual_clock;
-	atomic_store(&virtual_now, 1000);
-	CHECK_EQ(tw_purgatory_create(&p, &cfg), TW_OK);
+	p = manual_purgatory_in(TW_MODE_KAFKA);
 	for (int i = 0; i < RACING_OPS; i++)
 		mock_init(&m[i], 100000 * MS);
 	CHECK_EQ(pthread_barrier_init(&go, NULL, 2), 0);

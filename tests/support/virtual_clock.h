@@ -64,6 +64,24 @@ static inline void *poll_thread(void *arg)
 }
 
 /* purge_interval 0: the default (1000) */
+/* A manual purgatory of one shard on the virtual clock at 1000, a tick of
+ * 10 and 8 buckets a level, its service in the given mode (kafka mode:
+ * no tolerances). */
+static inline struct tw_purgatory *manual_purgatory_in(enum tw_mode mode)
+{
+	struct tw_purgatory_config cfg = { 0 };
+	struct tw_purgatory *p = NULL;
+
+	cfg.service.tick = 10;
+	cfg.service.wheel_size = 8;
+	cfg.service.manual = true;
+	cfg.service.mode = mode;
+	cfg.service.clock.now = virtual_clock;
+	atomic_store(&virtual_now, 1000);
+	CHECK_EQ(tw_purgatory_create(&p, &cfg), TW_OK);
+	return p;
+}
+
 static inline struct tw_purgatory *manual_purgatory_purging(size_t purge_interval)
 {
 	struct tw_purgatory_config cfg = { 0 };
