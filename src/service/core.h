@@ -224,6 +224,10 @@ struct tw_service {
 
 	bool closing;             /* under scan_mu: shutdown began */
 	bool shut_down;
+	/* 1 once shutdown closed every shard (written once, read without a
+	 * lock): a first add looks before it claims a timer it could only
+	 * give back (timer.c, claim). */
+	_Atomic uint64_t all_closed;
 	pthread_mutex_t shutdown_mu;
 	pthread_mutex_t scan_mu;
 	/* The latest time read from the clock (an int64_t): written by the scanning

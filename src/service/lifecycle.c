@@ -739,6 +739,7 @@ int64_t tw_service_shutdown(struct tw_service *svc,
 		svc->shards[i].closed = true;
 		shard_unlock(&svc->shards[i]);
 	}
+	store_u64(&svc->all_closed, 1);
 	stop_threads(svc);
 	TW_TEST_POINT("shutdown.drain", svc);
 	collect_all(svc);

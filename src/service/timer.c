@@ -248,8 +248,13 @@ refuse_shut(const struct tw_service *svc, const struct tw_service_timer *t,
  * or read who owns it: the word with an owner, or an error. *unclaimed:
  * the word this call's own compare-and-swap replaced, left alone when
  * another call's claim came first (even svc's own: that call, not this
- * one, may give it back). Inlined: a first add is this one
- * compare-and-swap more than any other add. */
+ * one, may give it back). A service shut down claims nothing: its
+ * refusal (TW_ESHUTDOWN, as its closed shard would answer) comes before
+ * the compare-and-swap, so that no other service's call meets a claim
+ * about to be given back; only an add that races the shutdown itself
+ * claims, and gives back under the shard's mutex (add_locked_unlock).
+ * Inlined: a first add is this one compare-and-swap more than any other
+ * add. */
 svc_hot_inline int
 claim(struct tw_service *svc, struct tw_service_timer *t, uint32_t *word,
       uint32_t *unclaimed, const char *call)
@@ -258,6 +263,8 @@ claim(struct tw_service *svc, struct tw_service_timer *t, uint32_t *word,
 		uint32_t mine = svc->owner_bits | my_shard(svc) << SHARD_SHIFT;
 
 		TW_TEST_POINT("add.claiming", t);
+		if (load_u64(&svc->all_closed))
+			return TW_ESHUTDOWN;
 		if (word_cas(t, word, *word | mine, TR_claim)) {
 			*unclaimed = *word;
 			*word |= mine;

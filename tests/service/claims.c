@@ -684,6 +684,55 @@ static void test_a_first_reschedule_torn_down_after_its_claim_gives_it_back(void
 }
 
 /*
+ * A first add to a service already shut down claims nothing: it is
+ * refused (TW_ESHUTDOWN) before its compare-and-swap, so that no other
+ * service's call on the timer ever meets a claim that is about to be
+ * given back (in every serial order the timer was never the shut-down
+ * service's). Forced: the add is armed to park right after a claim
+ * ("add.claimed"); it must finish without arriving there, and while it
+ * runs, another service adds the timer. As an add and as a reschedule.
+ */
+static void a_first_add_to_a_shut_down_service_claims_nothing(bool reschedule)
+{
+	struct tw_service *a = service(true, 0), *b = service(true, 0);
+	struct job j;
+	struct first_add late = { a, &j, reschedule, -1000 };
+	struct sp_thread th;
+	int claimed;
+	bool parked;
+
+	job_init(&j);
+	CHECK_EQ(tw_service_shutdown(a, NULL, NULL), 0);
+	claimed = sp_arm("add.claimed", &j.t);
+	sp_spawn(&th, first_add_thread, &late);
+	parked = sp_wait(claimed, &th.done);
+	CHECK(!parked);
+	/* Disarmed before b's add, which would park there itself. */
+	if (!parked)
+		sp_release(claimed);
+	CHECK_EQ(first_add(b, &j, reschedule), reschedule ? TW_SVC_IDLE : TW_OK);
+	if (parked)
+		sp_release(claimed);
+	sp_join(&th, "the first add on a shut-down service");
+	CHECK_EQ(late.result, TW_ESHUTDOWN);
+	CHECK_EQ(tw_service_count(b), 1);
+	CHECK_EQ(tw_service_cancel(b, &j.t), TW_SVC_STOPPED);
+	CHECK_EQ(atomic_load(&j.runs), 0);
+	CHECK_EQ(tw_service_destroy(a), TW_OK);
+	CHECK_EQ(tw_service_destroy(b), TW_OK);
+}
+
+static void test_a_first_add_to_a_shut_down_service_claims_nothing(void)
+{
+	a_first_add_to_a_shut_down_service_claims_nothing(false);
+}
+
+static void test_a_first_reschedule_on_a_shut_down_service_claims_nothing(void)
+{
+	a_first_add_to_a_shut_down_service_claims_nothing(true);
+}
+
+/*
  * Only the call whose compare-and-swap claimed a timer gives the claim
  * back. A first add parked before its claim ("add.claiming", the word read
  * without an owner) while another add of the same service claims and
@@ -738,5 +787,7 @@ int main(int argc, char **argv)
 	RUN_SELECTED(test_a_first_add_torn_down_after_its_claim_gives_it_back);
 	RUN_SELECTED(test_a_first_reschedule_torn_down_after_its_claim_gives_it_back);
 	RUN_SELECTED(test_a_first_add_that_lost_its_claim_gives_back_nothing);
+	RUN_SELECTED(test_a_first_add_to_a_shut_down_service_claims_nothing);
+	RUN_SELECTED(test_a_first_reschedule_on_a_shut_down_service_claims_nothing);
 	return races_report();
 }
