@@ -145,7 +145,9 @@ struct tw_service_timer {
 				       src/service/state.h) */
 	uint32_t slack;           /**< latest - earliest asked for, in ticks */
 	uint16_t runner;          /**< the runner its last expiry went to */
-	uint16_t place;           /**< its place in that runner's batch */
+	uint16_t place;           /**< its place in that runner's batch
+				       (or, while it waits for an executor,
+				       in the service's queue) */
 };
 
 /**

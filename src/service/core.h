@@ -247,6 +247,20 @@ struct tw_service {
 	void *wake_arg;
 	_Atomic uint64_t wake_armed;
 
+	/* With executors: every timer the scanner puts on an expired list,
+	 * in that order, round a ring of ahead_mask + 1 places (its size
+	 * the queue's capacity as a power of two, at most 65,536), and each
+	 * QUEUED timer's place is its index here. A take reads it only to
+	 * prefetch the timers AHEAD of the one it takes, whose lines the
+	 * scanner wrote: without it a take walks the list one cache miss
+	 * after another, with the shard's mutex held. The list is what
+	 * holds the timers: a place overwritten (a queue past the ring) or
+	 * naming a timer since taken, cancelled or freed costs one useless
+	 * prefetch, nothing else. Written by the scanner under one shard's
+	 * mutex, read by an executor under another's: relaxed atomics. */
+	_Atomic(struct tw_service_timer *) *ahead;
+	uint32_t ahead_mask, ahead_next;
+
 	/* The executors and their work list. */
 	pthread_t *executors;
 	unsigned nexecutors_started;
@@ -271,6 +285,12 @@ struct tw_service {
 	_Atomic uint64_t test_sleep_ns; /* an int64_t */
 #endif
 };
+
+/* How far ahead of the timer a take takes it prefetches (svc->ahead): a
+ * take's step is some twenty instructions, and a line that the scanner's
+ * core holds takes many times that to come (docs/service.md measures the
+ * take with and without). */
+#define AHEAD 16
 
 #define SCANNER(svc) ((svc)->nexecutors)
 #define HAND_BACK(svc) ((svc)->nexecutors + 1)

@@ -336,6 +336,7 @@ static void free_service(struct tw_service *svc)
 	free(svc->shards);
 	free(svc->runners);
 	free(svc->executors);
+	free(svc->ahead);
 	pthread_mutex_destroy(&svc->shutdown_mu);
 	pthread_mutex_destroy(&svc->scan_mu);
 	pthread_mutex_destroy(&svc->reaper_mu);
@@ -458,7 +459,21 @@ static int alloc_parts(struct tw_service *svc)
 	svc->runners = aligned_alloc(64, svc->nrunners * sizeof(*svc->runners));
 	svc->executors = calloc(svc->nexecutors + 1, sizeof(*svc->executors));
 	svc->shards = aligned_alloc(64, svc->nshards * sizeof(*svc->shards));
-	if (!svc->runners || !svc->executors || !svc->shards) {
+	if (svc->nexecutors) {
+		/* core.h: ahead, sized by the capacity. Each place written
+		 * now, so that its pages are mapped here, not in the first
+		 * expiry that reaches them. */
+		uint32_t places = 64;
+
+		while (places < 65536 && places < svc->cfg.queue_capacity)
+			places *= 2;
+		svc->ahead = malloc(places * sizeof(*svc->ahead));
+		svc->ahead_mask = places - 1;
+		for (uint32_t i = 0; svc->ahead && i < places; i++)
+			atomic_init(&svc->ahead[i], NULL);
+	}
+	if (!svc->runners || !svc->executors || !svc->shards ||
+	    (svc->nexecutors && !svc->ahead)) {
 		free(svc->shards);
 		svc->shards = NULL;
 		return TW_ENOMEM;

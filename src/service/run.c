@@ -215,6 +215,14 @@ void tw__svc_fire(struct tw_wheel *w, struct tw_timer *wt)
 		}
 	}
 	queued = word_with(word, ST_QUEUED, 0, 0);
+	if (s->svc->ahead) {
+		struct tw_service *svc = s->svc;
+		uint32_t place = svc->ahead_next++ & svc->ahead_mask;
+
+		atomic_store_explicit(&svc->ahead[place], t,
+				      memory_order_relaxed);
+		t->place = (uint16_t)place;
+	}
 	list_append(&s->expired, &wt->link);
 	nexpired = load_u64(&s->nexpired) + 1;
 	store_u64(&s->nexpired, nexpired);
@@ -223,6 +231,20 @@ void tw__svc_fire(struct tw_wheel *w, struct tw_timer *wt)
 	 * scanner's. */
 	if (nexpired == s->spill_at)
 		s->direct = &s->svc->runners[SCANNER(s->svc)];
+}
+
+/* A prefetch, for writing (a take writes it), of the timer at place in
+ * svc->ahead, whatever it holds now. */
+static inline void prefetch_ahead(struct tw_service *svc, uint32_t place)
+{
+#if defined(__GNUC__)
+	__builtin_prefetch(atomic_load_explicit(&svc->ahead[place & svc->ahead_mask],
+						memory_order_relaxed),
+			   1);
+#else
+	(void)svc;
+	(void)place;
+#endif
 }
 
 /* Under s->mu: up to `most` of the shard's expired timers into runner
@@ -235,12 +257,23 @@ static unsigned take_batch(struct tw_service *svc, struct shard *s, unsigned ri,
 	struct tw_link *head = &s->expired, *link = head->next;
 	unsigned n = 0;
 
+	if (svc->ahead && link != head) {
+		/* The first AHEAD after the first: the loop then keeps AHEAD
+		 * in flight. */
+		uint32_t place = svc_timer_of(list_timer(link))->place;
+
+		for (uint32_t k = 1; k <= AHEAD && k < most; k++)
+			prefetch_ahead(svc, place + k);
+	}
 	while (n < most && link != head) {
 		struct tw_link *next = link->next;
 		struct tw_service_timer *t = svc_timer_of(list_timer(link));
 
+		if (svc->ahead)
+			prefetch_ahead(svc, t->place + AHEAD);
 #if defined(__GNUC__)
-		__builtin_prefetch(next, 1); /* take writes it */
+		else
+			__builtin_prefetch(next, 1); /* take writes it */
 #endif
 		link->next = link->prev = NULL; /* off the list, as unlinked */
 		take(r, ri, n, t, word_load(t));
