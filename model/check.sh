@@ -216,7 +216,12 @@ if [ "$what" = all ] || [ "$what" = mutants ]; then
 	# (on_release under it), 30 a cancel_for_key whose claims do not
 	# count towards a purge (what it left on other keys never goes), 31
 	# a key check that purges only if it completed something (a purge
-	# that force_completes from outside made due never comes). The
+	# that force_completes from outside made due never comes), 32 a check
+	# that looks at the list's mark a step before it lets go of its pin
+	# without the lock (a mark made in between is left with no one to
+	# take it), 33 a check that is not the last out marking the list a
+	# step after it let go of its pin (another check leaves last in
+	# between, unmarked). The
 	# lock's (lock.pml): 1 a waiter that sleeps without the process-wide
 	# barrier, so an unlock whose store is still in its buffer misses it;
 	# 2 a fenced unlock whose store of held = 0 is a plain one, 3 a waiter
@@ -230,7 +235,7 @@ if [ "$what" = all ] || [ "$what" = mutants ]; then
 		 "purgatory 3 18" "purgatory 7 19" \
 		 "purgatory 2 22" "purgatory 8 23" "purgatory 8 24" "purgatory 5 25" \
 		 "purgatory 9 26" "purgatory 10 27" "purgatory 9 28" "purgatory 11 29" \
-		 "purgatory 12 30" "purgatory 13 31" \
+		 "purgatory 12 30" "purgatory 13 31" "purgatory 9 32" "purgatory 9 33" \
 		 "lock 1 1" "lock 2 2" "lock 2 3"; do
 		set -- $m
 		queue find "$1" "$2" "$3"

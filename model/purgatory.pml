@@ -79,8 +79,13 @@
  * a cancelled op has on other keys stay until those are checked: Z is
  * never released); 31 a key check that purges only if it completed
  * something (the purge a force_complete from outside made due waits for
- * a call that completes: Z is never released). docs/model.md says where
- * each was found.
+ * a call that completes: Z is never released); 32 a check that noted
+ * nothing looking at the list's mark a step before it lets go of its pin
+ * without the lock (a claim that pinned the list too marks it and lets
+ * go first in between: the mark is left with no one to take it, and the
+ * entry with it); 33 a check that is not the last out marking the list a
+ * step after it let go of its pin (another check leaves last in between,
+ * unmarked). docs/model.md says where each was found.
  *
  * The key's list is pinned by the checks in progress on it (walkers,
  * under the shard lock): while it is, nothing unlinks an entry from it;
@@ -353,7 +358,8 @@ inline maybe_purge() {
 		lock(sh_mu);
 		if
 		:: in_list && completed && MAY_UNLINK -> unlink_entry()
-		:: in_list && completed && !MAY_UNLINK -> dirty = 1
+		/* the look at the pins and the mark: one swap of the word */
+		:: atomic { in_list && completed && !MAY_UNLINK -> dirty = 1 }
 		:: else -> skip
 		fi;
 		if
@@ -638,7 +644,7 @@ proctype tcew()
 #if MUT != 14
 		if
 		:: in_list && MAY_UNLINK -> unlink_entry()
-		:: in_list && !MAY_UNLINK -> dirty = 1
+		:: atomic { in_list && !MAY_UNLINK -> dirty = 1 }
 		:: else -> skip
 		fi;
 #else
@@ -703,12 +709,15 @@ out:
  * at the condition without the op's lock (the op's kind's may_complete,
  * which the model's op has: false, and the op is not tried) and the try
  * under the op's lock; then the way out. A check that noted nothing
- * (found the op uncompleted and did not complete it) and found the list
- * clean (a relaxed load: a step of its own before the decrement) lets go
- * of its pin with one atomic decrement and no lock; otherwise under the
- * lock, where the last check out unlinks the completed entry and one
- * that is not the last marks the list dirty for it. Then the purge, if
- * due, with no pin held. */
+ * (found the op uncompleted and did not complete it) lets go of its pin
+ * with no lock, by one compare-and-swap of the word that holds the pins
+ * and the mark (one atomic step here), unless that leaves it the last
+ * one out of a dirty list (MUT 32: the look at the mark a step of its
+ * own before a plain decrement, so that a mark a claim or a purge makes
+ * in between is left with no one to take it); otherwise under the lock,
+ * where the last check out unlinks the completed entry and one that is
+ * not the last marks the list dirty for it. Then the purge, if due, with
+ * no pin held. */
 /* A check's first step takes its key's shard lock; a check of several
  * keys (SCEN 10) takes both shards' locks, in the shards' order (MUT 27:
  * in the order its caller named the keys). */
@@ -760,32 +769,68 @@ inline check_key(who) {
 	/* the way out: the entry noted (found completed, or completed by
 	 * this check) goes with the last check out; one that is not the
 	 * last marks the list for it (MUT 28: unlinks it anyway) */
+#if MUT == 32
+	leaving = done || cleaned || dirty;
+#else
 	if
-	:: done || cleaned || dirty ->
+	:: done || cleaned -> leaving = 1
+	:: else ->
+		atomic {
+			if
+			:: walkers == 1 && dirty -> leaving = 1
+			:: else -> walkers--; leaving = 0
+			fi
+		}
+	fi;
+#endif
+	if
+	:: leaving ->
 		lock(sh_mu);
+		/* the pin let go of and, by one that is not the last out, the
+		 * mark made: one compare-and-swap of the word (MUT 33: the mark
+		 * a step after the decrement, where another check's way out
+		 * without the lock may leave the list meanwhile, unmarked) */
+#if MUT == 33
 		walkers--;
+		lastout = (walkers == 0);
 		if
-		:: walkers == 0 ->
+		:: !lastout && (done || cleaned) -> dirty = 1
+		:: else -> skip
+		fi;
+#else
+		atomic {
+			walkers--;
+			lastout = (walkers == 0);
+			if
+			:: !lastout && (done || cleaned) && MUT != 28 -> dirty = 1
+			:: else -> skip
+			fi
+		}
+#endif
+		if
+		:: lastout ->
 			if
 			:: in_list && completed -> unlink_entry()
 			:: else -> skip
 			fi;
 			dirty = 0
-		:: walkers != 0 && (done || cleaned) ->
-#if MUT == 28
+		:: !lastout && (done || cleaned) && MUT == 28 ->
 			if
 			:: in_list -> unlink_entry()
 			:: else -> skip
 			fi
-#else
-			dirty = 1
-#endif
 		:: else -> skip
 		fi;
+		lastout = 0;
 		unlock(sh_mu);
 		put_all()
+#if MUT == 32
 	:: else -> walkers--
+#else
+	:: else -> skip
+#endif
 	fi;
+	leaving = 0;
 #if MUT == 31
 	/* the old way: only a check that completed something purges */
 	if
@@ -800,7 +845,7 @@ inline check_key(who) {
 /* the key's check, once the condition is true */
 proctype checker()
 {
-	bool done, won, snap, trying, cleaned, started, unwatched, last;
+	bool done, won, snap, trying, cleaned, started, unwatched, last, leaving, lastout;
 	byte r, puts;
 	PURGE_LOCALS
 
@@ -812,7 +857,7 @@ proctype checker()
  * is true (SCEN 10); reversed: the second key named first */
 proctype multi_checker(bool reversed)
 {
-	bool done, won, snap, trying, cleaned, started, unwatched, last;
+	bool done, won, snap, trying, cleaned, started, unwatched, last, leaving, lastout;
 	byte r, puts;
 	PURGE_LOCALS
 
@@ -824,7 +869,7 @@ proctype multi_checker(bool reversed)
 /* a check of the key while the condition is still false (SCEN 9) */
 proctype idle_checker()
 {
-	bool done, won, snap, trying, cleaned, started, unwatched, last;
+	bool done, won, snap, trying, cleaned, started, unwatched, last, leaving, lastout;
 	byte r, puts;
 	PURGE_LOCALS
 
@@ -835,7 +880,7 @@ proctype idle_checker()
  * the batch), dispatches the batch, and runs on_timeout */
 proctype expirer()
 {
-	bool won, started, unwatched, last, done, snap, trying, cleaned;
+	bool won, started, unwatched, last, done, snap, trying, cleaned, leaving, lastout;
 	byte r, puts;
 	PURGE_LOCALS
 
@@ -1215,6 +1260,8 @@ init
 	shut_done || SCEN == 3 || SCEN == 5 || SCEN == 6 || SCEN == 8 || SCEN == 9 ||
 	SCEN == 10 || SCEN == 11;
 	assert(walkers == 0);
+	/* a mark is never lost: the last one out took it */
+	assert(!dirty);
 	if
 	:: in_list -> in_list = 0; linked--; op_put()
 	:: else -> skip

@@ -489,8 +489,10 @@ int64_t tw_purgatory_timeout(struct tw_purgatory *p, int64_t now);
  * already under way (so none of their ops is missed), claim every
  * uncompleted op and hand it back, then stop the purgatory's service,
  * waiting for timeouts that are running. A handed-back op still gets its
- * on_release (when the purgatory's last reference goes, possibly during
- * this call): free it there, not in hand_back.
+ * on_release (when the purgatory's last reference goes): free it there,
+ * not in hand_back. That is during this call, or, for an op on a key
+ * that a check on another thread is walking meanwhile, when that check
+ * returns; never later.
  * It allocates nothing, so it cannot fail for want of memory, however
  * many ops are watched or armed.
  * @param p the purgatory

@@ -57,10 +57,16 @@
  * check out unlinks the completed entries: those its walk noted, or,
  * the list dirty, every one. So every op ahead of a check's walk keeps
  * the reference of its entry in that list until the check has let go of
- * it, and the check pays per op only its lock. A cancel_for_key that
- * meets a pinned list pins it too and claims its ops in place (watch.c);
- * shutdown does the same for the lists a check still pins after its walk
- * (lifecycle.c).
+ * it, and the check pays per op only its lock. The count and the mark
+ * are one word, so that a check that noted nothing lets go with one
+ * compare-and-swap and no lock, which a mark made meanwhile fails, and
+ * "pinned? then mark" is one swap too: no mark is ever left with no one
+ * to take it (model/purgatory.pml asks that of every run). A
+ * cancel_for_key that meets a pinned list pins it too and claims its ops
+ * in place (watch.c); shutdown does the same for the lists a check still
+ * pins after its walk, and marks (or purges) those left with completed
+ * entries only, so that every op it hands back is released by the time
+ * it returns, or the last check of its keys does (lifecycle.c).
  *
  * Purges run where the purgatory has let go of every op lock (after
  * try_complete's section, after a key check's loop, after a timeout), not
@@ -153,16 +159,20 @@
 struct tw_watchers {
 	struct tw_link entries;   /* struct tw_watch */
 	/* The pins: key checks (and claims) in progress on the list
-	 * (watch.c). 32 bits: pins nest (a hand_back that cancels the key
-	 * again pins it again), and a count that wrapped to 0 would free a
-	 * list still in use. */
+	 * (watch.c), in the low 31 bits: pins nest (a hand_back that
+	 * cancels the key again pins it again), and a count that wrapped
+	 * to 0 would free a list still in use. PIN_DIRTY: an unlink waits
+	 * for the last one out. One word, so that a check that lets go of
+	 * its pin without the lock cannot miss a mark made after it looked
+	 * (watch.c, walk_done). */
 	atomic_uint walkers;
-	atomic_bool dirty;        /* an unlink waits for the last one out */
 	uint16_t len;             /* at most TW_KEY_MAX; 0: a spare not in use */
 	uint64_t hash;
 	struct tw_watchers *next; /* hash chain */
 	unsigned char *key;
 };
+
+#define PIN_DIRTY 0x80000000u
 
 _Static_assert(TW_KEY_MAX <= UINT16_MAX, "a list's len holds any key's length");
 

@@ -72,7 +72,6 @@ static struct tw_watchers *find_or_add(struct pshard *sh, uint64_t h,
 	ws->hash = h;
 	ws->len = (uint16_t)len;
 	atomic_init(&ws->walkers, 0);
-	atomic_init(&ws->dirty, false);
 	list_init(&ws->entries);
 	memcpy(ws->key, key, len);
 	if (sh->nkeys >= sh->nbuckets)
@@ -91,7 +90,8 @@ static struct tw_watchers *find_or_add(struct pshard *sh, uint64_t h,
  * list unpinned may unlink an entry and drop the op's last reference. */
 static bool pinned(struct tw_watchers *ws)
 {
-	return atomic_load_explicit(&ws->walkers, memory_order_acquire) != 0;
+	return (atomic_load_explicit(&ws->walkers, memory_order_acquire) &
+		~PIN_DIRTY) != 0;
 }
 
 /* Under the shard lock. An atomic add, not a plain one: a check lets go
@@ -101,9 +101,28 @@ static void pin(struct tw_watchers *ws)
 	atomic_fetch_add_explicit(&ws->walkers, 1, memory_order_relaxed);
 }
 
+/* Under the shard lock, on a list this thread pins: in the pins' word,
+ * which a check lets go of without the lock. */
 static void mark_dirty(struct tw_watchers *ws)
 {
-	atomic_store_explicit(&ws->dirty, true, memory_order_relaxed);
+	atomic_fetch_or_explicit(&ws->walkers, PIN_DIRTY, memory_order_relaxed);
+}
+
+/* Under the shard lock: the list marked for the last one out if a check
+ * pins it, in one swap of the pins' word -- a look at the count and then
+ * a mark could mark a list whose last check left in between, without the
+ * lock, and the mark would wait for no one. False: nothing pins it, and
+ * nothing can while the lock is held (acquire, as pinned()). */
+static bool mark_if_pinned(struct tw_watchers *ws)
+{
+	unsigned pins = atomic_load_explicit(&ws->walkers, memory_order_acquire);
+
+	while (pins & ~PIN_DIRTY)
+		if (atomic_compare_exchange_weak_explicit(
+			    &ws->walkers, &pins, pins | PIN_DIRTY,
+			    memory_order_acquire, memory_order_acquire))
+			return true;
+	return false;
 }
 
 /* Free the list once nothing is in it and nothing pins it. */
@@ -167,11 +186,11 @@ static void drop_completed(struct pshard *sh, struct tw_watchers *ws,
 {
 	struct tw_link *l = ws->entries.next;
 
-	if (pinned(ws)) {
-		mark_dirty(ws);
+	if (mark_if_pinned(ws))
 		return;
-	}
-	atomic_store_explicit(&ws->dirty, false, memory_order_relaxed);
+	if (atomic_load_explicit(&ws->walkers, memory_order_relaxed) & PIN_DIRTY)
+		atomic_fetch_and_explicit(&ws->walkers, ~PIN_DIRTY,
+					  memory_order_relaxed);
 	while (l != &ws->entries) {
 		struct tw_watch *w = tw_container_of(l, struct tw_watch, link);
 
@@ -188,7 +207,8 @@ static void drop_completed(struct pshard *sh, struct tw_watchers *ws,
 static void unpin_locked(struct pshard *sh, struct tw_watchers *ws,
 			 struct entry_chain *puts)
 {
-	if (atomic_fetch_sub_explicit(&ws->walkers, 1, memory_order_acq_rel) != 1)
+	if ((atomic_fetch_sub_explicit(&ws->walkers, 1, memory_order_acq_rel) &
+	     ~PIN_DIRTY) != 1)
 		return;
 	drop_completed(sh, ws, puts);
 	remove_if_empty(sh, ws);
@@ -258,9 +278,7 @@ static void unwatch(struct tw_purgatory *p, struct tw_watch *w,
 	if (w->link.next) {
 		struct tw_watchers *ws = find(sh, h, key, len);
 
-		if (pinned(ws)) {
-			mark_dirty(ws); /* its op is completed: the last out */
-		} else {
+		if (!mark_if_pinned(ws)) { /* else for the last one out */
 			unlink_entry(sh, w, &puts, false);
 			remove_if_empty(sh, ws);
 		}
@@ -567,36 +585,56 @@ pg_hot_inline bool walk_step(struct key_walk *k)
 }
 
 /*
- * The check's way out. One that noted nothing and finds the list clean
- * lets go of its pin with one atomic decrement (release: its touches of
- * the ops come first) and no lock: the usual check, whose ops are not
- * ready yet. Otherwise under the lock: the last one out unlinks the
- * entries it noted (each still linked: the pin kept them) or, the list
- * dirty or its notes overflowed, every completed entry, and frees an
- * emptied list; one that is not the last marks the list dirty for the
- * last. A list marked dirty just after the load is left to the next
- * check or purge, as Kafka's lazy purge leaves any completed entry.
+ * The check's way out. One that noted nothing lets go of its pin with one
+ * compare-and-swap of the pins' word (release: its touches of the ops
+ * come first) and no lock -- the usual check, whose ops are not ready
+ * yet -- unless it is the last one out of a dirty list. The mark lives
+ * in the same word, so a mark made after the check looked (a purge, or
+ * a shutdown or cancel_for_key that claimed the ops in place and let go
+ * of its own pin) fails the swap, and the check looks again: nothing a
+ * mark asks of the last one out is lost. Otherwise under the lock: the
+ * last one out unlinks the entries it noted (each still linked: the pin
+ * kept them) or, the list dirty or its notes overflowed, every completed
+ * entry, and frees an emptied list; one that is not the last marks the
+ * list dirty for the last.
  */
 pg_hot_inline void walk_done(struct key_walk *k)
 {
 	struct tw_watchers *ws = k->ws;
 	struct entry_chain puts;
+	unsigned pins;
 
-	if (!k->ndrops && !k->drop_all &&
-	    !atomic_load_explicit(&ws->dirty, memory_order_relaxed)) {
-		atomic_fetch_sub_explicit(&ws->walkers, 1, memory_order_release);
-		return;
+	if (!k->ndrops && !k->drop_all) {
+		pins = atomic_load_explicit(&ws->walkers, memory_order_relaxed);
+		TW_TEST_POINT("check.leaving", ws);
+		while (pins != (PIN_DIRTY | 1))
+			if (atomic_compare_exchange_weak_explicit(
+				    &ws->walkers, &pins, pins - 1,
+				    memory_order_release, memory_order_relaxed))
+				return;
 	}
 	chain_init(&puts);
 	pshard_lock(k->sh);
-	if (atomic_fetch_sub_explicit(&ws->walkers, 1, memory_order_acq_rel) != 1) {
-		mark_dirty(ws);
-	} else if (k->drop_all || atomic_load_explicit(&ws->dirty, memory_order_relaxed)) {
-		drop_completed(k->sh, ws, &puts);
-		remove_if_empty(k->sh, ws);
-	} else {
-		for (unsigned i = 0; i < k->ndrops; i++)
-			unlink_entry(k->sh, k->drops[i], &puts, false);
+	/* The pin let go of and the list marked for the last one out in one
+	 * add: apart, another check's way out without the lock could leave
+	 * the list last, unmarked, between the two. (The mark changes only
+	 * under this lock, so the add knows whether to set it.) */
+	pins = atomic_load_explicit(&ws->walkers, memory_order_relaxed);
+	pins = atomic_fetch_add_explicit(&ws->walkers,
+					 pins & PIN_DIRTY ? (unsigned)-1
+							  : PIN_DIRTY - 1,
+					 memory_order_acq_rel);
+	if ((pins & ~PIN_DIRTY) == 1) {
+		/* The last one out: nothing pins the list, nor can while
+		 * the lock is held. */
+		if (k->drop_all || (pins & PIN_DIRTY)) {
+			drop_completed(k->sh, ws, &puts);
+		} else {
+			atomic_store_explicit(&ws->walkers, 0,
+					      memory_order_relaxed);
+			for (unsigned i = 0; i < k->ndrops; i++)
+				unlink_entry(k->sh, k->drops[i], &puts, false);
+		}
 		remove_if_empty(k->sh, ws);
 	}
 	pshard_unlock(k->sh);
@@ -840,8 +878,13 @@ static bool has_uncompleted(const struct tw_watchers *ws)
 /* Shutdown's second walk, for the lists its first found pinned by a check
  * (watches are refused by then, so no op is added): each list with an
  * uncompleted op is claimed in place and handed back, and the shard's
- * walk starts again, for its lock was let go of meanwhile. The
- * references the last one out drops go on puts. */
+ * walk starts again, for its lock was let go of meanwhile. A list left
+ * with completed entries only (their ops claimed through other keys'
+ * lists, or before) is purged: marked for the last one out while a
+ * check pins it -- which may have walked past those ops before they
+ * were claimed, and would leave without a look back -- or dropped now.
+ * After a shutdown no call may come to purge it. The references the
+ * last one out drops go on puts. */
 int64_t tw__pg_claim_pinned_lists(struct tw_purgatory *p, tw_op_fn *hand_back,
 				  struct entry_chain *puts)
 {
@@ -855,12 +898,19 @@ int64_t tw__pg_claim_pinned_lists(struct tw_purgatory *p, tw_op_fn *hand_back,
 			again = false;
 			pshard_lock(sh);
 			for (size_t b = 0; b < sh->nbuckets && !again; b++)
-				for (struct tw_watchers *ws = sh->table[b]; ws; ws = ws->next)
+				for (struct tw_watchers *ws = sh->table[b], *next; ws;
+				     ws = next) {
+					next = ws->next; /* ws may be freed here */
 					if (has_uncompleted(ws)) {
 						n += claim_pinned(p, sh, ws, hand_back, puts);
 						again = true;
 						break;
 					}
+					if (!list_empty(&ws->entries)) {
+						drop_completed(sh, ws, puts);
+						remove_if_empty(sh, ws);
+					}
+				}
 			if (!again)
 				pshard_unlock(sh);
 		} while (again);

@@ -234,6 +234,74 @@ static void test_a_shutdown_meets_a_pinned_list(void)
 }
 
 /*
+ * A check that noted nothing is on its way out, its look at the list
+ * taken (clean, its own pin the only one), when a shutdown claims the ops
+ * in place, marks the list dirty and lets go of its own pin: the check is
+ * now the last one out of a dirty list, and drops the entries on its way
+ * out, so that every op shutdown handed back is released by the time the
+ * check returns -- not left to a purge, which nothing calls after a
+ * shutdown. Forced: the check parked at "check.leaving"
+ * (model/purgatory.pml, scenario 9; its mutation 32, the look at the
+ * mark a step apart from the pin's release, fails this).
+ */
+static void test_a_check_leaving_as_shutdown_marks_its_list_drops_it(void)
+{
+	static struct gop x[2];
+	struct sp_thread checker;
+	int parked;
+	struct tw_purgatory *p = manual_purgatory_purging(0);
+
+	atomic_store(&parked_result, -99);
+	for (int i = 0; i < 2; i++) {
+		gop_init(&x[i], p, key, NULL);
+		CHECK_EQ(gop_watch(&x[i]), 0);
+	}
+	parked = sp_arm("check.leaving", NULL);
+	sp_spawn(&checker, check_parked_key, p);
+	CHECK(sp_wait(parked, &checker.done));
+	atomic_store(&handed, 0);
+	CHECK_EQ(tw_purgatory_shutdown(p, count_hand_back), 2);
+	CHECK_EQ(atomic_load(&handed), 2);
+	for (int i = 0; i < 2; i++)
+		CHECK_EQ(atomic_load(&x[i].releases), 0);
+	let_the_check_go(p, x, 2, parked, &checker);
+}
+
+/*
+ * An op on two keys; a check of one of them walked past it (uncompleted)
+ * and is on its way out ("check.leaving") when a shutdown claims the op
+ * through its other key's list and unlinks that entry. The entry left on
+ * the pinned list is the op's last, and nothing on that list is left for
+ * shutdown to claim there; shutdown marks the list for the last one out
+ * all the same, so that the op is released by the time the check
+ * returns, not left to a purge that nothing calls after a shutdown.
+ */
+static void test_a_shutdown_marks_a_pinned_list_it_claims_nothing_on(void)
+{
+	static struct gop x;
+	static struct tw_watch both[2];
+	static const char other_key[] = "partition-8";
+	const void *keys[2] = { other_key, key };
+	size_t lens[2] = { strlen(other_key), strlen(key) };
+	struct sp_thread checker;
+	int parked;
+	struct tw_purgatory *p = manual_purgatory_purging(0);
+
+	atomic_store(&parked_result, -99);
+	gop_init(&x, p, key, NULL);
+	CHECK_EQ(tw_purgatory_try_complete_else_watch(p, &x.op, keys, lens, 2, both), 0);
+	parked = sp_arm("check.leaving", NULL);
+	sp_spawn(&checker, check_parked_key, p);
+	CHECK(sp_wait(parked, &checker.done));
+	atomic_store(&handed, 0);
+	CHECK_EQ(tw_purgatory_shutdown(p, count_hand_back), 1);
+	CHECK_EQ(atomic_load(&handed), 1);
+	CHECK_EQ(atomic_load(&x.releases), 0);
+	CHECK_EQ(tw_purgatory_watched(p), 1);
+	let_the_check_go(p, &x, 1, parked, &checker);
+}
+
+/*
  * Pins nest: a cancel_for_key on a pinned list runs hand_back with its own
  * pin held, and a hand_back may cancel the key again. The count must not
  * wrap: a list whose count read 0 would be unlinked and freed while the
@@ -298,6 +366,8 @@ int main(int argc, char **argv)
 	RUN_IF(test_a_cancel_meets_a_pinned_list);
 	RUN_IF(test_a_cancel_of_a_pinned_list_counts_towards_a_purge);
 	RUN_IF(test_a_shutdown_meets_a_pinned_list);
+	RUN_IF(test_a_check_leaving_as_shutdown_marks_its_list_drops_it);
+	RUN_IF(test_a_shutdown_marks_a_pinned_list_it_claims_nothing_on);
 	RUN_IF(test_pins_do_not_wrap);
 	return check_report();
 }
