@@ -85,7 +85,10 @@ struct tw_service_timer;
  * A timer's callback, run once per expiry on an executor (or the reaper),
  * never two runs of one timer at once (see "One run at a time" above).
  * @param svc the service
- * @param t the timer; not pending while this runs (unless periodic)
+ * @param t the timer; not pending while this runs, a periodic one
+ *          neither: it is re-armed after its callback returns (unless
+ *          an add, a reschedule or a cancel of it came during the run,
+ *          which then stands)
  */
 typedef void tw_service_fn(struct tw_service *svc, struct tw_service_timer *t);
 /**
@@ -305,7 +308,9 @@ void tw_service_periodic_init(struct tw_service_periodic *p, tw_service_fn *fn,
  * @retval 0 done
  * @retval TW_EINVAL NULL t
  * @retval TW_EBUSY it is pending, expired and waiting to run, or a
- *         periodic callback of it runs (nothing changed)
+ *         periodic callback of it runs that no cancel stopped (after a
+ *         tw_service_cancel() that returned TW_SVC_RUNNING the run is
+ *         its last, and a reinit is safe, as above) (nothing changed)
  * @threadsafety The timer's owner, not concurrently with an add of it.
  */
 int tw_service_timer_reinit(struct tw_service_timer *t, tw_service_fn *fn);
@@ -544,7 +549,10 @@ int tw_service_timer_shutdown(struct tw_service *svc, struct tw_service_timer *t
  * while a poll is under way; an add that returned before the poll began
  * runs in it if its time has come by the clock's time: in exact mode that
  * is its due time rounded up to its tick (due at 1,500 with a tick of
- * 1,000, it runs in a poll at 2,000 or later, never in one at 1,500).
+ * 1,000, it runs in a poll at 2,000 or later, never in one at 1,500) --
+ * unless the service's time had already reached its due time when it was
+ * added (a poll read the clock at 1,500 or later before the add): such a
+ * timer is due at once and runs at the next poll, whatever that reads.
  * @param svc the service
  * @return how many were dispatched (expired by this poll: run here or
  *         queued for the executors, one a callback stops before its turn
