@@ -240,9 +240,9 @@ static void test_a_shutdown_meets_a_pinned_list(void)
  * now the last one out of a dirty list, and drops the entries on its way
  * out, so that every op shutdown handed back is released by the time the
  * check returns -- not left to a purge, which nothing calls after a
- * shutdown. Forced: the check parked at "check.leaving"
- * (model/purgatory.pml, scenario 9; its mutation 32, the look at the
- * mark a step apart from the pin's release, fails this).
+ * shutdown. Forced: the check parked at "check.leaving". (The model's
+ * scenario 9 finds the old way out, the look at the mark a step apart
+ * from the pin's release, as its mutation 32.)
  */
 static void test_a_check_leaving_as_shutdown_marks_its_list_drops_it(void)
 {

@@ -689,8 +689,10 @@ static void test_a_first_reschedule_torn_down_after_its_claim_gives_it_back(void
  * service's call on the timer ever meets a claim that is about to be
  * given back (in every serial order the timer was never the shut-down
  * service's). Forced: the add is armed to park right after a claim
- * ("add.claimed"); it must finish without arriving there, and while it
- * runs, another service adds the timer. As an add and as a reschedule.
+ * ("add.claimed"), where it would hold one; it must finish without
+ * arriving there, and another service then adds the timer (before the
+ * fix it parked there, and that add got TW_EOWNER). As an add and as a
+ * reschedule.
  */
 static void a_first_add_to_a_shut_down_service_claims_nothing(bool reschedule)
 {
