@@ -28,23 +28,41 @@ static void *check_parked_key(void *arg)
 	return NULL;
 }
 
+/* A check of the key on another thread, parked at point (with obj, or
+ * any obj when NULL). */
+static void park_the_check(struct tw_purgatory *p, const char *point,
+			   const void *obj, struct sp_thread *checker,
+			   int *parked)
+{
+	atomic_store(&parked_result, -99);
+	*parked = sp_arm(point, obj);
+	sp_spawn(checker, check_parked_key, p);
+	CHECK(sp_wait(*parked, &checker->done));
+}
+
 /* n ops watch the key, their condition false, their timeouts armed; a
- * check on another thread is parked with all of them ahead in its walk. */
-static struct tw_purgatory *park_a_check(struct gop *ops, int n,
-					 struct sp_thread *checker, int *parked)
+ * check on another thread is parked at point. */
+static struct tw_purgatory *park_a_check_at(struct gop *ops, int n,
+					    const char *point, const void *obj,
+					    struct sp_thread *checker,
+					    int *parked)
 {
 	struct tw_purgatory *p = manual_purgatory_purging(0);
 
-	atomic_store(&parked_result, -99);
 	for (int i = 0; i < n; i++) {
 		gop_init(&ops[i], p, key, NULL);
 		CHECK_EQ(gop_watch(&ops[i]), 0);
 	}
 	CHECK_EQ(tw_purgatory_delayed(p), (size_t)n);
-	*parked = sp_arm("check.walk", key);
-	sp_spawn(checker, check_parked_key, p);
-	CHECK(sp_wait(*parked, &checker->done));
+	park_the_check(p, point, obj, checker, parked);
 	return p;
+}
+
+/* ... with all of them ahead in its walk. */
+static struct tw_purgatory *park_a_check(struct gop *ops, int n,
+					 struct sp_thread *checker, int *parked)
+{
+	return park_a_check_at(ops, n, "check.walk", key, checker, parked);
 }
 
 /* The parked check goes on; afterwards every op was released once, the
@@ -249,16 +267,9 @@ static void test_a_check_leaving_as_shutdown_marks_its_list_drops_it(void)
 	static struct gop x[2];
 	struct sp_thread checker;
 	int parked;
-	struct tw_purgatory *p = manual_purgatory_purging(0);
+	struct tw_purgatory *p = park_a_check_at(x, 2, "check.leaving", NULL,
+						 &checker, &parked);
 
-	atomic_store(&parked_result, -99);
-	for (int i = 0; i < 2; i++) {
-		gop_init(&x[i], p, key, NULL);
-		CHECK_EQ(gop_watch(&x[i]), 0);
-	}
-	parked = sp_arm("check.leaving", NULL);
-	sp_spawn(&checker, check_parked_key, p);
-	CHECK(sp_wait(parked, &checker.done));
 	atomic_store(&handed, 0);
 	CHECK_EQ(tw_purgatory_shutdown(p, count_hand_back), 2);
 	CHECK_EQ(atomic_load(&handed), 2);
@@ -287,12 +298,9 @@ static void test_a_shutdown_marks_a_pinned_list_it_claims_nothing_on(void)
 	int parked;
 	struct tw_purgatory *p = manual_purgatory_purging(0);
 
-	atomic_store(&parked_result, -99);
 	gop_init(&x, p, key, NULL);
 	CHECK_EQ(tw_purgatory_try_complete_else_watch(p, &x.op, keys, lens, 2, both), 0);
-	parked = sp_arm("check.leaving", NULL);
-	sp_spawn(&checker, check_parked_key, p);
-	CHECK(sp_wait(parked, &checker.done));
+	park_the_check(p, "check.leaving", NULL, &checker, &parked);
 	atomic_store(&handed, 0);
 	CHECK_EQ(tw_purgatory_shutdown(p, count_hand_back), 1);
 	CHECK_EQ(atomic_load(&handed), 1);
