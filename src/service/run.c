@@ -565,12 +565,16 @@ static uint64_t waiting(struct tw_service *svc)
 	return n;
 }
 
-/* Under s->mu: put the shard on the executors' list (once) and wake one
- * executor. */
-static void post(struct tw_service *svc, struct shard *s)
+/* Under s->mu: put the shard on the executors' list (once). True when it
+ * went on: then an executor is to be woken, by wake_executor() once the
+ * caller has let go of s->mu. Woken with the shard's lock still held, the
+ * executor met it at once, in its take, and slept on it: a wake-up, a
+ * barrier and a second wake-up more per hand-off (perf's futex and
+ * membarrier events at 20,000 purgatory requests a second). */
+static bool post(struct tw_service *svc, struct shard *s)
 {
 	if (s->posted)
-		return;
+		return false;
 	s->posted = true;
 	pthread_mutex_lock(&svc->work_mu);
 	s->work_next = NULL;
@@ -579,8 +583,19 @@ static void post(struct tw_service *svc, struct shard *s)
 	else
 		svc->work_head = s;
 	svc->work_tail = s;
-	pthread_cond_signal(&svc->work_cv);
 	pthread_mutex_unlock(&svc->work_mu);
+	return true;
+}
+
+/* With no lock held (the shard's, or work_mu: signalled under it, the
+ * woken executor met that one held instead). No wake-up is lost: an
+ * executor looks at the list and waits under work_mu, where post()
+ * linked the shard. */
+static void wake_executor(struct tw_service *svc, bool *posted)
+{
+	if (*posted)
+		pthread_cond_signal(&svc->work_cv);
+	*posted = false;
 }
 
 /* An executor's batch: its share of what waits, at least one and at most
@@ -604,6 +619,7 @@ void *tw__svc_executor_main(void *arg)
 	free(arg);
 	for (;;) {
 		struct shard *s;
+		bool more;
 
 		pthread_mutex_lock(&svc->work_mu);
 		while (!svc->work_head && !svc->stop_executors)
@@ -620,9 +636,10 @@ void *tw__svc_executor_main(void *arg)
 		shard_lock(s);
 		take_batch(svc, s, index, share(svc));
 		s->posted = false;
-		if (!list_empty(&s->expired))
-			post(svc, s); /* more: the next executor helps */
+		/* More: the next executor helps. */
+		more = !list_empty(&s->expired) && post(svc, s);
 		shard_unlock(s);
+		wake_executor(svc, &more);
 		TW_TEST_POINT("executor.took", svc);
 		run_batch(svc, index);
 	}
@@ -644,6 +661,7 @@ static int64_t scan_shard(struct tw_service *svc, struct shard *s, int64_t now,
 {
 	int64_t n = 0, when;
 	unsigned me = SCANNER(svc);
+	bool posted = false; /* an executor to wake once s->mu is let go */
 
 	shard_lock(s);
 	if (!svc->nexecutors) {
@@ -698,12 +716,13 @@ static int64_t scan_shard(struct tw_service *svc, struct shard *s, int64_t now,
 			n += fired;
 		stopped = tw__wheel_stop_end(&s->wheel);
 		if (load_u64(&s->nexpired) != before)
-			post(svc, s);
+			posted |= post(svc, s);
 		/* Past the capacity: the batch the advance filled, with the
 		 * mutex let go (the wheel stopped, or its advance is over);
 		 * then the advance goes on. */
 		if (svc->runners[me].len) {
 			shard_unlock(s);
+			wake_executor(svc, &posted);
 			TW_TEST_POINT("scan.batch", svc);
 			run_batch(svc, me);
 			shard_lock(s);
@@ -725,11 +744,13 @@ static int64_t scan_shard(struct tw_service *svc, struct shard *s, int64_t now,
 		    !take_batch(svc, s, me, over < BATCH ? (unsigned)over : BATCH))
 			break;
 		shard_unlock(s);
+		wake_executor(svc, &posted);
 		TW_TEST_POINT("scan.batch", svc);
 		run_batch(svc, me);
 		shard_lock(s);
 	}
 	shard_unlock(s);
+	wake_executor(svc, &posted);
 	return n;
 }
 
