@@ -133,6 +133,7 @@
 #include "../lock.h"
 #include "../test_point.h"
 #include "../wheel/for_service.h"
+#include "bell.h"
 #include "for_purgatory.h"
 #include "state.h"
 #include "timingwheel/service.h"
@@ -238,7 +239,7 @@ struct tw_service {
 	pthread_t reaper;
 	bool reaper_started;
 	pthread_mutex_t reaper_mu;
-	pthread_cond_t reaper_cv;
+	struct tw__bell reaper_bell;
 	bool kicked, stop_reaper;
 	/* A manual service's wake-up (tw_service_set_wake, under
 	 * reaper_mu): armed by each tw_service_next_expiry(), used by the
@@ -265,7 +266,7 @@ struct tw_service {
 	pthread_t *executors;
 	unsigned nexecutors_started;
 	pthread_mutex_t work_mu;
-	pthread_cond_t work_cv;
+	struct tw__bell work_bell;
 	struct shard *work_head, *work_tail;
 	bool stop_executors;
 

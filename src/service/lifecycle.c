@@ -340,9 +340,9 @@ static void free_service(struct tw_service *svc)
 	pthread_mutex_destroy(&svc->shutdown_mu);
 	pthread_mutex_destroy(&svc->scan_mu);
 	pthread_mutex_destroy(&svc->reaper_mu);
-	pthread_cond_destroy(&svc->reaper_cv);
+	tw__bell_destroy(&svc->reaper_bell);
 	pthread_mutex_destroy(&svc->work_mu);
-	pthread_cond_destroy(&svc->work_cv);
+	tw__bell_destroy(&svc->work_bell);
 	pthread_mutex_destroy(&svc->idle_mu);
 	pthread_cond_destroy(&svc->idle_cv);
 	free(svc);
@@ -421,10 +421,10 @@ static int settle_config(struct tw_service_config *c,
 	return TW_OK;
 }
 
-/* Locks, condition variables and atomics: nothing here can fail, and
- * free_service destroys them all. The two timed waits (reaper_cv,
+/* Locks, condition variables, bells and atomics: nothing here can fail,
+ * and free_service destroys them all. The two timed waits (reaper_bell,
  * idle_cv) run on CLOCK_MONOTONIC, the clock tw__svc_wait_for_ns reads
- * their deadlines on. */
+ * idle_cv's deadlines on. */
 static void init_sync(struct tw_service *svc)
 {
 	pthread_condattr_t attr;
@@ -434,11 +434,11 @@ static void init_sync(struct tw_service *svc)
 	pthread_mutex_init(&svc->reaper_mu, NULL);
 	pthread_condattr_init(&attr);
 	pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-	pthread_cond_init(&svc->reaper_cv, &attr);
+	tw__bell_init(&svc->reaper_bell);
 	pthread_cond_init(&svc->idle_cv, &attr);
 	pthread_condattr_destroy(&attr);
 	pthread_mutex_init(&svc->work_mu, NULL);
-	pthread_cond_init(&svc->work_cv, NULL);
+	tw__bell_init(&svc->work_bell);
 	pthread_mutex_init(&svc->idle_mu, NULL);
 	store_u64(&svc->wake_armed, 1); /* the loop has not asked yet */
 }
@@ -601,7 +601,7 @@ static void stop_threads(struct tw_service *svc)
 	if (svc->reaper_started) {
 		pthread_mutex_lock(&svc->reaper_mu);
 		svc->stop_reaper = true;
-		pthread_cond_signal(&svc->reaper_cv);
+		tw__bell_ring(&svc->reaper_bell, false);
 		pthread_mutex_unlock(&svc->reaper_mu);
 		pthread_join(svc->reaper, NULL);
 		svc->reaper_started = false;
@@ -610,7 +610,7 @@ static void stop_threads(struct tw_service *svc)
 	 * they exit. */
 	pthread_mutex_lock(&svc->work_mu);
 	svc->stop_executors = true;
-	pthread_cond_broadcast(&svc->work_cv);
+	tw__bell_ring(&svc->work_bell, true);
 	pthread_mutex_unlock(&svc->work_mu);
 	for (unsigned i = 0; i < svc->nexecutors_started; i++)
 		pthread_join(svc->executors[i], NULL);

@@ -114,7 +114,7 @@ void tw__svc_kick(struct tw_service *svc)
 	}
 	pthread_mutex_lock(&svc->reaper_mu);
 	svc->kicked = true;
-	pthread_cond_signal(&svc->reaper_cv);
+	tw__bell_ring(&svc->reaper_bell, false);
 	pthread_mutex_unlock(&svc->reaper_mu);
 }
 
@@ -587,14 +587,14 @@ static bool post(struct tw_service *svc, struct shard *s)
 	return true;
 }
 
-/* With no lock held (the shard's, or work_mu: signalled under it, the
- * woken executor met that one held instead). No wake-up is lost: an
- * executor looks at the list and waits under work_mu, where post()
- * linked the shard. */
+/* With no lock held (the shard's, or work_mu: rung under it, the woken
+ * executor met that one held instead). No wake-up is lost: an executor
+ * looks at the list and counts itself a sleeper under work_mu, where
+ * post() linked the shard (bell.h). */
 static void wake_executor(struct tw_service *svc, bool *posted)
 {
 	if (*posted)
-		pthread_cond_signal(&svc->work_cv);
+		tw__bell_ring(&svc->work_bell, false);
 	*posted = false;
 }
 
@@ -623,7 +623,7 @@ void *tw__svc_executor_main(void *arg)
 
 		pthread_mutex_lock(&svc->work_mu);
 		while (!svc->work_head && !svc->stop_executors)
-			pthread_cond_wait(&svc->work_cv, &svc->work_mu);
+			tw__bell_wait(&svc->work_bell, &svc->work_mu, -1);
 		s = svc->work_head;
 		if (s) {
 			svc->work_head = s->work_next;
@@ -798,7 +798,7 @@ static void wait_until(struct tw_service *svc, int64_t next)
 
 	if (next == INT64_MAX) {
 		reaper_decided(svc, -1);
-		pthread_cond_wait(&svc->reaper_cv, &svc->reaper_mu);
+		tw__bell_wait(&svc->reaper_bell, &svc->reaper_mu, -1);
 		return;
 	}
 	now = tw__svc_read_clock(svc);
@@ -812,7 +812,7 @@ static void wait_until(struct tw_service *svc, int64_t next)
 	if (rel > MAX_SLEEP_NS)
 		rel = MAX_SLEEP_NS;
 	reaper_decided(svc, rel);
-	tw__svc_wait_for_ns(&svc->reaper_cv, &svc->reaper_mu, rel);
+	tw__bell_wait(&svc->reaper_bell, &svc->reaper_mu, rel);
 }
 
 void *tw__svc_reaper_main(void *arg)
