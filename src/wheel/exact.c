@@ -691,10 +691,12 @@ static int64_t drain_share(struct tw_wheel *w, int64_t limit)
 			uint64_t elapsed = (uint64_t)limit - (uint64_t)b->pop_at;
 			uint64_t total = (uint64_t)b->expiration - (uint64_t)b->pop_at;
 
+			uint64_t product;
+
 			/* In integers where the product fits (every advance
 			 * computes it for every drain). */
-			share = elapsed < ((uint64_t)1 << 31) && (uint64_t)b->count < ((uint64_t)1 << 32)
-					? (size_t)((uint64_t)b->count * elapsed / total) + 1
+			share = !__builtin_mul_overflow((uint64_t)b->count, elapsed, &product)
+					? (size_t)(product / total) + 1
 					: (size_t)((double)b->count * (double)elapsed /
 						   (double)total) + 1;
 			b->pop_at = limit;
