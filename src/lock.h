@@ -55,16 +55,15 @@
 #ifndef TW_LOCK_H
 #define TW_LOCK_H
 
+#include "futex.h"
 #include "posix.h" /* syscall(), wherever the feature macros came late */
 
 #include <sched.h>
 #include <stdbool.h>
 #include <stdint.h>
 #ifdef __linux__
-#include <linux/futex.h>
 #include <linux/membarrier.h>
 #include <sys/syscall.h>
-#include <time.h>
 #include <unistd.h>
 #endif
 
@@ -166,7 +165,7 @@ static inline void tw__lock_wake_if_flagged(unsigned *word, bool waiters)
 					   (unsigned char)~TW_LOCK_FLAG,
 					   __ATOMIC_SEQ_CST) & TW_LOCK_FLAG)) {
 #ifdef __linux__
-		syscall(SYS_futex, word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+		tw__futex_wake(word, 1);
 #endif
 	}
 }
@@ -221,10 +220,7 @@ tw__lock_wait(unsigned *word)
 
 		if (seen & tw__lock_in_byte(0, 0xff)) {
 #ifdef __linux__
-			struct timespec nap = { 0, TW_LOCK_NAP_NS };
-
-			syscall(SYS_futex, word, FUTEX_WAIT_PRIVATE, seen,
-				sure ? NULL : &nap, NULL, 0);
+			tw__futex_wait(word, seen, sure ? -1 : TW_LOCK_NAP_NS);
 #else
 			sched_yield();
 #endif

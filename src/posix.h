@@ -16,7 +16,7 @@
  *   what                          glibc declares it under   used by
  *   clock_gettime, CLOCK_MONOTONIC  __USE_POSIX199309        the service's clock
  *   pthread_condattr_setclock       __USE_XOPEN2K            the service's waits
- *   syscall                         __USE_MISC               the futex of lock.h
+ *   syscall                         __USE_MISC               the futex (futex.h)
  *
  * This header declares each of them when the system did not, with the
  * prototype glibc gives it (C allows a function to be declared twice

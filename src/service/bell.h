@@ -29,7 +29,7 @@
 #ifndef TW_SERVICE_BELL_H
 #define TW_SERVICE_BELL_H
 
-#include "../posix.h" /* syscall(), wherever the feature macros came late */
+#include "../futex.h"
 #include "../test_point.h"
 
 #include <limits.h>
@@ -38,11 +38,6 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <time.h>
-#ifdef __linux__
-#include <linux/futex.h>
-#include <sys/syscall.h>
-#include <unistd.h>
-#endif
 
 struct tw__bell {
 #ifdef __linux__
@@ -84,13 +79,11 @@ static inline void tw__bell_wait(struct tw__bell *b, pthread_mutex_t *mu,
 {
 #ifdef __linux__
 	uint32_t seen = atomic_load_explicit(&b->rings, memory_order_relaxed);
-	struct timespec limit = { rel_ns / 1000000000, rel_ns % 1000000000 };
 
 	atomic_fetch_add_explicit(&b->sleepers, 1, memory_order_seq_cst);
 	pthread_mutex_unlock(mu);
 	TW_TEST_POINT("bell.counted", b);
-	syscall(SYS_futex, &b->rings, FUTEX_WAIT_PRIVATE, seen,
-		rel_ns < 0 ? NULL : &limit, NULL, 0);
+	tw__futex_wait(&b->rings, seen, rel_ns);
 	atomic_fetch_sub_explicit(&b->sleepers, 1, memory_order_relaxed);
 	pthread_mutex_lock(mu);
 #else
@@ -116,8 +109,7 @@ static inline void tw__bell_ring(struct tw__bell *b, bool all)
 #ifdef __linux__
 	atomic_fetch_add_explicit(&b->rings, 1, memory_order_seq_cst);
 	if (atomic_load_explicit(&b->sleepers, memory_order_seq_cst))
-		syscall(SYS_futex, &b->rings, FUTEX_WAKE_PRIVATE,
-			all ? INT_MAX : 1, NULL, NULL, 0);
+		tw__futex_wake(&b->rings, all ? INT_MAX : 1);
 #else
 	if (all)
 		pthread_cond_broadcast(&b->cv);
