@@ -25,7 +25,7 @@ MAKEFLAGS += --no-print-directory
 
 .PHONY: coverage fuzz docs all build demo test sanitize tsan flaky soak model clang valgrind install deps deps-all clean abi-baseline deb install-tsan install-asan \
 	bench-service bench-purgatory bench bench-quick bench-big bench-deps bench-instr bench-instr-purgatory bench-instr-service bench-locked bench-geometry \
-	install-debug configs configs-all
+	install-debug configs configs-all m32
 
 all: build
 
@@ -37,9 +37,9 @@ all: build
 #                   liburing-dev (the header test, the event-loop examples)
 #   make deps-all   everything any target uses (CI): also Chromium and
 #                   abigail-tools (the browser and ABI tests, skipped
-#                   without them), clang, valgrind, spin, lcov, doxygen
-#                   and the Debian packaging tools
-DEPS_ALL = build test test-extra clang valgrind model coverage docs deb
+#                   without them), clang, valgrind, spin, lcov, doxygen,
+#                   the Debian packaging tools and gcc-multilib
+DEPS_ALL = build test test-extra clang valgrind model coverage docs deb m32
 deps:
 	@bash tools/deps.sh build
 
@@ -383,7 +383,14 @@ configs-all:
 	@bash tools/deps.sh build clang
 	bash tools/configs.sh --all $(BUILD)-configs-all $(JOBS)
 
+# A 32-bit x86 build with a 64-bit time_t and the library's tests on it,
+# under qemu-user where the kernel runs no 32-bit program (tools/m32.sh;
+# CI). x86-64 hosts only.
+m32:
+	@bash tools/deps.sh build m32
+	bash tools/m32.sh $(BUILD)-m32 $(JOBS)
+
 clean:
 	rm -rf $(BUILD) $(BUILD)-asan $(BUILD)-clang $(BUILD)-tsan $(BUILD)-fuzz $(BUILD)-cov \
 	  $(BUILD)-install-tsan $(BUILD)-install-asan $(BUILD)-install-debug \
-	  $(BUILD)-configs $(BUILD)-configs-all
+	  $(BUILD)-configs $(BUILD)-configs-all $(BUILD)-m32

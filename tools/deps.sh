@@ -29,6 +29,11 @@ declare -A groups=(
 	# clang only recommends
 	[clang]="clang:clang
 		/usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-*.a:libclang-rt-dev"
+	# make m32: gcc's 32-bit x86 libraries and the i386 C library; and
+	# qemu-user, where the kernel cannot run 32-bit programs itself
+	[m32]="/usr/lib/gcc/x86_64-linux-gnu/*/32/crtbegin.o:gcc-multilib
+		/usr/include/x86_64-linux-gnu/gnu/stubs-32.h:gcc-multilib"
+	[m32-emulator]="qemu-i386:qemu-user"
 	[valgrind]="valgrind:valgrind"
 	[model]="spin:spin"
 	[coverage]="lcov:lcov"
