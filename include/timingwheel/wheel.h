@@ -123,7 +123,8 @@ struct tw_wheel {
 	struct tw_bucket *buckets;/**< [max_levels * size + 3]: the levels', two
 				       ready lists, drain's hand-back list */
 	struct tw_bucket **queue; /**< kafka mode: binary heap of buckets by
-				       expiration (exact mode: NULL) */
+				       expiration, then each bucket's place
+				       in it (exact mode: NULL) */
 	size_t queue_len;         /**< kafka mode: buckets in the queue */
 	uint64_t queue_seq;       /**< kafka mode: FIFO among equal expirations */
 	int64_t upper_pop;        /**< exact mode: no bucket above level 1

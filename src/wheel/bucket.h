@@ -29,9 +29,6 @@ struct tw_bucket {
 				     expiration, or one level tick earlier
 				     for an early cascade (see wheel/exact.c);
 				     while draining: drained up to here */
-	uint64_t queue_seq;       /* kafka mode: when it entered the queue */
-	size_t queue_index;       /* kafka mode: heap position or
-				     TW_NOT_QUEUED */
 	struct tw_wheel *wheel;
 	uint32_t slot;            /* its index in its level */
 	uint8_t level;            /* 1-based, or TW_LEVEL_READY for the lists */
@@ -45,6 +42,41 @@ struct tw_bucket {
 	 * set_draining() keeps it in step with draining. */
 	bool no_window_stay;
 };
+
+/* 64 bytes on LP64: a level's bucket for a number is a shift away from
+ * the level's array, and one cache line where the array is aligned
+ * (lifecycle.c). Kafka mode's queue bookkeeping is kept beside the heap,
+ * not here (tw__queue_place). */
+_Static_assert(sizeof(void *) != 8 || sizeof(struct tw_bucket) == 64,
+	       "a bucket is 64 bytes on LP64");
+
+/* Kafka mode: where a level's bucket is in the queue (bucket_queue.c).
+ * Kept after the heap's array, in its block, one per level bucket, so
+ * that the mode that has no queue does not carry 16 bytes of it in every
+ * bucket. */
+struct tw_queue_place {
+	uint64_t seq;  /* when it entered the queue: FIFO among equal pops */
+	size_t index;  /* its position in the heap, or TW_NOT_QUEUED */
+};
+
+/* The heap's array of nbuckets pointers, rounded up so that the places
+ * after it are aligned. */
+static inline size_t tw__queue_heap_bytes(size_t nbuckets)
+{
+	const size_t align = _Alignof(struct tw_queue_place);
+
+	return (nbuckets * sizeof(struct tw_bucket *) + align - 1) / align * align;
+}
+
+/* Kafka mode only: level bucket b's place. */
+static inline struct tw_queue_place *tw__queue_place(const struct tw_wheel *w,
+						     const struct tw_bucket *b)
+{
+	char *places = (char *)w->queue +
+		       tw__queue_heap_bytes((size_t)w->max_levels * w->size);
+
+	return (struct tw_queue_place *)(void *)places + (b - w->buckets);
+}
 
 /*
  * One level (Kafka's TimingWheel). The clock is kept as a bucket number

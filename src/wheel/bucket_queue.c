@@ -9,7 +9,7 @@
 static void place(struct tw_wheel *w, size_t i, struct tw_bucket *b)
 {
 	w->queue[i] = b;
-	b->queue_index = i;
+	tw__queue_place(w, b)->index = i;
 }
 
 static void sift_up(struct tw_wheel *w, size_t i)
@@ -19,7 +19,7 @@ static void sift_up(struct tw_wheel *w, size_t i)
 	while (i > 0) {
 		size_t parent = (i - 1) / 2;
 
-		if (!bq_before(b, w->queue[parent]))
+		if (!bq_before(w, b, w->queue[parent]))
 			break;
 		place(w, i, w->queue[parent]);
 		i = parent;
@@ -37,9 +37,9 @@ static void sift_down(struct tw_wheel *w, size_t i)
 
 		if (child >= n)
 			break;
-		if (child + 1 < n && bq_before(w->queue[child + 1], w->queue[child]))
+		if (child + 1 < n && bq_before(w, w->queue[child + 1], w->queue[child]))
 			child++;
-		if (!bq_before(w->queue[child], b))
+		if (!bq_before(w, w->queue[child], b))
 			break;
 		place(w, i, w->queue[child]);
 		i = child;
@@ -49,9 +49,9 @@ static void sift_down(struct tw_wheel *w, size_t i)
 
 void tw__bq_push(struct tw_wheel *w, struct tw_bucket *b)
 {
-	b->queue_seq = w->queue_seq++;
+	tw__queue_place(w, b)->seq = w->queue_seq++;
 	place(w, w->queue_len++, b);
-	sift_up(w, b->queue_index);
+	sift_up(w, tw__queue_place(w, b)->index);
 }
 
 struct tw_bucket *tw__bq_pop(struct tw_wheel *w)
@@ -65,15 +65,15 @@ struct tw_bucket *tw__bq_pop(struct tw_wheel *w)
 
 void tw__bq_remove(struct tw_wheel *w, struct tw_bucket *b)
 {
-	size_t i = b->queue_index;
+	size_t i = tw__queue_place(w, b)->index;
 	struct tw_bucket *last = w->queue[--w->queue_len];
 
-	b->queue_index = TW_NOT_QUEUED;
+	tw__queue_place(w, b)->index = TW_NOT_QUEUED;
 	if (last == b)
 		return;
 	place(w, i, last);
 	/* The moved bucket may belong above or below its new position. */
-	if (i > 0 && bq_before(last, w->queue[(i - 1) / 2]))
+	if (i > 0 && bq_before(w, last, w->queue[(i - 1) / 2]))
 		sift_up(w, i);
 	else
 		sift_down(w, i);

@@ -3,8 +3,8 @@
  * The bucket queue: Kafka's DelayQueue[TimerTaskList]. A binary min-heap of
  * the buckets that have an expiration, keyed by (pop time, queue order) —
  * the pop time is the expiration except for early cascades (wheel/exact.c) —
- * with each bucket's heap index kept in the bucket so any bucket can leave
- * the queue in O(log B). B is at most levels * wheel_size, a few hundred in
+ * with each bucket's heap index kept beside the heap (tw__queue_place) so
+ * any bucket can leave the queue in O(log B). B is at most levels * wheel_size, a few hundred in
  * practice, independent of the number of timers.
  */
 #ifndef TW_WHEEL_BUCKET_QUEUE_H
@@ -22,12 +22,12 @@ static inline struct tw_bucket *tw__bq_top(const struct tw_wheel *w)
 }
 
 /* The heap order: earlier pop time first, then earlier queued first. */
-static inline bool bq_before(const struct tw_bucket *a,
+static inline bool bq_before(const struct tw_wheel *w, const struct tw_bucket *a,
 			     const struct tw_bucket *b)
 {
 	if (a->pop_at != b->pop_at)
 		return a->pop_at < b->pop_at;
-	return a->queue_seq < b->queue_seq;
+	return tw__queue_place(w, a)->seq < tw__queue_place(w, b)->seq;
 }
 
 #endif

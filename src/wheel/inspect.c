@@ -100,7 +100,7 @@ static int by_queue_order(const void *a, const void *b)
 	const struct tw_bucket *x = *(const struct tw_bucket *const *)a;
 	const struct tw_bucket *y = *(const struct tw_bucket *const *)b;
 
-	return bq_before(x, y) ? -1 : bq_before(y, x) ? 1 : 0;
+	return bq_before(x->wheel, x, y) ? -1 : bq_before(x->wheel, y, x) ? 1 : 0;
 }
 
 /* Exact mode keeps no heap: its queue is the set occupancy bits, in the
@@ -265,11 +265,11 @@ static int check_bucket_place(const struct tw_wheel *w, uint32_t li,
 		BROKEN("L%u#%u: has expiration %d but queued %d", li + 1, slot,
 		       b->has_expiration, queued);
 	if (w->mode == TW_MODE_KAFKA && queued &&
-	    (b->queue_index >= w->queue_len || w->queue[b->queue_index] != b))
+	    (tw__queue_place(w, b)->index >= w->queue_len ||
+	     w->queue[tw__queue_place(w, b)->index] != b))
 		BROKEN("L%u#%u: wrong queue index", li + 1, slot);
-	if (w->mode == TW_MODE_KAFKA ? bit || b->queue_seq > w->queue_seq
-				     : bit != queued ||
-					       b->queue_index != TW_NOT_QUEUED)
+	if (w->mode == TW_MODE_KAFKA ? bit || tw__queue_place(w, b)->seq > w->queue_seq
+				     : bit != queued)
 		BROKEN("L%u#%u: occupancy bit %d but queued %d", li + 1, slot,
 		       bit, queued);
 	/* next_expiry looks past a level's next bucket at the one after it
@@ -443,7 +443,7 @@ static int check_ready(const struct tw_wheel *w, char *why, size_t why_len)
 		return TW_ECORRUPT;
 	if (other->count)
 		BROKEN("timers left in the ready list being run");
-	if (waiting->has_expiration || waiting->queue_index != TW_NOT_QUEUED)
+	if (waiting->has_expiration)
 		BROKEN("ready list is queued");
 	if (!waiting->no_window_stay || !other->no_window_stay)
 		BROKEN("a window call's short path would keep a ready timer");
@@ -471,9 +471,9 @@ static int check_queue(const struct tw_wheel *w, char *why, size_t why_len)
 	for (size_t i = 0; i < w->queue_len; i++) {
 		const struct tw_bucket *b = w->queue[i];
 
-		if (b->queue_index != i || !b->has_expiration)
+		if (tw__queue_place(w, b)->index != i || !b->has_expiration)
 			BROKEN("queue entry %zu inconsistent", i);
-		if (i > 0 && bq_before(b, w->queue[(i - 1) / 2]))
+		if (i > 0 && bq_before(w, b, w->queue[(i - 1) / 2]))
 			BROKEN("queue is not a heap at %zu", i);
 	}
 	return TW_OK;

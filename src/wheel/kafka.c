@@ -59,7 +59,7 @@ static void bucket_set_expiration(struct tw_wheel *w, struct tw_bucket *b,
 {
 	if (b->has_expiration && b->expiration == expiration)
 		return;
-	if (b->queue_index != TW_NOT_QUEUED)
+	if (tw__queue_place(w, b)->index != TW_NOT_QUEUED)
 		tw__bq_remove(w, b);
 	b->expiration = expiration;
 	b->pop_at = pop_at;

@@ -30,8 +30,7 @@ static void bucket_init(struct tw_wheel *w, struct tw_bucket *b)
 	b->slot = in_level ? (uint32_t)(index % w->size) : 0;
 	b->min_key = INT64_MAX; /* empty: see bucket_first_key */
 	b->expiration = 0;
-	b->queue_seq = 0;
-	b->queue_index = TW_NOT_QUEUED;
+	b->pop_at = 0;
 	b->count = 0;
 	b->wheel = w;
 	b->has_expiration = false;
@@ -86,7 +85,7 @@ int tw_wheel_init(struct tw_wheel *w, int64_t tick, uint32_t wheel_size,
 		  int64_t start, enum tw_mode mode)
 {
 	uint32_t max_levels = 0, factor, size;
-	size_t nbuckets;
+	size_t nbuckets, bucket_bytes;
 	uint64_t span = 1;
 	unsigned shift = 0, factor_bits = 0;
 
@@ -124,10 +123,16 @@ int tw_wheel_init(struct tw_wheel *w, int64_t tick, uint32_t wheel_size,
 	w->levels = calloc(max_levels, sizeof(*w->levels));
 	/* After the levels' buckets: the two ready lists and the list that
 	 * tw_wheel_drain() hands back from. */
-	w->buckets = calloc(nbuckets + 3, sizeof(*w->buckets));
-	/* Only kafka mode keeps Kafka's bucket queue (exact mode: bitmaps). */
-	w->queue = mode == TW_MODE_KAFKA ? calloc(nbuckets, sizeof(*w->queue))
-					 : NULL;
+	/* Aligned to a cache line: a bucket is one (bucket.h). Its fields
+	 * are all set by bucket_init below. */
+	bucket_bytes = (nbuckets + 3) * sizeof(*w->buckets);
+	w->buckets = aligned_alloc(64, (bucket_bytes + 63) / 64 * 64);
+	/* Only kafka mode keeps Kafka's bucket queue (exact mode: bitmaps):
+	 * the heap, then each level bucket's place in it. */
+	w->queue = mode == TW_MODE_KAFKA
+			   ? calloc(1, tw__queue_heap_bytes(nbuckets) +
+					       nbuckets * sizeof(struct tw_queue_place))
+			   : NULL;
 	if (!w->levels || !w->buckets || (mode == TW_MODE_KAFKA && !w->queue)) {
 		free(w->levels);
 		free(w->buckets);
@@ -144,6 +149,8 @@ int tw_wheel_init(struct tw_wheel *w, int64_t tick, uint32_t wheel_size,
 	w->upper_pop = INT64_MAX;
 	for (size_t i = 0; i < nbuckets + 3; i++)
 		bucket_init(w, &w->buckets[i]);
+	for (size_t i = 0; mode == TW_MODE_KAFKA && i < nbuckets; i++)
+		tw__queue_place(w, &w->buckets[i])->index = TW_NOT_QUEUED;
 
 	span = 1;
 	for (uint32_t i = 0; i < max_levels; i++) {
@@ -210,7 +217,8 @@ static int64_t drain_checked(struct tw_wheel *w, tw_timer_fn *hand_back,
 		b->has_expiration = false;
 		if (b->draining)
 			set_draining(w, b, false);
-		b->queue_index = TW_NOT_QUEUED;
+		if (w->mode == TW_MODE_KAFKA && b->level != TW_LEVEL_READY)
+			tw__queue_place(w, b)->index = TW_NOT_QUEUED;
 		while (!list_empty(&b->head)) {
 			struct tw_timer *t = list_timer(b->head.next);
 

@@ -634,7 +634,8 @@ unsigned tw__bucket_level(const struct tw_wheel *w, const struct tw_bucket *b)
 bool tw__bucket_queued(const struct tw_wheel *w, const struct tw_bucket *b)
 {
 	if (w->mode == TW_MODE_KAFKA)
-		return b->queue_index != TW_NOT_QUEUED;
+		return b->level != TW_LEVEL_READY &&
+		       tw__queue_place(w, b)->index != TW_NOT_QUEUED;
 	return b->level != TW_LEVEL_READY &&
 	       tw__occupied(&w->levels[b->level - 1], b->slot);
 }
