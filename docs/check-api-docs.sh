@@ -3,6 +3,7 @@
 # Every public function's comment must say what it returns (@return or
 # @retval, unless it returns void) and from which threads it may be called
 # (@threadsafety). Doxygen checks the parameters; this checks the rest.
+# tw__* names are the headers' own inline helpers, not the API.
 #   check-api-docs.sh include/timingwheel/*.h
 set -euo pipefail
 perl -e '
@@ -18,7 +19,7 @@ perl -e '
         if ($line =~ m{\*/}) { $in_doc = 0; $last_doc_end = $lineno; }
         next;
       }
-      next unless $line =~ /^(?:static inline )?([a-z][\w ]*?[\s*]+)(tw_\w+)\(/;
+      next unless $line =~ /^(?:static inline )?([a-z][\w ]*?[\s*]+)(tw_[a-z0-9]\w*)\(/;
       my ($type, $name) = ($1, $2);
       next if $line =~ /^typedef/;
       $n++;

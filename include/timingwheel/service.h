@@ -69,16 +69,57 @@ extern "C" {
 struct tw_service;
 struct tw_service_timer;
 
+/** @cond INTERNAL */
+/* What the duration macros below expand to. */
+#if defined(__cplusplus) && __cplusplus >= 201103L
+#define TW__CONSTEXPR constexpr
+#else
+#define TW__CONSTEXPR
+#endif
+/* v rounded to an integer, half away from zero, without a comparison
+ * (none warns for an unsigned argument): the whole part, and the
+ * fraction doubled and truncated, which is 1 (or -1) from a half on. */
+static inline TW__CONSTEXPR int64_t tw__round_half_away(long double v)
+{
+	return (int64_t)v + (int64_t)((v - (long double)(int64_t)v) * 2);
+}
+/* x units of per nanoseconds: the whole units exactly, the fraction's
+ * nanoseconds rounded. */
+static inline TW__CONSTEXPR int64_t tw__duration_of(long double x, int64_t per)
+{
+	return (int64_t)x * per + tw__round_half_away((x - (long double)(int64_t)x) * per);
+}
+#if defined(__cplusplus)
+#define TW__DURATION(x, per) tw__duration_of((long double)(x), per)
+#elif defined(__STDC_VERSION__) && __STDC_VERSION__ >= 201112L
+/* Only the association chosen is evaluated: an integer's product stays
+ * a constant expression. */
+#define TW__DURATION(x, per)                                                  \
+	_Generic((x), float: tw__duration_of((x), per),                      \
+		 double: tw__duration_of((x), per),                            \
+		 long double: tw__duration_of((x), per),                       \
+		 default: ((int64_t)((x) * (per))))
+#else
+#define TW__DURATION(x, per) ((int64_t)((x) * (per)))
+#endif
+/** @endcond */
+
 /** @name Durations in the default clock's unit (nanoseconds)
  * For due times, delays, periods and the tick of a service on the default
  * clock: tw_service_add_in(svc, t, TW_MS(30)). Integers and fractions both
- * work (TW_S(1.5) is 1,500,000,000); the result is an int64_t and
- * overflows above 292 years.
+ * work, each argument evaluated once: an integer exactly, and a constant
+ * expression where it is one (an enum's value, a static assertion); a
+ * fraction rounded to the nearest nanosecond (TW_S(1.5) is 1,500,000,000,
+ * and TW_MS(0.3) 300,000, though 0.3 is a hair under 0.3 in binary). The
+ * result is an int64_t and overflows above 292 years. (In C, a fraction's
+ * duration is an inline function's result, not a constant expression;
+ * before C11, which has no _Generic, a fraction is truncated towards zero
+ * instead.)
  * @{ */
-#define TW_NS(x) ((int64_t)(x))                    /**< x nanoseconds */
-#define TW_US(x) ((int64_t)((x) * 1000LL))         /**< x microseconds */
-#define TW_MS(x) ((int64_t)((x) * 1000000LL))      /**< x milliseconds */
-#define TW_S(x) ((int64_t)((x) * 1000000000LL))    /**< x seconds */
+#define TW_NS(x) ((int64_t)(x))                      /**< x nanoseconds */
+#define TW_US(x) TW__DURATION(x, 1000LL)             /**< x microseconds */
+#define TW_MS(x) TW__DURATION(x, 1000000LL)          /**< x milliseconds */
+#define TW_S(x) TW__DURATION(x, 1000000000LL)        /**< x seconds */
 /** @} */
 
 /**

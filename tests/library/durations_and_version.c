@@ -25,6 +25,36 @@ static void test_duration_helpers(void)
 	CHECK(sizeof(TW_MS(1)) == sizeof(int64_t));
 }
 
+/* A fraction is rounded to the nearest nanosecond, not truncated: most
+ * decimal fractions are a hair under their value in binary (0.3 is
+ * 0.29999999999999998...), so a truncated TW_MS(0.3) was 299,999 ns --
+ * on i386's extended precision for two values in five of these, on
+ * x86-64 for one in sixty. And an integer stays exact, and a constant
+ * where it was one. */
+enum { THIRTY_MS = TW_MS(30) };
+_Static_assert(TW_S(2) == 2000000000LL, "an integer's duration is a constant");
+
+static void test_fractions_round_to_the_nearest_nanosecond(void)
+{
+	volatile double tenth_ms, hundredth_s;
+	long wrong = 0;
+
+	for (int64_t k = -100000; k <= 100000; k++) {
+		tenth_ms = (double)k / 10;
+		hundredth_s = (double)k / 100;
+		wrong += TW_MS(tenth_ms) != k * 100000;
+		wrong += TW_S(hundredth_s) != k * 10000000;
+		wrong += TW_US(tenth_ms) != k * 100;
+	}
+	CHECK_EQ(wrong, 0);
+	CHECK_EQ(TW_MS(0.3), 300000);
+	CHECK_EQ(TW_S(0.06), 60000000);
+	CHECK_EQ(TW_MS(-4.1), -4100000);
+	CHECK_EQ(TW_S(1.0000000004), 1000000000);
+	CHECK_EQ(TW_S(1.0000000006), 1000000001);
+	CHECK_EQ(THIRTY_MS, 30000000);
+}
+
 /* The run-time version is the one the headers were built with here. */
 static void test_version(void)
 {
@@ -42,5 +72,6 @@ int main(void)
 {
 	RUN(test_version);
 	RUN(test_duration_helpers);
+	RUN(test_fractions_round_to_the_nearest_nanosecond);
 	return check_report();
 }
