@@ -178,9 +178,9 @@ enum tw_cancel_result {
  * A periodic timer needs its period and the due time of its current
  * period too (the wheel moves a window's due time to where it files it,
  * and the next period counts from the time asked for, not from there):
- * it is a struct tw_service_periodic (80 bytes), which embeds this one,
- * so that the one-shot timeouts most programs hold by the million do not
- * pay for it.
+ * it is a struct tw_service_periodic (80 bytes on LP64), which embeds
+ * this one, so that the one-shot timeouts most programs hold by the
+ * million do not pay for it.
  */
 struct tw_service_timer {
 	struct tw_timer wheel_timer; /**< its entry in its shard's wheel (40 B) */
@@ -290,7 +290,9 @@ struct tw_service_stats {
  *         executors > 4096, a mode that is neither TW_MODE_EXACT nor
  *         TW_MODE_KAFKA
  * @retval TW_ENOMEM allocation failed
- * @retval TW_EAGAIN a thread could not start (nothing is left running),
+ * @retval TW_EAGAIN a thread could not start (nothing is left running:
+ *         each thread has the default stack, and a 32-bit process has
+ *         address space for some hundreds of 8 MB stacks, not 4096),
  *         or 2^18 - 1 services are alive at once (each needs an owner id
  *         no other live one holds), or no memory to record its id
  * @threadsafety Any thread.
