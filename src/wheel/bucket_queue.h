@@ -4,8 +4,9 @@
  * the buckets that have an expiration, keyed by (pop time, queue order) —
  * the pop time is the expiration except for early cascades (wheel/exact.c) —
  * with each bucket's heap index kept beside the heap (tw__queue_place) so
- * any bucket can leave the queue in O(log B). B is at most levels * wheel_size, a few hundred in
- * practice, independent of the number of timers.
+ * any bucket can leave the queue in O(log B). B is at most levels *
+ * wheel_size, a few hundred in practice, independent of the number of
+ * timers.
  */
 #ifndef TW_WHEEL_BUCKET_QUEUE_H
 #define TW_WHEEL_BUCKET_QUEUE_H

@@ -690,7 +690,6 @@ static int64_t drain_share(struct tw_wheel *w, int64_t limit)
 		if (limit > b->pop_at) {
 			uint64_t elapsed = (uint64_t)limit - (uint64_t)b->pop_at;
 			uint64_t total = (uint64_t)b->expiration - (uint64_t)b->pop_at;
-
 			uint64_t product;
 
 			/* In integers where the product fits (every advance
