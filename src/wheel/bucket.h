@@ -93,9 +93,12 @@ struct tw_level {
 	struct tw_bucket *draining; /* this level's bucket moving down */
 	bool unbounded;           /* span * size does not fit: top level */
 	uint8_t shift;            /* exact mode: span == 1 << shift */
-	bool windowed;            /* a windowed timer was ever filed here
-				     (next_expiry then looks one bucket
-				     further: see wheel/window.c) */
+	bool windowed;            /* a windowed timer was ever filed here,
+				     or (level 2) a drain of level 3 began,
+				     which files a timer due at a level-2
+				     pop as a window is filed (next_expiry
+				     then looks one bucket further: see
+				     wheel/window.c) */
 	uint32_t fast_levels;     /* level 1's only: the levels in use
 				     (nlevels) where the add's short path
 				     applies -- exact mode, a tick of 1, 64

@@ -206,9 +206,11 @@ hot_inline void bucket_empty_of_lone(struct tw_bucket *b)
 	b->min_key = INT64_MAX;
 }
 
-/* A mover's filing of timer t first in nb, the bucket of level lv that
+/* A drain's filing of timer t first in nb, the bucket of level lv that
  * pops at t's key (number: nb's), where it fires without coming down
- * further; the bucket was empty if its list was. */
+ * further; the bucket was empty if its list was. Only a drain of level 3
+ * files so, into level 2, whose windowed flag the drain's start set (a
+ * store once a drain, not once a timer). */
 hot_inline void put_first_moved(struct tw_wheel *w, struct tw_level *lv,
 				struct tw_bucket *nb, struct tw_timer *t,
 				int64_t number, int64_t key)
@@ -221,7 +223,6 @@ hot_inline void put_first_moved(struct tw_wheel *w, struct tw_level *lv,
 	nb->head.next = &t->link;
 	nb->count++;
 	t->bucket = nb;
-	lv->windowed = true;
 	if (__builtin_expect(first == &nb->head, 0))
 		bucket_fill(w, lv, nb, number, key);
 	else if (key < nb->min_key)
@@ -434,17 +435,38 @@ hot_inline void drain_end_if_empty(struct tw_wheel *w, struct tw_level *lv,
 	}
 }
 
+/* A far drain of level 3 met a timer level 2 cannot take (its level-2
+ * bucket a lap or more ahead of level 2's clock): one a reschedule left
+ * in b due later (stays_put), most often. It is filed by its key, as
+ * move_exact() would file it -- out of b after the `moved` timers before
+ * it (cut off with it) -- and its successor returned. Out of line, and
+ * not through move_exact(), whose call for one timer cost more than the
+ * filing. */
+static __attribute__((noinline)) struct tw_link *
+refile_first(struct tw_wheel *w, struct tw_bucket *b, struct tw_link *l, size_t moved)
+{
+	struct tw_link *next = l->next;
+	struct tw_timer *t = list_timer(l);
+	int64_t key = t->due; /* a tick of 1 */
+
+	bucket_cut(b, next, moved + 1);
+	if (!refile64(w->levels, w->levels->fast_levels, w, t, key))
+		insert_exact(w, t, key);
+	return next;
+}
+
 /* The front of a drain of level 2 (into level 1) or of level 3 (into
  * level 2) at 64 buckets, a tick of 1 and no observer (fast_levels): the
  * run of timers that each go into the level below's bucket for their
- * key, with nothing else to decide -- in a level 3 drain, not one due at
- * a level-2 pop, which move_exact() puts first in the bucket popping
- * then. Stops at the first timer that needs more (move_exact() takes
- * it), after n timers, or at the end; cuts the run off b at once.
- * Returns how many it moved. far: every timer of b is 64 ticks or more
- * ahead (the caller knows it from b's expiration), so none is for level
- * 1. Idle timeouts 30 s out come down this way twice each (make
- * bench-instr's idle-expire). */
+ * key, with nothing else to decide -- in a level 3 drain, one due at a
+ * level-2 pop first in the bucket popping then, as move_exact() files it.
+ * Stops at the first timer that needs more (move_exact() takes it),
+ * after n timers, or at the end; cuts the run off b at once. far: every
+ * timer of b is 64 ticks or more ahead (the caller knows it from b's
+ * expiration), so none is for level 1, and one level 2 cannot take is
+ * filed by its key here (refile_first), not by a call of move_exact().
+ * Returns how many it moved. Idle timeouts 30 s out come down this way
+ * twice each (make bench-instr's idle-expire). */
 hot_inline size_t drain_run(struct tw_wheel *w, struct tw_bucket *b, size_t n,
 			    bool into_level1, bool far)
 {
@@ -459,12 +481,16 @@ hot_inline size_t drain_run(struct tw_wheel *w, struct tw_bucket *b, size_t n,
 	const uint64_t max_number = (uint64_t)(INT64_MAX >> 5);
 	const uint64_t pops = max_number - bclock < 63 ? max_number - bclock + 1 : 64;
 	struct tw_link *l = b->head.next;
-	size_t taken = 0;
+	/* taken: the timers moved since the last cut off b's front (the
+	 * end's, or refile_first's); done: those before it. */
+	size_t taken = 0, done = 0;
 
-	/* The list holds b->count timers: n of them, or all. */
+	/* The list holds b->count timers: n of them, or all (one that
+	 * refile_first() puts back in b goes behind them: none is met
+	 * twice). */
 	if (n > b->count)
 		n = b->count;
-	for (; taken < n; taken++) {
+	while (taken < n) {
 		struct tw_timer *t = list_timer(l);
 		uint64_t key = (uint64_t)t->due, number;
 		struct tw_bucket *nb;
@@ -481,19 +507,34 @@ hot_inline size_t drain_run(struct tw_wheel *w, struct tw_bucket *b, size_t n,
 				break;
 			if (__builtin_expect(!(key & 31), 0)) {
 				/* Due at a level-2 pop: first in the bucket
-				 * popping then, as move_exact() files it. */
+				 * popping then, as move_exact() files it;
+				 * else (that bucket a lap ahead, or
+				 * draining), by its key as any other. */
 				number = (uint64_t)shift_floor((int64_t)key, 5) + 1;
-				if (number - bclock >= pops ||
-				    (nb = &slots[number & 63])->draining)
+				if (number - bclock < pops &&
+				    !(nb = &slots[number & 63])->draining) {
+					l = l->next;
+					prefetch(l);
+					put_first_moved(w, below, nb, t, (int64_t)number,
+							(int64_t)key);
+					taken++;
+					continue;
+				}
+				/* Near the end of the int64 range:
+				 * move_exact() knows. */
+				if (pops < 64)
 					break;
-				l = l->next;
-				prefetch(l);
-				put_first_moved(w, below, nb, t, (int64_t)number, (int64_t)key);
-				continue;
 			}
 			number = (uint64_t)shift_floor((int64_t)key, 5);
-			if (number - bclock >= 64)
-				break;
+			if (__builtin_expect(number - bclock >= 64, 0)) {
+				if (!far)
+					break;
+				l = refile_first(w, b, l, taken);
+				done += taken + 1;
+				n -= taken + 1;
+				taken = 0;
+				continue;
+			}
 		}
 		l = l->next;
 		prefetch(l);
@@ -502,10 +543,11 @@ hot_inline size_t drain_run(struct tw_wheel *w, struct tw_bucket *b, size_t n,
 			bucket_fill(w, below, nb, (int64_t)number, (int64_t)key);
 		else if (!into_level1 && (int64_t)key < nb->min_key)
 			nb->min_key = (int64_t)key;
+		taken++;
 	}
 	if (taken)
 		bucket_cut(b, l, taken);
-	return taken;
+	return done + taken;
 }
 
 /* drain_some() of level 2 or 3 with fast_levels: drain_run(), and each
@@ -955,6 +997,12 @@ hot_inline int64_t advance_exact(struct tw_wheel *w, int64_t limit, bool wide)
 			 * level drains one bucket at a time (I3). */
 			lv->draining = up;
 			set_draining(w, up, true);
+			/* A drain of level 3 files timers due at a level-2
+			 * pop first in its bucket (put_first_moved), as a
+			 * window is filed: next_expiry looks one bucket
+			 * further on level 2 from then on. */
+			if (lv == &w->levels[2])
+				w->levels[1].windowed = true;
 			w->ndraining++;
 			w->levels[0].draining_levels |= (uint64_t)1 << (lv - w->levels);
 			continue;

@@ -83,6 +83,11 @@ static void place_new_exact(struct tw_wheel *w, struct tw_timer *t)
  * that next_expiry does not name a tick the drain has passed. */
 hot_inline int64_t fire_windowed(struct tw_wheel *w, struct tw_bucket *b, int64_t tick)
 {
+	/* Read once, into a register (two instructions fewer a fired
+	 * timer): no callback changes it, as a timer a callback files
+	 * into b's slot has b's number, the only one of its level's reach
+	 * there. */
+	const int64_t expiration = b->expiration;
 	int64_t fired = 0;
 
 	for (;;) {
@@ -90,7 +95,7 @@ hot_inline int64_t fire_windowed(struct tw_wheel *w, struct tw_bucket *b, int64_
 		struct tw_timer *t = list_timer(l);
 
 		if (l == &b->head ||
-		    (tick == 1 ? t->due : tw__ceil_div_call(t->due, tick)) >= b->expiration)
+		    (tick == 1 ? t->due : tw__ceil_div_call(t->due, tick)) >= expiration)
 			break;
 		next = l->next;
 		prefetch(next);
@@ -98,8 +103,8 @@ hot_inline int64_t fire_windowed(struct tw_wheel *w, struct tw_bucket *b, int64_
 		fire(w, t);
 		fired++;
 	}
-	if (b->min_key < b->expiration)
-		b->min_key = b->expiration;
+	if (b->min_key < expiration)
+		b->min_key = expiration;
 	return fired;
 }
 

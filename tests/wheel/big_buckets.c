@@ -335,6 +335,58 @@ static void test_unordered_jump_fires_inside_the_bucket_it_ends_in(void)
 	tw_wheel_destroy(&w);
 }
 
+/* A level-3 bucket ([8192, 9216)) of 400 timers drains down while the
+ * clock steps one tick at a time, with no observer (the drains' short
+ * path). 100 of them a reschedule to a later time left there (such a
+ * reschedule does not move a timer): 60 due in a later level-3 bucket
+ * and 40 due on level 4 or 5, which level 2 cannot take and the drain
+ * files by their keys on its way. One is due at 9184, a level-2 pop
+ * whose bucket is a lap ahead of level 2's clock when the drain begins:
+ * it goes into level 2 by its key instead. Every timer fires once, at
+ * its own tick, and the invariants hold at every tick of the drain. */
+static void test_drain_refiles_what_level2_cannot_take(void)
+{
+	enum { M = 400 };
+	static struct rec r[M];
+	struct tw_wheel w;
+	uint64_t x = test_rand_seed(11);
+	int64_t last = 0;
+	unsigned level = 0;
+
+	reset_log();
+	CHECK_EQ(tw_wheel_init(&w, 1, 64, 0, TW_MODE_EXACT), TW_OK);
+	for (int i = 0; i < M; i++) {
+		rec_init(&r[i], i);
+		tw_wheel_add(&w, &r[i].timer,
+			     i == 0 ? 9184 : 8192 + test_rand_below(&x, 1024));
+	}
+	for (int i = 1; i <= 100; i++) {
+		int64_t later = tw_timer_due(&r[i].timer) +
+				(i <= 60 ? 2048 + test_rand_below(&x, 4096)
+					 : 100000 + test_rand_below(&x, 5000000));
+
+		CHECK_EQ(tw_wheel_reschedule(&w, &r[i].timer, later), 1);
+	}
+	for (int i = 0; i < M; i++) {
+		CHECK_EQ(tw_timer_where(&w, &r[i].timer, &level, NULL), TW_OK);
+		CHECK_EQ(level, 3);
+		if (tw_timer_due(&r[i].timer) > last)
+			last = tw_timer_due(&r[i].timer);
+	}
+	for (int64_t now = 1; now <= last; now++) {
+		CHECK(tw_wheel_advance(&w, now) >= 0);
+		if ((now >= 7168 && now <= 9216) || now % 4096 == 0)
+			CHECK_WHEEL(&w);
+	}
+	CHECK_WHEEL(&w);
+	CHECK_EQ(tw_wheel_count(&w), 0);
+	for (int i = 0; i < M; i++) {
+		CHECK_EQ(r[i].fires, 1);
+		CHECK_EQ(r[i].fired_at, tw_timer_due(&r[i].timer));
+	}
+	tw_wheel_destroy(&w);
+}
+
 static int moved, most_moved;
 
 static void count_moves(void *arg, const struct tw_wheel *w,
@@ -404,5 +456,6 @@ int main(void)
 	RUN(test_drain_files_a_timer_due_at_a_pop_there_quietly);
 	RUN(test_unordered_jump_fires_inside_the_bucket_it_ends_in);
 	RUN(test_big_drain_wakes_per_chunk);
+	RUN(test_drain_refiles_what_level2_cannot_take);
 	return check_report();
 }
