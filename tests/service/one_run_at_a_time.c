@@ -313,6 +313,9 @@ static void test_a_deferred_add_not_due_at_the_runs_end_is_filed(void)
 	struct pjob *j = pjob_new(&r, 0);
 
 	sp_on("run.again", &j->p.timer, note_again, &r);
+	/* One action a run's end (an action runs once). */
+	sp_on("run.over", &j->p.timer, note_over, &r);
+	sp_on("run.over", &j->p.timer, note_over, &r);
 	CHECK_EQ(tw_service_add(svc, &j->p.timer, 1000), TW_OK);
 	CHECK_EQ(tw_service_poll(svc), 1);
 	WAIT_FOR(atomic_load(&r.started) == 1, "run 1 never started");
@@ -334,8 +337,13 @@ static void test_a_deferred_add_not_due_at_the_runs_end_is_filed(void)
 	atomic_store(&virtual_now, 3000);
 	CHECK_EQ(tw_service_poll(svc), 0);
 	CHECK_EQ(atomic_load(&r.started), 2);
+	/* The callback's last store is not the run's end: a loaded machine
+	 * may hold the executor between them, and cancel_sync would then
+	 * find the run going on (TW_SVC_RUNNING). */
+	WAIT_FOR(atomic_load(&r.over) == 2, "run 2 never ended");
 	CHECK_EQ(tw_service_cancel_sync(svc, &j->p.timer), TW_SVC_IDLE);
 	sp_forget("run.again", &j->p.timer);
+	sp_forget("run.over", &j->p.timer);
 	free(j);
 	CHECK_EQ(tw_service_shutdown(svc, NULL, NULL), 0);
 	check_balanced(svc, 2, 2, 0);
@@ -494,6 +502,7 @@ static void a_reschedule_at_the_claim(int64_t to)
 	sp_release(lost);
 	CHECK_EQ(atomic_load(&r.started), 0);
 	CHECK(tw_service_timer_pending(t));
+	sp_on("run.over", t, note_over, &r);
 	if (to > 1000) {
 		atomic_store(&virtual_now, to - 10);
 		CHECK_EQ(tw_service_poll(svc), 0);
@@ -508,7 +517,10 @@ static void a_reschedule_at_the_claim(int64_t to)
 	atomic_store(&virtual_now, to + 1000);
 	CHECK_EQ(tw_service_poll(svc), 0);
 	CHECK_EQ(atomic_load(&r.started), 1);
+	/* The run's end, not only its callback's last store (above). */
+	WAIT_FOR(atomic_load(&r.over) == 1, "the filed add's run never ended");
 	CHECK_EQ(tw_service_cancel_sync(svc, t), TW_SVC_IDLE);
+	sp_forget("run.over", t);
 	free(j);
 	CHECK_EQ(tw_service_shutdown(svc, NULL, NULL), 0);
 	check_balanced(svc, 2, 1, 1);
