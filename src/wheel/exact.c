@@ -153,6 +153,14 @@ hot_inline bool refile64(struct tw_level *levels, uint32_t nlevels, struct tw_wh
 	return true;
 }
 
+/* t (counted already) filed by its key from a mover: the level its
+ * distance says (refile64), else the general filing. */
+hot_inline void refile_by_key(struct tw_wheel *w, struct tw_timer *t, int64_t key)
+{
+	if (!refile64(w->levels, w->levels->fast_levels, w, t, key))
+		insert_exact(w, t, key);
+}
+
 /* The timer's key is a pop of level lv (above level 1, below the level
  * draining): first in the bucket that pops then, if that bucket is one of
  * the level's live ones and is not draining itself. */
@@ -450,8 +458,7 @@ refile_first(struct tw_wheel *w, struct tw_bucket *b, struct tw_link *l, size_t 
 	int64_t key = t->due; /* a tick of 1 */
 
 	bucket_cut(b, next, moved + 1);
-	if (!refile64(w->levels, w->levels->fast_levels, w, t, key))
-		insert_exact(w, t, key);
+	refile_by_key(w, t, key);
 	return next;
 }
 
@@ -929,8 +936,8 @@ hot_inline bool move_alone(struct tw_wheel *w, struct tw_bucket *up)
 	bucket_empty_of_lone(up);
 	if ((uint64_t)key - (uint64_t)clock - 1 < mask0)
 		file_level1(w, levels, &levels[0].slots[(uint64_t)key & mask0], t, key, true);
-	else if (!refile64(levels, levels->fast_levels, w, t, key))
-		insert_exact(w, t, key);
+	else
+		refile_by_key(w, t, key);
 	return true;
 }
 
