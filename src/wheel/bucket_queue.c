@@ -49,9 +49,11 @@ static void sift_down(struct tw_wheel *w, size_t i)
 
 void tw__bq_push(struct tw_wheel *w, struct tw_bucket *b)
 {
+	size_t i = w->queue_len++;
+
 	tw__queue_place(w, b)->seq = w->queue_seq++;
-	place(w, w->queue_len++, b);
-	sift_up(w, tw__queue_place(w, b)->index);
+	place(w, i, b);
+	sift_up(w, i);
 }
 
 struct tw_bucket *tw__bq_pop(struct tw_wheel *w)
@@ -65,10 +67,11 @@ struct tw_bucket *tw__bq_pop(struct tw_wheel *w)
 
 void tw__bq_remove(struct tw_wheel *w, struct tw_bucket *b)
 {
-	size_t i = tw__queue_place(w, b)->index;
+	struct tw_queue_place *p = tw__queue_place(w, b);
+	size_t i = p->index;
 	struct tw_bucket *last = w->queue[--w->queue_len];
 
-	tw__queue_place(w, b)->index = TW_NOT_QUEUED;
+	p->index = TW_NOT_QUEUED;
 	if (last == b)
 		return;
 	place(w, i, last);
