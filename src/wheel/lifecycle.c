@@ -184,13 +184,18 @@ int tw_wheel_init(struct tw_wheel *w, int64_t tick, uint32_t wheel_size,
  * and handed back again, for ever. A timer still on the
  * list is pending (its bucket is the list), so hand_back may also cancel
  * or reschedule the ones not yet handed back; those are not handed back. */
-/* Whether t, met in bucket b, is linked there as the wheel links it. A
- * pending timer whose memory was overwritten (tw_timer_init() or a memset
- * on it, a re-add of it after that) leaves links no walk can trust: the
- * drain then stops instead of looping for ever or following a NULL. */
+/* Whether t, met first in bucket b, is linked there as the wheel links
+ * it. A pending timer whose memory was overwritten (tw_timer_init() or a
+ * memset on it, a re-add of it after that) leaves links no walk can
+ * trust: the drain then stops instead of looping for ever, following a
+ * NULL, or handing back part of the wheel as all of it. (Such a timer
+ * added again into its own bucket is its list's last, reached from the
+ * timer before it with the timers after it skipped: what follows it, the
+ * head, does not lead back to it.) */
 static bool linked_in(const struct tw_bucket *b, const struct tw_timer *t)
 {
-	return t->bucket == b && t->link.next && t->link.prev;
+	return t->bucket == b && t->link.next && t->link.prev == &b->head &&
+	       t->link.next->prev == &t->link;
 }
 
 /* *broken: the first timer whose links were broken (the drain stopped

@@ -368,6 +368,54 @@ static void test_callback_reentry_and_self_free(void)
 	tw_wheel_destroy(&w);
 }
 
+/* B9: a pending timer initialised again (its memory reused) and added
+ * again, into the bucket it was in. The release build cannot see the init;
+ * the checked build names it at the call (tests/library/checked_build.c).
+ * The bucket's list then runs from the timers before it to it, at the
+ * end, and skips the timers after it: a drain that walked it as it is
+ * would hand back part of the wheel and call that all of it. drain and
+ * destroy say TW_ECORRUPT, after handing back the timers before the first
+ * whose links do not agree (t[1]: its successor's prev is the wiped
+ * timer's new predecessor). */
+#ifndef TW_DEBUG
+static size_t handed_back;
+
+static void count_hand_back(struct tw_wheel *w, struct tw_timer *t)
+{
+	(void)w;
+	(void)t;
+	handed_back++;
+}
+#endif
+
+static void test_a_timer_initialised_again_and_added_again(void)
+{
+#ifndef TW_DEBUG
+	for (int destroy = 0; destroy <= 1; destroy++) {
+		struct tw_wheel w;
+		struct tw_timer t[5];
+
+		CHECK_EQ(tw_wheel_init(&w, 1, 64, 0, TW_MODE_EXACT), 0);
+		for (int i = 0; i < 5; i++) {
+			tw_timer_init(&t[i], never_runs);
+			CHECK_EQ(tw_wheel_add(&w, &t[i], 10), 0);
+		}
+		tw_timer_init(&t[2], never_runs); /* the mistake */
+		CHECK_EQ(tw_wheel_add(&w, &t[2], 10), 0);
+		if (destroy) {
+			CHECK_EQ(tw_wheel_destroy(&w), TW_ECORRUPT);
+			continue;
+		}
+		handed_back = 0;
+		CHECK_EQ(tw_wheel_drain(&w, count_hand_back), TW_ECORRUPT);
+		/* Stopped at t[1], whose successor does not lead back. */
+		CHECK_EQ(handed_back, 1);
+		CHECK(!tw_timer_pending(&t[0]));
+		CHECK_EQ(tw_wheel_destroy(&w), TW_ECORRUPT);
+	}
+#endif
+}
+
 int main(void)
 {
 	RUN(test_null_pointers_wheel);
@@ -380,5 +428,6 @@ int main(void)
 	RUN(test_due_times_that_overflow);
 	RUN(test_clock_backwards_wheel);
 	RUN(test_callback_reentry_and_self_free);
+	RUN(test_a_timer_initialised_again_and_added_again);
 	return check_report();
 }
