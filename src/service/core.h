@@ -563,6 +563,8 @@ TW_HIDDEN void tw__svc_file(struct tw_service *svc, struct shard *s,
 			    bool *kick);
 /* run.c */
 TW_HIDDEN void tw__svc_fire(struct tw_wheel *w, struct tw_timer *wt);
+TW_HIDDEN size_t tw__svc_take_run(struct tw_wheel *w, struct tw_bucket *b,
+				  int64_t due_by);
 TW_HIDDEN void tw__svc_kick(struct tw_service *svc);
 TW_HIDDEN void tw__svc_wake_loop(struct tw_service *svc);
 TW_HIDDEN void tw__svc_wake_sync_waiters(struct tw_service *svc);

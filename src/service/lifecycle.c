@@ -492,6 +492,8 @@ static int alloc_parts(struct tw_service *svc)
 		if (tw_wheel_init(&s->wheel, svc->cfg.tick, svc->cfg.wheel_size,
 				  now, svc->cfg.mode) != TW_OK)
 			return TW_ENOMEM;
+		/* Its due runs are taken whole (exact mode's level 1). */
+		tw__wheel_set_taker(&s->wheel, tw__svc_take_run);
 	}
 	return TW_OK;
 }

@@ -78,6 +78,10 @@ static inline struct tw_queue_place *tw__queue_place(const struct tw_wheel *w,
 	return (struct tw_queue_place *)(void *)places + (b - w->buckets);
 }
 
+/* A timer service's taker of due runs (for_service.h). */
+typedef size_t tw__wheel_take_fn(struct tw_wheel *w, struct tw_bucket *b,
+				 int64_t due_by);
+
 /*
  * One level (Kafka's TimingWheel). The clock is kept as a bucket number
  * ("virtual id" in Kafka): current_time = clock * span * wheel tick.
@@ -121,8 +125,14 @@ struct tw_level {
 	 * (exact mode's early cascades make at most 63 levels), so that an
 	 * advance's drain_share visits those levels alone. */
 	uint64_t draining_levels;
-	uint64_t padding_[2];
+	/* Level 1's only: a timer service's wheel's taker of the due runs
+	 * of its level-1 buckets (for_service.h), else NULL. */
+	tw__wheel_take_fn *take_run;
+	uint64_t padding_[1];
 };
+
+_Static_assert(sizeof(void *) != 8 || sizeof(struct tw_level) == 128,
+	       "a level is 128 bytes on LP64");
 
 /* Whether slot's occupancy bit is set (kafka mode's levels may hold more
  * buckets than there are bits: none past them). */

@@ -412,10 +412,80 @@ hot_inline int64_t move_each(struct tw_wheel *w, struct tw_bucket *b, bool tick1
 	return fired;
 }
 
+/* A timer out of a popped level-1 bucket, not yet due (a reschedule to
+ * a later tick left it there): filed again by its key. Out of line: it is
+ * rare where move_taking() meets it. */
+static __attribute__((noinline)) void file_not_due(struct tw_wheel *w, struct tw_timer *t)
+{
+	struct tw_level *levels = w->levels;
+	const uint64_t mask0 = w->size - 1;
+	int64_t key = w->tick == 1 ? t->due : tw__ceil_div(t->due, w->tick);
+	uint32_t fast = levels->fast_levels;
+
+	if ((uint64_t)key - (uint64_t)levels[0].clock - 1 < mask0)
+		file_level1(w, levels, &levels[0].slots[(uint64_t)key & mask0], t, key, false);
+	else if (!fast || !refile64(levels, fast, w, t, key))
+		insert_exact(w, t, key);
+}
+
+/* move_each() of a service wheel's level-1 bucket (for_service.h): its
+ * due runs to the service's taker, each whole; a timer between them not
+ * yet due filed again by its key. A stop asked (a full batch) is made
+ * as move_each() makes it. */
+hot_inline int64_t move_taking(struct tw_wheel *w, struct tw_bucket *b,
+			       tw__wheel_take_fn *take, bool tick1)
+{
+	const int64_t clock = w->levels[0].clock;
+	const int64_t due_by = tick1 ? clock : exact_due_by(w, clock);
+	int64_t fired = 0;
+
+	while (b->head.next != &b->head) {
+		size_t taken = take(w, b, due_by);
+
+		if (taken) {
+			fired += (int64_t)taken;
+			if (__builtin_expect(w->stopping != 0, 0)) {
+				w->stopping = TW_STOPPED;
+				return fired;
+			}
+			continue;
+		}
+		/* Its front timer is not due: one a reschedule to a later
+		 * tick left here. */
+		struct tw_timer *t = list_timer(b->head.next);
+
+		bucket_take(b, t);
+		file_not_due(w, t);
+	}
+	b->min_key = INT64_MAX;
+	return fired;
+}
+
 static __attribute__((noinline)) int64_t move_all(struct tw_wheel *w, struct tw_bucket *b)
 {
 	return w->tick == 1 ? move_each(w, b, true)
 			    : move_each(w, b, false);
+}
+
+static __attribute__((noinline)) int64_t move_all_taking(struct tw_wheel *w,
+							 struct tw_bucket *b,
+							 tw__wheel_take_fn *take)
+{
+	return w->tick == 1 ? move_taking(w, b, take, true)
+			    : move_taking(w, b, take, false);
+}
+
+/* A level-1 bucket firing: move_all(), or move_taking() where a taker
+ * takes its due runs and no observer is to be told of each fire. The
+ * test is made where level-1 buckets pop, not in move_all(), which
+ * buckets above level 1 pass too. */
+hot_inline int64_t fire_level1(struct tw_wheel *w, struct tw_bucket *b)
+{
+	tw__wheel_take_fn *take = w->levels->take_run;
+
+	if (__builtin_expect(take != NULL, 0) && !w->observer)
+		return move_all_taking(w, b, take);
+	return move_all(w, b);
 }
 
 /* ---- early cascades (exact mode) ----
@@ -1028,9 +1098,9 @@ hot_inline int64_t advance_exact(struct tw_wheel *w, int64_t limit, bool wide)
 			fire(w, t);
 			fired++;
 		} else {
-			fired += move_all(w, b0);
+			fired += fire_level1(w, b0);
 		}
-		/* A stop asked (for_service.h), made inside move_all() or
+		/* A stop asked (for_service.h), made inside fire_level1() or
 		 * here: the clocks stay at this pop, the rest waits for the
 		 * next advance. Only here, where the timers of a level-1
 		 * bucket fire: a stop asked elsewhere waits for it. */
@@ -1051,7 +1121,7 @@ int64_t tw__advance_resume(struct tw_wheel *w)
 	int64_t fired;
 
 	w->stopping = 0;
-	fired = move_all(w, tw__firing_bucket(w));
+	fired = fire_level1(w, tw__firing_bucket(w));
 	/* Asked at its last timer: stopped all the same, with nothing left
 	 * in it (the next advance goes on from there). */
 	if (w->stopping)

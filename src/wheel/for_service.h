@@ -2,6 +2,7 @@
 /*
  * What the timer service (src/service/) uses of the wheel beyond its
  * public API: a drain that names the timer whose links it found broken,
+ * advances that stop part way and hand due runs to the service whole,
  * and the event loop's timeout both layers compute. Private to the
  * library.
  */
@@ -14,6 +15,7 @@
 #include "timingwheel/wheel.h"
 
 #include "bucket.h"
+#include "../debug.h"
 
 /* tw_wheel_drain(), telling which timer's links were broken (*broken,
  * with TW_ECORRUPT), for the service to name it. */
@@ -55,6 +57,51 @@ static inline bool tw__wheel_stop_end(struct tw_wheel *w)
 {
 	w->stopping &= TW_STOPPED;
 	return w->stopping != 0;
+}
+
+/*
+ * Due runs taken whole. Every timer of a service's wheel has the same
+ * callback (tw__svc_fire), which does nothing but the service's own
+ * bookkeeping, under the shard's mutex. So where a level-1 bucket fires
+ * (exact mode, no observer set: each fire would have to be told), the
+ * wheel hands the bucket to the service's taker instead of unlinking
+ * and calling for each timer. The taker walks the bucket's front while
+ * its timers are due by due_by (a later one: a reschedule to a later
+ * tick left it there, which the wheel files again by its key), takes
+ * each (tw__wheel_taken, then its own work), stops after the one that
+ * asked the advance to stop (a full batch), and cuts the run it took off
+ * the bucket at once (tw__wheel_cut_run). It returns how many it took:
+ * at least one when the front timer is due. What the service sees is
+ * what the calls would have shown, in the same order: nothing else runs
+ * between the takes.
+ */
+static inline void tw__wheel_set_taker(struct tw_wheel *w, tw__wheel_take_fn *take)
+{
+	w->levels[0].take_run = take;
+}
+
+/* t, the front of the run being taken, is no longer the wheel's. */
+static inline void tw__wheel_taken(struct tw_wheel *w, struct tw_timer *t)
+{
+	t->bucket = NULL;
+#ifdef TW_DEBUG
+	tw__debug_set(TW_DBG_WHEEL_TIMER, t, false, (uintptr_t)w);
+#else
+	(void)w;
+#endif
+}
+
+/* The n timers taken off b's front, rest the first one left (b's head if
+ * none is): out of b and of the wheel's count. */
+static inline void tw__wheel_cut_run(struct tw_wheel *w, struct tw_bucket *b,
+				     struct tw_link *rest, size_t n)
+{
+	b->head.next = rest;
+	rest->prev = &b->head;
+	b->count -= n;
+	w->count -= n;
+	if (b->count == 0)
+		b->min_key = INT64_MAX;
 }
 
 /* Whether filing t just made its bucket one of DRAIN_CHUNK + 1 timers:
