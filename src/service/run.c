@@ -286,6 +286,60 @@ size_t tw__svc_take_run(struct tw_wheel *w, struct tw_bucket *b, int64_t due_by)
 		tw__wheel_cut_run(w, b, l, n);
 		return n;
 	}
+	if (!r) {
+		/* Onto the expired list for the executors (expire()'s second
+		 * case), the run spliced there whole: its links in the bucket
+		 * are already the list's, from first to last. Its count
+		 * stored once; the run ends where the list reaches the
+		 * queue's capacity (spill_at), after which the scanner takes
+		 * what expires (the next run, with direct set). */
+		struct tw_service *svc = s->svc;
+		struct tw_link *first = l, *last = NULL;
+		uint64_t nexpired = load_u64(&s->nexpired), spill_at = s->spill_at;
+		_Atomic(struct tw_service_timer *) *ahead = svc->ahead;
+		uint32_t place = svc->ahead_next, mask = svc->ahead_mask;
+
+		while (l != head) {
+			struct tw_timer *wt = list_timer(l);
+			struct tw_link *next = l->next;
+			struct tw_service_timer *t = svc_timer_of(wt);
+			uint32_t word;
+
+			if (wt->due > due_by)
+				break;
+#if defined(__GNUC__)
+			__builtin_prefetch(next);
+#endif
+			tw__wheel_taken(w, wt);
+			word = word_load(t);
+			if (ahead) {
+				atomic_store_explicit(&ahead[place & mask], t,
+						      memory_order_relaxed);
+				t->place = (uint16_t)(place & mask);
+				place++;
+			}
+			word_set(t, word, word_with(word, ST_QUEUED, 0, 0), TR_expire);
+			n++;
+			last = l;
+			l = next;
+			if (++nexpired == spill_at) {
+				s->direct = &svc->runners[SCANNER(svc)];
+				break;
+			}
+		}
+		if (n) {
+			struct tw_link *tail = s->expired.prev;
+
+			tw__wheel_cut_run(w, b, l, n);
+			first->prev = tail;
+			tail->next = first;
+			last->next = &s->expired;
+			s->expired.prev = last;
+			svc->ahead_next = place;
+			store_u64(&s->nexpired, nexpired);
+		}
+		return n;
+	}
 	while (l != head) {
 		struct tw_timer *wt = list_timer(l);
 		/* Read first: expire() may link wt into the expired list. */
