@@ -189,9 +189,10 @@ int tw_wheel_init(struct tw_wheel *w, int64_t tick, uint32_t wheel_size,
  * memset on it, a re-add of it after that) leaves links no walk can
  * trust: the drain then stops instead of looping for ever, following a
  * NULL, or handing back part of the wheel as all of it. (Such a timer
- * added again into its own bucket is its list's last, reached from the
- * timer before it with the timers after it skipped: what follows it, the
- * head, does not lead back to it.) */
+ * added again into its own bucket is its list's last, still reached from
+ * the timer before it, with the timers after it skipped: its prev, the
+ * list's old last, does not lead back to that timer, where the drain
+ * stops.) */
 static bool linked_in(const struct tw_bucket *b, const struct tw_timer *t)
 {
 	return t->bucket == b && t->link.next && t->link.prev == &b->head &&
