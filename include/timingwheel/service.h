@@ -762,7 +762,9 @@ int64_t tw_service_shutdown(struct tw_service *svc,
  * keep its owner id (an 18-bit number in their state word) until
  * tw_service_timer_init(): another service refuses them (TW_EOWNER) only
  * until 2^18 - 1 more services have been created, when a new one may
- * get that id back and take such a timer for its own. Initialise a
+ * get that id back and cannot tell such a timer from its own: a call
+ * with it then acts on the state the old service left (the runner that
+ * last took it, which the new service may not have). Initialise a
  * destroyed service's timers before any other service sees them.
  * @param svc the service
  * @retval 0 done
