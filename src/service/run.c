@@ -242,6 +242,25 @@ void tw__svc_fire(struct tw_wheel *w, struct tw_timer *wt)
 	(void)expire(tw_container_of(w, struct shard, wheel), svc_timer_of(wt));
 }
 
+/* The front of a due run, l, if its timer is due by due_by: taken from
+ * the wheel, its successor read into *next (before the take may relink
+ * it) and prefetched; else NULL. */
+svc_hot_inline struct tw_service_timer *
+take_front(struct tw_wheel *w, struct tw_link *l, int64_t due_by,
+	   struct tw_link **next)
+{
+	struct tw_timer *wt = list_timer(l);
+
+	if (wt->due > due_by)
+		return NULL;
+	*next = l->next;
+#if defined(__GNUC__)
+	__builtin_prefetch(*next);
+#endif
+	tw__wheel_taken(w, wt);
+	return svc_timer_of(wt);
+}
+
 /* The wheel's taker of a level-1 bucket's due runs (wheel/for_service.h):
  * what tw__svc_fire() does for each timer, without a call and an unlink
  * each. Stops at a timer not due by due_by, and after the one that filled
@@ -249,8 +268,9 @@ void tw__svc_fire(struct tw_wheel *w, struct tw_timer *wt)
 size_t tw__svc_take_run(struct tw_wheel *w, struct tw_bucket *b, int64_t due_by)
 {
 	struct shard *s = tw_container_of(w, struct shard, wheel);
-	struct tw_link *head = &b->head, *l = head->next;
+	struct tw_link *head = &b->head, *l = head->next, *next;
 	struct runner *r = s->direct;
+	struct tw_service_timer *t;
 	size_t n = 0;
 
 	if (r && r->len < BATCH) {
@@ -258,19 +278,9 @@ size_t tw__svc_take_run(struct tw_wheel *w, struct tw_bucket *b, int64_t due_by)
 		 * length and index kept in registers for the run. */
 		unsigned len = r->len, ri = r->index;
 
-		while (l != head) {
-			struct tw_timer *wt = list_timer(l);
-			struct tw_link *next = l->next;
-			struct tw_service_timer *t = svc_timer_of(wt);
-			uint32_t word;
+		while (l != head && (t = take_front(w, l, due_by, &next)) != NULL) {
+			uint32_t word = word_load(t);
 
-			if (wt->due > due_by)
-				break;
-#if defined(__GNUC__)
-			__builtin_prefetch(next);
-#endif
-			tw__wheel_taken(w, wt);
-			word = word_load(t);
 			take_slot(r, ri, len, t, word);
 			word_set_two(t, word, word_with(word, ST_QUEUED, 0, 0),
 				     word_with(word, ST_TAKEN, F_RAN, 0), TR_expire,
@@ -286,79 +296,47 @@ size_t tw__svc_take_run(struct tw_wheel *w, struct tw_bucket *b, int64_t due_by)
 		tw__wheel_cut_run(w, b, l, n);
 		return n;
 	}
-	if (!r) {
-		/* Onto the expired list for the executors (expire()'s second
-		 * case), the run spliced there whole: its links in the bucket
-		 * are already the list's, from first to last. Its count
-		 * stored once; the run ends where the list reaches the
-		 * queue's capacity (spill_at), after which the scanner takes
-		 * what expires (the next run, with direct set). */
-		struct tw_service *svc = s->svc;
-		struct tw_link *first = l, *last = NULL;
-		uint64_t nexpired = load_u64(&s->nexpired), spill_at = s->spill_at;
-		_Atomic(struct tw_service_timer *) *ahead = svc->ahead;
-		uint32_t place = svc->ahead_next, mask = svc->ahead_mask;
+	/* Onto the expired list (expire()'s second case: for the executors,
+	 * or past a full batch), the run spliced there whole: its links in
+	 * the bucket are already the list's, from first to last. Its count
+	 * stored once; the run ends where the list reaches the queue's
+	 * capacity (spill_at), after which the scanner takes what expires
+	 * (the next run, with direct set). */
+	struct tw_service *svc = s->svc;
+	struct tw_link *first = l, *last = NULL;
+	uint64_t nexpired = load_u64(&s->nexpired), spill_at = s->spill_at;
+	_Atomic(struct tw_service_timer *) *ahead = svc->ahead;
+	uint32_t place = svc->ahead_next, mask = svc->ahead_mask;
 
-		while (l != head) {
-			struct tw_timer *wt = list_timer(l);
-			struct tw_link *next = l->next;
-			struct tw_service_timer *t = svc_timer_of(wt);
-			uint32_t word;
+	while (l != head && (t = take_front(w, l, due_by, &next)) != NULL) {
+		uint32_t word = word_load(t);
 
-			if (wt->due > due_by)
-				break;
-#if defined(__GNUC__)
-			__builtin_prefetch(next);
-#endif
-			tw__wheel_taken(w, wt);
-			word = word_load(t);
-			if (ahead) {
-				atomic_store_explicit(&ahead[place & mask], t,
-						      memory_order_relaxed);
-				t->place = (uint16_t)(place & mask);
-				place++;
-			}
-			word_set(t, word, word_with(word, ST_QUEUED, 0, 0), TR_expire);
-			n++;
-			last = l;
-			l = next;
-			if (++nexpired == spill_at) {
-				s->direct = &svc->runners[SCANNER(svc)];
-				break;
-			}
+		if (ahead) {
+			atomic_store_explicit(&ahead[place & mask], t,
+					      memory_order_relaxed);
+			t->place = (uint16_t)(place & mask);
+			place++;
 		}
-		if (n) {
-			struct tw_link *tail = s->expired.prev;
-
-			tw__wheel_cut_run(w, b, l, n);
-			first->prev = tail;
-			tail->next = first;
-			last->next = &s->expired;
-			s->expired.prev = last;
-			svc->ahead_next = place;
-			store_u64(&s->nexpired, nexpired);
-		}
-		return n;
-	}
-	while (l != head) {
-		struct tw_timer *wt = list_timer(l);
-		/* Read first: expire() may link wt into the expired list. */
-		struct tw_link *next = l->next;
-		bool full;
-
-		if (wt->due > due_by)
-			break;
-#if defined(__GNUC__)
-		__builtin_prefetch(next);
-#endif
-		tw__wheel_taken(w, wt);
+		word_set(t, word, word_with(word, ST_QUEUED, 0, 0), TR_expire);
 		n++;
-		full = expire(s, svc_timer_of(wt));
+		last = l;
 		l = next;
-		if (full)
+		if (++nexpired == spill_at) {
+			s->direct = &svc->runners[SCANNER(svc)];
 			break;
+		}
 	}
-	tw__wheel_cut_run(w, b, l, n);
+	if (n) {
+		struct tw_link *tail = s->expired.prev;
+
+		tw__wheel_cut_run(w, b, l, n);
+		first->prev = tail;
+		tail->next = first;
+		last->next = &s->expired;
+		s->expired.prev = last;
+		svc->ahead_next = place;
+		store_u64(&s->nexpired, nexpired);
+	}
 	return n;
 }
 
