@@ -420,12 +420,11 @@ static __attribute__((noinline)) void file_not_due(struct tw_wheel *w, struct tw
 	struct tw_level *levels = w->levels;
 	const uint64_t mask0 = w->size - 1;
 	int64_t key = w->tick == 1 ? t->due : tw__ceil_div(t->due, w->tick);
-	uint32_t fast = levels->fast_levels;
 
 	if ((uint64_t)key - (uint64_t)levels[0].clock - 1 < mask0)
 		file_level1(w, levels, &levels[0].slots[(uint64_t)key & mask0], t, key, false);
-	else if (!fast || !refile64(levels, fast, w, t, key))
-		insert_exact(w, t, key);
+	else
+		refile_by_key(w, t, key);
 }
 
 /* move_each() of a service wheel's level-1 bucket (for_service.h): its
