@@ -139,7 +139,8 @@ struct tw_wheel {
 	uint32_t ndraining;       /**< levels with a bucket draining down */
 	uint8_t mode;             /**< an enum tw_mode */
 	uint8_t ready_cur;        /**< which ready list takes new due timers */
-	uint8_t advancing;        /**< inside tw_wheel_advance() */
+	uint8_t advancing;        /**< inside tw_wheel_advance() (1) or a
+				       drain's hand_back (2) */
 	uint8_t stopping;         /**< exact mode: an advance asked to stop
 				       after a fire, or stopped part way
 				       (the timer service's batches) */
@@ -226,7 +227,9 @@ int tw_wheel_destroy(struct tw_wheel *wheel);
  * wheel and is not handed back twice; one that hand_back cancels or
  * reschedules before its turn is not handed back at all.
  * @param wheel an initialised wheel
- * @param hand_back called once per timer, already not pending; may be NULL
+ * @param hand_back called once per timer, already not pending; may be NULL.
+ *        A callback: it may add, cancel and reschedule, and an advance,
+ *        a drain or a destroy from it is refused (TW_EREENTER)
  * @return how many timers were handed back, or TW_EINVAL (NULL wheel),
  *         TW_EREENTER (called from a callback) or TW_ECORRUPT: a pending
  *         timer's links were overwritten (tw_timer_init() or memset on a

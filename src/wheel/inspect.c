@@ -519,7 +519,7 @@ int tw_wheel_check(const struct tw_wheel *w, char *why, size_t why_len)
 	if (w->nlevels < 1 || w->nlevels > w->max_levels)
 		BROKEN("%u levels of at most %u", w->nlevels, w->max_levels);
 	if (w->advancing)
-		BROKEN("checked from inside advance");
+		BROKEN("checked from inside a callback");
 	if (check_clocks(w, why, why_len) || check_queue(w, why, why_len) ||
 	    check_ready(w, why, why_len))
 		return TW_ECORRUPT;

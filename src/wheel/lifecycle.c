@@ -256,7 +256,11 @@ static int64_t drain_checked(struct tw_wheel *w, tw_timer_fn *hand_back,
 	}
 	w->stopping = 0;
 	/* The held list is the drain's own: sound even when a bucket was
-	 * not (what was taken before the break is handed back). */
+	 * not (what was taken before the break is handed back). hand_back
+	 * is a callback: an advance, a drain or a destroy from it is
+	 * refused, as from a timer's (a destroy would free the list walked
+	 * here). */
+	w->advancing = TW_IN_HAND_BACK;
 	while (taken-- && !list_empty(&held->head)) {
 		struct tw_timer *t = list_timer(held->head.next);
 
@@ -267,6 +271,7 @@ static int64_t drain_checked(struct tw_wheel *w, tw_timer_fn *hand_back,
 		if (hand_back)
 			hand_back(w, t);
 	}
+	w->advancing = 0;
 	if (*broken) {
 		w->count = 0; /* what is left cannot be walked */
 		return TW_ECORRUPT;

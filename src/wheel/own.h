@@ -225,6 +225,13 @@ static inline const char *bad_wheel_call(const struct tw_wheel *w,
 #define public_hot
 #endif
 
+/* struct tw_wheel's advancing: which callbacks run now. Every call that
+ * is refused from a callback (TW_EREENTER) is refused from both. */
+enum {
+	TW_IN_ADVANCE = 1,   /* an advance's timer callbacks */
+	TW_IN_HAND_BACK = 2, /* a drain's hand_back */
+};
+
 /* The public calls that change a wheel say, in the debug build (TW_DEBUG),
  * that they are inside it (debug.h), so that a second thread coming in
  * meanwhile is named at its call; elsewhere these are nothing. */
@@ -467,7 +474,7 @@ hot_inline void place_new(struct tw_wheel *w, struct tw_timer *t, int64_t due)
 	}
 	key = timer_key(w, due);
 	if (key <= w->levels[0].clock ||
-	    (w->advancing && key <= tw__due_limit(w, w->now)))
+	    ((w->advancing & TW_IN_ADVANCE) && key <= tw__due_limit(w, w->now)))
 		place_ready(w, t);
 	else
 		tw__insert_kafka(w, t, key);

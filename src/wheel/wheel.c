@@ -507,7 +507,7 @@ hot_inline int64_t wheel_advance_how(struct tw_wheel *w, int64_t now,
 		return TW_EREENTER;
 	if (now < w->now)
 		return TW_ERANGE;
-	w->advancing = 1;
+	w->advancing = TW_IN_ADVANCE;
 	w->now = now;
 	limit = tw__due_limit(w, now);
 

@@ -368,6 +368,54 @@ static void test_callback_reentry_and_self_free(void)
 	tw_wheel_destroy(&w);
 }
 
+/* B7 for a drain's hand_back, which is a callback too: the calls refused
+ * from a callback are refused from it (a destroy there freed the buckets
+ * the drain was walking; a drain there handed back the timers the
+ * hand_back added again, and one that re-added its own timer recursed
+ * until the stack ran out). What a hand_back may do -- add, cancel -- it
+ * still does. */
+static int64_t hb_results[4];
+static struct tw_timer *hb_other;
+static int hb_calls;
+
+static void reenters_from_hand_back(struct tw_wheel *w, struct tw_timer *t)
+{
+	if (hb_calls++ == 0) {
+		hb_results[0] = tw_wheel_advance(w, tw_wheel_now(w) + 1);
+		hb_results[1] = tw_wheel_advance_unordered(w, tw_wheel_now(w) + 1);
+		hb_results[2] = tw_wheel_drain(w, reenters_from_hand_back);
+		hb_results[3] = tw_wheel_destroy(w);
+		/* Allowed: the timer handed back is added again (it stays
+		 * pending), the other one, not yet handed back, cancelled. */
+		CHECK_EQ(tw_wheel_add(w, t, 500), 0);
+		CHECK_EQ(tw_wheel_cancel(w, hb_other), 1);
+	}
+}
+
+static void test_hand_back_reentry(void)
+{
+	struct tw_wheel w;
+	struct tw_timer t[2];
+
+	CHECK_EQ(tw_wheel_init(&w, 1, 8, 0, TW_MODE_EXACT), 0);
+	tw_timer_init(&t[0], never_runs);
+	tw_timer_init(&t[1], never_runs);
+	CHECK_EQ(tw_wheel_add(&w, &t[0], 10), 0);
+	CHECK_EQ(tw_wheel_add(&w, &t[1], 20), 0);
+	hb_other = &t[1];
+	CHECK_EQ(tw_wheel_drain(&w, reenters_from_hand_back), 1);
+	CHECK_EQ(hb_calls, 1);
+	for (int i = 0; i < 4; i++)
+		CHECK_EQ(hb_results[i], TW_EREENTER);
+	CHECK(tw_timer_pending(&t[0]));
+	CHECK(!tw_timer_pending(&t[1]));
+	CHECK_EQ(tw_wheel_count(&w), 1);
+	CHECK_WHEEL(&w);
+	CHECK_EQ(tw_wheel_advance(&w, 0), 0);
+	CHECK_EQ(tw_wheel_destroy(&w), 0);
+	CHECK(!tw_timer_pending(&t[0]));
+}
+
 /* B9: a pending timer initialised again (its memory reused) and added
  * again, into the bucket it was in. The release build cannot see the init;
  * the checked build names it at the call (tests/library/checked_build.c).
@@ -428,6 +476,7 @@ int main(void)
 	RUN(test_due_times_that_overflow);
 	RUN(test_clock_backwards_wheel);
 	RUN(test_callback_reentry_and_self_free);
+	RUN(test_hand_back_reentry);
 	RUN(test_a_timer_initialised_again_and_added_again);
 	return check_report();
 }

@@ -76,7 +76,7 @@ static void test_wheel_level_damage(void)
 	CHECK_EQ(tw_wheel_check(&f.w, NULL, 0), TW_ECORRUPT); /* no description */
 	f.w.count--;
 	f.w.advancing = 1;
-	EXPECT_BROKEN(&f.w, "inside advance");
+	EXPECT_BROKEN(&f.w, "inside a callback");
 	f.w.advancing = 0;
 	n = f.w.nlevels;
 	f.w.nlevels = 0;
