@@ -85,7 +85,11 @@ int tw_wheel_level_info(const struct tw_wheel *wheel, unsigned level,
  *                 next changes
  * @retval 0 success
  * @retval TW_EINVAL NULL pointer, no such level or slot
- * @threadsafety The wheel's thread.
+ * @threadsafety The wheel's thread. From a callback of
+ *               tw_wheel_advance_unordered(), the bucket that call is
+ *               firing has the timers it has not reached yet set aside:
+ *               its count includes them, its walk does not (they are back
+ *               when the call returns; tw_wheel_advance() sets none aside).
  */
 int tw_wheel_bucket_info(const struct tw_wheel *wheel, unsigned level,
 			 unsigned slot, struct tw_bucket_info *out);
