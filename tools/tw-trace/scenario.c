@@ -154,6 +154,9 @@ static void cmd_wheel(struct trace *tr, char **argv, int argc)
 		if (!eq)
 			trace_die(tr, "expected key=value, got '%s'", argv[i]);
 		*eq = '\0';
+		for (int j = 1; j < i; j++)
+			if (!strcmp(argv[j], argv[i]))
+				trace_die(tr, "wheel parameter '%s' given twice", argv[i]);
 		if (!strcmp(argv[i], "tick"))
 			tick = need_i64(tr, eq + 1, "tick"), have_tick = true;
 		else if (!strcmp(argv[i], "size"))
@@ -381,7 +384,14 @@ void trace_replay(struct trace *tr, FILE *f)
 	char line[4096];
 
 	while (fgets(line, sizeof(line), f)) {
+		size_t len = strlen(line);
+
 		tr->line++;
+		/* fgets stops at a newline, not at a NUL: a line holding a
+		 * NUL reads as shorter than it is. */
+		if (len + 1 < sizeof(line) && !feof(f) &&
+		    (len == 0 || line[len - 1] != '\n'))
+			trace_die(tr, "a NUL byte in the line");
 		if (!strchr(line, '\n') && !feof(f))
 			trace_die(tr, "line too long");
 		run_line(tr, line);
