@@ -11,6 +11,8 @@
  * "LIBRARY/CELL" and prints "instr LIBRARY CELL OPS". The cells, N timers
  * each:
  *   add         a timer's first add (the service claims it)
+ *   add-bound   the service only: the first add of a timer bound before
+ *               it (tw_service_timer_bind(), not counted): no claim
  *   cancel      a pending timer cancelled
  *   reschedule  a pending timer moved 1 ms later
  *   expire      N timers due at once, run where they expire: the
@@ -163,6 +165,18 @@ static void service_cells(struct tw_service_timer *t, size_t n)
 			atomic_load(&ran), n);
 	else
 		sem_wait(&all_ran); /* its post, so that expire-exec waits */
+	tw_service_shutdown(svc, NULL, NULL);
+	tw_service_destroy(svc);
+
+	svc = manual_service(0, 0);
+	for (size_t i = 0; i < n; i++) {
+		tw_service_timer_init(&t[i], on_run);
+		tw_service_timer_bind(svc, &t[i]);
+	}
+	begin();
+	for (size_t i = 0; i < n; i++)
+		tw_service_add(svc, &t[i], due_of(i));
+	end("service", "add-bound", n);
 	tw_service_shutdown(svc, NULL, NULL);
 	tw_service_destroy(svc);
 

@@ -19,7 +19,8 @@
  *   is checked by its own tests), which shard a thread adds to (one shard:
  *   every call on a timer takes that timer's shard mutex, so shards do not
  *   meet in the protocol), the owner id (its claim is one compare-and-swap
- *   of a word nobody else writes), counters but the per-timer ones below,
+ *   of a word nobody else writes, made by the first add or, earlier, by
+ *   tw_service_timer_bind()), counters but the per-timer ones below,
  *   and the C11 memory orders (SPIN interleaves sequentially consistent
  *   steps; the one store-load pair without a fence, a run's end clearing
  *   its mark against a waiter counting itself, is covered in the C code

@@ -338,6 +338,31 @@ void tw_service_periodic_init(struct tw_service_periodic *p, tw_service_fn *fn,
 			      int64_t period);
 
 /**
+ * Bind an initialised timer to a service and to the calling thread's
+ * shard before its first add, as Linux's timer_setup() binds a timer to
+ * its base: the claim that the first add would otherwise make (one
+ * compare-and-swap), made here instead, so that the first add costs what
+ * every later add costs, the shard's mutex and nothing more. Optional: an
+ * add of a timer that is not bound claims it itself. Call it where the
+ * timer is set up, from the thread that will add it (the shard is that
+ * thread's). The binding lasts until tw_service_timer_init() or
+ * tw_service_periodic_init() (a reinit keeps it), as a first add's claim
+ * does.
+ * @param svc the service
+ * @param t an initialised timer
+ * @retval 0 bound (or bound to svc already: nothing changed)
+ * @retval TW_EINVAL NULL svc or t
+ * @retval TW_EOWNER it belongs to another service (one destroyed since
+ *         included, within the limit tw_service_destroy() gives)
+ * @retval TW_ESHUTDOWN the service is shut down (the timer stays free
+ *         for another service), or the timer is
+ *         (tw_service_timer_shutdown(), as for tw_service_add(), the
+ *         debug build naming it)
+ * @threadsafety Any thread, callbacks included.
+ */
+int tw_service_timer_bind(struct tw_service *svc, struct tw_service_timer *t);
+
+/**
  * Give a timer used before a new callback, keeping what the service knows
  * of it. Safe right after a plain tw_service_cancel(), and from the
  * timer's own callback (a one-shot's run is then over; a periodic timer's

@@ -24,7 +24,8 @@
  *                          until an init or a reinit
  *   bits 6-13  the shard that holds it (fixed by the first add)
  *   bits 14-31 the id of the service that owns it: 0 until the first add
- *              claims it, with the shard, in one compare-and-swap
+ *              (or a tw_service_timer_bind() before it) claims it, with
+ *              the shard, in one compare-and-swap
  *
  * Who writes it. The first add's claim (owner and shard, from 0), and
  * timer_shutdown or reinit of a timer never added, are compare-and-swaps
@@ -37,7 +38,8 @@
  * (run.c): the word needs no atomic read-modify-write after the claim.
  *
  * The transitions (from -> to; a flag not named is kept):
- *   claim       owner 0 -> owner and shard set (low bits kept)  first add
+ *   claim       owner 0 -> owner and shard set (low bits kept)  first add,
+ *                                                               bind
  *   add         IDLE -> PENDING, -F_RAN        add, reschedule
  *   defer       IDLE -> DEFERRED (F_RAN kept)  add during its run
  *   stop        PENDING|QUEUED|TAKEN|DEFERRED|HANDING -> IDLE (a taken

@@ -377,6 +377,29 @@ add_locked_unlock(struct tw_service *svc, struct shard *s,
 	return rc;
 }
 
+/* The claim a first add would make, made ahead of it (as Linux's
+ * timer_setup() binds a timer to its base): the same compare-and-swap,
+ * so the protocol has no new step, at a time the caller picks -- the
+ * connection's setup, say -- rather than inside its first add, which is
+ * then a plain store under the shard's mutex like every later one. */
+int tw_service_timer_bind(struct tw_service *svc, struct tw_service_timer *t)
+{
+	/* What the claim replaced: an add gives it back if it then finds
+	 * the timer torn down; a bind keeps its claim, as an idle timer
+	 * keeps its service. */
+	uint32_t word, unclaimed = NOT_CLAIMED;
+
+	if (!svc || !t)
+		return TW_EINVAL_BECAUSE("tw_service_timer_bind", "%s",
+					 !svc ? "the service is NULL"
+					      : "the timer is NULL");
+	word = word_load(t);
+	if (word_owner(word) == svc->owner_bits &&
+	    word_shard(word) >= svc->nshards)
+		return TW_EOWNER; /* a destroyed service's timer, ids wrapped */
+	return claim(svc, t, &word, &unclaimed, "tw_service_timer_bind");
+}
+
 /* Inlined into each caller, so that tw_service_add and
  * tw_service_reschedule are each one function with their constants
  * folded: the common cases (an idle timer added, a pending one moved)

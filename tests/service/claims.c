@@ -770,6 +770,106 @@ static void test_a_first_add_that_lost_its_claim_gives_back_nothing(void)
 	CHECK_EQ(tw_service_destroy(b), TW_OK);
 }
 
+/* ---- a timer bound before its first add ---- */
+
+static void count_hit(const void *obj, void *arg)
+{
+	(void)obj;
+	atomic_fetch_add((atomic_int *)arg, 1);
+}
+
+/*
+ * tw_service_timer_bind() makes the first add's claim ahead of it: the
+ * claim's compare-and-swap ("add.claiming" is where it starts) runs in
+ * the bind, once, and never in the adds that follow; a second bind by the
+ * same service changes nothing. Bound, the timer is its service's as if
+ * added: another service's bind and add get TW_EOWNER. A service shut
+ * down binds nothing (the timer stays free for another), and NULLs are
+ * TW_EINVAL. Serial: no thread is parked.
+ */
+static void test_a_bound_timer_is_claimed_by_its_bind_not_by_its_add(void)
+{
+	struct tw_service *a = service(true, 0), *b = service(true, 0);
+	struct job j, free_timer;
+	atomic_int claims = 0;
+
+	job_init(&j);
+	job_init(&free_timer);
+	CHECK_EQ(tw_service_timer_bind(NULL, &j.t), TW_EINVAL);
+	CHECK_EQ(tw_service_timer_bind(a, NULL), TW_EINVAL);
+	sp_on("add.claiming", &j.t, count_hit, &claims);
+	CHECK_EQ(tw_service_timer_bind(a, &j.t), TW_OK);
+	CHECK_EQ(atomic_load(&claims), 1);
+	CHECK_EQ(tw_service_timer_bind(a, &j.t), TW_OK);
+	CHECK(!tw_service_timer_pending(&j.t));
+	CHECK_EQ(tw_service_timer_bind(b, &j.t), TW_EOWNER);
+	CHECK_EQ(tw_service_add(b, &j.t, 2000), TW_EOWNER);
+	CHECK_EQ(tw_service_add(a, &j.t, 2000), TW_OK);
+	CHECK_EQ(tw_service_cancel(a, &j.t), TW_SVC_STOPPED);
+	CHECK_EQ(tw_service_add(a, &j.t, 2000), TW_OK);
+	CHECK_EQ(atomic_load(&claims), 1);
+	sp_forget("add.claiming", &j.t);
+	CHECK_EQ(tw_service_count(a), 1);
+	CHECK_EQ(tw_service_shutdown(a, NULL, NULL), 1);
+	CHECK_EQ(tw_service_timer_bind(a, &free_timer.t), TW_ESHUTDOWN);
+	CHECK_EQ(tw_service_add(b, &free_timer.t, 2000), TW_OK);
+	CHECK_EQ(tw_service_cancel(b, &free_timer.t), TW_SVC_STOPPED);
+	check_balanced(a, 2, 0, 1);
+	check_balanced(b, 1, 0, 1);
+	CHECK_EQ(atomic_load(&j.runs), 0);
+	CHECK_EQ(tw_service_destroy(a), TW_OK);
+	CHECK_EQ(tw_service_destroy(b), TW_OK);
+}
+
+struct bind_job {
+	struct tw_service *svc;
+	struct job *job;
+	int result;
+};
+
+static void *bind_thread(void *arg)
+{
+	struct bind_job *bj = arg;
+
+	bj->result = tw_service_timer_bind(bj->svc, &bj->job->t);
+	return NULL;
+}
+
+/*
+ * A bind races a first add as two first adds do: one compare-and-swap
+ * wins. Forced: the bind on s1 is parked before its claim
+ * ("add.claiming", the word read without an owner); the timer's first
+ * add on s2 claims and files it; the bind's claim then fails on s2's id:
+ * TW_EOWNER, and the timer is in s2's wheel only.
+ */
+static void test_a_bind_that_loses_to_another_services_add_binds_nothing(void)
+{
+	struct tw_service *s1 = service(true, 0), *s2 = service(true, 0);
+	struct job j;
+	struct bind_job bj = { s1, &j, -1000 };
+	struct sp_thread th;
+	int claiming;
+
+	job_init(&j);
+	claiming = sp_arm("add.claiming", &j.t);
+	sp_spawn(&th, bind_thread, &bj);
+	CHECK(sp_wait(claiming, &th.done));
+	CHECK_EQ(tw_service_add(s2, &j.t, 2000), TW_OK);
+	sp_release(claiming);
+	sp_join(&th, "the bind on s1");
+	CHECK_EQ(bj.result, TW_EOWNER);
+	CHECK(tw_service_timer_pending(&j.t));
+	CHECK_EQ(tw_service_count(s1), 0);
+	CHECK_EQ(tw_service_count(s2), 1);
+	CHECK_EQ(tw_service_add(s1, &j.t, 2000), TW_EOWNER);
+	CHECK_EQ(tw_service_shutdown(s1, NULL, NULL), 0);
+	CHECK_EQ(tw_service_shutdown(s2, NULL, NULL), 1);
+	check_balanced(s1, 0, 0, 0);
+	check_balanced(s2, 1, 0, 0);
+	tw_service_destroy(s1);
+	tw_service_destroy(s2);
+}
+
 int main(int argc, char **argv)
 {
 	races_only = argc > 1 ? argv[1] : NULL;
@@ -791,5 +891,7 @@ int main(int argc, char **argv)
 	RUN_SELECTED(test_a_first_add_that_lost_its_claim_gives_back_nothing);
 	RUN_SELECTED(test_a_first_add_to_a_shut_down_service_claims_nothing);
 	RUN_SELECTED(test_a_first_reschedule_on_a_shut_down_service_claims_nothing);
+	RUN_SELECTED(test_a_bound_timer_is_claimed_by_its_bind_not_by_its_add);
+	RUN_SELECTED(test_a_bind_that_loses_to_another_services_add_binds_nothing);
 	return races_report();
 }
