@@ -282,7 +282,8 @@ struct tw_purgatory_config {
  * @retval 0 success
  * @retval TW_EINVAL NULL out, shards > 65536 or a bad service configuration
  * @retval TW_ENOMEM allocation failed
- * @retval TW_EAGAIN a thread could not start
+ * @retval TW_EAGAIN a thread could not start, or 2^18 - 1 services are
+ *         alive at once (tw_service_create())
  * @threadsafety Any thread.
  */
 int tw_purgatory_create(struct tw_purgatory **out,

@@ -294,7 +294,7 @@ struct tw_service_stats {
  *         each thread has the default stack, and a 32-bit process has
  *         address space for some hundreds of 8 MB stacks, not 4096),
  *         or 2^18 - 1 services are alive at once (each needs an owner id
- *         no other live one holds), or no memory to record its id
+ *         no other live one holds)
  * @threadsafety Any thread.
  */
 int tw_service_create(struct tw_service **out, const struct tw_service_config *cfg);

@@ -79,11 +79,13 @@ struct tw_service *tw__svc_of_owner(uint32_t word)
 	return svc && word_shard(word) < svc->nshards ? svc : NULL;
 }
 
-/* An id no live service holds, registered to svc; or 0 (every one is
- * held, or no memory for its registry page). */
-static uint32_t id_take(struct tw_service *svc)
+/* An id no live service holds, registered to svc; or 0: every one is
+ * held, or (*no_memory set) no memory for its registry page. */
+static uint32_t id_take(struct tw_service *svc, bool *no_memory)
 {
 	uint32_t id = 0;
+
+	*no_memory = false;
 
 	pthread_mutex_lock(&ids_mu);
 	for (uint32_t tries = 0; tries < OWNER_IDS && ids_nlive < OWNER_IDS; tries++) {
@@ -92,8 +94,10 @@ static uint32_t id_take(struct tw_service *svc)
 
 		ids_next = (ids_next + 1) % OWNER_IDS;
 		slot = registry_slot(candidate, true);
-		if (!slot)
+		if (!slot) {
+			*no_memory = true;
 			break;
+		}
 		if (!*slot) {
 			*slot = svc;
 			ids_nlive++;
@@ -506,6 +510,7 @@ int tw_service_create(struct tw_service **out, const struct tw_service_config *c
 {
 	struct tw_service *svc;
 	uint32_t id;
+	bool no_memory;
 	int rc;
 
 	if (!out)
@@ -526,10 +531,10 @@ int tw_service_create(struct tw_service **out, const struct tw_service_config *c
 		return rc;
 	}
 	/* Last: once registered, the service can be found from its id. */
-	id = id_take(svc);
+	id = id_take(svc, &no_memory);
 	if (!id) {
 		free_service(svc);
-		return TW_EAGAIN; /* 2^18 - 1 live services, or no memory */
+		return no_memory ? TW_ENOMEM : TW_EAGAIN; /* 2^18 - 1 live */
 	}
 	svc->owner_bits = id << OWNER_SHIFT;
 	rc = start_threads(svc);

@@ -17,6 +17,7 @@
  */
 #define _GNU_SOURCE /* __libc_malloc and friends, RTLD_NEXT */
 #include <errno.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <string.h>
@@ -311,6 +312,43 @@ static int fail_each_allocation(int (*create)(void), void (*destroy)(void))
 		CHECK(rc == TW_ENOMEM || rc == TW_EAGAIN);
 		failures++;
 	}
+}
+
+/* A service's owner id is recorded in a registry whose pages (512 ids
+ * each) are allocated as ids reach them and freed when the last service
+ * goes, so with no other service alive a create's last allocation is its
+ * id's page. A create that cannot have it fails for memory, TW_ENOMEM,
+ * with nothing left allocated (it was TW_EAGAIN, the answer for a thread
+ * that would not start). A manual service, which starts no thread. */
+static int create_manual_service(void)
+{
+	struct tw_service_config cfg = { .manual = true, .executors = 0, .shards = 1 };
+
+	built_service = (struct tw_service *)&cfg; /* must come back NULL */
+	return tw_service_create(&built_service, &cfg);
+}
+
+static void test_an_owner_id_without_memory_for_its_page_is_enomem(void)
+{
+	long plain;
+
+	if (under_valgrind()) {
+		printf("  skipped under valgrind\n");
+		return;
+	}
+	arm(LONG_MAX);
+	CHECK_EQ(create_manual_service(), 0);
+	plain = atomic_load(&alloc_calls);
+	disarm();
+	destroy_service();
+	CHECK_EQ(stop_counting(), 0);
+	arm(plain - 1); /* the last one fails: the page */
+	CHECK_EQ(create_manual_service(), TW_ENOMEM);
+	disarm();
+	CHECK(built_service == NULL);
+	CHECK_EQ(stop_counting(), 0);
+	CHECK_EQ(create_manual_service(), 0);
+	destroy_service();
 }
 
 /* A poll while every allocation fails: the batch of expiries cannot grow,
@@ -621,6 +659,7 @@ int main(void)
 	RUN(test_adds_until_callers_memory_runs_out);
 #if !TW_SANITIZED
 	RUN(test_allocation_failures);
+	RUN(test_an_owner_id_without_memory_for_its_page_is_enomem);
 	RUN(test_poll_without_memory_runs_everything_due);
 	RUN(test_a_key_check_without_memory_tries_every_op);
 #endif
