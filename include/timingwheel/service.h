@@ -353,9 +353,11 @@ void tw_service_periodic_init(struct tw_service_periodic *p, tw_service_fn *fn,
  * @retval 0 bound (or bound to svc already: nothing changed)
  * @retval TW_EINVAL NULL svc or t
  * @retval TW_EOWNER it belongs to another service (one destroyed since
- *         included, within the limit tw_service_destroy() gives)
- * @retval TW_ESHUTDOWN the service is shut down (the timer stays free
- *         for another service), or the timer is
+ *         included, within the limit tw_service_destroy() gives; or for
+ *         a moment to one whose first add of it races that service's
+ *         shutdown, as tw_service_add() says)
+ * @retval TW_ESHUTDOWN the service is shut down, whatever the timer (one
+ *         not bound stays free for another service), or the timer is
  *         (tw_service_timer_shutdown(), as for tw_service_add(), the
  *         debug build naming it)
  * @threadsafety Any thread, callbacks included.
@@ -412,7 +414,11 @@ bool tw_service_timer_pending(const struct tw_service_timer *t);
 /**
  * Add at an absolute due time. O(1): the timer's shard's mutex, held for
  * the wheel's add. A timer's first add also claims it for the service,
- * and for the calling thread's shard, with one compare-and-swap.
+ * and for the calling thread's shard, with one compare-and-swap. A first
+ * add that races its own service's shutdown may claim the timer, find the
+ * service closed and give the claim back (TW_ESHUTDOWN): another
+ * service's add or bind of the timer in that moment gets TW_EOWNER,
+ * and succeeds once that add has returned.
  * @param svc the service
  * @param t an initialised timer
  * @param due absolute due time in clock units

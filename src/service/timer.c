@@ -393,6 +393,10 @@ int tw_service_timer_bind(struct tw_service *svc, struct tw_service_timer *t)
 		return TW_EINVAL_BECAUSE("tw_service_timer_bind", "%s",
 					 !svc ? "the service is NULL"
 					      : "the timer is NULL");
+	/* A shut-down service binds nothing, its own timers included: an
+	 * add of them would be refused too. */
+	if (load_u64(&svc->all_closed))
+		return TW_ESHUTDOWN;
 	word = word_load(t);
 	if (word_owner(word) == svc->owner_bits &&
 	    word_shard(word) >= svc->nshards)

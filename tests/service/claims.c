@@ -784,8 +784,8 @@ static void count_hit(const void *obj, void *arg)
  * the bind, once, and never in the adds that follow; a second bind by the
  * same service changes nothing. Bound, the timer is its service's as if
  * added: another service's bind and add get TW_EOWNER. A service shut
- * down binds nothing (the timer stays free for another), and NULLs are
- * TW_EINVAL. Serial: no thread is parked.
+ * down binds nothing, its own timer included (a free one stays free for
+ * another), and NULLs are TW_EINVAL. Serial: no thread is parked.
  */
 static void test_a_bound_timer_is_claimed_by_its_bind_not_by_its_add(void)
 {
@@ -811,6 +811,7 @@ static void test_a_bound_timer_is_claimed_by_its_bind_not_by_its_add(void)
 	sp_forget("add.claiming", &j.t);
 	CHECK_EQ(tw_service_count(a), 1);
 	CHECK_EQ(tw_service_shutdown(a, NULL, NULL), 1);
+	CHECK_EQ(tw_service_timer_bind(a, &j.t), TW_ESHUTDOWN);
 	CHECK_EQ(tw_service_timer_bind(a, &free_timer.t), TW_ESHUTDOWN);
 	CHECK_EQ(tw_service_add(b, &free_timer.t, 2000), TW_OK);
 	CHECK_EQ(tw_service_cancel(b, &free_timer.t), TW_SVC_STOPPED);
