@@ -86,7 +86,6 @@ static uint32_t id_take(struct tw_service *svc, bool *no_memory)
 	uint32_t id = 0;
 
 	*no_memory = false;
-
 	pthread_mutex_lock(&ids_mu);
 	for (uint32_t tries = 0; tries < OWNER_IDS && ids_nlive < OWNER_IDS; tries++) {
 		uint32_t candidate = ids_next + 1;
