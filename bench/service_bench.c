@@ -17,7 +17,9 @@
  *   2. expiry throughput: N timers due at once, run by the reaper alone and
  *      by 1 and 2 executors;
  *   3. lateness on the real clock: N tasks due uniformly over 2 s (Kafka's
- *      measurement): how many ran early, p50 / p99 / max lateness;
+ *      measurement): how many ran early, p50 / p99 / max lateness; the
+ *      service with one executor, and with its callbacks on its reaper
+ *      (its default, and how both baselines run theirs);
  *   4. memory per pending task, from the allocator (mallinfo2);
  *   5. the platform's floor (clock_nanosleep to an absolute deadline) and
  *      an idle service's wake-ups (1e5 timers over an hour);
@@ -688,7 +690,9 @@ static long env_or(const char *name, long fallback)
 	return v && *v ? strtol(v, NULL, 10) : fallback;
 }
 
-static void lateness(const char *name, enum impl impl, enum tw_mode mode)
+/* executors: the service's (BENCH_EXECUTORS, 1 by default, where < 0). */
+static void lateness(const char *name, enum impl impl, enum tw_mode mode,
+		     int executors)
 {
 	struct late_item *items = calloc(N, sizeof(*items));
 	int64_t *late = malloc(N * sizeof(*late));
@@ -702,7 +706,8 @@ static void lateness(const char *name, enum impl impl, enum tw_mode mode)
 
 	touch(items, N * sizeof(*items));
 	atomic_store(&ran, 0);
-	cfg.executors = (unsigned)env_or("BENCH_EXECUTORS", 1);
+	cfg.executors = executors < 0 ? (unsigned)env_or("BENCH_EXECUTORS", 1)
+				      : (unsigned)executors;
 	cfg.mode = mode;
 	cfg.wheel_size = (uint32_t)env_or("BENCH_WHEEL_SIZE", 0); /* default */
 	set_partitions(&cfg, (unsigned)env_or("BENCH_SHARDS", 0));
@@ -1250,6 +1255,13 @@ static void summary(void)
 			    recall("wheel + mutex", late[l], 1),
 			    recall("heap + mutex", late[l], 1), "ms");
 	}
+	for (size_t l = 0; l < 3; l++) {
+		snprintf(label, sizeof(label), "lateness %s, callbacks on the reaper",
+			 late[l] + 5);
+		summary_row(label, recall("service on its reaper", late[l], 1),
+			    recall("wheel + mutex", late[l], 1),
+			    recall("heap + mutex", late[l], 1), "ms");
+	}
 	summary_row("bytes per pending timer", recall("service", "bytes", 1),
 		    recall("wheel + mutex", "bytes", 1),
 		    recall("heap + mutex", "bytes", 1), "B");
@@ -1325,12 +1337,16 @@ int main(int argc, char **argv)
 			fclose(csv);
 		return 0;
 	}
-	printf("lateness (tick 1 ms, 1 executor):\n");
+	printf("lateness (tick 1 ms; the service with 1 executor, and on its "
+	       "reaper as the baselines run theirs):\n");
 	sleep_floor();
-	lateness("service exact", SVC, TW_MODE_EXACT);
-	lateness("service kafka", SVC, TW_MODE_KAFKA);
-	lateness("wheel + mutex", WHEEL, TW_MODE_EXACT);
-	lateness("heap + mutex", HEAP, TW_MODE_EXACT);
+	lateness("service exact", SVC, TW_MODE_EXACT, -1);
+	/* The library's default, and the baselines' way: callbacks on the
+	 * reaper, no hand-off to an executor. */
+	lateness("service on its reaper", SVC, TW_MODE_EXACT, 0);
+	lateness("service kafka", SVC, TW_MODE_KAFKA, -1);
+	lateness("wheel + mutex", WHEEL, TW_MODE_EXACT, -1);
+	lateness("heap + mutex", HEAP, TW_MODE_EXACT, -1);
 	printf("memory:\n");
 	watch("memory", 120, NULL, NULL, N);
 	memory();
