@@ -548,6 +548,7 @@ struct first_add {
 	struct job *job;
 	bool reschedule;
 	int result;
+	bool bind; /* the thread's call: tw_service_timer_bind() instead */
 };
 
 static int first_add(struct tw_service *svc, struct job *j, bool reschedule)
@@ -560,7 +561,8 @@ static void *first_add_thread(void *arg)
 {
 	struct first_add *f = arg;
 
-	f->result = first_add(f->svc, f->job, f->reschedule);
+	f->result = f->bind ? tw_service_timer_bind(f->svc, &f->job->t)
+			    : first_add(f->svc, f->job, f->reschedule);
 	return NULL;
 }
 
@@ -571,13 +573,15 @@ static void *first_add_thread(void *arg)
  * the word read without an owner); the timer is added on s2, which claims
  * it; s1's claim then fails and finds s2's id: TW_EOWNER. The timer is in
  * s2's wheel only, and s2's shutdown hands it back. As an add and as a
- * reschedule (which reports TW_SVC_IDLE for a timer that was not pending).
+ * reschedule (which reports TW_SVC_IDLE for a timer that was not pending),
+ * and with a bind parked on s1 (bind: it races a first add as two first
+ * adds do).
  */
-static void two_services_race_for_a_first_add(bool reschedule)
+static void two_services_race_for_a_first_add(bool reschedule, bool bind)
 {
 	struct tw_service *s1 = service(true, 0), *s2 = service(true, 0);
 	struct job j;
-	struct first_add f = { s1, &j, reschedule, -1000 };
+	struct first_add f = { s1, &j, reschedule, -1000, bind };
 	struct sp_thread th;
 	int claiming;
 
@@ -587,12 +591,13 @@ static void two_services_race_for_a_first_add(bool reschedule)
 	CHECK(sp_wait(claiming, &th.done));
 	CHECK_EQ(first_add(s2, &j, reschedule), reschedule ? TW_SVC_IDLE : TW_OK);
 	sp_release(claiming);
-	sp_join(&th, "the first add on s1");
+	sp_join(&th, "the first call on s1");
 	CHECK_EQ(f.result, TW_EOWNER);
 	CHECK(tw_service_timer_pending(&j.t));
 	CHECK_EQ(tw_service_count(s1), 0);
 	CHECK_EQ(tw_service_count(s2), 1);
 	CHECK_EQ(tw_service_cancel(s1, &j.t), TW_EOWNER);
+	CHECK_EQ(tw_service_add(s1, &j.t, 2000), TW_EOWNER);
 	CHECK_EQ(tw_service_shutdown(s1, NULL, NULL), 0);
 	CHECK_EQ(tw_service_shutdown(s2, NULL, NULL), 1);
 	check_balanced(s1, 0, 0, 0);
@@ -603,12 +608,12 @@ static void two_services_race_for_a_first_add(bool reschedule)
 
 static void test_a_timer_joins_one_service_only(void)
 {
-	two_services_race_for_a_first_add(false);
+	two_services_race_for_a_first_add(false, false);
 }
 
 static void test_a_timer_rescheduled_on_two_services_joins_one(void)
 {
-	two_services_race_for_a_first_add(true);
+	two_services_race_for_a_first_add(true, false);
 }
 
 #ifndef TW_DEBUG /* its one test does not run in the debug build */
@@ -641,7 +646,7 @@ static void a_first_add_torn_down_after_its_claim_gives_it_back(bool reschedule)
 #ifndef TW_DEBUG
 	struct tw_service *a = service(true, 0), *b = service(true, 0);
 	struct job j;
-	struct first_add adder = { a, &j, reschedule, -1000 };
+	struct first_add adder = { a, &j, reschedule, -1000, false };
 	struct svc_job down = { a, &j, -1000 };
 	struct sp_thread at, dt;
 	struct tw_service_stats st;
@@ -698,7 +703,7 @@ static void a_first_add_to_a_shut_down_service_claims_nothing(bool reschedule)
 {
 	struct tw_service *a = service(true, 0), *b = service(true, 0);
 	struct job j;
-	struct first_add late = { a, &j, reschedule, -1000 };
+	struct first_add late = { a, &j, reschedule, -1000, false };
 	struct sp_thread th;
 	int claimed;
 	bool parked;
@@ -749,7 +754,7 @@ static void test_a_first_add_that_lost_its_claim_gives_back_nothing(void)
 {
 	struct tw_service *a = service(true, 0), *b = service(true, 0);
 	struct job j;
-	struct first_add late = { a, &j, false, -1000 };
+	struct first_add late = { a, &j, false, -1000, false };
 	struct sp_thread th;
 	int claiming;
 
@@ -822,53 +827,12 @@ static void test_a_bound_timer_is_claimed_by_its_bind_not_by_its_add(void)
 	CHECK_EQ(tw_service_destroy(b), TW_OK);
 }
 
-struct bind_job {
-	struct tw_service *svc;
-	struct job *job;
-	int result;
-};
-
-static void *bind_thread(void *arg)
-{
-	struct bind_job *bj = arg;
-
-	bj->result = tw_service_timer_bind(bj->svc, &bj->job->t);
-	return NULL;
-}
-
-/*
- * A bind races a first add as two first adds do: one compare-and-swap
- * wins. Forced: the bind on s1 is parked before its claim
- * ("add.claiming", the word read without an owner); the timer's first
- * add on s2 claims and files it; the bind's claim then fails on s2's id:
- * TW_EOWNER, and the timer is in s2's wheel only.
- */
+/* A bind parked before its claim ("add.claiming") loses to another
+ * service's first add: TW_EOWNER, and the timer is in that service's
+ * wheel only (two_services_race_for_a_first_add). */
 static void test_a_bind_that_loses_to_another_services_add_binds_nothing(void)
 {
-	struct tw_service *s1 = service(true, 0), *s2 = service(true, 0);
-	struct job j;
-	struct bind_job bj = { s1, &j, -1000 };
-	struct sp_thread th;
-	int claiming;
-
-	job_init(&j);
-	claiming = sp_arm("add.claiming", &j.t);
-	sp_spawn(&th, bind_thread, &bj);
-	CHECK(sp_wait(claiming, &th.done));
-	CHECK_EQ(tw_service_add(s2, &j.t, 2000), TW_OK);
-	sp_release(claiming);
-	sp_join(&th, "the bind on s1");
-	CHECK_EQ(bj.result, TW_EOWNER);
-	CHECK(tw_service_timer_pending(&j.t));
-	CHECK_EQ(tw_service_count(s1), 0);
-	CHECK_EQ(tw_service_count(s2), 1);
-	CHECK_EQ(tw_service_add(s1, &j.t, 2000), TW_EOWNER);
-	CHECK_EQ(tw_service_shutdown(s1, NULL, NULL), 0);
-	CHECK_EQ(tw_service_shutdown(s2, NULL, NULL), 1);
-	check_balanced(s1, 0, 0, 0);
-	check_balanced(s2, 1, 0, 0);
-	tw_service_destroy(s1);
-	tw_service_destroy(s2);
+	two_services_race_for_a_first_add(false, true);
 }
 
 int main(int argc, char **argv)
