@@ -91,11 +91,19 @@ static void toggle_this_thread(void)
 #endif
 }
 
+/* Every callback of both libraries counts its run and tells whether it
+ * was the cell's last, so that an expired timer's count holds the same
+ * callback on both sides. */
+static inline bool count_run(void)
+{
+	return atomic_fetch_add_explicit(&ran, 1, memory_order_relaxed) + 1 == n_timers;
+}
+
 static void on_run(struct tw_service *svc, struct tw_service_timer *t)
 {
 	(void)svc;
 	(void)t;
-	if (atomic_fetch_add_explicit(&ran, 1, memory_order_relaxed) + 1 == n_timers) {
+	if (count_run()) {
 		if (atomic_load(&executor_counts))
 			toggle_this_thread();
 		sem_post(&all_ran);
@@ -214,7 +222,8 @@ static void on_fire(struct tw_wheel *w, struct tw_timer *t)
 {
 	(void)w;
 	(void)t;
-	atomic_fetch_add_explicit(&ran, 1, memory_order_relaxed);
+	if (count_run())
+		sem_post(&all_ran);
 }
 
 static void mutex_cells(struct tw_timer *t, size_t n)
@@ -261,6 +270,8 @@ static void mutex_cells(struct tw_timer *t, size_t n)
 	if (atomic_load(&ran) != n)
 		fprintf(stderr, "service_instr: the wheel's expire ran %zu of %zu\n",
 			atomic_load(&ran), n);
+	else
+		sem_wait(&all_ran); /* its last callback's post */
 	wheel_service_destroy(&ws);
 }
 
