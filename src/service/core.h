@@ -160,7 +160,10 @@ struct runner {
 	_Alignas(64) _Atomic(struct tw_service_timer *) running;
 	_Atomic(struct tw_service_timer *) slot[BATCH];
 	tw_service_fn *fn[BATCH];     /* each timer's callback when taken */
-	bool periodic[BATCH];         /* and whether it re-arms after */
+	/* and its F_PERIODIC bit then (non-zero: it re-arms after): a word,
+	 * as the slots and callbacks are, so that one index walks the
+	 * three and the run keeps its timer in a register. */
+	uintptr_t periodic[BATCH];
 	unsigned len;
 	unsigned index;               /* in svc->runners */
 	/* Written by this runner, read by stats. */
@@ -305,8 +308,9 @@ struct tw__svc_thread {
 	unsigned runner;
 	/* Whether the run's end re-arms the periodic timer it runs: a cancel
 	 * of the timer from that callback says no, so that the callback may
-	 * free the timer as its last act. */
-	bool rearm;
+	 * free the timer as its last act. Non-zero: yes (a batch's
+	 * periodic[] word, stored as it is). */
+	uintptr_t rearm;
 	struct tw_service *scanning; /* the service it scans for */
 };
 /* initial-exec: read at a fixed offset from the thread pointer; the

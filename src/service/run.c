@@ -156,7 +156,7 @@ take_slot(struct runner *r, unsigned ri, unsigned n, struct tw_service_timer *t,
 	t->runner = (uint16_t)ri;
 	t->place = (uint16_t)n;
 	r->fn[n] = callback_of(t);
-	r->periodic[n] = word_has(word, F_PERIODIC);
+	r->periodic[n] = word & F_PERIODIC;
 	slot_store(r, n, t);
 }
 
