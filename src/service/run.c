@@ -341,43 +341,51 @@ size_t tw__svc_take_run(struct tw_wheel *w, struct tw_bucket *b, int64_t due_by)
 }
 
 /* A prefetch, for writing (a take writes it), of the timer at place in
- * svc->ahead, whatever it holds now. */
-static inline void prefetch_ahead(struct tw_service *svc, uint32_t place)
+ * the service's queue ring (svc->ahead and its mask), whatever it holds
+ * now. */
+static inline void prefetch_ahead(_Atomic(struct tw_service_timer *) *ahead,
+				  uint32_t mask, uint32_t place)
 {
 #if defined(__GNUC__)
-	__builtin_prefetch(atomic_load_explicit(&svc->ahead[place & svc->ahead_mask],
+	__builtin_prefetch(atomic_load_explicit(&ahead[place & mask],
 						memory_order_relaxed),
 			   1);
 #else
-	(void)svc;
+	(void)ahead;
+	(void)mask;
 	(void)place;
 #endif
 }
 
 /* Under s->mu: up to `most` of the shard's expired timers into runner
  * ri's batch, oldest first: each taken as it is passed, and the run of
- * them cut off the list once, at the end. */
-static unsigned take_batch(struct tw_service *svc, struct shard *s, unsigned ri,
-			   unsigned most)
+ * them cut off the list once, at the end. ring: the service has the
+ * queue's ring (svc->ahead: it has executors), a constant in each copy
+ * (take_batch), not a test in the loop. */
+svc_hot_inline unsigned take_batch_as(struct tw_service *svc, struct shard *s,
+				      unsigned ri, unsigned most, bool ring)
 {
 	struct runner *r = &svc->runners[ri];
 	struct tw_link *head = &s->expired, *link = head->next;
+	/* Read once: the loop's stores through timers could alias them. */
+	_Atomic(struct tw_service_timer *) *ahead = svc->ahead;
+	uint32_t mask = svc->ahead_mask;
 	unsigned n = 0;
 
-	if (svc->ahead && link != head) {
+	if (ring && link != head) {
 		/* The first AHEAD after the first: the loop then keeps AHEAD
 		 * in flight. */
 		uint32_t place = svc_timer_of(list_timer(link))->place;
 
 		for (uint32_t k = 1; k <= AHEAD && k < most; k++)
-			prefetch_ahead(svc, place + k);
+			prefetch_ahead(ahead, mask, place + k);
 	}
 	while (n < most && link != head) {
 		struct tw_link *next = link->next;
 		struct tw_service_timer *t = svc_timer_of(list_timer(link));
 
-		if (svc->ahead)
-			prefetch_ahead(svc, t->place + AHEAD);
+		if (ring)
+			prefetch_ahead(ahead, mask, t->place + AHEAD);
 #if defined(__GNUC__)
 		else
 			__builtin_prefetch(next, 1); /* take writes it */
@@ -392,6 +400,13 @@ static unsigned take_batch(struct tw_service *svc, struct shard *s, unsigned ri,
 	r->len = n;
 	bump(&s->nexpired, -(int64_t)n);
 	return n;
+}
+
+static unsigned take_batch(struct tw_service *svc, struct shard *s, unsigned ri,
+			   unsigned most)
+{
+	return svc->ahead ? take_batch_as(svc, s, ri, most, true)
+			  : take_batch_as(svc, s, ri, most, false);
 }
 
 /* Whether due has come (the run's end asks it of a deferred add). */
@@ -595,15 +610,15 @@ run_lost(struct tw_service *svc, unsigned ri, struct tw_service_timer *t)
  * length, and what the service's runners are, do not change while it
  * runs (only this thread takes into it). Its timers' lines are in this
  * thread's cache: it took them (the wheel's callback or take_batch wrote
- * each). Compiled once with executors and once without, so that the
- * loop asks neither per timer. */
+ * each). Compiled once without executors and twice with them (an
+ * executor's batch, the scanner's), so that the loop asks neither per
+ * timer. */
 svc_hot_inline void run_batch_as(struct tw_service *svc, unsigned ri,
-				 bool executors)
+				 bool executors, bool caller)
 {
 	struct runner *r = &svc->runners[ri];
 	struct tw__svc_thread *self = &THIS_THREAD;
 	unsigned len = r->len;
-	bool caller = executors && ri == SCANNER(svc);
 
 	self->current_svc = svc;
 	self->runner = ri;
@@ -652,12 +667,36 @@ svc_hot_inline void run_batch_as(struct tw_service *svc, unsigned ri,
 	r->len = 0;
 }
 
+/* Each copy a function of its own, so that each loop has the registers
+ * to itself (inlined side by side, the loop without executors spilled
+ * its timer around the callback). caller: the scanner's batch with
+ * executors (the queue's overflow), whose runs caller_ran counts too. */
+static __attribute__((noinline)) void run_batch_alone(struct tw_service *svc,
+						      unsigned ri)
+{
+	run_batch_as(svc, ri, false, false);
+}
+
+static __attribute__((noinline)) void run_batch_executor(struct tw_service *svc,
+							 unsigned ri)
+{
+	run_batch_as(svc, ri, true, false);
+}
+
+static __attribute__((noinline)) void run_batch_overflow(struct tw_service *svc,
+							 unsigned ri)
+{
+	run_batch_as(svc, ri, true, true);
+}
+
 static void run_batch(struct tw_service *svc, unsigned ri)
 {
-	if (svc->nexecutors)
-		run_batch_as(svc, ri, true);
+	if (!svc->nexecutors)
+		run_batch_alone(svc, ri);
+	else if (ri == SCANNER(svc))
+		run_batch_overflow(svc, ri);
 	else
-		run_batch_as(svc, ri, false);
+		run_batch_executor(svc, ri);
 }
 
 /* ---- the executors' work list ---- */
