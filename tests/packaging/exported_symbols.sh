@@ -4,7 +4,8 @@
 # is a tw_* function declared in include/timingwheel/, and every function
 # declared there is exported. The static library defines no global symbol
 # outside the tw_ prefix (tw__ is the private half), so nothing of ours
-# can collide with a user's own names at link time.
+# can collide with a user's own names at link time. The Debian symbols
+# file lists the exported set, no more and no less.
 #   exported_symbols.sh SOURCE_DIR BUILD_DIR
 set -euo pipefail
 src=$1 build=$2
@@ -32,6 +33,17 @@ done
 for s in $declared; do
 	grep -qx "$s" <<<"$exported" || { echo "declared but not exported: $s"; fail=1; }
 done
+# The Debian package's symbols file lists the same set (dpkg-gensymbols
+# only warns about a symbol missing there, and the package then promises
+# nothing about it).
+symbols_file="$src/debian/libtimingwheel0.symbols"
+listed=$(awk '/^ tw_/ { sub(/@.*/, "", $1); print $1 }' "$symbols_file" | sort -u)
+for s in $exported; do
+	grep -qx "$s" <<<"$listed" || { echo "exported, not in debian/libtimingwheel0.symbols: $s"; fail=1; }
+done
+for s in $listed; do
+	grep -qx "$s" <<<"$exported" || { echo "in debian/libtimingwheel0.symbols, not exported: $s"; fail=1; }
+done
 others=$(nm -g --defined-only "$build/libtimingwheel.a" | awk 'NF == 3 { print $3 }' |
 	grep -v '^tw_' || true)
 if [ -n "$others" ]; then
@@ -39,4 +51,4 @@ if [ -n "$others" ]; then
 	fail=1
 fi
 [ $fail = 0 ] || exit 1
-echo "packaging_exported_symbols: $(wc -w <<<"$exported") symbols, all tw_* and all declared in include/timingwheel/"
+echo "packaging_exported_symbols: $(wc -w <<<"$exported") symbols, all tw_*, all declared in include/timingwheel/ and listed in the Debian symbols file"
