@@ -327,7 +327,7 @@ docs:
 	bash docs/check-links.sh $(BUILD)/docs/html
 	@echo "docs: $(BUILD)/docs/html/index.html (make install installs it)"
 
-# The Debian packages (libtimingwheel0, libtimingwheel-dev,
+# The Debian packages (libtimingwheel0.1, libtimingwheel-dev,
 # timingwheel-tools) built from a scratch copy, lintian-checked, installed
 # into a scratch root and used (tests/packaging/deb.sh).
 deb:

@@ -5,7 +5,8 @@
 # the exported functions or in the types the public headers define fails,
 # an incompatible one loudly. A deliberate change updates the baseline
 # with `make abi-baseline` in the same commit (and, if incompatible, bumps
-# the major version).
+# the minor version while the major is 0, the major after: the SONAME
+# follows it, CMakeLists.txt).
 #   abi.sh SOURCE_DIR BUILD_DIR
 set -uo pipefail
 src=$1 build=$2

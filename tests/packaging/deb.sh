@@ -18,7 +18,7 @@ work=$(cd "$work" && pwd)
 	tar -cf - -T -) | tar -xf - -C "$work/timingwheel"
 (cd "$work/timingwheel" && dpkg-buildpackage -us -uc -b >"$work/build.log" 2>&1) ||
 	{ tail -30 "$work/build.log"; fail "dpkg-buildpackage failed"; }
-for p in libtimingwheel0 libtimingwheel-dev timingwheel-tools; do
+for p in libtimingwheel0.1 libtimingwheel-dev timingwheel-tools; do
 	ls "$work"/${p}_*.deb >/dev/null 2>&1 || fail "no $p package"
 done
 # lintian: E: and W: fail (I: and P: are advice).
@@ -32,7 +32,7 @@ for deb in "$work"/*.deb; do
 	case $deb in *-dbgsym_*) continue ;; esac
 	dpkg -x "$deb" "$work/root"
 done
-libdir=$(dirname "$(find "$work/root" -name libtimingwheel.so.0 | head -1)")
+libdir=$(dirname "$(find "$work/root" -name 'libtimingwheel.so.*' | head -1)")
 [ -f "$work/root/usr/include/timingwheel/timingwheel.h" ] || fail "no headers"
 # A manual page per public function (tests/packaging/man_pages.sh checks them).
 npages=0

@@ -36,13 +36,13 @@ done
 # The Debian package's symbols file lists the same set (dpkg-gensymbols
 # only warns about a symbol missing there, and the package then promises
 # nothing about it).
-symbols_file="$src/debian/libtimingwheel0.symbols"
+symbols_file="$src/debian/libtimingwheel0.1.symbols"
 listed=$(awk '/^ tw_/ { sub(/@.*/, "", $1); print $1 }' "$symbols_file" | sort -u)
 for s in $exported; do
-	grep -qx "$s" <<<"$listed" || { echo "exported, not in debian/libtimingwheel0.symbols: $s"; fail=1; }
+	grep -qx "$s" <<<"$listed" || { echo "exported, not in debian/libtimingwheel0.1.symbols: $s"; fail=1; }
 done
 for s in $listed; do
-	grep -qx "$s" <<<"$exported" || { echo "in debian/libtimingwheel0.symbols, not exported: $s"; fail=1; }
+	grep -qx "$s" <<<"$exported" || { echo "in debian/libtimingwheel0.1.symbols, not exported: $s"; fail=1; }
 done
 others=$(nm -g --defined-only "$build/libtimingwheel.a" | awk 'NF == 3 { print $3 }' |
 	grep -v '^tw_' || true)

@@ -49,7 +49,13 @@ libdir=$(dirname "$(find "$prefix" -name libtimingwheel.a | head -1)")
 so=$(find "$libdir" -name 'libtimingwheel.so.*.*' | head -1)
 [ -n "$so" ] || fail "no versioned shared library"
 soname=$(objdump -p "$so" | awk '/SONAME/ { print $2 }')
-[ "$soname" = libtimingwheel.so.0 ] || fail "SONAME is '$soname', not libtimingwheel.so.0"
+# The SONAME carries the minor version while the major is 0 (a 0.x minor
+# may change the ABI), the major alone from 1.0.0 on.
+version=$(sed -n 's/^Version: //p' "$libdir/pkgconfig/timingwheel.pc")
+major=${version%%.*} minor=${version#*.}
+minor=${minor%%.*}
+if [ "$major" = 0 ]; then want=libtimingwheel.so.0.$minor; else want=libtimingwheel.so.$major; fi
+[ "$soname" = "$want" ] || fail "SONAME is '$soname', not $want (version $version)"
 [ -L "$libdir/libtimingwheel.so" ] || fail "no libtimingwheel.so link for -l"
 
 # The README's quick start: the C block after the quickstart marker.
