@@ -10,7 +10,9 @@
 # first step whose --text narration says something (not step 0, the empty
 # wheel); and each step carries one title without --text's "[now T]" (the
 # clock before the command), with the clock before ("from") and after
-# ("now") it, so that the page shows one time per step.
+# ("now") it, so that the page shows one time per step. The page is valid
+# UTF-8, as it says it is (a title over 4 KiB was once cut in the middle
+# of a character: scenarios/long_line.tw).
 #
 #   html_without_scripts.sh TW_TRACE OUTDIR SCENARIO...
 set -euo pipefail
@@ -22,6 +24,9 @@ for scenario in "$@"; do
 	page=$outdir/$name.html
 	"$trace" --html "$page" "$scenario"
 	"$trace" --text "$scenario" >"$outdir/$name.text"
+	# The page says it is UTF-8: it is, for a scenario that is.
+	iconv -f UTF-8 -t UTF-8 "$page" >/dev/null 2>&1 ||
+		{ echo "trace_html_noscript: $page is not valid UTF-8"; exit 1; }
 	grep -q '<noscript><style>#controls, main { display: none; }</style></noscript>' "$page" ||
 		{ echo "trace_html_noscript: $page does not hide its controls without scripts"; exit 1; }
 	# The <pre> of each <li> inside the noscript section, unescaped.

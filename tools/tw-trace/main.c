@@ -29,7 +29,8 @@
  * a slider, buttons or the arrow keys (the page is tools/tw-trace.html).
  *
  * Exit status: 0, 1 if the wheel's invariant checker fails, 2 for a bad
- * scenario ("file:line: message" on stderr).
+ * scenario ("file:line: message" on stderr), or for output that could not
+ * be written whole or a scenario that could not be read.
  *
  * Built with -DTW_TRACE_FUZZ the tool is a libFuzzer target instead
  * (fuzz/, `make fuzz`): the input's first byte picks events, text or html
@@ -127,7 +128,8 @@ static const char help_text[] =
 "Times are integers in the wheel's units (e.g. ms since the epoch).\n"
 "\n"
 "Exit status: 0; 1 if the invariant checker fails; 2 for a bad command line\n"
-"or scenario (\"FILE:LINE: message\" on stderr). man tw-trace has examples.\n";
+"or scenario (\"FILE:LINE: message\" on stderr), or output that could not be\n"
+"written whole. man tw-trace has examples.\n";
 
 static void usage(void)
 {
@@ -207,7 +209,25 @@ int main(int argc, char **argv)
 		fclose(f);
 		return give_up(&tr);
 	}
+	/* The page is written after the scenario is read: over the
+	 * scenario itself, it would replace it. */
+	if (html_path && fstat(fileno(f), &st) == 0) {
+		struct stat page;
+
+		if (stat(html_path, &page) == 0 && page.st_dev == st.st_dev &&
+		    page.st_ino == st.st_ino) {
+			fprintf(stderr, "%s: is the scenario itself, not a place for "
+					"the page\n", html_path);
+			fclose(f);
+			return give_up(&tr);
+		}
+	}
 	trace_replay(&tr, f);
+	if (ferror(f)) {
+		fprintf(stderr, "%s: %s\n", tr.path, strerror(errno));
+		fclose(f);
+		return give_up(&tr);
+	}
 	fclose(f);
 	if (!tr.have_wheel) {
 		fprintf(stderr, "%s: no commands (an empty scenario, or only comments); "
@@ -217,6 +237,12 @@ int main(int argc, char **argv)
 	if (html_path)
 		trace_write_page(&tr, html_path);
 	trace_free(&tr);
+	/* Text or events that did not reach their file (a full disk) are
+	 * no trace: say so, as for a page. */
+	if (fflush(stdout) || ferror(stdout)) {
+		fprintf(stderr, "tw-trace: standard output: %s\n", strerror(errno));
+		return 2;
+	}
 	return 0;
 }
 #endif

@@ -32,6 +32,12 @@ static struct task *new_task(struct trace *tr, const char *name)
 
 	if (strlen(name) > NAME_MAX_LEN)
 		trace_die(tr, "task name longer than %d characters", NAME_MAX_LEN);
+	/* The events are lines of words: a name holds no control
+	 * character (a vertical tab or form feed would split it, a
+	 * terminal would act on an escape). */
+	for (const unsigned char *c = (const unsigned char *)name; *c; c++)
+		if (*c < 0x20 || *c == 0x7f)
+			trace_die(tr, "a control character (0x%02x) in task name", *c);
 	if (tr->ntasks == tr->cap) {
 		size_t cap = tr->cap ? 2 * tr->cap : 16;
 		struct task **grown = realloc(tr->tasks, cap * sizeof(*grown));
@@ -290,15 +296,25 @@ static void cmd_advance(struct trace *tr, char **argv, int argc)
 static void step(struct trace *tr, const char *fmt, ...) PRINTF_LIKE(2, 3);
 static void step(struct trace *tr, const char *fmt, ...)
 {
-	char title[8192];
+	/* Whole, however long its line and path: --text and the page's
+	 * text print the same title, and no UTF-8 sequence is cut. */
+	char *title;
 	va_list ap;
+	int n;
 
 	if (!tr->render)
 		return;
 	va_start(ap, fmt);
-	vsnprintf(title, sizeof(title), fmt, ap);
+	n = vsnprintf(NULL, 0, fmt, ap);
+	va_end(ap);
+	title = n < 0 ? NULL : malloc((size_t)n + 1);
+	if (!title)
+		trace_die(tr, "out of memory");
+	va_start(ap, fmt);
+	vsnprintf(title, (size_t)n + 1, fmt, ap);
 	va_end(ap);
 	tr->render->step(tr, title);
+	free(title);
 }
 
 static void cmd_run(struct trace *tr, int argc)
@@ -410,4 +426,6 @@ void trace_free(struct trace *tr)
 	for (size_t i = 0; i < tr->ntasks; i++)
 		free(tr->tasks[i]);
 	free(tr->tasks);
+	free(tr->title);
+	tr->title = NULL;
 }

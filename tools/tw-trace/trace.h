@@ -81,7 +81,7 @@ struct trace {
 	unsigned first_busy;  /* html: the first such step, where the page opens */
 	bool have_from;       /* html: the open step began with a wheel */
 	int64_t from;         /* html: the clock when the open step began */
-	char title[4096];
+	char *title;          /* the open step's, whole (step() sizes it) */
 	struct tw_wheel wheel;
 	struct task **tasks;
 	size_t ntasks, cap;
