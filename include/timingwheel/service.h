@@ -70,7 +70,13 @@ struct tw_service;
 struct tw_service_timer;
 
 /** @cond INTERNAL */
-/* What the duration macros below expand to. */
+/* What the duration macros below expand to. A cast is C++'s own there,
+ * so that a C++ program built with -Wold-style-cast takes the header. */
+#if defined(__cplusplus)
+#define TW__AS(type, v) static_cast<type>(v)
+#else
+#define TW__AS(type, v) ((type)(v))
+#endif
 #if defined(__cplusplus) && __cplusplus >= 201103L
 #define TW__CONSTEXPR constexpr
 #else
@@ -81,16 +87,18 @@ struct tw_service_timer;
  * fraction doubled and truncated, which is 1 (or -1) from a half on. */
 static inline TW__CONSTEXPR int64_t tw__round_half_away(long double v)
 {
-	return (int64_t)v + (int64_t)((v - (long double)(int64_t)v) * 2);
+	return TW__AS(int64_t, v) +
+	       TW__AS(int64_t, (v - TW__AS(long double, TW__AS(int64_t, v))) * 2);
 }
 /* x units of per nanoseconds: the whole units exactly, the fraction's
  * nanoseconds rounded. */
 static inline TW__CONSTEXPR int64_t tw__duration_of(long double x, int64_t per)
 {
-	return (int64_t)x * per + tw__round_half_away((x - (long double)(int64_t)x) * per);
+	return TW__AS(int64_t, x) * per +
+	       tw__round_half_away((x - TW__AS(long double, TW__AS(int64_t, x))) * per);
 }
 #if defined(__cplusplus)
-#define TW__DURATION(x, per) tw__duration_of((long double)(x), per)
+#define TW__DURATION(x, per) tw__duration_of(TW__AS(long double, x), per)
 #elif defined(__STDC_VERSION__) && __STDC_VERSION__ >= 201112L
 /* Only the association chosen is evaluated: an integer's product stays
  * a constant expression. */
@@ -116,7 +124,7 @@ static inline TW__CONSTEXPR int64_t tw__duration_of(long double x, int64_t per)
  * before C11, which has no _Generic, a fraction is truncated towards zero
  * instead.)
  * @{ */
-#define TW_NS(x) ((int64_t)(x))                      /**< x nanoseconds */
+#define TW_NS(x) TW__AS(int64_t, x)                  /**< x nanoseconds */
 #define TW_US(x) TW__DURATION(x, 1000LL)             /**< x microseconds */
 #define TW_MS(x) TW__DURATION(x, 1000000LL)          /**< x milliseconds */
 #define TW_S(x) TW__DURATION(x, 1000000000LL)        /**< x seconds */

@@ -165,7 +165,7 @@ void tw_timer_init(struct tw_timer *timer, tw_timer_fn *fn);
  */
 static inline bool tw_timer_pending(const struct tw_timer *timer)
 {
-	return timer->bucket != NULL;
+	return timer->bucket; /* not != NULL: clang++'s -Wzero-as-null-pointer-constant */
 }
 
 /**

@@ -11,9 +11,14 @@ n=0
 compile() { # compiler std lang header
 	local cc=$1 std=$2 lang=$3 name=$4 f
 	f="$work/$name.$(basename "$1").$2"
-	printf '#include <timingwheel/%s>\nconst char *v = TW_VERSION_STRING;\nunsigned x = TW_VERSION_HEX;\n' \
+	# The duration macros expand in the user's code: used here.
+	printf '#include <timingwheel/%s>\nconst char *v = TW_VERSION_STRING;\nunsigned x = TW_VERSION_HEX;\n#ifdef TW_MS\nlong long durations(long long n);\nlong long durations(long long n) { return TW_NS(n) + TW_US(n) + TW_MS(0.3) + TW_S(1.5); }\n#endif\n' \
 		"$name" >"$f.src"
-	"$cc" -x "$lang" -std="$std" -Wall -Wextra -Wpedantic -Werror \
+	# C++: casts and null pointers as C++ spells them, for programs
+	# built with -Wold-style-cast or -Wzero-as-null-pointer-constant.
+	local strict=()
+	[ "$lang" = c++ ] && strict=(-Wold-style-cast -Wzero-as-null-pointer-constant)
+	"$cc" -x "$lang" -std="$std" -Wall -Wextra -Wpedantic -Werror "${strict[@]}" \
 		-I"$src/include" -c "$f.src" -o "$f.o" ||
 		{ echo "packaging_headers_alone: $name does not compile alone with $cc -std=$std"; exit 1; }
 	n=$((n + 1))
