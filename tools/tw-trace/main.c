@@ -152,6 +152,7 @@ int main(int argc, char **argv)
 	struct trace tr = { 0 };
 	const char *html_path = NULL;
 	struct stat st;
+	bool have_st;
 	int arg, modes = 0;
 	FILE *f;
 
@@ -204,14 +205,15 @@ int main(int argc, char **argv)
 		fprintf(stderr, "%s: %s\n", tr.path, strerror(errno));
 		return give_up(&tr);
 	}
-	if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) {
+	have_st = fstat(fileno(f), &st) == 0;
+	if (have_st && S_ISDIR(st.st_mode)) {
 		fprintf(stderr, "%s: is a directory, not a scenario\n", tr.path);
 		fclose(f);
 		return give_up(&tr);
 	}
 	/* The page is written after the scenario is read: over the
 	 * scenario itself, it would replace it. */
-	if (html_path && fstat(fileno(f), &st) == 0) {
+	if (html_path && have_st) {
 		struct stat page;
 
 		if (stat(html_path, &page) == 0 && page.st_dev == st.st_dev &&
