@@ -301,7 +301,7 @@ static inline void count_watched(struct pshard *sh, long n)
  * time until the first watch arms the timeout, whose add writes the due
  * time there: the timer is idle until then, and no service reads it.
  * The op has no byte to spare for a field of its own (112 bytes, 184 per
- * watched op with three keys: the bound docs/service.md holds it to), and
+ * watched op with three keys: the figure docs/purgatory.md gives), and
  * the service timer keeps its window in ticks, which are not known before
  * the watch names the purgatory.
  */
