@@ -498,8 +498,15 @@ int64_t tw_purgatory_timeout(struct tw_purgatory *p, int64_t now);
  * many ops are watched or armed.
  * @param p the purgatory
  * @param hand_back receives each uncompleted op (may be NULL)
- * @return how many were handed back, or TW_EINVAL (NULL)
- * @threadsafety Any thread but the purgatory's callbacks.
+ * @return how many were handed back, or TW_EINVAL (NULL), or TW_EREENTER
+ *         (called from a callback: nothing changes)
+ * @threadsafety Any thread but a callback's: from one that a service runs
+ *         (a timeout's, anything on a reaper, an executor or a poll), or
+ *         one that a purgatory call runs on this thread and goes on from
+ *         -- a watch's, a key check's, a cancel_for_key's, a purge's, a
+ *         safe_try_complete's, a shutdown's hand_back or on_release --
+ *         it is refused (TW_EREENTER), in any purgatory. The on_complete
+ *         of a tw_op_force_complete() made outside those may call it.
  */
 int64_t tw_purgatory_shutdown(struct tw_purgatory *p, tw_op_fn *hand_back);
 
@@ -507,7 +514,9 @@ int64_t tw_purgatory_shutdown(struct tw_purgatory *p, tw_op_fn *hand_back);
  * Shut down if needed, then free the purgatory (ops are the caller's).
  * No call may be made on the purgatory during or after its destroy.
  * @param p the purgatory (NULL: nothing happens)
- * @threadsafety Any thread but the purgatory's callbacks.
+ * @threadsafety Any thread but a callback's: from one where
+ *         tw_purgatory_shutdown() is refused nothing happens (the
+ *         purgatory would be freed under the call that runs it).
  */
 void tw_purgatory_destroy(struct tw_purgatory *p);
 

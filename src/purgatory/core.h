@@ -255,6 +255,35 @@ struct tw_purgatory {
 #define TW_PG_TLS __attribute__((tls_model("initial-exec")))
 TW_PG_HIDDEN extern _Thread_local unsigned tw__pg_tls_stripe TW_PG_TLS; /* 0: none yet */
 TW_PG_HIDDEN extern atomic_uint tw__pg_stripes_handed;
+/* This thread's purgatory calls in progress that run an op's callbacks
+ * and go on using the purgatory after them (a watch, a key check, a
+ * cancel of a key, a purge, a safe_try_complete, a shutdown), in any
+ * purgatory. A shutdown or a destroy from one of those callbacks is
+ * refused (TW_EREENTER; a destroy does nothing): a watch's would wait for
+ * that very watch (its stripe's active count), a shutdown's for its own
+ * lock, and a destroy would free the purgatory under the call that runs
+ * the callback. tw_op_force_complete() does not count: after on_complete
+ * it touches only the op, so a shutdown or a destroy from the
+ * on_complete of one made outside those calls is safe, and the count
+ * would cost every completion made inside a try_complete two
+ * instructions. */
+TW_PG_HIDDEN extern _Thread_local unsigned tw__pg_tls_calling TW_PG_TLS;
+
+static inline void calling_begin(void)
+{
+	tw__pg_tls_calling++;
+}
+
+static inline void calling_end(void)
+{
+	tw__pg_tls_calling--;
+}
+
+/* Inside one of the purgatory's callbacks, or one a service runs. */
+static inline bool in_a_callback(void)
+{
+	return tw__pg_tls_calling || tw__service_in_callback();
+}
 
 static inline struct entry_stripe *my_stripe(struct tw_purgatory *p)
 {

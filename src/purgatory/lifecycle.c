@@ -189,11 +189,20 @@ int64_t tw_purgatory_shutdown(struct tw_purgatory *p, tw_op_fn *hand_back)
 	if (!p)
 		return TW_EINVAL_BECAUSE("tw_purgatory_shutdown", "%s",
 					 "the purgatory is NULL");
+	/* From a callback (core.h's calling_begin): from one a service
+	 * runs, the service's own shutdown is refused, and going on would
+	 * claim and hand back every op while the service kept running, a
+	 * purgatory half shut down; from one a watch runs on this thread,
+	 * the wait below would be for that watch; from a hand_back of this
+	 * shutdown, for shutdown_mu. */
+	if (in_a_callback())
+		return TW_EREENTER;
 	pthread_mutex_lock(&p->shutdown_mu);
 	if (p->shut_down) {
 		pthread_mutex_unlock(&p->shutdown_mu);
 		return 0;
 	}
+	calling_begin(); /* its hand_backs and on_releases */
 	atomic_store(&p->closing, true);
 	for (unsigned i = 0; i < ENTRY_STRIPES; i++)
 		while (atomic_load_explicit(&p->stripes[i].active,
@@ -229,12 +238,16 @@ int64_t tw_purgatory_shutdown(struct tw_purgatory *p, tw_op_fn *hand_back)
 	 * caller may hold a lock an on_release takes. */
 	chain_put_all(&all.deferred);
 	handed_put_all(&ctx);
+	calling_end();
 	return n;
 }
 
 void tw_purgatory_destroy(struct tw_purgatory *p)
 {
-	if (!p)
+	/* From a callback: nothing, as the service's destroy does there
+	 * (the purgatory would be freed under the call that runs the
+	 * callback). */
+	if (!p || in_a_callback())
 		return;
 	if (p->svc) {
 		tw_purgatory_shutdown(p, NULL);

@@ -209,14 +209,16 @@ bool tw_op_safe_try_complete(struct tw_delayed_op *op)
 			return false;
 		}
 	}
+	calling_begin();
 	done = op->ops->try_complete(op);
 	unlock_op(op);
-	if (held) {
+	if (held)
 		op_put(op);
-		/* After the unlock, and not through the op: the put may
-		 * have released it. */
+	calling_end();
+	/* After the unlock, and not through the op: the put may have
+	 * released it. */
+	if (held)
 		pg_maybe_purge(p);
-	}
 	return done;
 }
 

@@ -217,6 +217,7 @@ static void unpin_locked(struct pshard *sh, struct tw_watchers *ws,
 /* ---- calls in progress ---- */
 
 _Thread_local unsigned tw__pg_tls_stripe TW_PG_TLS;
+_Thread_local unsigned tw__pg_tls_calling TW_PG_TLS;
 atomic_uint tw__pg_stripes_handed;
 
 /* A call's way in: NULL once shutdown began. seq_cst on both sides (the
@@ -231,11 +232,13 @@ static struct entry_stripe *enter(struct tw_purgatory *p)
 		atomic_fetch_sub(&st->active, 1);
 		return NULL;
 	}
+	calling_begin();
 	return st;
 }
 
 static void leave(struct entry_stripe *st)
 {
+	calling_end();
 	atomic_fetch_sub_explicit(&st->active, 1, memory_order_release);
 }
 
@@ -659,6 +662,7 @@ int64_t tw_purgatory_check_and_complete(struct tw_purgatory *p,
 		pg_maybe_purge(p);
 		return 0;
 	}
+	calling_begin();
 	walk_begin(&k, sh, ws);
 	pshard_unlock(sh);
 	TW_TEST_POINT("check.walk", key);
@@ -666,6 +670,7 @@ int64_t tw_purgatory_check_and_complete(struct tw_purgatory *p,
 		while (walk_step(&k))
 			;
 	walk_done(&k);
+	calling_end();
 	pg_maybe_purge(p); /* with no pin held: it would defer */
 	return k.completed;
 }
@@ -778,6 +783,7 @@ int64_t tw_purgatory_check_and_complete_keys(struct tw_purgatory *p,
 		if (!keys[i] || lens[i] == 0 || lens[i] > TW_KEY_MAX)
 			return refuse_key_call("tw_purgatory_check_and_complete_keys",
 					       p, keys[i], lens[i]);
+	calling_begin();
 	for (size_t i = 0; i < nkeys; i += CHECK_GROUP) {
 		size_t n = nkeys - i < CHECK_GROUP ? nkeys - i : CHECK_GROUP;
 
@@ -785,6 +791,7 @@ int64_t tw_purgatory_check_and_complete_keys(struct tw_purgatory *p,
 			hashes[k] = hash_key(keys[i + k], lens[i + k]);
 		completed += check_group(p, keys + i, lens + i, hashes, n);
 	}
+	calling_end();
 	pg_maybe_purge(p); /* with no pin held: it would defer */
 	return completed;
 }
@@ -958,6 +965,7 @@ int64_t tw_purgatory_cancel_for_key(struct tw_purgatory *p, const void *key,
 	sh = locate(p, key, len, &h);
 	if (!sh)
 		return refuse_key_call("tw_purgatory_cancel_for_key", p, key, len);
+	calling_begin();
 	chain_init(&puts);
 	pshard_lock(sh);
 	ws = find(sh, h, key, len);
@@ -972,6 +980,7 @@ int64_t tw_purgatory_cancel_for_key(struct tw_purgatory *p, const void *key,
 		n = tw__pg_hand_back_claimed(p, &puts, hand_back);
 	}
 	chain_put_all(&puts);
+	calling_end();
 	pg_maybe_purge(p); /* with no pin held: it would defer */
 	return n;
 }
@@ -1033,8 +1042,11 @@ static void drop_completed_of(struct tw_purgatory *p, struct pshard *sh,
 
 void tw_purgatory_purge(struct tw_purgatory *p)
 {
-	if (p)
-		tw__pg_walk_lists(p, true, drop_completed_of, NULL);
+	if (!p)
+		return;
+	calling_begin();
+	tw__pg_walk_lists(p, true, drop_completed_of, NULL);
+	calling_end();
 }
 
 /* Kafka's purge: once enough completed ops may linger in lists, one thread

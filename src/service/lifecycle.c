@@ -736,6 +736,11 @@ static void report_broken(const char *call, const struct tw_service *svc)
 }
 #endif
 
+bool tw__service_in_callback(void)
+{
+	return THIS_THREAD.current || THIS_THREAD.scanning;
+}
+
 int64_t tw_service_shutdown(struct tw_service *svc,
 			    tw_service_hand_back_fn *hand_back, void *arg)
 {
@@ -744,7 +749,7 @@ int64_t tw_service_shutdown(struct tw_service *svc,
 	if (!svc)
 		return TW_EINVAL_BECAUSE("tw_service_shutdown", "%s",
 					 "the service is NULL");
-	if (THIS_THREAD.current || THIS_THREAD.scanning)
+	if (tw__service_in_callback())
 		return TW_EREENTER;
 	pthread_mutex_lock(&svc->shutdown_mu);
 	if (svc->shut_down) {
@@ -781,7 +786,7 @@ int tw_service_destroy(struct tw_service *svc)
 	if (!svc)
 		return TW_EINVAL_BECAUSE("tw_service_destroy", "%s",
 					 "the service is NULL");
-	if (THIS_THREAD.current || THIS_THREAD.scanning)
+	if (tw__service_in_callback())
 		return TW_EREENTER;
 	tw_service_shutdown(svc, NULL, NULL);
 	rc = svc->broken || svc->unbalanced ? TW_ECORRUPT : TW_OK;

@@ -143,8 +143,161 @@ static void test_purgatory_bad_input(void)
 	tw_op_destroy(&bad.base);
 }
 
+/* P9: shutdown and destroy from a callback the purgatory's service runs
+ * (a timeout's on_expiration, on the poll's thread): refused, nothing
+ * changed; the purgatory goes on, and shuts down from outside. */
+static struct tw_purgatory *inside_p;
+static int64_t inside_shutdown = 1;
+
+static void expired_shutting_down(struct tw_delayed_op *d)
+{
+	op_expired(d);
+	inside_shutdown = tw_purgatory_shutdown(inside_p, NULL);
+	tw_purgatory_destroy(inside_p); /* does nothing here */
+}
+
+static const struct tw_op_ops shutting_ops = { op_ready, op_completed,
+					       expired_shutting_down, NULL, NULL };
+
+static void test_shutdown_from_a_callback_is_refused(void)
+{
+	struct tw_purgatory_config cfg = { .service = { .tick = 1, .manual = true } };
+	struct op timed = { 0 }, bystander = { 0 }, later = { 0 };
+	const void *keys[1] = { "k" };
+	size_t lens[1] = { 1 };
+
+	cfg.service.clock.now = virtual_clock;
+	atomic_store(&virtual_now, 0);
+	CHECK_EQ(tw_purgatory_create(&inside_p, &cfg), 0);
+	CHECK_EQ(tw_op_init(&timed.base, 10, &shutting_ops, NULL), 0);
+	CHECK_EQ(tw_op_init(&bystander.base, 1000, &bystander_ops, NULL), 0);
+	CHECK_EQ(tw_purgatory_try_complete_else_watch(inside_p, &timed.base, keys, lens, 1,
+						      timed.watch), 0);
+	CHECK_EQ(tw_purgatory_try_complete_else_watch(inside_p, &bystander.base, keys, lens,
+						      1, bystander.watch), 0);
+	CHECK_EQ(tw_purgatory_watched(inside_p), 2);
+	atomic_store(&virtual_now, 10);
+	CHECK_EQ(tw_purgatory_poll(inside_p), 1);
+	CHECK_EQ(atomic_load(&timed.expirations), 1);
+	CHECK_EQ(inside_shutdown, TW_EREENTER);
+
+	/* Nothing changed: both entries are on "k" still (the timed-out
+	 * op's until a purge or a check takes it), the bystander is armed,
+	 * new ops are taken, and the bystander times out at 1000. */
+	CHECK_EQ(tw_purgatory_watched(inside_p), 2);
+	CHECK_EQ(tw_purgatory_delayed(inside_p), 1);
+	CHECK_EQ(tw_op_init(&later.base, 100, &plain_ops, NULL), 0);
+	CHECK_EQ(tw_purgatory_try_complete_else_watch(inside_p, &later.base, keys, lens, 1,
+						      later.watch), 0);
+	later.ready = true;
+	CHECK_EQ(tw_purgatory_check_and_complete(inside_p, "k", 1), 1);
+	CHECK_EQ(atomic_load(&later.completes), 1);
+	atomic_store(&virtual_now, 1000);
+	CHECK_EQ(tw_purgatory_poll(inside_p), 1);
+	CHECK_EQ(atomic_load(&bystander.completes), 1);
+	CHECK_EQ(atomic_load(&bystander.expirations), 1);
+
+	CHECK_EQ(tw_purgatory_shutdown(inside_p, NULL), 0);
+	CHECK_EQ(tw_purgatory_poll(inside_p), TW_ESHUTDOWN);
+	tw_purgatory_destroy(inside_p);
+	tw_op_destroy(&timed.base);
+	tw_op_destroy(&bystander.base);
+	tw_op_destroy(&later.base);
+}
+
+/* P9 on the caller's thread: shutdown and destroy from the condition a
+ * watch runs (whose shutdown would wait for that very watch to end) and
+ * from one a key check runs (whose destroy would free the purgatory under
+ * the check): refused, nothing changed. */
+static int64_t watching_shutdown = 1;
+
+static bool ready_shutting_down(struct tw_delayed_op *d)
+{
+	watching_shutdown = tw_purgatory_shutdown(inside_p, NULL);
+	tw_purgatory_destroy(inside_p); /* does nothing here */
+	return op_ready(d);
+}
+
+/* A hand_back of shutdown's own: a shutdown there would wait for the
+ * lock that shutdown holds. */
+static int64_t handing_back_shutdown = 1;
+
+static void hand_back_shutting_down(struct tw_delayed_op *d)
+{
+	(void)d;
+	handing_back_shutdown = tw_purgatory_shutdown(inside_p, NULL);
+	tw_purgatory_destroy(inside_p); /* does nothing here */
+}
+
+static const struct tw_op_ops watching_ops = { ready_shutting_down, op_completed,
+					       op_expired, NULL, NULL };
+
+static void test_shutdown_from_a_watch_is_refused(void)
+{
+	struct tw_purgatory_config cfg = { .service = { .tick = 1, .manual = true } };
+	struct op watched = { 0 };
+	const void *keys[1] = { "k" };
+	size_t lens[1] = { 1 };
+
+	cfg.service.clock.now = virtual_clock;
+	atomic_store(&virtual_now, 0);
+	CHECK_EQ(tw_purgatory_create(&inside_p, &cfg), 0);
+	CHECK_EQ(tw_op_init(&watched.base, 10, &watching_ops, NULL), 0);
+	CHECK_EQ(tw_purgatory_try_complete_else_watch(inside_p, &watched.base, keys, lens, 1,
+						      watched.watch), 0);
+	CHECK_EQ(watching_shutdown, TW_EREENTER);
+	CHECK_EQ(tw_purgatory_watched(inside_p), 1);
+	CHECK_EQ(tw_purgatory_delayed(inside_p), 1);
+	watching_shutdown = 1;
+	watched.ready = true;
+	CHECK_EQ(tw_purgatory_check_and_complete(inside_p, "k", 1), 1);
+	CHECK_EQ(watching_shutdown, TW_EREENTER);
+	CHECK_EQ(atomic_load(&watched.completes), 1);
+	CHECK_EQ(tw_purgatory_delayed(inside_p), 0);
+	atomic_store(&virtual_now, 10);
+	CHECK_EQ(tw_purgatory_poll(inside_p), 0);
+	CHECK_EQ(atomic_load(&watched.expirations), 0);
+	CHECK_EQ(tw_purgatory_shutdown(inside_p, NULL), 0);
+	tw_purgatory_destroy(inside_p);
+	tw_op_destroy(&watched.base);
+}
+
+/* P9, a hand_back's: an op cancelled by its key, then one pending at
+ * shutdown, each handed back to a hand_back that shuts down and destroys:
+ * refused, and the cancel and the shutdown go on. */
+static void test_shutdown_from_its_hand_back_is_refused(void)
+{
+	struct tw_purgatory_config cfg = { .service = { .tick = 1, .manual = true } };
+	struct op pending = { 0 };
+	const void *keys[1] = { "k" };
+	size_t lens[1] = { 1 };
+
+	cfg.service.clock.now = virtual_clock;
+	atomic_store(&virtual_now, 0);
+	CHECK_EQ(tw_purgatory_create(&inside_p, &cfg), 0);
+	CHECK_EQ(tw_op_init(&pending.base, 100, &plain_ops, NULL), 0);
+	CHECK_EQ(tw_purgatory_try_complete_else_watch(inside_p, &pending.base, keys, lens, 1,
+						      pending.watch), 0);
+	CHECK_EQ(tw_purgatory_cancel_for_key(inside_p, "k", 1, hand_back_shutting_down), 1);
+	CHECK_EQ(handing_back_shutdown, TW_EREENTER);
+	CHECK_EQ(tw_purgatory_delayed(inside_p), 0);
+	handing_back_shutdown = 1;
+	CHECK_EQ(tw_op_init(&pending.base, 100, &plain_ops, NULL), 0);
+	CHECK_EQ(tw_purgatory_try_complete_else_watch(inside_p, &pending.base, keys, lens, 1,
+						      pending.watch), 0);
+	CHECK_EQ(tw_purgatory_shutdown(inside_p, hand_back_shutting_down), 1);
+	CHECK_EQ(handing_back_shutdown, TW_EREENTER);
+	CHECK_EQ(tw_purgatory_poll(inside_p), TW_ESHUTDOWN);
+	CHECK_EQ(atomic_load(&pending.completes), 0);
+	tw_purgatory_destroy(inside_p);
+	tw_op_destroy(&pending.base);
+}
+
 int main(void)
 {
 	RUN(test_purgatory_bad_input);
+	RUN(test_shutdown_from_a_callback_is_refused);
+	RUN(test_shutdown_from_a_watch_is_refused);
+	RUN(test_shutdown_from_its_hand_back_is_refused);
 	return check_report();
 }
