@@ -448,7 +448,8 @@ void tw_purgatory_purge(struct tw_purgatory *p);
  * @param p the purgatory
  * @return how many timeouts were dispatched, or TW_EINVAL (NULL), TW_ERANGE
  *         (the clock went backwards), TW_EREENTER or TW_ESHUTDOWN, as
- *         tw_service_poll()
+ *         tw_service_poll(); TW_EREENTER also from every callback where
+ *         tw_purgatory_shutdown() is refused (nothing changes)
  * @threadsafety Any thread but the purgatory's callbacks; one poll at a time.
  */
 int64_t tw_purgatory_poll(struct tw_purgatory *p);

@@ -258,11 +258,13 @@ TW_PG_HIDDEN extern atomic_uint tw__pg_stripes_handed;
 /* This thread's purgatory calls in progress that run an op's callbacks
  * and go on using the purgatory after them (a watch, a key check, a
  * cancel of a key, a purge, a safe_try_complete, a shutdown), in any
- * purgatory. A shutdown or a destroy from one of those callbacks is
- * refused (TW_EREENTER; a destroy does nothing): a watch's would wait for
- * that very watch (its stripe's active count), a shutdown's for its own
- * lock, and a destroy would free the purgatory under the call that runs
- * the callback. tw_op_force_complete() does not count: after on_complete
+ * purgatory. A shutdown, a destroy or a poll from one of those callbacks
+ * is refused (TW_EREENTER; a destroy does nothing): a poll would run
+ * other ops' timeouts under the lock of the op whose callback it is,
+ * which their callbacks may take; a watch's shutdown would wait for that
+ * very watch (its stripe's active count), a shutdown's for its own lock,
+ * and a destroy would free the purgatory under the call that runs the
+ * callback. tw_op_force_complete() does not count: after on_complete
  * it touches only the op, so a shutdown or a destroy from the
  * on_complete of one made outside those calls is safe, and the count
  * would cost every completion made inside a try_complete two

@@ -91,6 +91,12 @@ int64_t tw_purgatory_poll(struct tw_purgatory *p)
 	if (!p)
 		return TW_EINVAL_BECAUSE("tw_purgatory_poll", "%s",
 					 "the purgatory is NULL");
+	/* From a callback a purgatory call runs on this thread, often under
+	 * an op's lock, a poll would run other ops' timeouts there, whose
+	 * callbacks may take that lock (the service refuses the callbacks it
+	 * runs itself). */
+	if (tw__pg_tls_calling)
+		return TW_EREENTER;
 	return tw_service_poll(p->svc);
 }
 

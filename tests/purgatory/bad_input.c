@@ -211,8 +211,11 @@ static void test_shutdown_from_a_callback_is_refused(void)
  * the check): refused, nothing changed. */
 static int64_t watching_shutdown = 1;
 
+static int64_t watching_poll = 1;
+
 static bool ready_shutting_down(struct tw_delayed_op *d)
 {
+	watching_poll = tw_purgatory_poll(inside_p);
 	watching_shutdown = tw_purgatory_shutdown(inside_p, NULL);
 	tw_purgatory_destroy(inside_p); /* does nothing here */
 	return op_ready(d);
@@ -220,11 +223,12 @@ static bool ready_shutting_down(struct tw_delayed_op *d)
 
 /* A hand_back of shutdown's own: a shutdown there would wait for the
  * lock that shutdown holds. */
-static int64_t handing_back_shutdown = 1;
+static int64_t handing_back_shutdown = 1, handing_back_poll = 1;
 
 static void hand_back_shutting_down(struct tw_delayed_op *d)
 {
 	(void)d;
+	handing_back_poll = tw_purgatory_poll(inside_p);
 	handing_back_shutdown = tw_purgatory_shutdown(inside_p, NULL);
 	tw_purgatory_destroy(inside_p); /* does nothing here */
 }
@@ -246,12 +250,14 @@ static void test_shutdown_from_a_watch_is_refused(void)
 	CHECK_EQ(tw_purgatory_try_complete_else_watch(inside_p, &watched.base, keys, lens, 1,
 						      watched.watch), 0);
 	CHECK_EQ(watching_shutdown, TW_EREENTER);
+	CHECK_EQ(watching_poll, TW_EREENTER);
 	CHECK_EQ(tw_purgatory_watched(inside_p), 1);
 	CHECK_EQ(tw_purgatory_delayed(inside_p), 1);
-	watching_shutdown = 1;
+	watching_shutdown = watching_poll = 1;
 	watched.ready = true;
 	CHECK_EQ(tw_purgatory_check_and_complete(inside_p, "k", 1), 1);
 	CHECK_EQ(watching_shutdown, TW_EREENTER);
+	CHECK_EQ(watching_poll, TW_EREENTER);
 	CHECK_EQ(atomic_load(&watched.completes), 1);
 	CHECK_EQ(tw_purgatory_delayed(inside_p), 0);
 	atomic_store(&virtual_now, 10);
@@ -280,6 +286,7 @@ static void test_shutdown_from_its_hand_back_is_refused(void)
 						      pending.watch), 0);
 	CHECK_EQ(tw_purgatory_cancel_for_key(inside_p, "k", 1, hand_back_shutting_down), 1);
 	CHECK_EQ(handing_back_shutdown, TW_EREENTER);
+	CHECK_EQ(handing_back_poll, TW_EREENTER);
 	CHECK_EQ(tw_purgatory_delayed(inside_p), 0);
 	handing_back_shutdown = 1;
 	CHECK_EQ(tw_op_init(&pending.base, 100, &plain_ops, NULL), 0);
