@@ -143,17 +143,57 @@ static void test_purgatory_bad_input(void)
 	tw_op_destroy(&bad.base);
 }
 
-/* P9: shutdown and destroy from a callback the purgatory's service runs
- * (a timeout's on_expiration, on the poll's thread): refused, nothing
- * changed; the purgatory goes on, and shuts down from outside. */
+/* P9: shutdown, destroy and poll from a callback, each refused with
+ * nothing changed. What the calls from inside one callback returned: */
+struct inside_calls {
+	int64_t poll, shutdown;
+};
+
 static struct tw_purgatory *inside_p;
-static int64_t inside_shutdown = 1;
+
+static void call_inside(struct inside_calls *r)
+{
+	r->poll = tw_purgatory_poll(inside_p);
+	r->shutdown = tw_purgatory_shutdown(inside_p, NULL);
+	tw_purgatory_destroy(inside_p); /* does nothing here */
+}
+
+static void refused_inside(const struct inside_calls *r)
+{
+	CHECK_EQ(r->poll, TW_EREENTER);
+	CHECK_EQ(r->shutdown, TW_EREENTER);
+}
+
+/* inside_p, manual on the virtual clock at 0. */
+static void inside_create(void)
+{
+	struct tw_purgatory_config cfg = { .service = { .tick = 1, .manual = true } };
+
+	cfg.service.clock.now = virtual_clock;
+	atomic_store(&virtual_now, 0);
+	CHECK_EQ(tw_purgatory_create(&inside_p, &cfg), 0);
+}
+
+/* o initialised and watching "k" in inside_p. */
+static void inside_watch(struct op *o, int64_t timeout, const struct tw_op_ops *ops)
+{
+	const void *keys[1] = { "k" };
+	size_t lens[1] = { 1 };
+
+	CHECK_EQ(tw_op_init(&o->base, timeout, ops, NULL), 0);
+	CHECK_EQ(tw_purgatory_try_complete_else_watch(inside_p, &o->base, keys, lens, 1,
+						      o->watch), 0);
+}
+
+/* From a timeout's on_expiration, on the poll's thread: the service's
+ * own shutdown refused it there, and the purgatory's went on, claiming
+ * every op while the service kept running. */
+static struct inside_calls from_expiration;
 
 static void expired_shutting_down(struct tw_delayed_op *d)
 {
 	op_expired(d);
-	inside_shutdown = tw_purgatory_shutdown(inside_p, NULL);
-	tw_purgatory_destroy(inside_p); /* does nothing here */
+	call_inside(&from_expiration);
 }
 
 static const struct tw_op_ops shutting_ops = { op_ready, op_completed,
@@ -161,34 +201,23 @@ static const struct tw_op_ops shutting_ops = { op_ready, op_completed,
 
 static void test_shutdown_from_a_callback_is_refused(void)
 {
-	struct tw_purgatory_config cfg = { .service = { .tick = 1, .manual = true } };
 	struct op timed = { 0 }, bystander = { 0 }, later = { 0 };
-	const void *keys[1] = { "k" };
-	size_t lens[1] = { 1 };
 
-	cfg.service.clock.now = virtual_clock;
-	atomic_store(&virtual_now, 0);
-	CHECK_EQ(tw_purgatory_create(&inside_p, &cfg), 0);
-	CHECK_EQ(tw_op_init(&timed.base, 10, &shutting_ops, NULL), 0);
-	CHECK_EQ(tw_op_init(&bystander.base, 1000, &bystander_ops, NULL), 0);
-	CHECK_EQ(tw_purgatory_try_complete_else_watch(inside_p, &timed.base, keys, lens, 1,
-						      timed.watch), 0);
-	CHECK_EQ(tw_purgatory_try_complete_else_watch(inside_p, &bystander.base, keys, lens,
-						      1, bystander.watch), 0);
+	inside_create();
+	inside_watch(&timed, 10, &shutting_ops);
+	inside_watch(&bystander, 1000, &bystander_ops);
 	CHECK_EQ(tw_purgatory_watched(inside_p), 2);
 	atomic_store(&virtual_now, 10);
 	CHECK_EQ(tw_purgatory_poll(inside_p), 1);
 	CHECK_EQ(atomic_load(&timed.expirations), 1);
-	CHECK_EQ(inside_shutdown, TW_EREENTER);
+	refused_inside(&from_expiration);
 
 	/* Nothing changed: both entries are on "k" still (the timed-out
 	 * op's until a purge or a check takes it), the bystander is armed,
 	 * new ops are taken, and the bystander times out at 1000. */
 	CHECK_EQ(tw_purgatory_watched(inside_p), 2);
 	CHECK_EQ(tw_purgatory_delayed(inside_p), 1);
-	CHECK_EQ(tw_op_init(&later.base, 100, &plain_ops, NULL), 0);
-	CHECK_EQ(tw_purgatory_try_complete_else_watch(inside_p, &later.base, keys, lens, 1,
-						      later.watch), 0);
+	inside_watch(&later, 100, &plain_ops);
 	later.ready = true;
 	CHECK_EQ(tw_purgatory_check_and_complete(inside_p, "k", 1), 1);
 	CHECK_EQ(atomic_load(&later.completes), 1);
@@ -205,32 +234,15 @@ static void test_shutdown_from_a_callback_is_refused(void)
 	tw_op_destroy(&later.base);
 }
 
-/* P9 on the caller's thread: shutdown and destroy from the condition a
- * watch runs (whose shutdown would wait for that very watch to end) and
- * from one a key check runs (whose destroy would free the purgatory under
- * the check): refused, nothing changed. */
-static int64_t watching_shutdown = 1;
-
-static int64_t watching_poll = 1;
+/* On the caller's thread, from the condition a watch runs (whose shutdown
+ * would wait for that very watch to end) and from one a key check runs
+ * (whose destroy would free the purgatory under the check). */
+static struct inside_calls from_condition;
 
 static bool ready_shutting_down(struct tw_delayed_op *d)
 {
-	watching_poll = tw_purgatory_poll(inside_p);
-	watching_shutdown = tw_purgatory_shutdown(inside_p, NULL);
-	tw_purgatory_destroy(inside_p); /* does nothing here */
+	call_inside(&from_condition);
 	return op_ready(d);
-}
-
-/* A hand_back of shutdown's own: a shutdown there would wait for the
- * lock that shutdown holds. */
-static int64_t handing_back_shutdown = 1, handing_back_poll = 1;
-
-static void hand_back_shutting_down(struct tw_delayed_op *d)
-{
-	(void)d;
-	handing_back_poll = tw_purgatory_poll(inside_p);
-	handing_back_shutdown = tw_purgatory_shutdown(inside_p, NULL);
-	tw_purgatory_destroy(inside_p); /* does nothing here */
 }
 
 static const struct tw_op_ops watching_ops = { ready_shutting_down, op_completed,
@@ -238,26 +250,17 @@ static const struct tw_op_ops watching_ops = { ready_shutting_down, op_completed
 
 static void test_shutdown_from_a_watch_is_refused(void)
 {
-	struct tw_purgatory_config cfg = { .service = { .tick = 1, .manual = true } };
 	struct op watched = { 0 };
-	const void *keys[1] = { "k" };
-	size_t lens[1] = { 1 };
 
-	cfg.service.clock.now = virtual_clock;
-	atomic_store(&virtual_now, 0);
-	CHECK_EQ(tw_purgatory_create(&inside_p, &cfg), 0);
-	CHECK_EQ(tw_op_init(&watched.base, 10, &watching_ops, NULL), 0);
-	CHECK_EQ(tw_purgatory_try_complete_else_watch(inside_p, &watched.base, keys, lens, 1,
-						      watched.watch), 0);
-	CHECK_EQ(watching_shutdown, TW_EREENTER);
-	CHECK_EQ(watching_poll, TW_EREENTER);
+	inside_create();
+	inside_watch(&watched, 10, &watching_ops);
+	refused_inside(&from_condition);
 	CHECK_EQ(tw_purgatory_watched(inside_p), 1);
 	CHECK_EQ(tw_purgatory_delayed(inside_p), 1);
-	watching_shutdown = watching_poll = 1;
+	memset(&from_condition, 0, sizeof(from_condition));
 	watched.ready = true;
 	CHECK_EQ(tw_purgatory_check_and_complete(inside_p, "k", 1), 1);
-	CHECK_EQ(watching_shutdown, TW_EREENTER);
-	CHECK_EQ(watching_poll, TW_EREENTER);
+	refused_inside(&from_condition);
 	CHECK_EQ(atomic_load(&watched.completes), 1);
 	CHECK_EQ(tw_purgatory_delayed(inside_p), 0);
 	atomic_store(&virtual_now, 10);
@@ -268,32 +271,30 @@ static void test_shutdown_from_a_watch_is_refused(void)
 	tw_op_destroy(&watched.base);
 }
 
-/* P9, a hand_back's: an op cancelled by its key, then one pending at
- * shutdown, each handed back to a hand_back that shuts down and destroys:
- * refused, and the cancel and the shutdown go on. */
+/* From a hand_back: an op cancelled by its key, then one pending at
+ * shutdown (whose own shutdown would wait for the lock that shutdown
+ * holds); the cancel and the shutdown go on. */
+static struct inside_calls from_hand_back;
+
+static void hand_back_shutting_down(struct tw_delayed_op *d)
+{
+	(void)d;
+	call_inside(&from_hand_back);
+}
+
 static void test_shutdown_from_its_hand_back_is_refused(void)
 {
-	struct tw_purgatory_config cfg = { .service = { .tick = 1, .manual = true } };
 	struct op pending = { 0 };
-	const void *keys[1] = { "k" };
-	size_t lens[1] = { 1 };
 
-	cfg.service.clock.now = virtual_clock;
-	atomic_store(&virtual_now, 0);
-	CHECK_EQ(tw_purgatory_create(&inside_p, &cfg), 0);
-	CHECK_EQ(tw_op_init(&pending.base, 100, &plain_ops, NULL), 0);
-	CHECK_EQ(tw_purgatory_try_complete_else_watch(inside_p, &pending.base, keys, lens, 1,
-						      pending.watch), 0);
+	inside_create();
+	inside_watch(&pending, 100, &plain_ops);
 	CHECK_EQ(tw_purgatory_cancel_for_key(inside_p, "k", 1, hand_back_shutting_down), 1);
-	CHECK_EQ(handing_back_shutdown, TW_EREENTER);
-	CHECK_EQ(handing_back_poll, TW_EREENTER);
+	refused_inside(&from_hand_back);
 	CHECK_EQ(tw_purgatory_delayed(inside_p), 0);
-	handing_back_shutdown = 1;
-	CHECK_EQ(tw_op_init(&pending.base, 100, &plain_ops, NULL), 0);
-	CHECK_EQ(tw_purgatory_try_complete_else_watch(inside_p, &pending.base, keys, lens, 1,
-						      pending.watch), 0);
+	memset(&from_hand_back, 0, sizeof(from_hand_back));
+	inside_watch(&pending, 100, &plain_ops);
 	CHECK_EQ(tw_purgatory_shutdown(inside_p, hand_back_shutting_down), 1);
-	CHECK_EQ(handing_back_shutdown, TW_EREENTER);
+	refused_inside(&from_hand_back);
 	CHECK_EQ(tw_purgatory_poll(inside_p), TW_ESHUTDOWN);
 	CHECK_EQ(atomic_load(&pending.completes), 0);
 	tw_purgatory_destroy(inside_p);
