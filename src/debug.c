@@ -229,6 +229,15 @@ void tw__debug_wheel_enter(const void *wheel, const char *call)
 			       "under a lock.",
 			       (unsigned long long)self, (unsigned long long)n->tag);
 	}
+	if (*tracker_slot_of(TW_DBG_WHEEL_OBSERVED, wheel)) {
+		pthread_mutex_unlock(&table_mu);
+		tw__debug_fail(call, wheel,
+			       "called from the wheel's observer, whose on_event "
+			       "must not change the wheel (inspect.h): the wheel "
+			       "is in the middle of the call that told it. Note "
+			       "the event there and make the change after that "
+			       "call returns.");
+	}
 	set_locked(TW_DBG_WHEEL_USER, wheel, true, self);
 	n = *tracker_slot_of(TW_DBG_WHEEL_USER, wheel);
 	if (n) /* NULL: out of memory, untracked */

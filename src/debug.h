@@ -34,7 +34,8 @@ enum tw__debug_kind {
 	TW_DBG_SVC_TIMER,
 	TW_DBG_WHEEL_USER,
 	TW_DBG_OP,
-	TW_DBG_WHEEL_TIMER /* pending in a wheel of the caller's; tag: the wheel */
+	TW_DBG_WHEEL_TIMER, /* pending in a wheel of the caller's; tag: the wheel */
+	TW_DBG_WHEEL_OBSERVED /* a wheel whose observer's on_event runs now */
 };
 
 /* Print "timingwheel: CALL(OBJ): why" and abort. */
@@ -64,6 +65,9 @@ void tw__debug_wheel_enter(const void *wheel, const char *call);
 void tw__debug_wheel_leave(const void *wheel);
 #define TW_DEBUG_WHEEL_ENTER(w, call) tw__debug_wheel_enter(w, call)
 #define TW_DEBUG_WHEEL_LEAVE(w) tw__debug_wheel_leave(w)
+/* The wheel's observer runs (on_event, which must not change the wheel:
+ * a changing call from it is named at its enter). */
+#define TW_DEBUG_WHEEL_OBSERVED(w, on) tw__debug_set(TW_DBG_WHEEL_OBSERVED, w, on, 0)
 
 /* A TW_EINVAL that says which argument and why, on stderr, and is
  * returned (the call goes on failing as documented; nothing aborts). */
@@ -75,6 +79,7 @@ int tw__debug_einval(const char *call, const char *fmt, ...)
 
 #define TW_DEBUG_WHEEL_ENTER(w, call) ((void)0)
 #define TW_DEBUG_WHEEL_LEAVE(w) ((void)0)
+#define TW_DEBUG_WHEEL_OBSERVED(w, on) ((void)0)
 /* The reason is not even evaluated: the same code as a bare TW_EINVAL. */
 #define TW_EINVAL_BECAUSE(call, ...) TW_EINVAL
 

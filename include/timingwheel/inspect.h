@@ -165,7 +165,12 @@ struct tw_event {
 
 /** An observer: on_event(arg, wheel, event) runs synchronously. */
 struct tw_observer {
-	/** Called on every event; must not change the wheel. */
+	/** Called on every event; must not change the wheel (it may read it:
+	 *  next expiry, counts, the inspect calls). The wheel is in the
+	 *  middle of the call that tells the event: a change made from here
+	 *  can leave it broken, and the checked build (TW_DEBUG) aborts
+	 *  naming the changing call. Note the event here and make the
+	 *  change after that call returns. */
 	void (*on_event)(void *arg, const struct tw_wheel *wheel,
 			 const struct tw_event *event);
 	void *arg; /**< passed to on_event */

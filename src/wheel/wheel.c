@@ -217,7 +217,9 @@ void tw__notify_observer(const struct tw_wheel *w, enum tw_event_kind kind,
 {
 	struct tw_event ev = { kind, level, slot, time, t };
 
+	TW_DEBUG_WHEEL_OBSERVED(w, true);
 	w->observer->on_event(w->observer->arg, w, &ev);
+	TW_DEBUG_WHEEL_OBSERVED(w, false);
 }
 
 /* ---- buckets ---- */

@@ -478,6 +478,68 @@ static void test_nested_calls_on_the_wheels_thread_are_not_a_mistake(void)
 	EXPECT_CLEAN(wheel_handed_over_and_nested);
 }
 
+/* ---- a wheel changed from its observer ---- */
+
+static struct tw_timer watched_timer, other_timer;
+
+/* on_event gets a const wheel and "must not change the wheel"
+ * (inspect.h); this one does, through the caller's own pointer, when the
+ * second timer is placed. */
+static void changing_observer(void *arg, const struct tw_wheel *w,
+			      const struct tw_event *ev)
+{
+	(void)w;
+	if (ev->kind == TW_EV_PLACED && ev->timer == &other_timer)
+		tw_wheel_cancel((struct tw_wheel *)arg, &watched_timer);
+}
+
+static void reading_observer(void *arg, const struct tw_wheel *w,
+			     const struct tw_event *ev)
+{
+	int64_t when;
+
+	(void)arg;
+	(void)ev;
+	/* Reading it is what an observer is for. */
+	(void)tw_wheel_next_expiry(w, &when);
+	(void)tw_wheel_count(w);
+}
+
+static const struct tw_observer changing = { changing_observer, &wheel };
+static const struct tw_observer reading = { reading_observer, &wheel };
+
+static void wheel_changed_by_its_observer(void)
+{
+	CHECK_EQ(tw_wheel_init(&wheel, 1, 64, 0, TW_MODE_EXACT), 0);
+	tw_timer_init(&watched_timer, nothing_on_wheel);
+	tw_timer_init(&other_timer, nothing_on_wheel);
+	tw_wheel_set_observer(&wheel, &changing);
+	CHECK_EQ(tw_wheel_add(&wheel, &watched_timer, 5000), 0);
+	CHECK_EQ(tw_wheel_add(&wheel, &other_timer, 6000), 0); /* the mistake */
+}
+
+static void wheel_read_by_its_observer(void)
+{
+	CHECK_EQ(tw_wheel_init(&wheel, 1, 64, 0, TW_MODE_EXACT), 0);
+	tw_timer_init(&watched_timer, nothing_on_wheel);
+	tw_timer_init(&other_timer, nothing_on_wheel);
+	tw_wheel_set_observer(&wheel, &reading);
+	CHECK_EQ(tw_wheel_add(&wheel, &watched_timer, 5000), 0);
+	CHECK_EQ(tw_wheel_add(&wheel, &other_timer, 6000), 0);
+	CHECK_EQ(tw_wheel_cancel(&wheel, &watched_timer), 1);
+	CHECK_EQ(tw_wheel_advance(&wheel, 7000), 1);
+	/* Out of on_event, a change is fine again. */
+	CHECK_EQ(tw_wheel_add(&wheel, &watched_timer, 8000), 0);
+	CHECK_EQ(tw_wheel_destroy(&wheel), 0);
+}
+
+static void test_a_wheel_changed_by_its_observer_is_named(void)
+{
+	EXPECT_ABORT_NAMING(wheel_changed_by_its_observer, "tw_wheel_cancel(",
+			    "observer", "must not change the wheel");
+	EXPECT_CLEAN(wheel_read_by_its_observer);
+}
+
 /* ---- a wheel timer initialised while it is pending ---- */
 
 static struct tw_timer reused;
@@ -596,6 +658,7 @@ int main(void)
 	RUN(test_a_wheel_entered_by_a_second_thread_is_named);
 	RUN(test_nested_calls_on_the_wheels_thread_are_not_a_mistake);
 	RUN(test_init_of_a_pending_wheel_timer_is_named);
+	RUN(test_a_wheel_changed_by_its_observer_is_named);
 	RUN(test_einval_says_which_argument_and_goes_on);
 	return check_report();
 }
