@@ -232,14 +232,20 @@ static struct entry_stripe *enter(struct tw_purgatory *p)
 		atomic_fetch_sub(&st->active, 1);
 		return NULL;
 	}
-	calling_begin();
+	calling_begin(); /* up to the call's last put: its on_release too */
 	return st;
 }
 
 static void leave(struct entry_stripe *st)
 {
-	calling_end();
 	atomic_fetch_sub_explicit(&st->active, 1, memory_order_release);
+}
+
+/* leave(), for a call that ends with no put to make. */
+static void leave_call(struct entry_stripe *st)
+{
+	leave(st);
+	calling_end();
 }
 
 /* Watch op on one key, under the op's lock. */
@@ -434,7 +440,7 @@ int tw_purgatory_try_complete_else_watch(struct tw_purgatory *p,
 	if (!stripe)
 		return TW_ESHUTDOWN;
 	if (OP_LOAD(op->completed)) {
-		leave(stripe);
+		leave_call(stripe);
 		/* Completed while watched (a key check), or before it was
 		 * ever watched (a force_complete). */
 		return op_purgatory(op) ? TW_EBUSY : TW_EINVAL;
@@ -445,7 +451,7 @@ int tw_purgatory_try_complete_else_watch(struct tw_purgatory *p,
 		struct tw_purgatory *seen;
 
 		if (!tr_watch_start(op, &seen)) {
-			leave(stripe);
+			leave_call(stripe);
 			/* Claimed from outside before any watch: completed. */
 			return seen == OP_NEVER_WATCHED ? TW_EINVAL : TW_EBUSY;
 		}
@@ -458,7 +464,7 @@ int tw_purgatory_try_complete_else_watch(struct tw_purgatory *p,
 	 * read it (it finds the claim and answers TW_EBUSY). */
 	if (p->kafka_mode && op_tolerance(op) > 0) {
 		tr_watch_refused(op);
-		leave(stripe);
+		leave_call(stripe);
 		return TW_EINVAL_BECAUSE("tw_purgatory_try_complete_else_watch",
 					 "%s", "the op has a tolerance "
 					 "(tw_op_set_tolerance) and this purgatory's "
@@ -473,7 +479,7 @@ int tw_purgatory_try_complete_else_watch(struct tw_purgatory *p,
 	if (rc) {
 		debug_watch_failed(op, p);
 		op_put(op);
-		leave(stripe);
+		leave_call(stripe);
 		return rc;
 	}
 	if (!done && !OP_LOAD(op->completed))
@@ -483,6 +489,7 @@ int tw_purgatory_try_complete_else_watch(struct tw_purgatory *p,
 	 * (purgatory.h: it may be released once the call returns). */
 	TW_TEST_POINT("watch.armed", op);
 	op_put(op);
+	calling_end();
 	pg_maybe_purge(p);
 	return done ? 1 : 0;
 }

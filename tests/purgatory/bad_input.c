@@ -248,9 +248,24 @@ static bool ready_shutting_down(struct tw_delayed_op *d)
 static const struct tw_op_ops watching_ops = { ready_shutting_down, op_completed,
 					       op_expired, NULL, NULL };
 
+/* And from the on_release that a watch's last put runs (an op complete at
+ * its first check), after which the watch still looks for a purge. */
+static struct inside_calls from_release;
+
+static void released_shutting_down(struct tw_delayed_op *d)
+{
+	(void)d;
+	call_inside(&from_release);
+}
+
+static const struct tw_op_ops releasing_ops = { op_ready, op_completed, op_expired,
+						released_shutting_down, NULL };
+
 static void test_shutdown_from_a_watch_is_refused(void)
 {
-	struct op watched = { 0 };
+	struct op watched = { 0 }, released = { 0 };
+	const void *keys[1] = { "k" };
+	size_t lens[1] = { 1 };
 
 	inside_create();
 	inside_watch(&watched, 10, &watching_ops);
@@ -266,9 +281,17 @@ static void test_shutdown_from_a_watch_is_refused(void)
 	atomic_store(&virtual_now, 10);
 	CHECK_EQ(tw_purgatory_poll(inside_p), 0);
 	CHECK_EQ(atomic_load(&watched.expirations), 0);
+
+	released.ready = true;
+	CHECK_EQ(tw_op_init(&released.base, 10, &releasing_ops, NULL), 0);
+	CHECK_EQ(tw_purgatory_try_complete_else_watch(inside_p, &released.base, keys, lens,
+						      1, released.watch), 1);
+	refused_inside(&from_release);
+	CHECK_EQ(atomic_load(&released.completes), 1);
 	CHECK_EQ(tw_purgatory_shutdown(inside_p, NULL), 0);
 	tw_purgatory_destroy(inside_p);
 	tw_op_destroy(&watched.base);
+	tw_op_destroy(&released.base);
 }
 
 /* From a hand_back: an op cancelled by its key, then one pending at
