@@ -508,24 +508,26 @@ static void reading_observer(void *arg, const struct tw_wheel *w,
 static const struct tw_observer changing = { changing_observer, &wheel };
 static const struct tw_observer reading = { reading_observer, &wheel };
 
-static void wheel_changed_by_its_observer(void)
+/* The wheel observed by o, the watched timer added, then the other one
+ * (whose placing the changing observer answers with a cancel). */
+static void add_both_observed(const struct tw_observer *o)
 {
 	CHECK_EQ(tw_wheel_init(&wheel, 1, 64, 0, TW_MODE_EXACT), 0);
 	tw_timer_init(&watched_timer, nothing_on_wheel);
 	tw_timer_init(&other_timer, nothing_on_wheel);
-	tw_wheel_set_observer(&wheel, &changing);
+	tw_wheel_set_observer(&wheel, o);
 	CHECK_EQ(tw_wheel_add(&wheel, &watched_timer, 5000), 0);
-	CHECK_EQ(tw_wheel_add(&wheel, &other_timer, 6000), 0); /* the mistake */
+	CHECK_EQ(tw_wheel_add(&wheel, &other_timer, 6000), 0);
+}
+
+static void wheel_changed_by_its_observer(void)
+{
+	add_both_observed(&changing); /* the second add is the mistake */
 }
 
 static void wheel_read_by_its_observer(void)
 {
-	CHECK_EQ(tw_wheel_init(&wheel, 1, 64, 0, TW_MODE_EXACT), 0);
-	tw_timer_init(&watched_timer, nothing_on_wheel);
-	tw_timer_init(&other_timer, nothing_on_wheel);
-	tw_wheel_set_observer(&wheel, &reading);
-	CHECK_EQ(tw_wheel_add(&wheel, &watched_timer, 5000), 0);
-	CHECK_EQ(tw_wheel_add(&wheel, &other_timer, 6000), 0);
+	add_both_observed(&reading);
 	CHECK_EQ(tw_wheel_cancel(&wheel, &watched_timer), 1);
 	CHECK_EQ(tw_wheel_advance(&wheel, 7000), 1);
 	/* Out of on_event, a change is fine again. */
