@@ -35,8 +35,8 @@ int tw__service_add_in_range(struct tw_service *svc, struct tw_service_timer *t,
 
 /* The calling thread is inside a callback or a hand_back that a service
  * runs, or scanning (a reaper or a poll, any service's): where
- * tw_service_shutdown() and tw_service_destroy() are refused
- * (TW_EREENTER), and so are the purgatory's. */
+ * tw_service_shutdown(), tw_service_destroy() and tw_service_poll() are
+ * refused (TW_EREENTER), and so are the purgatory's. */
 bool tw__service_in_callback(void);
 
 #endif

@@ -1002,7 +1002,7 @@ int64_t tw_service_poll(struct tw_service *svc)
 		return TW_EINVAL_BECAUSE("tw_service_poll", "%s",
 					 "only a manual service is polled (its "
 					 "reaper runs this one)");
-	if (THIS_THREAD.scanning || THIS_THREAD.current)
+	if (tw__service_in_callback())
 		return TW_EREENTER;
 	TW_TEST_POINT("poll.enter", svc);
 	/* Under scan_mu, which shutdown holds while it sets closing: a poll
