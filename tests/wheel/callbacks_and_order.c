@@ -4,8 +4,9 @@
  * timer of its batch, re-add or reschedule itself or another, free its
  * own timer, try to re-enter -- and every timer still fires exactly once
  * (a re-add of a due timer does not loop; a drain's hand_back that
- * re-adds ends); equal due times fire in the order they were added,
- * others in tick order across buckets and levels; the unordered advance
+ * re-adds ends); the timers of one bucket fire in the order they were
+ * filed there, the rest in tick order across buckets and levels (no
+ * order within a tick is promised beyond that); the unordered advance
  * runs each due timer once.
  */
 
@@ -236,7 +237,7 @@ static void test_callback_cancels_frees_and_reenters(void)
 	tw_wheel_destroy(&w);
 }
 
-static void test_equal_due_times_fire_in_add_order(void)
+static void test_a_buckets_timers_fire_in_the_order_filed(void)
 {
 	struct tw_wheel w;
 	struct rec r[10];
@@ -337,7 +338,7 @@ int main(void)
 	RUN(test_drain_with_hand_back_that_readds_ends);
 	RUN(test_callback_reschedules_other_due_in_same_batch);
 	RUN(test_callback_cancels_frees_and_reenters);
-	RUN(test_equal_due_times_fire_in_add_order);
+	RUN(test_a_buckets_timers_fire_in_the_order_filed);
 	RUN(test_fires_in_tick_order_across_buckets_and_levels);
 	RUN(test_unordered_advance_runs_each_due_timer_once);
 	return check_report();
