@@ -4,7 +4,12 @@
  * Error codes shared by every timingwheel module.
  *
  * Like libuv, functions return 0 (or a non-negative count) on success and a
- * negative TW_E* code on failure. A call that fails changes nothing.
+ * negative TW_E* code on failure. A call that fails changes nothing, but
+ * where its documentation says what it did: TW_ECORRUPT (a misuse broke
+ * the structure; destroy, drain and shutdown still free and hand back what
+ * they can reach) and TW_ENOMEM from an init (the object is left
+ * unusable) or from tw_purgatory_try_complete_else_watch() (the op is
+ * claimed and released).
  */
 #ifndef TIMINGWHEEL_ERROR_H
 #define TIMINGWHEEL_ERROR_H

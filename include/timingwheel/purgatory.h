@@ -44,9 +44,13 @@
  * Watch entries (struct tw_watch, one per key) are the caller's memory
  * too, usually embedded in the operation.
  *
- * Thread-safety: every function may be called from any thread. An
- * operation's try_complete runs under its lock (its own, or one the caller
- * shares between operations), never on two threads at once.
+ * Thread-safety: every function may be called from any thread, callbacks
+ * included, except tw_purgatory_shutdown() and tw_purgatory_poll()
+ * (TW_EREENTER) and tw_purgatory_destroy() (nothing happens) from a
+ * callback the purgatory runs, and those whose page says "not under an
+ * op's lock" from code holding one. An operation's try_complete runs
+ * under its lock (its own, or one the caller shares between operations),
+ * never on two threads at once.
  */
 #ifndef TIMINGWHEEL_PURGATORY_H
 #define TIMINGWHEEL_PURGATORY_H
@@ -173,7 +177,9 @@ struct tw_delayed_op {
  *        injected one may, and then the op expires as any other)
  * @param ops its callbacks; the table must outlive the op (a static const
  *            one does)
- * @param lock a lock shared with other operations, or NULL for its own
+ * @param lock a lock shared with other operations, initialised by the
+ *        caller and alive until every op that shares it is released, or
+ *        NULL for its own
  * @retval 0 success
  * @retval TW_EINVAL NULL op or ops, timeout <= 0, no try_complete or
  *         on_complete
@@ -268,7 +274,8 @@ bool tw_op_safe_try_complete(struct tw_delayed_op *op);
 /** How to build a purgatory; zeros give the defaults. */
 struct tw_purgatory_config {
 	struct tw_service_config service; /**< its own timer service (zeros: the
-					       defaults, 1 ms tick) */
+					       defaults: CLOCK_MONOTONIC
+					       nanoseconds, a 1 ms tick) */
 	unsigned shards;            /**< watch-list shards; 0: 512 (Kafka's) */
 	size_t purge_interval;      /**< completions between purges (see
 					 Lifetime above); 0: 1000 (Kafka's
@@ -312,7 +319,8 @@ int tw_purgatory_create(struct tw_purgatory **out,
  * left waiting for the timeout.
  * @param p the purgatory
  * @param op an initialised operation, not yet watched
- * @param keys nkeys keys (byte strings)
+ * @param keys nkeys keys (byte strings; the purgatory copies what it
+ *        keeps, so they need not outlive the call)
  * @param lens their lengths, each 1..TW_KEY_MAX
  * @param nkeys 1..TW_WATCH_KEYS_MAX
  * @param watches nkeys watch entries, the caller's memory (usually in op)
@@ -479,7 +487,8 @@ bool tw_purgatory_next_expiry(struct tw_purgatory *p, int64_t *when);
  * (tw_service_timeout() of its service: in clock units, rounded up to the
  * loop's unit by the caller).
  * @param p the purgatory
- * @param now its service's clock
+ * @param now a reading of its service's clock: cfg.service.clock's now(),
+ *        or, by default, CLOCK_MONOTONIC in nanoseconds
  * @return -1 where tw_purgatory_next_expiry() says false (or NULL p),
  *         otherwise max(0, next expiry - now)
  * @threadsafety Any thread.

@@ -43,8 +43,9 @@
  * (TW_MS(30) and the like below write them). The wheel (wheel.h) has no unit
  * of its own: it counts in whatever unit its caller's clock reads.
  * Thread-safety: every function may be called from any thread, including
- * from callbacks, except tw_service_shutdown() (TW_EREENTER) and
- * tw_service_destroy() (nothing happens) from a callback or a hand_back.
+ * from callbacks, except tw_service_shutdown() and tw_service_poll()
+ * (TW_EREENTER) and tw_service_destroy() (nothing happens) from a
+ * callback or a hand_back.
  */
 #ifndef TIMINGWHEEL_SERVICE_H
 #define TIMINGWHEEL_SERVICE_H
@@ -243,7 +244,10 @@ struct tw_service_clock {
 
 /** How to build a service; zeros everywhere give the defaults. */
 struct tw_service_config {
-	int64_t tick;             /**< clock units per bucket; 0: 1 ms */
+	int64_t tick;             /**< clock units per bucket; 0: 1,000,000,
+				       1 ms of the default clock's
+				       nanoseconds (a clock in other units
+				       sets its own) */
 	uint32_t wheel_size;      /**< 0: 64 in exact mode (its fastest), 20
 				       (Kafka's) in kafka mode */
 	unsigned executors;       /**< threads running callbacks; 0 (the
@@ -294,7 +298,8 @@ struct tw_service_stats {
  * @param[out] out the new service (NULL on failure)
  * @param cfg the configuration, or NULL for the defaults
  * @retval 0 success
- * @retval TW_EINVAL NULL out, tick < 0, bad wheel_size, shards > 256,
+ * @retval TW_EINVAL NULL out, tick < 0, a wheel_size outside
+ *         TW_WHEEL_SIZE_MIN..TW_WHEEL_SIZE_MAX (but 0), shards > 256,
  *         executors > 4096, a mode that is neither TW_MODE_EXACT nor
  *         TW_MODE_KAFKA
  * @retval TW_ENOMEM allocation failed

@@ -332,7 +332,7 @@ int tw_wheel_reschedule(struct tw_wheel *wheel, struct tw_timer *timer,
  * @param timer an initialised timer that is not pending
  * @param earliest the first time it may fire
  * @param latest the last time it may fire, >= earliest
- * @retval TW_OK added
+ * @retval 0 added
  * @retval TW_EBUSY already pending (nothing changes)
  * @retval TW_EINVAL NULL wheel or timer, no callback, latest < earliest,
  *         or a kafka-mode wheel (nothing changes)
