@@ -7,8 +7,10 @@
  * the wheel's next expiry is the epoll_wait timeout, so the loop sleeps
  * exactly until there is work.
  *
- * The timeout is a window: never before IDLE_MS of silence, at most
- * IDLE_SLACK_MS after (tw_wheel_add_range / tw_wheel_reschedule_range).
+ * The timeout is a window: the wheel fires it never before IDLE_MS of
+ * silence and at most IDLE_SLACK_MS after (tw_wheel_add_range /
+ * tw_wheel_reschedule_range); how late the loop itself wakes, on a busy
+ * machine, comes on top of that.
  * Nobody needs an idle connection closed to the millisecond, and the
  * slack buys two things: each timer is filed once, in a bucket that pops
  * inside its window, and never moved down a level before it fires; and
@@ -16,7 +18,8 @@
  * wakes once for all of them instead of once per connection (the run
  * prints how many times it woke for timers: a median of 14 in nine runs
  * here, against 20 with IDLE_SLACK_MS 0, the exact timeout, for the
- * default 200 connections). To be self-contained the same
+ * default 200 connections; a loaded machine wakes it more often, for
+ * either). To be self-contained the same
  * process plays the clients: client i sends one byte every TALK_MS, i % 5
  * times, then goes quiet, and the server must close it IDLE_MS after its
  * last byte -- never earlier.

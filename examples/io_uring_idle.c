@@ -11,9 +11,10 @@
  * timer fires the server shuts the socket down, which completes its
  * pending receive, and closes it there.
  *
- * The scenario is the epoll example's: a server on 127.0.0.1 closes a
- * connection after IDLE_MS without a byte; the clients in this process
- * send one byte every TALK_MS, i % 4 times, then fall silent.
+ * The scenario is much the epoll example's, with exact timers (no window)
+ * and its own numbers: a server on 127.0.0.1 closes a connection after
+ * IDLE_MS without a byte; the clients in this process send one byte every
+ * TALK_MS, i % 4 times, then fall silent.
  *
  *     io_uring_idle [CONNECTIONS]     (default 100)
  *

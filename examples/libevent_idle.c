@@ -10,9 +10,10 @@
  * the wheel ends with follow_wheel()). The wheel's clock is the loop's
  * cached time, in milliseconds.
  *
- * The scenario is the epoll example's: a server on 127.0.0.1 closes a
- * connection after IDLE_MS without a byte; the clients in this process
- * send one byte every TALK_MS, i % 4 times, then fall silent.
+ * The scenario is much the epoll example's, with exact timers (no window)
+ * and its own numbers: a server on 127.0.0.1 closes a connection after
+ * IDLE_MS without a byte; the clients in this process send one byte every
+ * TALK_MS, i % 4 times, then fall silent.
  *
  *     libevent_idle [CONNECTIONS]     (default 100)
  *

@@ -9,9 +9,10 @@
  * next expiry; when it fires, the wheel advances to uv_now(). The wheel's
  * clock is the loop's clock (milliseconds).
  *
- * The scenario is the epoll example's: a server on 127.0.0.1 closes a
- * connection after IDLE_MS without a byte; the clients in this process send
- * one byte every TALK_MS, i % 4 times, then fall silent.
+ * The scenario is much the epoll example's, with exact timers (no window)
+ * and its own numbers: a server on 127.0.0.1 closes a connection after
+ * IDLE_MS without a byte; the clients in this process send one byte every
+ * TALK_MS, i % 4 times, then fall silent.
  *
  *     libuv_idle [CONNECTIONS]     (default 100)
  *
