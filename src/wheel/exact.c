@@ -957,6 +957,29 @@ hot_inline void pop_bucket(struct tw_wheel *w, struct tw_bucket *b)
  * shares: about a microsecond of work, well under one tick. */
 #define SMALL_BUCKET 32
 
+/* A popped bucket that is to drain, its windowed timers fired
+ * (tw__fire_windowed, which leaves min_key at its expiration, a bound):
+ * min_key made its exact timers' first key again, so that next_expiry
+ * wakes to fire them, not at the expiration to move them (a bucket under
+ * DRAIN_CHUNK asks for no wake of its own). Up to DRAIN_CHUNK timers, a
+ * walk of the list the drain is about to move; a bigger bucket keeps the
+ * bound, where the walk would be the stall its drain avoids, and asks
+ * for wakes anyway. Out of line: only a bucket that held a window
+ * comes here. */
+static __attribute__((noinline)) void drain_min_key(const struct tw_wheel *w,
+						    struct tw_bucket *b)
+{
+	int64_t min = INT64_MAX;
+
+	for (struct tw_link *l = b->head.next; l != &b->head; l = l->next) {
+		int64_t key = exact_key(w, list_timer(l)->due);
+
+		if (key < min)
+			min = key;
+	}
+	b->min_key = min;
+}
+
 /* A popped bucket above level 1 whose one timer is due by limit, before
  * level 1's next bucket (b0; a tie would fire after b0's timers) and
  * before the next upper event (upper_pop; ties go up first): moved down,
@@ -1049,9 +1072,11 @@ hot_inline int64_t advance_exact(struct tw_wheel *w, int64_t limit, bool wide)
 			w->upper_pop = after;
 			/* Only a bucket with a windowed timer has a min_key
 			 * before its expiration. */
-			if (up->min_key < up->expiration)
+			if (up->min_key < up->expiration) {
 				fired += tw__fire_windowed(w, up);
-			else if (up->count == 1 && fire_alone(w, up, b0, limit)) {
+				if (up->count > SMALL_BUCKET && up->count <= DRAIN_CHUNK)
+					drain_min_key(w, up);
+			} else if (up->count == 1 && fire_alone(w, up, b0, limit)) {
 				/* (Only where no windowed callback has run
 				 * since b0 was read: simpler to reason
 				 * about.) */

@@ -3,8 +3,8 @@
  * A window (tw_wheel_add_range) fires inside its edges: narrow windows
  * share their aligned tick, a reschedule to a window that holds the
  * timer's tick stays put, a window pushed inside a draining bucket fires
- * at that pop, bad windows are refused; and drain and destroy hand back
- * what is pending.
+ * at that pop and leaves the drain no wake that fires nothing, bad
+ * windows are refused; and drain and destroy hand back what is pending.
  */
 
 #include "wheel_recs.h"
@@ -404,6 +404,46 @@ static void test_window_in_a_draining_bucket_fires_at_the_pop(void)
 	tw_wheel_destroy(&w);
 }
 
+/* A window fired at a bucket's pop leaves the rest of the bucket, if it
+ * drains, with next_expiry at its exact timers' first tick, not at the
+ * bucket's expiration: an event loop that sleeps until next_expiry wakes
+ * only to fire, as it does without the window (a bucket of 40, under
+ * DRAIN_CHUNK, needs no wake to move). Level 4 (span 32768 ticks)
+ * bucket 2: [65536, 98304), which pops at 32768, the window's tick. */
+static void test_window_fired_at_a_pop_leaves_no_wake_for_nothing(void)
+{
+	enum { N = 40 };
+	static struct rec r[N + 1];
+	static const int64_t dues[] = { 90000, 65536 + 700 };
+
+	for (unsigned d = 0; d < sizeof dues / sizeof dues[0]; d++) {
+		struct tw_wheel w;
+		int64_t when, wakes = 0, fired = 0;
+
+		tw_wheel_init(&w, 1, 64, 0, TW_MODE_EXACT);
+		for (int i = 0; i < N; i++) {
+			rec_init(&r[i], i);
+			tw_wheel_add(&w, &r[i].timer, dues[d] + i % 3);
+		}
+		rec_init(&r[N], N);
+		CHECK_EQ(tw_wheel_add_range(&w, &r[N].timer, 30720, 33000), TW_OK);
+		while (tw_wheel_next_expiry(&w, &when)) {
+			int64_t n = tw_wheel_advance(&w, when);
+
+			CHECK_WHEEL(&w);
+			CHECK(n > 0); /* a wake that fired nothing */
+			fired += n;
+			wakes++;
+		}
+		CHECK_EQ(fired, N + 1);
+		CHECK_EQ(wakes, 4); /* the window, then each of the three ticks */
+		CHECK_EQ(r[N].fired_at, 32768);
+		for (int i = 0; i < N; i++)
+			CHECK_EQ(r[i].fired_at, dues[d] + i % 3);
+		tw_wheel_destroy(&w);
+	}
+}
+
 /* Bad windows change nothing; earliest == latest is an add. */
 static void test_window_bad_input_and_the_one_time_window(void)
 {
@@ -496,6 +536,7 @@ int main(void)
 	RUN(test_window_reschedule_stays_for_exact_and_passed_earliest);
 	RUN(test_window_reschedule_stays_with_a_due_time_inside);
 	RUN(test_window_in_a_draining_bucket_fires_at_the_pop);
+	RUN(test_window_fired_at_a_pop_leaves_no_wake_for_nothing);
 	RUN(test_window_bad_input_and_the_one_time_window);
 	RUN(test_drain_and_destroy_hand_back_pending);
 	return check_report();
