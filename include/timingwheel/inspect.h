@@ -115,7 +115,8 @@ int tw_wheel_ready_info(const struct tw_wheel *wheel,
 const struct tw_timer *tw_bucket_next(const struct tw_timer *timer);
 
 /**
- * Copy the bucket queue, in the order it will be popped.
+ * Copy the bucket queue, in the order it will be popped: its first max
+ * buckets, with no allocation (O(queue length x log max)).
  * @param wheel an initialised wheel
  * @param[out] out room for max entries (may be NULL when max is 0)
  * @param max entries out can take
@@ -148,8 +149,10 @@ enum tw_event_kind {
 	TW_EV_PLACED,      /**< timer put in level/slot (add or cascade),
 			        time = the bucket's expiration */
 	TW_EV_READY,       /**< timer due when added: waits for next advance */
-	TW_EV_POPPED,      /**< bucket level/slot left the queue, time = its
-			        expiration */
+	TW_EV_POPPED,      /**< bucket level/slot left the queue, time =
+			        when it popped: its expiration, or in exact
+			        mode, for a bucket above level 1, one tick of
+			        its level earlier (tw_bucket_info::pops_at) */
 	TW_EV_CLOCK,       /**< level's clock moved to time */
 	TW_EV_FIRED        /**< timer's callback is about to run; time = now */
 };
