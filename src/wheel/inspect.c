@@ -9,7 +9,6 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <limits.h>
-#include <stdlib.h>
 
 #include "bucket_queue.h"
 #include "../list.h"
@@ -95,68 +94,113 @@ const struct tw_timer *tw_bucket_next(const struct tw_timer *t)
 					: list_timer((struct tw_link *)next);
 }
 
-static int by_queue_order(const void *a, const void *b)
+/* Whether bucket a pops before bucket b: kafka mode by the heap's order
+ * (pop time, then first queued); exact mode, which keeps no heap, by the
+ * order advance pops its occupancy bits (pop time; at equal times the
+ * levels above level 1 first, lowest first, as advance_exact's tie rules
+ * say). A strict order: no two queued buckets tie. */
+static bool pops_before(const struct tw_wheel *w, const struct tw_bucket *a,
+			const struct tw_bucket *b)
 {
-	const struct tw_bucket *x = *(const struct tw_bucket *const *)a;
-	const struct tw_bucket *y = *(const struct tw_bucket *const *)b;
+	unsigned al, bl;
 
-	return bq_before(x->wheel, x, y) ? -1 : bq_before(x->wheel, y, x) ? 1 : 0;
+	if (w->mode == TW_MODE_KAFKA)
+		return bq_before(w, a, b);
+	if (a->pop_at != b->pop_at)
+		return a->pop_at < b->pop_at;
+	al = a->level == 1 ? UINT_MAX : a->level;
+	bl = b->level == 1 ? UINT_MAX : b->level;
+	return al < bl;
 }
 
-/* Exact mode keeps no heap: its queue is the set occupancy bits, in the
- * order advance pops them (by pop time; at equal times the levels above
- * level 1 first, lowest first, as advance_exact's tie rules say). */
-static int by_exact_order(const void *a, const void *b)
+static void entry_of(const struct tw_wheel *w, const struct tw_bucket *b,
+		     struct tw_queue_entry *e)
 {
-	const struct tw_bucket *x = *(const struct tw_bucket *const *)a;
-	const struct tw_bucket *y = *(const struct tw_bucket *const *)b;
-	unsigned xl = x->level == 1 ? UINT_MAX : x->level;
-	unsigned yl = y->level == 1 ? UINT_MAX : y->level;
-
-	if (x->pop_at != y->pop_at)
-		return x->pop_at < y->pop_at ? -1 : 1;
-	return xl < yl ? -1 : xl > yl;
+	e->level = tw__bucket_level(w, b);
+	e->slot = tw__bucket_slot(w, b);
+	e->expiration = tw__ticks_to_time(w, b->expiration);
+	e->count = b->count;
+	e->pops_at = tw__ticks_to_time(w, b->pop_at);
 }
 
+static const struct tw_bucket *bucket_of(const struct tw_wheel *w,
+					 const struct tw_queue_entry *e)
+{
+	return &w->levels[e->level - 1].slots[e->slot];
+}
+
+/* out[0..n) as a heap whose root pops last, its root sifted down. */
+static void sift_down(const struct tw_wheel *w, struct tw_queue_entry *out,
+		      size_t n)
+{
+	size_t i = 0;
+
+	for (;;) {
+		size_t last = i, child = 2 * i + 1;
+		struct tw_queue_entry tmp;
+
+		for (size_t c = child; c < child + 2 && c < n; c++)
+			if (pops_before(w, bucket_of(w, &out[last]), bucket_of(w, &out[c])))
+				last = c;
+		if (last == i)
+			return;
+		tmp = out[i];
+		out[i] = out[last];
+		out[last] = tmp;
+		i = last;
+	}
+}
+
+/* The first max buckets of the queue, found and sorted in the caller's
+ * out (a heap of the max that pop first, whose root is the one of them
+ * that pops last): no memory of the library's own, as inspecting a wheel
+ * allocates nothing. O(queue length x log max). */
 size_t tw_wheel_queue_snapshot(const struct tw_wheel *w,
 			       struct tw_queue_entry *out, size_t max)
 {
-	struct tw_bucket **sorted;
-	size_t n = 0, nbuckets;
+	size_t n = 0, kept = 0, nbuckets;
 
 	if (!w || !w->buckets)
 		return 0;
 	nbuckets = (size_t)w->max_levels * w->size;
-	if (w->mode == TW_MODE_KAFKA)
-		n = w->queue_len;
-	else
-		for (size_t i = 0; i < nbuckets; i++)
-			n += w->buckets[i].has_expiration;
-	if (!out || max == 0 || n == 0)
-		return n;
-	sorted = malloc(n * sizeof(*sorted));
-	if (!sorted)
-		return n;
-	if (w->mode == TW_MODE_KAFKA) {
-		for (size_t i = 0; i < n; i++)
-			sorted[i] = w->queue[i];
-		qsort(sorted, n, sizeof(*sorted), by_queue_order);
-	} else {
-		size_t k = 0;
+	n = w->mode == TW_MODE_KAFKA ? w->queue_len : 0;
+	for (size_t i = 0; i < (w->mode == TW_MODE_KAFKA ? n : nbuckets); i++) {
+		const struct tw_bucket *b = w->mode == TW_MODE_KAFKA ? w->queue[i]
+								      : &w->buckets[i];
 
-		for (size_t i = 0; i < nbuckets; i++)
-			if (w->buckets[i].has_expiration)
-				sorted[k++] = &w->buckets[i];
-		qsort(sorted, n, sizeof(*sorted), by_exact_order);
+		if (w->mode != TW_MODE_KAFKA) {
+			if (!b->has_expiration)
+				continue;
+			n++;
+		}
+		if (!out || max == 0)
+			continue;
+		if (kept < max) {
+			/* sifted up */
+			size_t c = kept++;
+
+			entry_of(w, b, &out[c]);
+			while (c > 0 && pops_before(w, bucket_of(w, &out[(c - 1) / 2]),
+						    bucket_of(w, &out[c]))) {
+				struct tw_queue_entry tmp = out[c];
+
+				out[c] = out[(c - 1) / 2];
+				out[(c - 1) / 2] = tmp;
+				c = (c - 1) / 2;
+			}
+		} else if (pops_before(w, b, bucket_of(w, &out[0]))) {
+			entry_of(w, b, &out[0]);
+			sift_down(w, out, kept);
+		}
 	}
-	for (size_t i = 0; i < n && i < max; i++) {
-		out[i].level = tw__bucket_level(w, sorted[i]);
-		out[i].slot = tw__bucket_slot(w, sorted[i]);
-		out[i].expiration = tw__ticks_to_time(w, sorted[i]->expiration);
-		out[i].count = sorted[i]->count;
-		out[i].pops_at = tw__ticks_to_time(w, sorted[i]->pop_at);
+	/* The heap sorted: its root, the last to pop, to the end each time. */
+	for (size_t end = kept; end > 1; end--) {
+		struct tw_queue_entry tmp = out[0];
+
+		out[0] = out[end - 1];
+		out[end - 1] = tmp;
+		sift_down(w, out, end - 1);
 	}
-	free(sorted);
 	return n;
 }
 

@@ -568,6 +568,46 @@ static void test_a_key_check_without_memory_tries_every_op(void)
 		tw_op_destroy(&o[i].base);
 	}
 }
+
+static void noop_timer(struct tw_wheel *w, struct tw_timer *t)
+{
+	(void)w;
+	(void)t;
+}
+
+/* Inspecting a wheel allocates nothing (only tw_wheel_init does): the
+ * queue's snapshot, with every allocation failing, still fills the
+ * caller's array, in both modes (it used to take an array of its own and,
+ * without memory, return the queue's length with nothing written). */
+static void test_a_queue_snapshot_allocates_nothing(void)
+{
+	for (int kafka = 0; kafka < 2; kafka++) {
+		struct tw_wheel w;
+		static struct tw_timer t[40];
+		struct tw_queue_entry q[8];
+		size_t n;
+
+		CHECK_EQ(tw_wheel_init(&w, 1, kafka ? 20 : 64, 0,
+				       kafka ? TW_MODE_KAFKA : TW_MODE_EXACT), 0);
+		for (int i = 0; i < 40; i++) {
+			tw_timer_init(&t[i], noop_timer);
+			CHECK_EQ(tw_wheel_add(&w, &t[i], 1 + 97 * i), 0);
+		}
+		memset(q, 0, sizeof q);
+		arm(0);
+		n = tw_wheel_queue_snapshot(&w, q, 8);
+		disarm();
+		CHECK_EQ(stop_counting(), 0);
+		CHECK_EQ(atomic_load(&alloc_calls), 0);
+		CHECK(n >= 8);
+		for (int i = 0; i < 8; i++) {
+			CHECK(q[i].level >= 1 && q[i].count >= 1);
+			if (i)
+				CHECK(q[i - 1].pops_at <= q[i].pops_at);
+		}
+		CHECK_EQ(tw_wheel_destroy(&w), 0);
+	}
+}
 #endif
 
 /* ---- the executor queue is full ---- */
@@ -662,6 +702,7 @@ int main(void)
 	RUN(test_an_owner_id_without_memory_for_its_page_is_enomem);
 	RUN(test_poll_without_memory_runs_everything_due);
 	RUN(test_a_key_check_without_memory_tries_every_op);
+	RUN(test_a_queue_snapshot_allocates_nothing);
 #endif
 	RUN(test_full_executor_queue);
 	return check_report();

@@ -236,6 +236,56 @@ static void test_exact_queue_snapshot_order(void)
 	tw_wheel_destroy(&w);
 }
 
+/* The snapshot's first max entries are the queue's first max, whatever
+ * max is: each shorter snapshot is the start of the whole one, which is
+ * in pop order (exact mode: pop time, at a tie a level above level 1
+ * first, lower first; kafka mode: pop time, at a tie first queued). */
+static void test_queue_snapshot_of_any_length_is_the_queues_start(void)
+{
+	enum { N = 300, Q = 256 };
+	static struct tw_timer t[N];
+	static struct tw_queue_entry all[Q], part[Q];
+
+	for (int kafka = 0; kafka < 2; kafka++) {
+		struct tw_wheel w;
+		uint64_t x = 7;
+		size_t n;
+
+		CHECK_EQ(tw_wheel_init(&w, 1, kafka ? 20 : 64, 0,
+				       kafka ? TW_MODE_KAFKA : TW_MODE_EXACT), 0);
+		for (int i = 0; i < N; i++) {
+			x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+			tw_timer_init(&t[i], noop);
+			CHECK_EQ(tw_wheel_add(&w, &t[i], 1 + (int64_t)(x >> 33) % 500000), 0);
+		}
+		/* Some popped, some draining. */
+		CHECK(tw_wheel_advance(&w, 3000) >= 0);
+		n = tw_wheel_queue_snapshot(&w, all, Q);
+		CHECK(n > 20 && n <= Q);
+		for (size_t i = 1; i < n; i++) {
+			CHECK(all[i - 1].pops_at <= all[i].pops_at);
+			if (!kafka && all[i - 1].pops_at == all[i].pops_at)
+				CHECK(all[i].level == 1 ||
+				      (all[i - 1].level != 1 && all[i - 1].level < all[i].level));
+		}
+		for (size_t max = 1; max <= n + 1; max++) {
+			memset(part, 0xab, sizeof part);
+			CHECK_EQ(tw_wheel_queue_snapshot(&w, part, max), n);
+			for (size_t i = 0; i < max && i < n; i++) {
+				CHECK_EQ(part[i].level, all[i].level);
+				CHECK_EQ(part[i].slot, all[i].slot);
+				CHECK_EQ(part[i].pops_at, all[i].pops_at);
+				CHECK_EQ(part[i].expiration, all[i].expiration);
+				CHECK_EQ(part[i].count, all[i].count);
+			}
+			if (max < Q)
+				CHECK_EQ(part[max].level, 0xababababu);
+		}
+		CHECK_WHEEL(&w);
+		tw_wheel_destroy(&w);
+	}
+}
+
 /* Kafka mode keeps wheel_size as given: a level wider than an occupancy
  * word is checked without a load past it (UBSan: shift exponent 64, found
  * by the fuzzer). */
@@ -464,6 +514,7 @@ int main(void)
 	RUN(test_occupancy_damage);
 	RUN(test_kafka_occupancy_damage);
 	RUN(test_exact_queue_snapshot_order);
+	RUN(test_queue_snapshot_of_any_length_is_the_queues_start);
 	RUN(test_kafka_wheel_wider_than_a_word_checks_clean);
 	RUN(test_ready_list_damage);
 	RUN(test_list_damage);
