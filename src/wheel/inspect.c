@@ -130,8 +130,8 @@ static const struct tw_bucket *bucket_of(const struct tw_wheel *w,
 }
 
 /* out[0..n) as a heap whose root pops last, its root sifted down. */
-static void sift_down(const struct tw_wheel *w, struct tw_queue_entry *out,
-		      size_t n)
+static void snapshot_sift_down(const struct tw_wheel *w,
+			       struct tw_queue_entry *out, size_t n)
 {
 	size_t i = 0;
 
@@ -190,7 +190,7 @@ size_t tw_wheel_queue_snapshot(const struct tw_wheel *w,
 			}
 		} else if (pops_before(w, b, bucket_of(w, &out[0]))) {
 			entry_of(w, b, &out[0]);
-			sift_down(w, out, kept);
+			snapshot_sift_down(w, out, kept);
 		}
 	}
 	/* The heap sorted: its root, the last to pop, to the end each time. */
@@ -199,7 +199,7 @@ size_t tw_wheel_queue_snapshot(const struct tw_wheel *w,
 
 		out[0] = out[end - 1];
 		out[end - 1] = tmp;
-		sift_down(w, out, end - 1);
+		snapshot_sift_down(w, out, end - 1);
 	}
 	return n;
 }
