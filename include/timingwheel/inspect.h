@@ -118,7 +118,7 @@ const struct tw_timer *tw_bucket_next(const struct tw_timer *timer);
  * Copy the bucket queue, in the order it will be popped: its first max
  * buckets, with no allocation (O(queue length x log max)).
  * @param wheel an initialised wheel
- * @param[out] out room for max entries (may be NULL when max is 0)
+ * @param[out] out room for max entries, or NULL: nothing is written
  * @param max entries out can take
  * @return the queue's length (which may exceed max: call again with more)
  * @threadsafety The wheel's thread.

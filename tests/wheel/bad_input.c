@@ -126,6 +126,8 @@ static void test_null_pointers_wheel(void)
 	CHECK_EQ(tw_timer_where(&w, &bys[1].timer, NULL, NULL), 0);
 	/* snapshot: max 0 only counts */
 	CHECK_EQ(tw_wheel_queue_snapshot(&w, NULL, 0), tw_wheel_queue_snapshot(&w, NULL, 0));
+	/* A NULL out, whatever max: the length, nothing written. */
+	CHECK_EQ(tw_wheel_queue_snapshot(&w, NULL, 5), tw_wheel_queue_snapshot(&w, NULL, 0));
 	bystanders_intact(&w, 0);
 	tw_wheel_destroy(&w);
 }
