@@ -353,10 +353,13 @@ int tw_wheel_add_range(struct tw_wheel *wheel, struct tw_timer *timer,
  * timers pushed along together still fire together; pushed to a window
  * whose earliest has passed, it stays at its own tick if that is inside
  * (its due time, if outside the window, moved to the nearer edge).
- * Otherwise a pending timer moves, exact, to the window's most aligned
- * tick (see tw_wheel_add_range()): its reschedule seeks no coarse bucket,
- * so that a window pushed along stays in one bucket until that bucket
- * expires rather than moving each time the window slides past a pop. A
+ * Otherwise a pending timer moves: to the next advance where the window's
+ * earliest has come (now or before it, as tw_wheel_add_range() files such
+ * a window; tw_timer_due() says earliest), else, exact, to the window's
+ * most aligned tick (see tw_wheel_add_range()): its reschedule seeks no
+ * coarse bucket, so that a window pushed along stays in one bucket until
+ * that bucket expires rather than moving each time the window slides
+ * past a pop. A
  * timer that is not pending has no bucket to keep: it is filed as
  * tw_wheel_add_range() files it, in the coarsest bucket that pops inside
  * the window if there is one.

@@ -444,6 +444,33 @@ static void test_window_fired_at_a_pop_leaves_no_wake_for_nothing(void)
 	}
 }
 
+/* A pending timer pushed to a window it cannot stay in moves to the next
+ * advance when the window's earliest has come, as add_range files such a
+ * window (due at earliest), and to the window's most aligned tick when it
+ * has not. */
+static void test_window_reschedule_to_an_open_window_fires_at_the_next_advance(void)
+{
+	static const int64_t earliest[] = { 99, 100, 101 };
+
+	for (int i = 0; i < 3; i++) {
+		struct tw_wheel w;
+		struct rec a;
+
+		tw_wheel_init(&w, 1, 64, 0, TW_MODE_EXACT);
+		rec_init(&a, 1);
+		CHECK_EQ(tw_wheel_add(&w, &a.timer, 5000), 0);
+		CHECK_EQ(tw_wheel_advance(&w, 100), 0);
+		CHECK_EQ(tw_wheel_reschedule_range(&w, &a.timer, earliest[i], 4500), 1);
+		CHECK_EQ(tw_timer_due(&a.timer), i < 2 ? earliest[i] : 4096);
+		CHECK_WHEEL(&w);
+		CHECK_EQ(tw_wheel_advance(&w, 101), i < 2 ? 1 : 0);
+		CHECK_EQ(tw_wheel_advance(&w, 4096), i < 2 ? 0 : 1);
+		CHECK_EQ(a.fires, 1);
+		CHECK_EQ(a.fired_at, i < 2 ? 101 : 4096);
+		tw_wheel_destroy(&w);
+	}
+}
+
 /* Bad windows change nothing; earliest == latest is an add. */
 static void test_window_bad_input_and_the_one_time_window(void)
 {
@@ -537,6 +564,7 @@ int main(void)
 	RUN(test_window_reschedule_stays_with_a_due_time_inside);
 	RUN(test_window_in_a_draining_bucket_fires_at_the_pop);
 	RUN(test_window_fired_at_a_pop_leaves_no_wake_for_nothing);
+	RUN(test_window_reschedule_to_an_open_window_fires_at_the_next_advance);
 	RUN(test_window_bad_input_and_the_one_time_window);
 	RUN(test_drain_and_destroy_hand_back_pending);
 	return check_report();
