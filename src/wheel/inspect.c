@@ -129,6 +129,14 @@ static const struct tw_bucket *bucket_of(const struct tw_wheel *w,
 	return &w->levels[e->level - 1].slots[e->slot];
 }
 
+static void swap_entries(struct tw_queue_entry *a, struct tw_queue_entry *b)
+{
+	struct tw_queue_entry tmp = *a;
+
+	*a = *b;
+	*b = tmp;
+}
+
 /* out[0..n) as a heap whose root pops last, its root sifted down. */
 static void snapshot_sift_down(const struct tw_wheel *w,
 			       struct tw_queue_entry *out, size_t n)
@@ -137,17 +145,35 @@ static void snapshot_sift_down(const struct tw_wheel *w,
 
 	for (;;) {
 		size_t last = i, child = 2 * i + 1;
-		struct tw_queue_entry tmp;
 
 		for (size_t c = child; c < child + 2 && c < n; c++)
 			if (pops_before(w, bucket_of(w, &out[last]), bucket_of(w, &out[c])))
 				last = c;
 		if (last == i)
 			return;
-		tmp = out[i];
-		out[i] = out[last];
-		out[last] = tmp;
+		swap_entries(&out[i], &out[last]);
 		i = last;
+	}
+}
+
+/* Queued bucket b offered to the snapshot's heap of the *kept (at most
+ * max) buckets that pop first: it joins while there is room, else it
+ * takes the root's place if it pops before it. */
+static void snapshot_offer(const struct tw_wheel *w, const struct tw_bucket *b,
+			   struct tw_queue_entry *out, size_t max, size_t *kept)
+{
+	if (*kept < max) {
+		size_t c = (*kept)++;
+
+		entry_of(w, b, &out[c]);
+		while (c > 0 && pops_before(w, bucket_of(w, &out[(c - 1) / 2]),
+					    bucket_of(w, &out[c]))) {
+			swap_entries(&out[c], &out[(c - 1) / 2]);
+			c = (c - 1) / 2;
+		}
+	} else if (pops_before(w, b, bucket_of(w, &out[0]))) {
+		entry_of(w, b, &out[0]);
+		snapshot_sift_down(w, out, *kept);
 	}
 }
 
@@ -158,47 +184,30 @@ static void snapshot_sift_down(const struct tw_wheel *w,
 size_t tw_wheel_queue_snapshot(const struct tw_wheel *w,
 			       struct tw_queue_entry *out, size_t max)
 {
-	size_t n = 0, kept = 0, nbuckets;
+	size_t n = 0, kept = 0;
 
 	if (!w || !w->buckets)
 		return 0;
-	nbuckets = (size_t)w->max_levels * w->size;
-	n = w->mode == TW_MODE_KAFKA ? w->queue_len : 0;
-	for (size_t i = 0; i < (w->mode == TW_MODE_KAFKA ? n : nbuckets); i++) {
-		const struct tw_bucket *b = w->mode == TW_MODE_KAFKA ? w->queue[i]
-								      : &w->buckets[i];
+	if (!out)
+		max = 0;
+	if (w->mode == TW_MODE_KAFKA) {
+		n = w->queue_len;
+		for (size_t i = 0; i < n && max; i++)
+			snapshot_offer(w, w->queue[i], out, max, &kept);
+	} else {
+		size_t nbuckets = (size_t)w->max_levels * w->size;
 
-		if (w->mode != TW_MODE_KAFKA) {
-			if (!b->has_expiration)
+		for (size_t i = 0; i < nbuckets; i++) {
+			if (!w->buckets[i].has_expiration)
 				continue;
 			n++;
-		}
-		if (!out || max == 0)
-			continue;
-		if (kept < max) {
-			/* sifted up */
-			size_t c = kept++;
-
-			entry_of(w, b, &out[c]);
-			while (c > 0 && pops_before(w, bucket_of(w, &out[(c - 1) / 2]),
-						    bucket_of(w, &out[c]))) {
-				struct tw_queue_entry tmp = out[c];
-
-				out[c] = out[(c - 1) / 2];
-				out[(c - 1) / 2] = tmp;
-				c = (c - 1) / 2;
-			}
-		} else if (pops_before(w, b, bucket_of(w, &out[0]))) {
-			entry_of(w, b, &out[0]);
-			snapshot_sift_down(w, out, kept);
+			if (max)
+				snapshot_offer(w, &w->buckets[i], out, max, &kept);
 		}
 	}
 	/* The heap sorted: its root, the last to pop, to the end each time. */
 	for (size_t end = kept; end > 1; end--) {
-		struct tw_queue_entry tmp = out[0];
-
-		out[0] = out[end - 1];
-		out[end - 1] = tmp;
+		swap_entries(&out[0], &out[end - 1]);
 		snapshot_sift_down(w, out, end - 1);
 	}
 	return n;
