@@ -12,6 +12,14 @@
 #include "timingwheel/inspect.h"
 #include "bucket.h"
 
+/* struct tw_wheel's advancing: which callbacks run now (0: none). Every
+ * call that is refused from a callback (TW_EREENTER) is refused from
+ * both; the checker takes any other value for bytes that are no wheel. */
+enum {
+	TW_IN_ADVANCE = 1,   /* an advance's timer callbacks */
+	TW_IN_HAND_BACK = 2, /* a drain's hand_back */
+};
+
 /* Floor and ceiling division (C's / truncates toward zero). Inline:
  * every timer filed or moved on a wheel whose tick is not 1 (a service's
  * 1 ms tick on its ns clock) takes its key from one, and a call costs as

@@ -569,6 +569,15 @@ int tw_wheel_check(const struct tw_wheel *w, char *why, size_t why_len)
 
 	if (!w || !w->buckets)
 		BROKEN("wheel not initialised");
+	/* Fields only tw_wheel_init() sets, out of their range: bytes that
+	 * never were a wheel (or were written over), not a wheel mid-call.
+	 * Read before advancing, whose non-zero value would otherwise be
+	 * taken for a check made from a callback. */
+	if (w->mode > TW_MODE_KAFKA || w->advancing > TW_IN_HAND_BACK ||
+	    w->size < TW_WHEEL_SIZE_MIN || w->size > TW_WHEEL_SIZE_MAX)
+		BROKEN("wheel not initialised or written over (mode %u, size %u, "
+		       "advancing %u)",
+		       (unsigned)w->mode, (unsigned)w->size, (unsigned)w->advancing);
 	if (w->nlevels < 1 || w->nlevels > w->max_levels)
 		BROKEN("%u levels of at most %u", w->nlevels, w->max_levels);
 	if (w->advancing)

@@ -225,13 +225,6 @@ static inline const char *bad_wheel_call(const struct tw_wheel *w,
 #define public_hot
 #endif
 
-/* struct tw_wheel's advancing: which callbacks run now. Every call that
- * is refused from a callback (TW_EREENTER) is refused from both. */
-enum {
-	TW_IN_ADVANCE = 1,   /* an advance's timer callbacks */
-	TW_IN_HAND_BACK = 2, /* a drain's hand_back */
-};
-
 /* The public calls that change a wheel say, in the debug build (TW_DEBUG),
  * that they are inside it (debug.h), so that a second thread coming in
  * meanwhile is named at its call; elsewhere these are nothing. */

@@ -70,6 +70,10 @@ static void test_wheel_level_damage(void)
 	uint32_t n;
 
 	EXPECT_BROKEN(NULL, "not initialised");
+	/* Bytes that never were a wheel: named so, not taken for a wheel
+	 * checked from its own callback (a non-zero advancing). */
+	memset(&f.w, 0xab, sizeof(f.w));
+	EXPECT_BROKEN(&f.w, "not initialised");
 	setup(&f);
 	f.w.count++;
 	EXPECT_BROKEN(&f.w, "count 6 but 5 timers");
