@@ -23,7 +23,7 @@ WERROR = -DTW_WERROR=$(TW_WERROR)
 # (MAKEFLAGS reaches them through the environment).
 MAKEFLAGS += --no-print-directory
 
-.PHONY: coverage fuzz docs all build demo test sanitize tsan flaky soak model clang valgrind install deps deps-all clean abi-baseline deb install-tsan install-asan \
+.PHONY: coverage fuzz docs all build demo test sanitize tsan tsan-build flaky soak model clang valgrind install deps deps-all clean abi-baseline deb install-tsan install-asan \
 	bench-service bench-purgatory bench bench-quick bench-big bench-deps bench-instr bench-instr-purgatory bench-instr-service bench-locked bench-geometry \
 	install-debug configs configs-all m32
 
@@ -83,24 +83,28 @@ sanitize:
 	cmake --build $(BUILD)-asan-opt -j $(JOBS)
 	cd $(BUILD)-asan-opt && ctest --output-on-failure -j $(JOBS)
 
-# The threaded tests under ThreadSanitizer (a few seconds).
-tsan:
+# The threaded tests under ThreadSanitizer (about a minute).
+tsan: tsan-build
+	cd $(BUILD)-tsan && TSAN_OPTIONS=halt_on_error=1 ctest --output-on-failure -L threaded
+
+# The ThreadSanitizer build alone: flaky and soak run its tests their own
+# way, so they need it built, not make tsan's run of them first.
+tsan-build:
 	@$(MAKE) -s deps
 	cmake -S . -B $(BUILD)-tsan $(WERROR) -DTW_TSAN=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo
 	cmake --build $(BUILD)-tsan -j $(JOBS)
-	cd $(BUILD)-tsan && TSAN_OPTIONS=halt_on_error=1 ctest --output-on-failure -L threaded
 
 # The threaded suite FLAKY_RUNS times under ThreadSanitizer with every core
 # kept busy by a second job: every test that failed even once, and how
 # often (tests/support/flaky.sh). A test that leans on the scheduler shows here.
 FLAKY_RUNS ?= 30
-flaky: tsan
+flaky: tsan-build
 	bash tests/support/flaky.sh $(BUILD)-tsan $(FLAKY_RUNS)
 
 # The stress tests for SOAK_MINUTES with the schedule shaken at the
 # protocol's test points, under ThreadSanitizer (tests/support/soak.sh).
 SOAK_MINUTES ?= 30
-soak: tsan
+soak: tsan-build
 	bash tests/support/soak.sh $(BUILD)-tsan $(SOAK_MINUTES)
 
 # The SPIN models of the service's and the purgatory's protocols: every
