@@ -146,7 +146,12 @@ VALGRIND_TESTS = \
 	purgatory_many_threads purgatory_bad_input \
 	purgatory_watch_check_and_shutdown purgatory_completion_and_release \
 	purgatory_completion_during_a_watch purgatory_release_outside_locks \
-	library_error_texts library_durations_and_version library_overload
+	library_error_texts library_durations_and_version library_overload \
+	library_lock purgatory_check_keys purgatory_keys purgatory_pinned_lists \
+	service_bells service_due_runs service_expiry_scale \
+	service_loop_wakes_and_cancel_reports service_reaper_sleep \
+	service_window_promises service_window_promises_threaded wheel_big_buckets \
+	transitions_purgatory_checker transitions_service_checker
 VALGRIND = valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=all
 
 # memcheck over every test binary and the trace tool (the differential test
@@ -168,6 +173,7 @@ valgrind: build
 	@echo "valgrind examples"
 	@$(VALGRIND) $(BUILD)/epoll_idle 50 >/dev/null
 	@$(VALGRIND) $(BUILD)/service_pool 20 >/dev/null
+	@$(VALGRIND) $(BUILD)/produce_acks 5000 3 30 >/dev/null
 	@if [ -x $(BUILD)/libuv_idle ]; then $(VALGRIND) $(BUILD)/libuv_idle 50 >/dev/null; fi
 	@if [ -x $(BUILD)/libevent_idle ]; then $(VALGRIND) $(BUILD)/libevent_idle 50 >/dev/null; fi
 	@if [ -x $(BUILD)/io_uring_idle ]; then $(VALGRIND) $(BUILD)/io_uring_idle 30 >/dev/null; fi
