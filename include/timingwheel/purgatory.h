@@ -379,7 +379,8 @@ int tw_purgatory_try_complete_else_watch(struct tw_purgatory *p,
  * Try every op watched on the key when the call begins (one watched since
  * is tried by its own watch, once it is on the key's list); drop completed
  * ones from its list (Kafka's checkAndComplete). It allocates nothing,
- * however many ops watch the key: it takes them 128 at a time.
+ * however many ops watch the key: it walks the key's list in place,
+ * pinned, without holding its shard's lock.
  * @param p the purgatory
  * @param key the key
  * @param len its length, 1..TW_KEY_MAX

@@ -174,7 +174,7 @@ enum tw_cancel_result {
 
 /**
  * A service timer. Embed it in your object; all fields are private. 64
- * bytes on LP64 (56 used), each for a reason:
+ * bytes on LP64 (60 used), each for a reason:
  *  - 40: the wheel's timer (links, bucket, due time): its entry in its
  *    shard's wheel, or in the list of expired timers waiting to run;
  *  -  8: the callback;
