@@ -419,7 +419,9 @@ inline run_end(t, r, rearm) {
 #else
 			:: r != SC -> /* due: run again here, taken and claimed
 				      * (the scanning thread files it for its
-				      * next scan: a poll stays bounded) */
+				      * next scan: a poll stays bounded; so
+				      * does an executor where another expired
+				      * timer waits, the branch below) */
 #endif
 #if MUT == 2
 				atomic { BEGIN_STEP(t); tm[t].st = IDLE; STEP(t, again) };
@@ -442,7 +444,9 @@ inline run_end(t, r, rearm) {
 				atomic { BEGIN_STEP(t); tm[t].st = IDLE; STEP(t, ran) }
 			:: NE > 0 && r != SC && !(closed || tm[t].shut) && tm[t].runs < MAXRUNS ->
 				/* its next period came during the run: run
-				 * again here (a new add, still TAKEN) */
+				 * again here (a new add, still TAKEN); with
+				 * another expired timer waiting, the code
+				 * files it instead, the branch below */
 				tm[t].adds++;
 				again_run = 1
 			:: !(closed || tm[t].shut) ->

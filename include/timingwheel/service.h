@@ -19,12 +19,16 @@
  * during the run, from any thread or from the callback, or a periodic
  * re-arm due before the run returned -- waits for that run to return and
  * then runs on the same thread (late by what was left of the run, never
- * early); where that thread is the one that polls the service (or its
- * reaper, running callbacks itself because the executors' queue is
- * full), it runs at that thread's next scan instead, so that no callback
- * keeps a poll going. A callback need not be reentrant, and what it does
- * to its own timer (re-add, reschedule, cancel, free) is never raced by a
- * second run of it. (Linux keeps a re-armed timer on the CPU where its callback runs
+ * early). Two exceptions, where it runs at the next scan instead: where
+ * that thread is the one that polls the service (or its reaper, running
+ * callbacks itself because the executors' queue is full), so that no
+ * callback keeps a poll going; and where other expired timers wait for
+ * an executor, so that it goes behind them and a timer that keeps coming
+ * due during its own run (a callback that adds it again due at once, a
+ * period shorter than its run) never holds an executor from the rest. A
+ * callback need not be reentrant, and what it does to its own timer
+ * (re-add, reschedule, cancel, free) is never raced by a second run of
+ * it. (Linux keeps a re-armed timer on the CPU where its callback runs
  * for the same reason; Java's ScheduledThreadPoolExecutor: "will not
  * concurrently execute".)
  *

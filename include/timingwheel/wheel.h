@@ -18,6 +18,8 @@
  *     static void on_idle(struct tw_wheel *w, struct tw_timer *t)
  *     {
  *             struct conn *c = tw_container_of(t, struct conn, idle);
+ *
+ *             (void)w;
  *             close_conn(c);
  *     }
  *

@@ -424,9 +424,10 @@ static bool due_now(struct tw_service *svc, int64_t due)
  * its mark. Otherwise it clears it by compare-and-swap: a RUN_AGAIN tag
  * means an add came during the run (DEFERRED), and the timer is alive
  * (cancel_sync waits for this mark). Then, under the shard's mutex, the
- * timer is filed -- or, when due already, run again at once here (*fn);
- * a periodic timer nobody touched during its run is re-armed at its due
- * time plus its period. Returns whether to run t again.
+ * timer is filed -- or, on an executor, when due already and no other
+ * expired timer waits (others_wait), run again at once here (*fn); a
+ * periodic timer nobody touched during its run is re-armed at its due
+ * time plus its period, the same way. Returns whether to run t again.
  */
 static __attribute__((noinline)) bool
 run_end_locked(struct tw_service *svc, unsigned ri, struct tw_service_timer *t,
@@ -453,6 +454,24 @@ run_end(struct tw_service *svc, unsigned ri, struct tw_service_timer *t,
 	return run_end_locked(svc, ri, t, rearm, fn, periodic);
 }
 
+static uint64_t waiting(struct tw_service *svc);
+
+/* Whether an expired timer other than t waits for a runner: one left in
+ * this runner's batch after t's place, or one in the executors' list. A
+ * timer due again at its run's end runs again at once only where none
+ * does. Otherwise it is filed, due, for the next scan, behind them: a
+ * timer that keeps coming due during its own run (a callback that adds
+ * it again due at once, a period shorter than its run) would else hold
+ * its executor from every other timer for as long as it kept at it. */
+static bool others_wait(struct tw_service *svc, struct runner *r,
+			const struct tw_service_timer *t)
+{
+	for (unsigned i = t->place + 1u; i < r->len; i++)
+		if (slot_load(r, i))
+			return true;
+	return waiting(svc) != 0;
+}
+
 static __attribute__((noinline)) bool
 run_end_locked(struct tw_service *svc, unsigned ri, struct tw_service_timer *t,
 	       bool rearm, tw_service_fn **fn, bool *periodic)
@@ -470,8 +489,10 @@ run_end_locked(struct tw_service *svc, unsigned ri, struct tw_service_timer *t,
 	if (word_state(word) == ST_DEFERRED) {
 		/* The scanning thread runs it at its next scan, not in this
 		 * one: a callback that adds its own timer due at once would
-		 * otherwise keep a poll (or the reaper's scan) going. */
-		if (ri != SCANNER(svc) && due_now(svc, t->wheel_timer.due)) {
+		 * otherwise keep a poll (or the reaper's scan) going. So
+		 * does an executor where another timer waits: behind it. */
+		if (ri != SCANNER(svc) && due_now(svc, t->wheel_timer.due) &&
+		    !others_wait(svc, r, t)) {
 			/* Its add ends in the run that follows, here: taken
 			 * and claimed by this runner at once (its batch slot
 			 * was emptied by the claim of the run now over). */
@@ -496,13 +517,14 @@ run_end_locked(struct tw_service *svc, unsigned ri, struct tw_service_timer *t,
 			 * to run at. */
 			word_set(t, word, word_with(word, ST_IDLE, 0, 0), TR_ran);
 		} else if (svc->nexecutors && ri != SCANNER(svc) &&
-			   due_now(svc, due + period)) {
+			   due_now(svc, due + period) && !others_wait(svc, r, t)) {
 			/* Its next period came during the run: it runs again
 			 * at once, here, as it would have waited for this run
 			 * on any other executor (a new add; still TAKEN and
 			 * claimed by this runner). On the scanning thread --
 			 * the one runner without executors, the queue's
-			 * overflow with them -- the wheel has it run at the
+			 * overflow with them -- and on an executor where
+			 * another timer waits, the wheel has it run at the
 			 * next scan, as a deferred add above. */
 			t->wheel_timer.due = due + period;
 			periodic_of(t)->due = due + period;

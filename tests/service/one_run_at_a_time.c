@@ -777,11 +777,117 @@ static void test_a_period_due_during_its_run_runs_next_on_the_same_thread(void)
 	tw_service_destroy(svc);
 }
 
+/* ---- a timer due again at its run's end goes behind one that waits ---- */
+
+#define HOG_RUNS 50
+
+/* A timer that keeps coming due during its own run: each run but the last
+ * adds it again, due at once; run 1 waits while hold is set. */
+struct hog {
+	struct tw_service_timer t;
+	struct tw_service_periodic p;
+	atomic_int runs, hold, overlaps, inside;
+	atomic_int runs_before_other; /* its runs when the other timer ran */
+	struct tw_service_timer other;
+};
+
+static struct hog hog;
+
+static void hog_enter(void)
+{
+	if (atomic_fetch_add(&hog.inside, 1))
+		atomic_fetch_add(&hog.overlaps, 1);
+	if (atomic_fetch_add(&hog.runs, 1) == 0)
+		while (atomic_load(&hog.hold))
+			sched_yield();
+	atomic_fetch_sub(&hog.inside, 1);
+}
+
+static void hog_run(struct tw_service *svc, struct tw_service_timer *t)
+{
+	hog_enter();
+	if (atomic_load(&hog.runs) < HOG_RUNS)
+		CHECK_EQ(tw_service_add(svc, t, tw_service_now(svc)), TW_OK);
+}
+
+static void hog_periodic_run(struct tw_service *svc, struct tw_service_timer *t)
+{
+	(void)svc;
+	(void)t;
+	hog_enter();
+}
+
+static void other_run(struct tw_service *svc, struct tw_service_timer *t)
+{
+	(void)svc;
+	(void)t;
+	atomic_store(&hog.runs_before_other, atomic_load(&hog.runs));
+}
+
+/*
+ * One executor. The hog's run 1 (at 1000) lasts until another timer,
+ * due at 1050, has expired and waits in the executors' list. Then the
+ * hog's add due at once (or its period, 100, due by 1100) goes behind it:
+ * the other timer runs after the hog's first run, not after a streak of
+ * runs that would last as long as the hog keeps coming due (before, it
+ * ran after all 50, or after the periodic hog's run 2). The hog's next
+ * run waits for a poll, which finds it due in the wheel.
+ */
+static void hog_and_other(bool periodic)
+{
+	struct tw_service *svc = service(true, 1);
+	struct tw_service_timer *ht = periodic ? &hog.p.timer : &hog.t;
+
+	memset(&hog, 0, sizeof(hog));
+	atomic_store(&hog.runs_before_other, -1);
+	atomic_store(&hog.hold, 1);
+	if (periodic)
+		tw_service_periodic_init(&hog.p, hog_periodic_run, 100);
+	else
+		tw_service_timer_init(&hog.t, hog_run);
+	tw_service_timer_init(&hog.other, other_run);
+	CHECK_EQ(tw_service_add(svc, ht, 1000), TW_OK);
+	CHECK_EQ(tw_service_add(svc, &hog.other, 1050), TW_OK);
+	CHECK_EQ(tw_service_poll(svc), 1);
+	WAIT_FOR(atomic_load(&hog.runs) == 1, "the hog's run 1 never started");
+	atomic_store(&virtual_now, 1100);
+	CHECK_EQ(tw_service_poll(svc), 1); /* the other: waits for the executor */
+	atomic_store(&hog.hold, 0);
+	WAIT_FOR(atomic_load(&hog.runs_before_other) >= 0, "the other never ran");
+	CHECK_EQ(atomic_load(&hog.runs_before_other), 1);
+	/* The hog, filed due at once, runs at the next poll; with nothing
+	 * else waiting, its later runs follow at once on the executor. */
+	if (periodic) {
+		CHECK_EQ(tw_service_poll(svc), 1);
+		WAIT_FOR(atomic_load(&hog.runs) == 2, "the hog's run 2 never came");
+		CHECK_EQ(tw_service_cancel_sync(svc, ht), TW_SVC_STOPPED);
+	} else {
+		CHECK_EQ(tw_service_poll(svc), 1);
+		WAIT_FOR(atomic_load(&hog.runs) == HOG_RUNS, "the hog's runs stopped");
+		WAIT_FOR(tw_service_count(svc) == 0, "the hog's last run never ended");
+	}
+	CHECK_EQ(atomic_load(&hog.overlaps), 0);
+	CHECK_EQ(tw_service_shutdown(svc, NULL, NULL), 0);
+	tw_service_destroy(svc);
+}
+
+static void test_a_readd_due_during_its_run_goes_behind_a_waiting_timer(void)
+{
+	hog_and_other(false);
+}
+
+static void test_a_period_due_during_its_run_goes_behind_a_waiting_timer(void)
+{
+	hog_and_other(true);
+}
+
 int main(int argc, char **argv)
 {
 	races_only = argc > 1 ? argv[1] : NULL;
 	sp_install();
 	RUN_SELECTED(test_a_period_due_during_its_run_runs_next_on_the_same_thread);
+	RUN_SELECTED(test_a_readd_due_during_its_run_goes_behind_a_waiting_timer);
+	RUN_SELECTED(test_a_period_due_during_its_run_goes_behind_a_waiting_timer);
 	RUN_SELECTED(test_a_reschedule_during_a_run_waits_for_the_run);
 	RUN_SELECTED(test_a_reschedule_from_the_callback_waits_for_the_run);
 	RUN_SELECTED(test_a_reschedule_during_a_run_sets_the_next_period);
