@@ -63,8 +63,9 @@ awk -v n="$n" -v out="$out" -v secs=$(( $(date +%s) - start )) '
     per[key] = count[key] / ops; total[key] = count[key]; nops[key] = ops
   }
   END {
-    printf "\ninstructions per operation (callgrind), N = %s, churn C = %s; " \
-           "- : the library cannot run the cell (no virtual clock)\n", n, churn
+    printf "\ninstructions per operation (callgrind), N = %s%s; " \
+           "- : the library cannot run the cell (no virtual clock)\n", n, \
+           churn == "" ? "" : ", churn C = " churn
     printf "  %-14s", "cell"
     for (j = 1; j <= nl; j++) printf " %12s", libs[j]
     printf "\n"
