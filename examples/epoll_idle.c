@@ -5,7 +5,8 @@
  * A server on 127.0.0.1 closes every connection that has been silent for
  * IDLE_MS. Each read moves the connection's timer (O(1), no allocation), and
  * the wheel's next expiry is the epoll_wait timeout, so the loop sleeps
- * exactly until there is work.
+ * exactly until there is work. A connection whose peer hangs up is closed
+ * at once, its timer cancelled.
  *
  * The timeout is a window: the wheel fires it never before IDLE_MS of
  * silence and at most IDLE_SLACK_MS after (tw_wheel_add_range /
@@ -37,12 +38,13 @@
  * Exit status 0 when every connection was closed by its idle timeout, none
  * early, and every service timer ran once, none early; 1 otherwise.
  */
-#define _POSIX_C_SOURCE 200809L
+#define _GNU_SOURCE /* accept4 */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <limits.h>
 #include <netinet/in.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -70,8 +72,9 @@ struct client {               /* the peer, driven by a timer of its own */
 };
 
 static struct tw_wheel wheel;
-static int ep;
-static int closed, early, timer_wakes;
+static int ep, listener;
+static bool accept_paused;    /* out of descriptors: the listener is off */
+static int closed, hung_up, early, timer_wakes;
 static int64_t worst_late;
 
 static int64_t now_ms(void)
@@ -88,6 +91,23 @@ static void die(const char *what)
 	exit(1);
 }
 
+/* Out of epoll before the close: close() alone takes a descriptor out of
+ * the set only when no other copy of it is open (one a fork or an
+ * exec'd child holds), and epoll would go on reporting the freed
+ * connection. A descriptor freed lets a paused listener accept again. */
+static void conn_close(struct conn *c)
+{
+	epoll_ctl(ep, EPOLL_CTL_DEL, c->fd, NULL);
+	close(c->fd);
+	free(c);
+	if (accept_paused) {
+		struct epoll_event ev = { .events = EPOLLIN, .data.ptr = NULL };
+
+		if (epoll_ctl(ep, EPOLL_CTL_MOD, listener, &ev) == 0)
+			accept_paused = false;
+	}
+}
+
 static void on_idle(struct tw_wheel *w, struct tw_timer *t)
 {
 	struct conn *c = tw_container_of(t, struct conn, idle);
@@ -98,8 +118,7 @@ static void on_idle(struct tw_wheel *w, struct tw_timer *t)
 		early++;
 	if (silent - IDLE_MS > worst_late)
 		worst_late = silent - IDLE_MS;
-	close(c->fd); /* also takes it out of the epoll set */
-	free(c);
+	conn_close(c);
 	closed++;
 }
 
@@ -113,15 +132,32 @@ static void on_talk(struct tw_wheel *w, struct tw_timer *t)
 		tw_wheel_add(w, t, tw_wheel_now(w) + TALK_MS);
 }
 
-static void accept_all(int listener)
+static void accept_all(void)
 {
 	for (;;) {
 		struct epoll_event ev = { .events = EPOLLIN };
 		struct conn *c;
-		int fd = accept(listener, NULL, NULL);
+		/* Non-blocking (a readiness report may be stale), and not
+		 * inherited by a child the server forks or execs. */
+		int fd = accept4(listener, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 
 		if (fd < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
 			return;
+		if (fd < 0 && (errno == EINTR || errno == ECONNABORTED))
+			continue;
+		if (fd < 0 && (errno == EMFILE || errno == ENFILE ||
+			       errno == ENOBUFS || errno == ENOMEM)) {
+			/* The level-triggered listener would report the
+			 * waiting connection at every wait: off until a
+			 * connection closes (conn_close). */
+			struct epoll_event off = { .events = 0, .data.ptr = NULL };
+
+			perror("accept (paused until a connection closes)");
+			if (epoll_ctl(ep, EPOLL_CTL_MOD, listener, &off))
+				die("epoll_ctl");
+			accept_paused = true;
+			return;
+		}
 		if (fd < 0)
 			die("accept");
 		c = calloc(1, sizeof(*c));
@@ -143,8 +179,19 @@ static void on_readable(struct conn *c)
 	char buf[256];
 	ssize_t n = read(c->fd, buf, sizeof(buf));
 
-	if (n <= 0)
-		return; /* the idle timer closes it */
+	if (n < 0 && (errno == EAGAIN || errno == EINTR))
+		return;
+	if (n <= 0) {
+		/* The peer hung up (or the connection failed): closed now.
+		 * Left to its idle timer, the socket would stay readable, and
+		 * the level-triggered wait would return at once, every time,
+		 * until the timer fired. One wait reports a descriptor once,
+		 * so no event of this wait still names c. */
+		tw_wheel_cancel(&wheel, &c->idle);
+		conn_close(c);
+		hung_up++;
+		return;
+	}
 	c->last_read = now_ms();
 	/* The line this library exists for: an O(1) move on every read (and
 	 * none at all while the timer's bucket still pops inside the new
@@ -205,14 +252,14 @@ static void *worker(void *arg)
 static int manual_service_in_epoll(void)
 {
 	struct tw_service_config cfg = { .manual = true };
-	struct epoll_event ev = { .events = EPOLLIN };
+	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = &wake_fd };
 	int64_t start_ns;
 	int fails = 0;
 	pthread_t th;
 
 	if (tw_service_create(&svc, &cfg))
 		die("tw_service_create");
-	wake_fd = eventfd(0, EFD_NONBLOCK);
+	wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	if (wake_fd < 0 || epoll_ctl(ep, EPOLL_CTL_ADD, wake_fd, &ev))
 		die("eventfd");
 	if (tw_service_set_wake(svc, wake_loop, &wake_fd))
@@ -225,15 +272,20 @@ static int manual_service_in_epoll(void)
 		struct epoll_event events[4];
 		int64_t ns = tw_service_timeout(svc, tw_service_now(svc));
 		/* Milliseconds rounded up: rounded down, the loop would wake
-		 * before the timer is due and poll for nothing. */
-		int64_t ms = ns < 0 ? -1 : (ns + TW_MS(1) - 1) / TW_MS(1);
+		 * before the timer is due and poll for nothing. (Not
+		 * (ns + 999999) / 1000000, which overflows near INT64_MAX,
+		 * the answer for nothing due on a custom clock.) */
+		int64_t ms = ns < 0 ? -1 : ns / TW_MS(1) + (ns % TW_MS(1) != 0);
 		int n = epoll_wait(ep, events, 4, ms > INT_MAX ? INT_MAX : (int)ms);
 		uint64_t count;
 
 		if (n < 0 && errno != EINTR)
 			die("epoll_wait");
+		/* The eventfd read only when it is what fired (in a loop
+		 * that also serves connections, most events are theirs). */
 		for (int i = 0; i < n; i++)
-			if (read(wake_fd, &count, sizeof(count)) < 0 && errno != EAGAIN)
+			if (events[i].data.ptr == &wake_fd &&
+			    read(wake_fd, &count, sizeof(count)) < 0 && errno != EAGAIN)
 				die("read eventfd");
 		svc_wakes += n == 0;
 		if (tw_service_poll(svc) < 0)
@@ -245,9 +297,11 @@ static int manual_service_in_epoll(void)
 	printf("epoll_idle: manual service: %d timers added by another thread, "
 	       "%d ran, %d early, %d more or less than once, %d wake-ups for "
 	       "timers\n", SVC_TIMERS, svc_ran, svc_early, fails, svc_wakes);
-	close(wake_fd);
+	/* The service first: until it is gone, an add from another thread
+	 * (none is left here) could write to a closed, or reused, fd. */
 	if (tw_service_destroy(svc))
 		fails++;
+	close(wake_fd);
 	return svc_ran == SVC_TIMERS && svc_early == 0 && fails == 0 ? 0 : 1;
 }
 
@@ -258,7 +312,6 @@ int main(int argc, char **argv)
 	socklen_t len = sizeof(addr);
 	struct epoll_event ev = { .events = EPOLLIN };
 	struct client *clients;
-	int listener;
 	int64_t start;
 
 	if (nconn < 1 || nconn > 10000) {
@@ -270,12 +323,12 @@ int main(int argc, char **argv)
 		die("tw_wheel_init");
 
 	addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	listener = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+	listener = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (listener < 0 || bind(listener, (struct sockaddr *)&addr, sizeof(addr)) ||
 	    listen(listener, SOMAXCONN) ||
 	    getsockname(listener, (struct sockaddr *)&addr, &len))
 		die("listen");
-	ep = epoll_create1(0);
+	ep = epoll_create1(EPOLL_CLOEXEC);
 	ev.data.ptr = NULL; /* NULL: the listener */
 	if (ep < 0 || epoll_ctl(ep, EPOLL_CTL_ADD, listener, &ev))
 		die("epoll");
@@ -294,10 +347,10 @@ int main(int argc, char **argv)
 		if (cl->talks_left)
 			tw_wheel_add(&wheel, &cl->talk, now_ms() + TALK_MS);
 		if (i % 64 == 63)
-			accept_all(listener); /* keep the backlog short */
+			accept_all(); /* keep the backlog short */
 	}
 
-	while (closed < nconn && now_ms() - start < GIVE_UP_MS) {
+	while (closed + hung_up < nconn && now_ms() - start < GIVE_UP_MS) {
 		struct epoll_event events[64];
 		int64_t timeout = tw_wheel_timeout(&wheel, now_ms());
 		int n = epoll_wait(ep, events, 64,
@@ -310,7 +363,7 @@ int main(int argc, char **argv)
 			if (events[i].data.ptr)
 				on_readable(events[i].data.ptr);
 			else
-				accept_all(listener);
+				accept_all();
 		}
 		/* After this wait's events, never before them: on_idle frees
 		 * its connection, and an event of a freed connection may still
@@ -323,6 +376,8 @@ int main(int argc, char **argv)
 	       "%d wake-ups for timers, %lld ms in all\n",
 	       nconn, closed, IDLE_MS, IDLE_SLACK_MS, early, (long long)worst_late,
 	       timer_wakes, (long long)(now_ms() - start));
+	if (hung_up)
+		printf("epoll_idle: %d connections hung up by their peer\n", hung_up);
 	for (int i = 0; i < nconn; i++)
 		close(clients[i].fd);
 	free(clients);

@@ -6,10 +6,11 @@
  * The loop submits what it has queued, then waits for a completion at most
  * tw_wheel_timeout() milliseconds (io_uring_wait_cqe_timeout), handles the
  * completions, and advances the wheel to the clock. Accepts and receives
- * are io_uring operations; each received byte moves the connection's idle
- * timer (tw_wheel_reschedule: O(1), no allocation). When a connection's
- * timer fires the server shuts the socket down, which completes its
- * pending receive, and closes it there.
+ * are io_uring operations; each receive moves the connection's idle timer
+ * (tw_wheel_reschedule: O(1), no allocation). When a connection's timer
+ * fires the server shuts the socket down, which completes its pending
+ * receive, and closes it there. A connection whose peer hangs up is
+ * closed at once, its timer cancelled.
  *
  * The scenario is much the epoll example's, with exact timers (no window)
  * and its own numbers: a server on 127.0.0.1 closes a connection after
@@ -43,8 +44,8 @@ struct session {              /* the server's side of a connection */
 	int fd;
 	bool closing;         /* its idle timer fired: shut down, await recv */
 	int64_t last_read;
-	char byte;
 	struct tw_timer idle;
+	char buf[256];
 };
 
 struct peer {                 /* a client, with a timer that makes it talk */
@@ -56,7 +57,8 @@ struct peer {                 /* a client, with a timer that makes it talk */
 static struct io_uring ring;
 static struct tw_wheel wheel;
 static int listen_fd;
-static int sessions_closed, sessions_early, accepted;
+static int sessions_closed, sessions_hung_up, sessions_early, accepted;
+static bool accept_paused;    /* out of descriptors: no accept in flight */
 static int64_t worst_late;
 static int wanted;
 
@@ -87,7 +89,7 @@ static void want_accept(void)
 {
 	struct io_uring_sqe *e = sqe();
 
-	io_uring_prep_accept(e, listen_fd, NULL, NULL, 0);
+	io_uring_prep_accept(e, listen_fd, NULL, NULL, SOCK_CLOEXEC);
 	io_uring_sqe_set_data64(e, ACCEPT_TAG);
 }
 
@@ -95,7 +97,7 @@ static void want_recv(struct session *s)
 {
 	struct io_uring_sqe *e = sqe();
 
-	io_uring_prep_recv(e, s->fd, &s->byte, 1, 0);
+	io_uring_prep_recv(e, s->fd, s->buf, sizeof(s->buf), 0);
 	io_uring_sqe_set_data(e, s);
 }
 
@@ -116,10 +118,33 @@ static void on_idle(struct tw_wheel *w, struct tw_timer *t)
 	shutdown(s->fd, SHUT_RDWR);
 }
 
+/* A session over: a descriptor freed lets a paused accept go again. */
+static void session_close(struct session *s)
+{
+	close(s->fd);
+	free(s);
+	if (accept_paused) {
+		accept_paused = false;
+		want_accept();
+	}
+}
+
 static void on_accept(int fd)
 {
 	struct session *s;
 
+	if (fd == -EINTR || fd == -ECONNABORTED) {
+		want_accept();
+		return;
+	}
+	if (fd == -EMFILE || fd == -ENFILE || fd == -ENOBUFS || fd == -ENOMEM) {
+		/* Another accept now would fail at once, again and again:
+		 * the next one waits for a session to close. */
+		fprintf(stderr, "io_uring_idle: accept: %s (paused until a "
+			"connection closes)\n", strerror(-fd));
+		accept_paused = true;
+		return;
+	}
 	if (fd < 0) {
 		fprintf(stderr, "io_uring_idle: accept: %s\n", strerror(-fd));
 		exit(1);
@@ -132,20 +157,26 @@ static void on_accept(int fd)
 	tw_timer_init(&s->idle, on_idle);
 	tw_wheel_add(&wheel, &s->idle, s->last_read + IDLE_MS);
 	want_recv(s);
-	if (++accepted < wanted)
-		want_accept();
+	accepted++;
+	want_accept(); /* one accept in flight at all times */
 }
 
 static void on_recv(struct session *s, int res)
 {
 	if (s->closing) {
-		close(s->fd);
-		free(s);
+		session_close(s);
 		sessions_closed++;
 		return;
 	}
-	if (res <= 0)
-		return; /* EOF or an error: the idle timer closes it */
+	if (res <= 0) {
+		/* The peer hung up, or the connection failed: no receive is
+		 * in flight any more, so the idle timer's shutdown would
+		 * complete nothing and the session would never be closed. */
+		tw_wheel_cancel(&wheel, &s->idle);
+		session_close(s);
+		sessions_hung_up++;
+		return;
+	}
 	s->last_read = now_ms();
 	tw_wheel_reschedule(&wheel, &s->idle, s->last_read + IDLE_MS);
 	want_recv(s);
@@ -188,7 +219,7 @@ int main(int argc, char **argv)
 	if (tw_wheel_init(&wheel, 1, 64, start, TW_MODE_EXACT))
 		return 1;
 
-	listen_fd = socket(AF_INET, SOCK_STREAM, 0);
+	listen_fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	memset(&addr, 0, sizeof(addr));
 	addr.sin_family = AF_INET;
 	addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
@@ -220,7 +251,8 @@ int main(int argc, char **argv)
 
 	/* The loop: submit, wait until a completion or the wheel's next
 	 * expiry, handle the completions, advance the wheel. */
-	while (sessions_closed < wanted && now_ms() - start < GIVE_UP_MS) {
+	while (sessions_closed + sessions_hung_up < wanted &&
+	       now_ms() - start < GIVE_UP_MS) {
 		int64_t timeout = tw_wheel_timeout(&wheel, now_ms());
 		struct __kernel_timespec ts;
 		struct io_uring_cqe *cqe;
@@ -239,6 +271,13 @@ int main(int argc, char **argv)
 		io_uring_for_each_cqe(&ring, head, cqe) {
 			uint64_t tag = io_uring_cqe_get_data64(cqe);
 
+			/* A kernel without IORING_FEAT_EXT_ARG (before 5.11):
+			 * the wait's timeout is liburing's own request, and
+			 * its completion is here too. */
+			if (tag == LIBURING_UDATA_TIMEOUT) {
+				seen++;
+				continue;
+			}
 			if (tag == ACCEPT_TAG)
 				on_accept(cqe->res);
 			else
@@ -253,6 +292,9 @@ int main(int argc, char **argv)
 	       "after %d ms of silence, %d early, worst %lld ms late, %lld ms in "
 	       "all\n", wanted, sessions_closed, IDLE_MS, sessions_early,
 	       (long long)worst_late, (long long)(now_ms() - start));
+	if (sessions_hung_up)
+		printf("io_uring_idle: %d connections hung up by their peer\n",
+		       sessions_hung_up);
 
 	for (int i = 0; i < wanted; i++) {
 		if (tw_timer_pending(&peers[i].talk))

@@ -7,8 +7,12 @@
  * wheel instead and give libevent a single timer event, re-armed at the
  * wheel's next expiry whenever a callback may have changed the wheel
  * (libevent 2.1 has no "before poll" hook, so each callback that touches
- * the wheel ends with follow_wheel()). The wheel's clock is the loop's
- * cached time, in milliseconds.
+ * the wheel ends with follow_wheel()). The wheel's clock is
+ * CLOCK_MONOTONIC in milliseconds, not the loop's cached time, which is
+ * wall-clock time: an NTP step or `date -s` would close live connections
+ * early, or none for the length of a step back. libevent's timer takes a
+ * relative timeout, so the two clocks need not agree. A connection whose
+ * peer hangs up, or that fails, is closed at once, its timer cancelled.
  *
  * The scenario is much the epoll example's, with exact timers (no window)
  * and its own numbers: a server on 127.0.0.1 closes a connection after
@@ -23,10 +27,12 @@
 #define _POSIX_C_SOURCE 200809L
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <event2/buffer.h>
@@ -54,17 +60,18 @@ static struct event_base *base;
 static struct tw_wheel wheel;
 static struct event *driver;  /* the one libevent timer */
 static struct evconnlistener *listener;
-static int sessions_closed, sessions_early, peers_open;
+static int sessions_closed, sessions_hung_up, sessions_early, peers_open;
 static int64_t worst_late;
 static int wanted;
+static bool gave_up;
 
-/* The loop's cached time in ms: the wheel's clock. */
+/* The wheel's clock, in ms: monotonic, whatever the wall clock does. */
 static int64_t now_ms(void)
 {
-	struct timeval tv;
+	struct timespec ts;
 
-	event_base_gettimeofday_cached(base, &tv);
-	return (int64_t)tv.tv_sec * 1000 + tv.tv_usec / 1000;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 /* ---- the integration: the driver and its re-arming ---- */
@@ -90,7 +97,10 @@ static void drive(evutil_socket_t fd, short what, void *arg)
 	(void)fd;
 	(void)what;
 	(void)arg;
-	tw_wheel_advance(&wheel, now_ms());
+	if (tw_wheel_advance(&wheel, now_ms()) < 0) {
+		fprintf(stderr, "libevent_idle: tw_wheel_advance failed\n");
+		exit(1);
+	}
 	follow_wheel();
 }
 
@@ -100,7 +110,7 @@ static void close_session(struct session *s)
 {
 	bufferevent_free(s->bev);
 	free(s);
-	if (++sessions_closed == wanted)
+	if (sessions_closed + sessions_hung_up == wanted)
 		event_base_loopbreak(base);
 }
 
@@ -113,7 +123,23 @@ static void on_idle(struct tw_wheel *w, struct tw_timer *t)
 		sessions_early++;
 	if (silent - IDLE_MS > worst_late)
 		worst_late = silent - IDLE_MS;
+	sessions_closed++;
 	close_session(s);
+}
+
+/* The peer hung up, or the connection failed: closed now, not left
+ * open until its idle timer. */
+static void on_session_event(struct bufferevent *bev, short what, void *arg)
+{
+	struct session *s = arg;
+
+	(void)bev;
+	if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR)) {
+		tw_wheel_cancel(&wheel, &s->idle);
+		sessions_hung_up++;
+		close_session(s);
+		follow_wheel();
+	}
 }
 
 static void on_read(struct bufferevent *bev, void *arg)
@@ -141,14 +167,21 @@ static void on_connection(struct evconnlistener *l, evutil_socket_t fd,
 	s->bev = bufferevent_socket_new(base, fd, BEV_OPT_CLOSE_ON_FREE);
 	if (!s->bev)
 		exit(1);
-	/* EOF and errors are left to the idle timer, as in the other
-	 * examples: a silent connection is closed after IDLE_MS. */
-	bufferevent_setcb(s->bev, on_read, NULL, NULL, s);
+	bufferevent_setcb(s->bev, on_read, NULL, on_session_event, s);
 	bufferevent_enable(s->bev, EV_READ);
 	s->last_read = now_ms();
 	tw_timer_init(&s->idle, on_idle);
 	tw_wheel_add(&wheel, &s->idle, s->last_read + IDLE_MS);
 	follow_wheel();
+}
+
+static void close_handed_back(struct tw_wheel *w, struct tw_timer *t)
+{
+	struct session *s = tw_container_of(t, struct session, idle);
+
+	(void)w;
+	bufferevent_free(s->bev);
+	free(s);
 }
 
 /* ---- the clients ---- */
@@ -181,6 +214,7 @@ static void give_up(evutil_socket_t fd, short what, void *arg)
 	(void)what;
 	(void)arg;
 	fprintf(stderr, "libevent_idle: gave up after %d ms\n", GIVE_UP_MS);
+	gave_up = true;
 	event_base_loopbreak(base);
 }
 
@@ -258,21 +292,15 @@ int main(int argc, char **argv)
 		bufferevent_free(peers[i].bev);
 	}
 	free(peers);
-	/* Sessions still open (only if the watchdog fired): the wheel holds
-	 * their timers; hand them back and close them. */
-	while (tw_wheel_count(&wheel)) {
-		int64_t when;
-
-		if (!tw_wheel_next_expiry(&wheel, &when))
-			break;
-		tw_wheel_advance(&wheel, when > now_ms() ? when : now_ms());
-	}
+	/* Sessions still open (only if the watchdog fired): the wheel hands
+	 * their timers back, and they are closed uncounted. */
+	tw_wheel_drain(&wheel, close_handed_back);
 	tw_wheel_destroy(&wheel);
 	evconnlistener_free(listener);
 	event_free(driver);
 	event_free(watchdog);
 	event_base_free(base);
-	return sessions_closed == wanted && sessions_early == 0 &&
+	return !gave_up && sessions_closed == wanted && sessions_early == 0 &&
 			       peers_open == wanted
 		       ? 0 : 1;
 }

@@ -55,7 +55,7 @@ static struct tw_wheel wheel;
 static uv_timer_t driver;     /* the one libuv timer */
 static uv_prepare_t rearm;
 static uv_tcp_t server;
-static int sessions_closed, sessions_early, peers_open;
+static int sessions_closed, sessions_hung_up, sessions_early, peers_open;
 static int64_t worst_late;
 static int wanted;
 
@@ -89,12 +89,23 @@ static void follow_wheel(uv_prepare_t *prepare)
 
 /* ---- the server ---- */
 
-static void free_session(uv_handle_t *handle)
+static void session_freed(uv_handle_t *handle)
 {
 	free(tw_container_of((uv_tcp_t *)handle, struct session, tcp));
-	sessions_closed++;
-	if (sessions_closed == wanted)
+	if (sessions_closed + sessions_hung_up == wanted)
 		uv_close((uv_handle_t *)&server, NULL);
+}
+
+static void free_session(uv_handle_t *handle)
+{
+	sessions_closed++;
+	session_freed(handle);
+}
+
+static void free_hung_up(uv_handle_t *handle)
+{
+	sessions_hung_up++;
+	session_freed(handle);
 }
 
 static void on_idle(struct tw_wheel *w, struct tw_timer *t)
@@ -123,8 +134,15 @@ static void on_read(uv_stream_t *stream, ssize_t n, const uv_buf_t *buf)
 	struct session *s = tw_container_of((uv_tcp_t *)stream, struct session, tcp);
 
 	(void)buf;
-	if (n <= 0)
-		return; /* EOF or error: the idle timer closes it */
+	if (n == 0)
+		return; /* nothing read this time (EAGAIN) */
+	if (n < 0) {
+		/* UV_EOF (the peer hung up) or an error: closed now, as
+		 * libuv asks, not left open until its idle timer. */
+		tw_wheel_cancel(&wheel, &s->idle);
+		uv_close((uv_handle_t *)&s->tcp, free_hung_up);
+		return;
+	}
 	s->last_read = uv_now(loop);
 	tw_wheel_reschedule(&wheel, &s->idle, (int64_t)s->last_read + IDLE_MS);
 }
@@ -217,7 +235,7 @@ static void svc_follow(uv_prepare_t *prepare)
 		uv_timer_stop(&svc_driver);
 	else
 		uv_timer_start(&svc_driver, svc_drive,
-			       (uint64_t)((ns + TW_MS(1) - 1) / TW_MS(1)), 0);
+			       (uint64_t)(ns / TW_MS(1) + (ns % TW_MS(1) != 0)), 0);
 }
 
 static void svc_woken(uv_async_t *async)
@@ -328,7 +346,8 @@ int main(int argc, char **argv)
 	}
 
 	/* Runs until the server closed every session (then it closes itself). */
-	while (sessions_closed < wanted && uv_now(loop) - start < GIVE_UP_MS)
+	while (sessions_closed + sessions_hung_up < wanted &&
+	       uv_now(loop) - start < GIVE_UP_MS)
 		uv_run(loop, UV_RUN_ONCE);
 
 	printf("libuv_idle: %d connections, %d closed by their idle timeout after "

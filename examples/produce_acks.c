@@ -42,7 +42,7 @@ static atomic_llong log_end;                 /* next offset to write */
 static atomic_llong follower_end[MAX_FOLLOWERS];
 static int nfollowers = 3;
 static atomic_bool done;
-static atomic_int finished;
+static atomic_int finished, expirations;
 
 static int64_t now_ns(void)
 {
@@ -80,18 +80,27 @@ static bool try_ack(struct tw_delayed_op *op)
 	return high_watermark() > req->offset && tw_op_force_complete(op);
 }
 
+/* Every completion comes here, the timeout's too (purgatory.h: a timed
+ * out op runs on_complete, then on_expiration), so the answer is decided
+ * here, from the condition itself, as Kafka's DelayedProduce.onComplete
+ * does: acknowledged only if every follower has the message now. Sending
+ * the ack from here without that test would acknowledge the timed-out
+ * requests too. */
 static void on_complete(struct tw_delayed_op *op)
 {
 	struct produce *req = tw_container_of(op, struct produce, op);
 
 	req->latency_ns = now_ns() - req->created_ns;
-	atomic_store(&req->outcome, 1);
+	atomic_store(&req->outcome, high_watermark() > req->offset ? 1 : 2);
 	atomic_fetch_add(&finished, 1);
 }
 
+/* After on_complete, for a timeout only: what a server counts there
+ * (Kafka's expiration metrics), not the answer. */
 static void on_expiration(struct tw_delayed_op *op)
 {
-	atomic_store(&tw_container_of(op, struct produce, op)->outcome, 2);
+	(void)op;
+	atomic_fetch_add(&expirations, 1);
 }
 
 /* One table for every produce request: the callbacks live here, not in
@@ -193,7 +202,9 @@ int main(int argc, char **argv)
 	printf("produce_acks: %d acks=all requests, %d followers, timeout %lld ms, "
 	       "%.2f s\n", requests, nfollowers, (long long)timeout_ms,
 	       (double)(now_ns() - start) / 1e9);
-	printf("  acknowledged %d, timed out %d, lost %d\n", acked, expired, other);
+	printf("  acknowledged %d, timed out %d, lost %d (%d timeouts fired; a "
+	       "request whose message every follower had by then is "
+	       "acknowledged)\n", acked, expired, other, atomic_load(&expirations));
 	if (n)
 		printf("  acknowledgement latency: p50 %.2f ms, p99 %.2f ms, max %.2f ms\n",
 		       (double)lat[n / 2] / 1e6, (double)lat[n * 99 / 100] / 1e6,

@@ -729,9 +729,10 @@ bool tw_service_next_expiry(struct tw_service *svc, int64_t *when);
  * next tw_service_poll(), with tw_service_next_expiry()'s promise (and its
  * rule for adds from other threads). In clock units: on the default clock
  * nanoseconds, which epoll_wait() and uv_timer_start() take in whole
- * milliseconds, rounded up ((timeout + 999999) / 1000000): rounding down
- * would wake the loop before the timer is due, and it would spin on polls
- * that find nothing.
+ * milliseconds, rounded up (timeout / 1000000 + (timeout % 1000000 != 0);
+ * not (timeout + 999999) / 1000000, which overflows near the INT64_MAX
+ * clamp): rounding down would wake the loop before the timer is due, and
+ * it would spin on polls that find nothing.
  * @param svc the service
  * @param now the service's clock (tw_service_now())
  * @return -1 if nothing is pending (or NULL svc), otherwise
