@@ -55,9 +55,12 @@
  * check on its way out that is not the last one, a purge, a failed watch
  * taking its entry back) marks the list dirty and leaves it; the last
  * check out unlinks the completed entries: those its walk noted, or,
- * the list dirty, every one. So every op ahead of a check's walk keeps
- * the reference of its entry in that list until the check has let go of
- * it, and the check pays per op only its lock. The count and the mark
+ * the list dirty, every one. A check that finds a list dirty and pinned
+ * waits for the checks in it to leave before it pins it (a yield at a
+ * time, bounded; not from a callback: watch.c, the gate), so that
+ * checks that keep overlapping leave a last one out. So every op ahead
+ * of a check's walk keeps the reference of its entry in that list until
+ * the check has let go of it, and the check pays per op only its lock. The count and the mark
  * are one word, so that a check that noted nothing lets go with one
  * compare-and-swap and no lock, which a mark made meanwhile fails, and
  * "pinned? then mark" is one swap too: no mark is ever left with no one

@@ -15,7 +15,7 @@
  */
 #include "core.h"
 
-static struct tw_watchers *find(struct pshard *sh, uint64_t h, const void *key,
+pg_hot_inline struct tw_watchers *find(struct pshard *sh, uint64_t h, const void *key,
 				size_t len)
 {
 	/* The spare first: its fields are on the lock's line. */
@@ -651,6 +651,52 @@ pg_hot_inline void walk_done(struct key_walk *k)
 	chain_put_all(&puts);
 }
 
+/*
+ * The gate. A check that would pin a list whose unlinks wait for the last
+ * check out (dirty, and pinned) waits for the checks in it to leave first,
+ * a yield at a time, so that one of them is the last out and unlinks the
+ * completed entries. Without it, checks that keep overlapping on one key
+ * (three threads checking it continuously: a partition's produce and
+ * fetch threads) leave no last one out: no completed entry was ever
+ * unlinked, and no op released, while they kept at it (124,808 ops in
+ * 20 s, the list growing as long), a purge or a shutdown only marking
+ * the list again. The wait is bounded (GATE_YIELDS), since a check may
+ * be made with a lock held that a pinning check's callback waits for; and
+ * a check from a callback never waits (it may be inside the very walk
+ * that pins the list, or one a waiter waits for). The protocol is
+ * unchanged: a pin taken later is one of the schedules the model already
+ * has.
+ */
+#define GATE_YIELDS 10000
+
+static bool gate_closed(const struct tw_watchers *ws)
+{
+	unsigned pins = atomic_load_explicit(&ws->walkers, memory_order_relaxed);
+
+	return (pins & PIN_DIRTY) && (pins & ~PIN_DIRTY);
+}
+
+/* Under sh's lock, ws (key's list, found there) gate_closed: let go of
+ * the lock and yield until the list is no longer dirty and pinned, or
+ * gone, or GATE_YIELDS have passed; back under the lock, the key's list
+ * found again (NULL: none). */
+static __attribute__((noinline)) struct tw_watchers *
+wait_at_gate(struct pshard *sh, uint64_t h, const void *key, size_t len)
+{
+	struct tw_watchers *ws = NULL;
+
+	for (unsigned i = 0; i < GATE_YIELDS; i++) {
+		pshard_unlock(sh);
+		TW_TEST_POINT("check.gate", key);
+		sched_yield();
+		pshard_lock(sh);
+		ws = find(sh, h, key, len);
+		if (!ws || !gate_closed(ws))
+			break;
+	}
+	return ws;
+}
+
 int64_t tw_purgatory_check_and_complete(struct tw_purgatory *p,
 					const void *key, size_t len)
 {
@@ -664,6 +710,8 @@ int64_t tw_purgatory_check_and_complete(struct tw_purgatory *p,
 		return refuse_key_call("tw_purgatory_check_and_complete", p, key, len);
 	pshard_lock(sh);
 	ws = find(sh, h, key, len);
+	if (ws && __builtin_expect(gate_closed(ws), 0) && !in_a_callback())
+		ws = wait_at_gate(sh, h, key, len);
 	if (!ws) {
 		pshard_unlock(sh);
 		pg_maybe_purge(p);
@@ -698,7 +746,8 @@ int64_t tw_purgatory_check_and_complete(struct tw_purgatory *p,
 #define CHECK_GROUP 4
 
 static int64_t check_group(struct tw_purgatory *p, const void *const *keys,
-			   const size_t *lens, const uint64_t *hashes, size_t n)
+			   const size_t *lens, const uint64_t *hashes, size_t n,
+			   bool gate)
 {
 	struct key_walk kw[CHECK_GROUP], *k_at, *before;
 	struct tw_watchers *found[CHECK_GROUP];
@@ -726,16 +775,29 @@ static int64_t check_group(struct tw_purgatory *p, const void *const *keys,
 			locked[i] = moved;
 		}
 	}
-	for (k = 0; k < nlocked; k++) {
-		pshard_lock(locked[k]);
-		if (k == 0 && nlocked > 1)
-			TW_TEST_POINT("check.locking", keys[0]);
+	for (unsigned waits = 0;; waits++) {
+		bool closed = false;
+
+		for (k = 0; k < nlocked; k++) {
+			pshard_lock(locked[k]);
+			if (k == 0 && nlocked > 1)
+				TW_TEST_POINT("check.locking", keys[0]);
+		}
+		for (k = 0; k < n; k++) {
+			found[k] = find(sh_of[k], hashes[k], keys[k], lens[k]);
+			closed |= found[k] && gate_closed(found[k]);
+		}
+		/* The gate (above), for all the group's lists at once. */
+		if (!closed || !gate || waits == GATE_YIELDS)
+			break;
+		for (k = nlocked; k-- > 0;)
+			pshard_unlock(locked[k]);
+		TW_TEST_POINT("check.gate", keys[0]);
+		sched_yield();
 	}
-	for (k = 0; k < n; k++) {
-		found[k] = find(sh_of[k], hashes[k], keys[k], lens[k]);
+	for (k = 0; k < n; k++)
 		if (found[k])
 			walk_begin(&kw[nwalks++], sh_of[k], found[k]);
-	}
 	for (k = nlocked; k-- > 0;)
 		pshard_unlock(locked[k]);
 	for (k = 0; k < n; k++)
@@ -778,6 +840,7 @@ int64_t tw_purgatory_check_and_complete_keys(struct tw_purgatory *p,
 {
 	uint64_t hashes[CHECK_GROUP];
 	int64_t completed = 0;
+	bool gate;
 
 	if (!p || !keys || !lens || nkeys == 0)
 		return TW_EINVAL_BECAUSE("tw_purgatory_check_and_complete_keys",
@@ -790,13 +853,14 @@ int64_t tw_purgatory_check_and_complete_keys(struct tw_purgatory *p,
 		if (!keys[i] || lens[i] == 0 || lens[i] > TW_KEY_MAX)
 			return refuse_key_call("tw_purgatory_check_and_complete_keys",
 					       p, keys[i], lens[i]);
+	gate = !in_a_callback();
 	calling_begin();
 	for (size_t i = 0; i < nkeys; i += CHECK_GROUP) {
 		size_t n = nkeys - i < CHECK_GROUP ? nkeys - i : CHECK_GROUP;
 
 		for (size_t k = 0; k < n; k++)
 			hashes[k] = hash_key(keys[i + k], lens[i + k]);
-		completed += check_group(p, keys + i, lens + i, hashes, n);
+		completed += check_group(p, keys + i, lens + i, hashes, n, gate);
 	}
 	calling_end();
 	pg_maybe_purge(p); /* with no pin held: it would defer */

@@ -160,6 +160,42 @@ static void test_a_check_that_is_not_the_last_leaves_its_entry_to_the_last(void)
 	let_the_check_go(p, x, 2, parked, &checker);
 }
 
+/* Checks that keep overlapping on one key leave a last one out: a check
+ * that finds the list dirty and pinned waits at the gate (watch.c) for
+ * the checks in it to leave. X is completed from outside and a purge
+ * marks the list while a check walks it; a second check then comes. It
+ * waits at "check.gate", not pinning the list, so the parked check is
+ * the last one out when it leaves, drops X's entry and X is released --
+ * before the second check has begun. (Before the gate, the second check
+ * pinned the list and walked it: with checks always coming, no entry was
+ * ever dropped.) */
+static void test_a_check_waits_for_the_checks_in_a_dirty_list(void)
+{
+	static struct gop x[1];
+	struct sp_thread checker, second;
+	int parked, gated;
+	struct tw_purgatory *p = park_a_check(x, 1, &checker, &parked);
+
+	CHECK(tw_op_force_complete(&x[0].op));
+	tw_purgatory_purge(p); /* the list pinned: marked for the last out */
+	CHECK_EQ(atomic_load(&x[0].releases), 0);
+	gated = sp_arm("check.gate", key);
+	sp_spawn(&second, check_key_again, p);
+	CHECK(sp_wait(gated, &second.done));
+	sp_release(parked);
+	sp_join(&checker, "the parked check");
+	CHECK_EQ(atomic_load(&parked_result), 0);
+	CHECK_EQ(atomic_load(&x[0].releases), 1); /* dropped by the last out */
+	CHECK_EQ(tw_purgatory_watched(p), 0);
+	sp_release(gated);
+	sp_join(&second, "the check at the gate");
+	CHECK_EQ(atomic_load(&x[0].releases), 1);
+	CHECK_EQ(keys_listed(p), 0);
+	tw_purgatory_destroy(p);
+	CHECK_EQ(atomic_load(&x[0].expires), 0);
+	tw_op_destroy(&x[0].op);
+}
+
 /* cancel_for_key on the pinned list claims its ops in place and hands
  * them back at once, their timeouts stopped; their entries stay until
  * the check lets go. 200 ops: more than one of its batches. */
@@ -371,6 +407,7 @@ int main(int argc, char **argv)
 	RUN_IF(test_an_unlink_during_a_check_waits_for_it);
 	RUN_IF(test_the_last_check_out_drops_the_entries);
 	RUN_IF(test_a_check_that_is_not_the_last_leaves_its_entry_to_the_last);
+	RUN_IF(test_a_check_waits_for_the_checks_in_a_dirty_list);
 	RUN_IF(test_a_cancel_meets_a_pinned_list);
 	RUN_IF(test_a_cancel_of_a_pinned_list_counts_towards_a_purge);
 	RUN_IF(test_a_shutdown_meets_a_pinned_list);
