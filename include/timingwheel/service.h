@@ -261,7 +261,12 @@ struct tw_service_config {
 				       (they run late, never early) and a
 				       callback that blocks stops the service.
 				       Give executors when callbacks may
-				       block or take long */
+				       block or take long. An executor takes
+				       what waits a batch at a time (a quarter
+				       of an even share, at most 64), so a
+				       callback that blocks still delays the
+				       rest of its own batch, though other
+				       executors are idle */
 	unsigned shards;          /**< wheels, each under its own mutex,
 				       rounded up to a power of two; a
 				       thread adds to one shard, chosen at its
@@ -272,7 +277,11 @@ struct tw_service_config {
 				       of two (at most 256) */
 	size_t queue_capacity;    /**< executor queue; 0: 4096. When it is
 				       full the reaper runs the callback
-				       itself (back-pressure, nothing lost) */
+				       itself (back-pressure, nothing lost),
+				       and every timer of every shard waits
+				       for that callback as with no
+				       executors: keep it well above the
+				       timers due at once */
 	bool manual;              /**< no reaper thread: call tw_service_poll() */
 	enum tw_mode mode;        /**< TW_MODE_EXACT (default): never early */
 	struct tw_service_clock clock; /**< now == NULL: CLOCK_MONOTONIC, ns */
