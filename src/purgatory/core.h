@@ -60,11 +60,12 @@
  * time, bounded; not from a callback: watch.c, the gate), so that
  * checks that keep overlapping leave a last one out. So every op ahead
  * of a check's walk keeps the reference of its entry in that list until
- * the check has let go of it, and the check pays per op only its lock. The count and the mark
- * are one word, so that a check that noted nothing lets go with one
- * compare-and-swap and no lock, which a mark made meanwhile fails, and
- * "pinned? then mark" is one swap too: no mark is ever left with no one
- * to take it (model/purgatory.pml asks that of every run). A
+ * the check has let go of it, and the check pays per op only its lock.
+ * The count and the mark are one word, so that a check that noted
+ * nothing lets go with one compare-and-swap and no lock, which a mark
+ * made meanwhile fails, and "pinned? then mark" is one swap too: no mark
+ * is ever left with no one to take it (model/purgatory.pml asks that of
+ * every run). A
  * cancel_for_key that meets a pinned list pins it too and claims its ops
  * in place (watch.c); shutdown does the same for the lists a check still
  * pins after its walk, and marks (or purges) those left with completed

@@ -15,8 +15,8 @@
  */
 #include "core.h"
 
-pg_hot_inline struct tw_watchers *find(struct pshard *sh, uint64_t h, const void *key,
-				size_t len)
+pg_hot_inline struct tw_watchers *find(struct pshard *sh, uint64_t h,
+				       const void *key, size_t len)
 {
 	/* The spare first: its fields are on the lock's line. */
 	if (sh->spare.hash == h && sh->spare.len == len &&
@@ -658,9 +658,9 @@ pg_hot_inline void walk_done(struct key_walk *k)
  * completed entries. Without it, checks that keep overlapping on one key
  * (three threads checking it continuously: a partition's produce and
  * fetch threads) leave no last one out: no completed entry was ever
- * unlinked, and no op released, while they kept at it (124,808 ops in
- * 20 s, the list growing as long), a purge or a shutdown only marking
- * the list again. The wait is bounded (GATE_YIELDS), since a check may
+ * unlinked, and no op released, while they kept at it (129,984 ops in
+ * 20 s, the list growing as long: docs/purgatory.md), a purge or a
+ * shutdown only marking the list again. The wait is bounded (GATE_YIELDS), since a check may
  * be made with a lock held that a pinning check's callback waits for; and
  * a check from a callback never waits (it may be inside the very walk
  * that pins the list, or one a waiter waits for). The protocol is
