@@ -718,8 +718,8 @@ out:
  * where the last check out unlinks the completed entry and one that is
  * not the last marks the list dirty for it. Then the purge, if due, with
  * no pin held. The C code's gate (watch.c: a check that finds the list
- * dirty and pinned lets go of the lock and yields, a bounded number of
- * times, before it pins it) only delays this first step: its schedules
+ * dirty and pinned lets go of the lock and yields, for a bounded time,
+ * before it pins it) only delays this first step: its schedules
  * are the model's already, so it is not modelled. */
 /* A check's first step takes its key's shard lock; a check of several
  * keys (SCEN 10) takes both shards' locks, in the shards' order (MUT 27:

@@ -56,9 +56,10 @@
  * taking its entry back) marks the list dirty and leaves it; the last
  * check out unlinks the completed entries: those its walk noted, or,
  * the list dirty, every one. A check that finds a list dirty and pinned
- * waits for the checks in it to leave before it pins it (a yield at a
- * time, bounded; not from a callback: watch.c, the gate), so that
- * checks that keep overlapping leave a last one out. So every op ahead
+ * waits for the checks in it to leave before it pins it (yielding, for
+ * at most a millisecond; not while its thread pins a list itself:
+ * watch.c, the gate), so that checks that keep overlapping leave a last
+ * one out. So every op ahead
  * of a check's walk keeps the reference of its entry in that list until
  * the check has let go of it, and the check pays per op only its lock.
  * The count and the mark are one word, so that a check that noted
@@ -274,6 +275,10 @@ TW_PG_HIDDEN extern atomic_uint tw__pg_stripes_handed;
  * would cost every completion made inside a try_complete two
  * instructions. */
 TW_PG_HIDDEN extern _Thread_local unsigned tw__pg_tls_calling TW_PG_TLS;
+/* The lists this thread pins now (its key checks' walks, a claim in
+ * place): a check it makes meanwhile, from a callback, does not wait at
+ * the gate (watch.c) for pins that include its own. */
+TW_PG_HIDDEN extern _Thread_local unsigned tw__pg_tls_pins TW_PG_TLS;
 
 static inline void calling_begin(void)
 {

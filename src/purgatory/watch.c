@@ -14,6 +14,7 @@
  * ones, and a pinned list is never freed.
  */
 #include "core.h"
+#include "../posix.h" /* clock_gettime: the gate's bound */
 
 pg_hot_inline struct tw_watchers *find(struct pshard *sh, uint64_t h,
 				       const void *key, size_t len)
@@ -218,6 +219,7 @@ static void unpin_locked(struct pshard *sh, struct tw_watchers *ws,
 
 _Thread_local unsigned tw__pg_tls_stripe TW_PG_TLS;
 _Thread_local unsigned tw__pg_tls_calling TW_PG_TLS;
+_Thread_local unsigned tw__pg_tls_pins TW_PG_TLS;
 atomic_uint tw__pg_stripes_handed;
 
 /* A call's way in: NULL once shutdown began. seq_cst on both sides (the
@@ -654,20 +656,23 @@ pg_hot_inline void walk_done(struct key_walk *k)
 /*
  * The gate. A check that would pin a list whose unlinks wait for the last
  * check out (dirty, and pinned) waits for the checks in it to leave first,
- * a yield at a time, so that one of them is the last out and unlinks the
- * completed entries. Without it, checks that keep overlapping on one key
- * (three threads checking it continuously: a partition's produce and
- * fetch threads) leave no last one out: no completed entry was ever
- * unlinked, and no op released, while they kept at it (129,984 ops in
- * 20 s, the list growing as long: docs/purgatory.md), a purge or a
- * shutdown only marking the list again. The wait is bounded (GATE_YIELDS), since a check may
- * be made with a lock held that a pinning check's callback waits for; and
- * a check from a callback never waits (it may be inside the very walk
- * that pins the list, or one a waiter waits for). The protocol is
- * unchanged: a pin taken later is one of the schedules the model already
- * has.
+ * yielding, so that one of them is the last out and unlinks the completed
+ * entries. Without it, checks that keep overlapping on one key (three
+ * threads checking it continuously: a partition's produce and fetch
+ * threads) leave no last one out: no completed entry was ever unlinked,
+ * and no op released, while they kept at it (129,984 ops in 20 s, the
+ * list growing as long: docs/purgatory.md), a purge or a shutdown only
+ * marking the list again.
+ *
+ * The wait is bounded in time (GATE_WAIT_NS), not in yields: a check may
+ * be made with a lock held that a pinning check's callback waits for,
+ * and a yield to a busy CPU's other thread gives up a whole time slice
+ * (10,000 yields were 28 s). A check whose thread pins a list itself
+ * (from a callback of its walk, or of a claim in place) never waits: the
+ * pins it would wait for include its own. The protocol is unchanged: a
+ * pin taken later is one of the schedules the model already has.
  */
-#define GATE_YIELDS 10000
+#define GATE_WAIT_NS 1000000
 
 static bool gate_closed(const struct tw_watchers *ws)
 {
@@ -676,24 +681,52 @@ static bool gate_closed(const struct tw_watchers *ws)
 	return (pins & PIN_DIRTY) && (pins & ~PIN_DIRTY);
 }
 
+/* Whether a check may wait at the gate (its thread pins no list). */
+static bool may_wait_at_gate(void)
+{
+	return tw__pg_tls_pins == 0;
+}
+
+static int64_t gate_clock_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* Yield once at the gate; false when the wait that began at *since (0:
+ * now) has lasted GATE_WAIT_NS. */
+static bool gate_yield(const void *key, int64_t *since)
+{
+	int64_t now;
+
+	(void)key; /* the test point's, in the test build only */
+	TW_TEST_POINT("check.gate", key);
+	sched_yield();
+	now = gate_clock_ns();
+	if (!*since)
+		*since = now;
+	return now - *since < GATE_WAIT_NS;
+}
+
 /* Under sh's lock, ws (key's list, found there) gate_closed: let go of
  * the lock and yield until the list is no longer dirty and pinned, or
- * gone, or GATE_YIELDS have passed; back under the lock, the key's list
+ * gone, or GATE_WAIT_NS have passed; back under the lock, the key's list
  * found again (NULL: none). */
 static __attribute__((noinline)) struct tw_watchers *
 wait_at_gate(struct pshard *sh, uint64_t h, const void *key, size_t len)
 {
-	struct tw_watchers *ws = NULL;
+	struct tw_watchers *ws;
+	int64_t since = 0;
+	bool more;
 
-	for (unsigned i = 0; i < GATE_YIELDS; i++) {
+	do {
 		pshard_unlock(sh);
-		TW_TEST_POINT("check.gate", key);
-		sched_yield();
+		more = gate_yield(key, &since);
 		pshard_lock(sh);
 		ws = find(sh, h, key, len);
-		if (!ws || !gate_closed(ws))
-			break;
-	}
+	} while (more && ws && gate_closed(ws));
 	return ws;
 }
 
@@ -710,7 +743,7 @@ int64_t tw_purgatory_check_and_complete(struct tw_purgatory *p,
 		return refuse_key_call("tw_purgatory_check_and_complete", p, key, len);
 	pshard_lock(sh);
 	ws = find(sh, h, key, len);
-	if (ws && __builtin_expect(gate_closed(ws), 0) && !in_a_callback())
+	if (ws && __builtin_expect(gate_closed(ws), 0) && may_wait_at_gate())
 		ws = wait_at_gate(sh, h, key, len);
 	if (!ws) {
 		pshard_unlock(sh);
@@ -719,12 +752,14 @@ int64_t tw_purgatory_check_and_complete(struct tw_purgatory *p,
 	}
 	calling_begin();
 	walk_begin(&k, sh, ws);
+	tw__pg_tls_pins++;
 	pshard_unlock(sh);
 	TW_TEST_POINT("check.walk", key);
 	if (k.next)
 		while (walk_step(&k))
 			;
 	walk_done(&k);
+	tw__pg_tls_pins--;
 	calling_end();
 	pg_maybe_purge(p); /* with no pin held: it would defer */
 	return k.completed;
@@ -749,6 +784,7 @@ static int64_t check_group(struct tw_purgatory *p, const void *const *keys,
 			   const size_t *lens, const uint64_t *hashes, size_t n,
 			   bool gate)
 {
+	int64_t gate_since = 0;
 	struct key_walk kw[CHECK_GROUP], *k_at, *before;
 	struct tw_watchers *found[CHECK_GROUP];
 	struct pshard *sh_of[CHECK_GROUP], *locked[CHECK_GROUP];
@@ -775,7 +811,7 @@ static int64_t check_group(struct tw_purgatory *p, const void *const *keys,
 			locked[i] = moved;
 		}
 	}
-	for (unsigned waits = 0;; waits++) {
+	for (;;) {
 		bool closed = false;
 
 		for (k = 0; k < nlocked; k++) {
@@ -788,16 +824,16 @@ static int64_t check_group(struct tw_purgatory *p, const void *const *keys,
 			closed |= found[k] && gate_closed(found[k]);
 		}
 		/* The gate (above), for all the group's lists at once. */
-		if (!closed || !gate || waits == GATE_YIELDS)
+		if (!closed || !gate)
 			break;
 		for (k = nlocked; k-- > 0;)
 			pshard_unlock(locked[k]);
-		TW_TEST_POINT("check.gate", keys[0]);
-		sched_yield();
+		gate = gate_yield(keys[0], &gate_since);
 	}
 	for (k = 0; k < n; k++)
 		if (found[k])
 			walk_begin(&kw[nwalks++], sh_of[k], found[k]);
+	tw__pg_tls_pins += (unsigned)nwalks;
 	for (k = nlocked; k-- > 0;)
 		pshard_unlock(locked[k]);
 	for (k = 0; k < n; k++)
@@ -831,6 +867,7 @@ static int64_t check_group(struct tw_purgatory *p, const void *const *keys,
 		walk_done(&kw[k]);
 		completed += kw[k].completed;
 	}
+	tw__pg_tls_pins -= (unsigned)nwalks;
 	return completed;
 }
 
@@ -853,7 +890,7 @@ int64_t tw_purgatory_check_and_complete_keys(struct tw_purgatory *p,
 		if (!keys[i] || lens[i] == 0 || lens[i] > TW_KEY_MAX)
 			return refuse_key_call("tw_purgatory_check_and_complete_keys",
 					       p, keys[i], lens[i]);
-	gate = !in_a_callback();
+	gate = may_wait_at_gate();
 	calling_begin();
 	for (size_t i = 0; i < nkeys; i += CHECK_GROUP) {
 		size_t n = nkeys - i < CHECK_GROUP ? nkeys - i : CHECK_GROUP;
@@ -918,6 +955,7 @@ static int64_t claim_pinned(struct tw_purgatory *p, struct pshard *sh,
 	size_t k;
 
 	pin(ws);
+	tw__pg_tls_pins++; /* its hand_backs' checks: no wait at the gate */
 	do {
 		k = 0;
 		while (l && k < CLAIM_BATCH) {
@@ -940,6 +978,7 @@ static int64_t claim_pinned(struct tw_purgatory *p, struct pshard *sh,
 		n += (int64_t)k;
 		pshard_lock(sh);
 	} while (l);
+	tw__pg_tls_pins--;
 	unpin_locked(sh, ws, puts);
 	pshard_unlock(sh);
 	return n;

@@ -196,6 +196,54 @@ static void test_a_check_waits_for_the_checks_in_a_dirty_list(void)
 	tw_op_destroy(&x[0].op);
 }
 
+/* The same wait from another service's timer callback: that thread pins
+ * no list, so it waits at the gate too (a gate left to checks made
+ * outside every callback let checkers on executors grow the list as
+ * before). */
+static struct tw_purgatory *checked_from_a_timer;
+
+static void check_from_a_timer(struct tw_service *svc, struct tw_service_timer *t)
+{
+	(void)svc;
+	(void)t;
+	CHECK_EQ(check_key(checked_from_a_timer, key), 0);
+}
+
+static void *poll_the_service(void *arg)
+{
+	CHECK_EQ(tw_service_poll(arg), 1);
+	return NULL;
+}
+
+static void test_a_check_from_a_timer_waits_for_the_checks_in_a_dirty_list(void)
+{
+	static struct gop x[1];
+	static struct tw_service_timer timer;
+	struct sp_thread checker, poller;
+	int parked, gated;
+	struct tw_purgatory *p = park_a_check(x, 1, &checker, &parked);
+	struct tw_service *svc = service(true, 0);
+
+	checked_from_a_timer = p;
+	tw_service_timer_init(&timer, check_from_a_timer);
+	CHECK_EQ(tw_service_add(svc, &timer, 1000), TW_OK);
+	CHECK(tw_op_force_complete(&x[0].op));
+	tw_purgatory_purge(p);
+	gated = sp_arm("check.gate", key);
+	sp_spawn(&poller, poll_the_service, svc);
+	CHECK(sp_wait(gated, &poller.done));
+	sp_release(parked);
+	sp_join(&checker, "the parked check");
+	CHECK_EQ(atomic_load(&x[0].releases), 1);
+	sp_release(gated);
+	sp_join(&poller, "the timer's check at the gate");
+	CHECK_EQ(tw_service_shutdown(svc, NULL, NULL), 0);
+	tw_service_destroy(svc);
+	CHECK_EQ(keys_listed(p), 0);
+	tw_purgatory_destroy(p);
+	tw_op_destroy(&x[0].op);
+}
+
 /* cancel_for_key on the pinned list claims its ops in place and hands
  * them back at once, their timeouts stopped; their entries stay until
  * the check lets go. 200 ops: more than one of its batches. */
@@ -408,6 +456,7 @@ int main(int argc, char **argv)
 	RUN_IF(test_the_last_check_out_drops_the_entries);
 	RUN_IF(test_a_check_that_is_not_the_last_leaves_its_entry_to_the_last);
 	RUN_IF(test_a_check_waits_for_the_checks_in_a_dirty_list);
+	RUN_IF(test_a_check_from_a_timer_waits_for_the_checks_in_a_dirty_list);
 	RUN_IF(test_a_cancel_meets_a_pinned_list);
 	RUN_IF(test_a_cancel_of_a_pinned_list_counts_towards_a_purge);
 	RUN_IF(test_a_shutdown_meets_a_pinned_list);
