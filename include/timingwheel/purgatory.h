@@ -380,7 +380,10 @@ int tw_purgatory_try_complete_else_watch(struct tw_purgatory *p,
  * is tried by its own watch, once it is on the key's list); drop completed
  * ones from its list (Kafka's checkAndComplete). It allocates nothing,
  * however many ops watch the key: it walks the key's list in place,
- * pinned, without holding its shard's lock.
+ * pinned, without holding its shard's lock. Where other checks of the key
+ * are walking it with completed ops to drop, it first waits for them to
+ * leave (yielding, no lock held, about a millisecond at most), so that
+ * the last of them drops those ops even when checks never stop coming.
  * @param p the purgatory
  * @param key the key
  * @param len its length, 1..TW_KEY_MAX
