@@ -546,6 +546,7 @@ pg_hot_inline void walk_begin(struct key_walk *k, struct pshard *sh,
 	k->drop_all = false;
 	k->completed = 0;
 	pin(ws);
+	tw__pg_tls_pins++; /* the gate: this thread's checks do not wait for it */
 	k->last = list_empty(&ws->entries) ? NULL : ws->entries.prev;
 	k->next = k->last ? ws->entries.next : NULL;
 }
@@ -616,6 +617,7 @@ pg_hot_inline void walk_done(struct key_walk *k)
 	struct entry_chain puts;
 	unsigned pins;
 
+	tw__pg_tls_pins--;
 	if (!k->ndrops && !k->drop_all) {
 		pins = atomic_load_explicit(&ws->walkers, memory_order_relaxed);
 		TW_TEST_POINT("check.leaving", ws);
@@ -752,14 +754,12 @@ int64_t tw_purgatory_check_and_complete(struct tw_purgatory *p,
 	}
 	calling_begin();
 	walk_begin(&k, sh, ws);
-	tw__pg_tls_pins++;
 	pshard_unlock(sh);
 	TW_TEST_POINT("check.walk", key);
 	if (k.next)
 		while (walk_step(&k))
 			;
 	walk_done(&k);
-	tw__pg_tls_pins--;
 	calling_end();
 	pg_maybe_purge(p); /* with no pin held: it would defer */
 	return k.completed;
@@ -833,7 +833,6 @@ static int64_t check_group(struct tw_purgatory *p, const void *const *keys,
 	for (k = 0; k < n; k++)
 		if (found[k])
 			walk_begin(&kw[nwalks++], sh_of[k], found[k]);
-	tw__pg_tls_pins += (unsigned)nwalks;
 	for (k = nlocked; k-- > 0;)
 		pshard_unlock(locked[k]);
 	for (k = 0; k < n; k++)
@@ -867,7 +866,6 @@ static int64_t check_group(struct tw_purgatory *p, const void *const *keys,
 		walk_done(&kw[k]);
 		completed += kw[k].completed;
 	}
-	tw__pg_tls_pins -= (unsigned)nwalks;
 	return completed;
 }
 
