@@ -103,6 +103,10 @@ struct tw_level {
 				     pop as a window is filed (next_expiry
 				     then looks one bucket further: see
 				     wheel/window.c) */
+	bool stoppable;           /* level 1's only: a callback may ask an
+				     advance to stop after its fire
+				     (for_service.h), so a level-1 bucket's
+				     fires test for it */
 	uint32_t fast_levels;     /* level 1's only: the levels in use
 				     (nlevels) where the add's short path
 				     applies -- exact mode, a tick of 1, 64

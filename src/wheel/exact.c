@@ -360,8 +360,12 @@ hot_inline int64_t move_exact(struct tw_wheel *w, struct tw_bucket *b, size_t n,
 
 /* A popped bucket moved at once (a level 1 bucket firing, or one above
  * small enough to move in one step): move_exact() one timer at a time,
- * each out of b before it fires or is filed, as most of them fire. */
-hot_inline int64_t move_each(struct tw_wheel *w, struct tw_bucket *b, bool tick1)
+ * each out of b before it fires or is filed, as most of them fire.
+ * stoppable: a wheel whose callbacks may ask the advance to stop
+ * (for_service.h: a timer service's); only such a wheel pays the test
+ * after each fire. */
+hot_inline int64_t move_each(struct tw_wheel *w, struct tw_bucket *b, bool tick1,
+			     bool stoppable)
 {
 	struct tw_level *levels = w->levels;
 	struct tw_bucket *slots0 = levels[0].slots;
@@ -390,7 +394,8 @@ hot_inline int64_t move_each(struct tw_wheel *w, struct tw_bucket *b, bool tick1
 			fired++;
 			/* A stop asked (for_service.h): the rest of a level-1
 			 * bucket waits where it is for the next advance. */
-			if (__builtin_expect(w->stopping != 0, 0) && b->level == 1) {
+			if (stoppable && __builtin_expect(w->stopping != 0, 0) &&
+			    b->level == 1) {
 				w->stopping = TW_STOPPED;
 				return fired;
 			}
@@ -462,8 +467,18 @@ hot_inline int64_t move_taking(struct tw_wheel *w, struct tw_bucket *b,
 
 static __attribute__((noinline)) int64_t move_all(struct tw_wheel *w, struct tw_bucket *b)
 {
-	return w->tick == 1 ? move_each(w, b, true)
-			    : move_each(w, b, false);
+	return w->tick == 1 ? move_each(w, b, true, false)
+			    : move_each(w, b, false, false);
+}
+
+/* move_all() of a level-1 bucket of a wheel that allows stops, where no
+ * taker takes its runs (there is none, or an observer is to be told of
+ * each fire). */
+static __attribute__((noinline)) int64_t move_all_stoppable(struct tw_wheel *w,
+							    struct tw_bucket *b)
+{
+	return w->tick == 1 ? move_each(w, b, true, true)
+			    : move_each(w, b, false, true);
 }
 
 static __attribute__((noinline)) int64_t move_all_taking(struct tw_wheel *w,
@@ -474,16 +489,23 @@ static __attribute__((noinline)) int64_t move_all_taking(struct tw_wheel *w,
 			    : move_taking(w, b, take, false);
 }
 
-/* A level-1 bucket firing: move_all(), or move_taking() where a taker
- * takes its due runs and no observer is to be told of each fire. The
+/* A level-1 bucket firing: move_all(); on a wheel that allows stops (a
+ * service's), move_taking() where a taker takes its due runs and no
+ * observer is to be told of each fire, else move_all_stoppable(). The
  * test is made where level-1 buckets pop, not in move_all(), which
- * buckets above level 1 pass too. */
+ * buckets above level 1 pass too, so that a plain wheel's fires pay no
+ * test of a stop only a service asks for. */
 hot_inline int64_t fire_level1(struct tw_wheel *w, struct tw_bucket *b)
 {
-	tw__wheel_take_fn *take = w->levels->take_run;
+	const struct tw_level *level1 = w->levels;
 
-	if (__builtin_expect(take != NULL, 0) && !w->observer)
-		return move_all_taking(w, b, take);
+	if (__builtin_expect(level1->stoppable, 0)) {
+		tw__wheel_take_fn *take = level1->take_run;
+
+		if (take && !w->observer)
+			return move_all_taking(w, b, take);
+		return move_all_stoppable(w, b);
+	}
 	return move_all(w, b);
 }
 
@@ -531,23 +553,58 @@ refile_first(struct tw_wheel *w, struct tw_bucket *b, struct tw_link *l, size_t 
 	return next;
 }
 
-/* The front of a drain of level 2 (into level 1) or of level 3 (into
- * level 2) at 64 buckets, a tick of 1 and no observer (fast_levels): the
- * run of timers that each go into the level below's bucket for their
- * key, with nothing else to decide -- in a level 3 drain, one due at a
- * level-2 pop first in the bucket popping then, as move_exact() files it.
- * Stops at the first timer that needs more (move_exact() takes it),
- * after n timers, or at the end; cuts the run off b at once. far: every
- * timer of b is 64 ticks or more ahead (the caller knows it from b's
- * expiration), so none is for level 1, and one level 2 cannot take is
- * filed by its key here (refile_first), not by a call of move_exact().
- * Returns how many it moved. Idle timeouts 30 s out come down this way
- * twice each (make bench-instr's idle-expire). */
-hot_inline size_t drain_run(struct tw_wheel *w, struct tw_bucket *b, size_t n,
-			    bool into_level1, bool far)
+/* The front of a drain of level 2 into level 1 at 64 buckets, a tick of
+ * 1 and no observer (fast_levels): the run of timers due 1 to 63 ticks
+ * ahead, each into level 1's bucket for its key, with nothing else to
+ * decide. Stops at the first timer that needs more (move_exact() takes
+ * it), after n timers, or at the end; cuts the run off b at once.
+ * Returns how many it moved. The loop counts down what it may still move
+ * and compares each key with the first tick level 1 takes, both set up
+ * once, and reads a key again only where a bucket fills (rare), so that
+ * no register keeps it. */
+hot_inline size_t drain_run_level1(struct tw_wheel *w, struct tw_bucket *b, size_t n)
 {
 	struct tw_level *levels = w->levels;
-	struct tw_level *below = into_level1 ? levels : &levels[1];
+	struct tw_bucket *slots = levels->slots;
+	const uint64_t first = (uint64_t)levels->clock + 1;
+	struct tw_link *l = b->head.next;
+	size_t left;
+
+	/* The list holds b->count timers: n of them, or all. */
+	if (n > b->count)
+		n = b->count;
+	for (left = n; left; left--) {
+		struct tw_timer *t = list_timer(l);
+		uint64_t key = (uint64_t)t->due;
+		struct tw_bucket *nb;
+
+		if (key - first >= 63)
+			break;
+		l = l->next;
+		prefetch(l);
+		nb = &slots[key & 63];
+		if (__builtin_expect(append_moved(nb, t) == &nb->head, 0))
+			bucket_fill(w, levels, nb, t->due, t->due);
+	}
+	if (left != n)
+		bucket_cut(b, l, n - left);
+	return n - left;
+}
+
+/* The front of a drain of level 3 into level 2, as drain_run_level1() is
+ * of level 2: the run of timers that each go into level 2's bucket for
+ * their key, or, one due at a level-2 pop, first in the bucket popping
+ * then, as move_exact() files it. far: every timer of b is 64 ticks or
+ * more ahead (the caller knows it from b's expiration), so none is for
+ * level 1, and one level 2 cannot take is filed by its key here
+ * (refile_first), not by a call of move_exact(). Idle timeouts 30 s out
+ * come down this way, then through drain_run_level1() (make
+ * bench-instr's idle-expire). */
+hot_inline size_t drain_run(struct tw_wheel *w, struct tw_bucket *b, size_t n,
+			    bool far)
+{
+	struct tw_level *levels = w->levels;
+	struct tw_level *below = &levels[1];
 	struct tw_bucket *slots = below->slots;
 	const uint64_t clock = (uint64_t)levels[0].clock;
 	const uint64_t bclock = (uint64_t)below->clock;
@@ -571,53 +628,46 @@ hot_inline size_t drain_run(struct tw_wheel *w, struct tw_bucket *b, size_t n,
 		uint64_t key = (uint64_t)t->due, number;
 		struct tw_bucket *nb;
 
-		if (into_level1) {
-			/* Due 1 to 63 ticks ahead: level 1's bucket. */
-			if (key - clock - 1 >= 63)
-				break;
-			number = key;
-		} else {
-			/* Level 2 takes distances from 64 on (below it,
-			 * level 1) in its buckets ahead of its clock. */
-			if (!far && key - clock - 64 >= (uint64_t)1 << 62)
-				break;
-			if (__builtin_expect(!(key & 31), 0)) {
-				/* Due at a level-2 pop: first in the bucket
-				 * popping then, as move_exact() files it;
-				 * else (that bucket a lap ahead, or
-				 * draining), by its key as any other. */
-				number = (uint64_t)shift_floor((int64_t)key, 5) + 1;
-				if (number - bclock < pops &&
-				    !(nb = &slots[number & 63])->draining) {
-					l = l->next;
-					prefetch(l);
-					put_first_moved(w, below, nb, t, (int64_t)number,
-							(int64_t)key);
-					taken++;
-					continue;
-				}
-				/* Near the end of the int64 range:
-				 * move_exact() knows. */
-				if (pops < 64)
-					break;
-			}
-			number = (uint64_t)shift_floor((int64_t)key, 5);
-			if (__builtin_expect(number - bclock >= 64, 0)) {
-				if (!far)
-					break;
-				l = refile_first(w, b, l, taken);
-				done += taken + 1;
-				n -= taken + 1;
-				taken = 0;
+		/* Level 2 takes distances from 64 on (below it, level 1)
+		 * in its buckets ahead of its clock. */
+		if (!far && key - clock - 64 >= (uint64_t)1 << 62)
+			break;
+		if (__builtin_expect(!(key & 31), 0)) {
+			/* Due at a level-2 pop: first in the bucket popping
+			 * then, as move_exact() files it; else (that bucket
+			 * a lap ahead, or draining), by its key as any
+			 * other. */
+			number = (uint64_t)shift_floor((int64_t)key, 5) + 1;
+			if (number - bclock < pops &&
+			    !(nb = &slots[number & 63])->draining) {
+				l = l->next;
+				prefetch(l);
+				put_first_moved(w, below, nb, t, (int64_t)number,
+						(int64_t)key);
+				taken++;
 				continue;
 			}
+			/* Near the end of the int64 range: move_exact()
+			 * knows. */
+			if (pops < 64)
+				break;
+		}
+		number = (uint64_t)shift_floor((int64_t)key, 5);
+		if (__builtin_expect(number - bclock >= 64, 0)) {
+			if (!far)
+				break;
+			l = refile_first(w, b, l, taken);
+			done += taken + 1;
+			n -= taken + 1;
+			taken = 0;
+			continue;
 		}
 		l = l->next;
 		prefetch(l);
 		nb = &slots[number & 63];
 		if (__builtin_expect(append_moved(nb, t) == &nb->head, 0))
 			bucket_fill(w, below, nb, (int64_t)number, (int64_t)key);
-		else if (!into_level1 && (int64_t)key < nb->min_key)
+		else if ((int64_t)key < nb->min_key)
 			nb->min_key = (int64_t)key;
 		taken++;
 	}
@@ -643,11 +693,11 @@ static __attribute__((noinline)) int64_t drain_fast(struct tw_wheel *w, struct t
 		 * into a draining bucket), so while that is 64 ticks or
 		 * more ahead (far) level 2 takes each by its bucket number
 		 * alone. */
-		n -= into_level1 ? drain_run(w, b, n, true, false)
+		n -= into_level1 ? drain_run_level1(w, b, n)
 		     : b->expiration > w->levels[0].clock &&
 				     (uint64_t)b->expiration - (uint64_t)w->levels[0].clock >= 64
-			     ? drain_run(w, b, n, false, true)
-			     : drain_run(w, b, n, false, false);
+			     ? drain_run(w, b, n, true)
+			     : drain_run(w, b, n, false);
 		if (!n || list_empty(&b->head))
 			break;
 		fired += into_level1 ? move_exact(w, b, 1, NULL, false, true, 0)

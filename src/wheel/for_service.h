@@ -29,7 +29,10 @@ int64_t tw__wheel_drain_checked(struct tw_wheel *w, tw_timer_fn *hand_back,
  * go onto the expired list and be walked a second time, cold). A callback
  * asks with tw__wheel_ask_stop(); exact mode stops after that fire if it
  * came from a level-1 bucket, else after the next fire from one (or not
- * at all, if none fires before the advance ends). The asker calls
+ * at all, if none fires before the advance ends) -- on a wheel that
+ * allows stops (tw__wheel_allow_stops, which a taker implies); a plain
+ * wheel's level-1 fires do not test for one, and it stops at the end of
+ * that bucket instead. The asker calls
  * tw__wheel_stop_end() after the advance, which says whether it stopped;
  * tw__wheel_stopped() says so until an advance finishes what is left
  * (the caller advances again to the same time). Between the two the
@@ -39,6 +42,11 @@ int64_t tw__wheel_drain_checked(struct tw_wheel *w, tw_timer_fn *hand_back,
  * and next_expiry answers now. Kafka mode never stops.
  */
 enum { TW_STOP_ASKED = 1, TW_STOPPED = 2 }; /* struct tw_wheel's stopping */
+
+static inline void tw__wheel_allow_stops(struct tw_wheel *w)
+{
+	w->levels[0].stoppable = true;
+}
 
 static inline void tw__wheel_ask_stop(struct tw_wheel *w)
 {
@@ -78,6 +86,7 @@ static inline bool tw__wheel_stop_end(struct tw_wheel *w)
 static inline void tw__wheel_set_taker(struct tw_wheel *w, tw__wheel_take_fn *take)
 {
 	w->levels[0].take_run = take;
+	tw__wheel_allow_stops(w);
 }
 
 /* t, the front of the run being taken, is no longer the wheel's. */
