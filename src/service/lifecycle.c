@@ -198,7 +198,11 @@ static void refuse_init_of_held(const char *call, const struct tw_service_timer 
 							: "its callback is running");
 }
 #else
-#define refuse_init_of_held(call, t) ((void)0)
+static void refuse_init_of_held(const char *call, const struct tw_service_timer *t)
+{
+	(void)call;
+	(void)t;
+}
 #endif
 
 void tw_service_timer_init(struct tw_service_timer *t, tw_service_fn *fn)

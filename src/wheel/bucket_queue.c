@@ -6,7 +6,7 @@
  */
 #include "bucket_queue.h"
 
-static void place(struct tw_wheel *w, size_t i, struct tw_bucket *b)
+static void heap_set(struct tw_wheel *w, size_t i, struct tw_bucket *b)
 {
 	w->queue[i] = b;
 	tw__queue_place(w, b)->index = i;
@@ -21,10 +21,10 @@ static void sift_up(struct tw_wheel *w, size_t i)
 
 		if (!bq_before(w, b, w->queue[parent]))
 			break;
-		place(w, i, w->queue[parent]);
+		heap_set(w, i, w->queue[parent]);
 		i = parent;
 	}
-	place(w, i, b);
+	heap_set(w, i, b);
 }
 
 static void sift_down(struct tw_wheel *w, size_t i)
@@ -41,10 +41,10 @@ static void sift_down(struct tw_wheel *w, size_t i)
 			child++;
 		if (!bq_before(w, w->queue[child], b))
 			break;
-		place(w, i, w->queue[child]);
+		heap_set(w, i, w->queue[child]);
 		i = child;
 	}
-	place(w, i, b);
+	heap_set(w, i, b);
 }
 
 void tw__bq_push(struct tw_wheel *w, struct tw_bucket *b)
@@ -52,7 +52,7 @@ void tw__bq_push(struct tw_wheel *w, struct tw_bucket *b)
 	size_t i = w->queue_len++;
 
 	tw__queue_place(w, b)->seq = w->queue_seq++;
-	place(w, i, b);
+	heap_set(w, i, b);
 	sift_up(w, i);
 }
 
@@ -74,7 +74,7 @@ void tw__bq_remove(struct tw_wheel *w, struct tw_bucket *b)
 	p->index = TW_NOT_QUEUED;
 	if (last == b)
 		return;
-	place(w, i, last);
+	heap_set(w, i, last);
 	/* The moved bucket may belong above or below its new position. */
 	if (i > 0 && bq_before(w, last, w->queue[(i - 1) / 2]))
 		sift_up(w, i);

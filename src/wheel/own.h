@@ -179,7 +179,13 @@ static inline void debug_pending(const struct tw_wheel *w,
 	tw__debug_set(TW_DBG_WHEEL_TIMER, t, pending, (uintptr_t)w);
 }
 #else
-#define debug_pending(w, t, pending) ((void)0)
+static inline void debug_pending(const struct tw_wheel *w,
+				 const struct tw_timer *t, bool pending)
+{
+	(void)w;
+	(void)t;
+	(void)pending;
+}
 #endif
 
 /* A level bucket of exact mode (the only kind that drains) starts or

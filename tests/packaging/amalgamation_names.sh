@@ -8,7 +8,8 @@
 #     static defined twice with two types, no name that shadows another
 #     file's, no macro defined twice differently;
 #   - amalgamate.sh had no static function to rename for a later source
-#     (it does so silently, with a "#define name name__N");
+#     (it does so silently, with a "#define name tw__am_name__N");
+#   - a file that includes it may define any name but the tw_ ones;
 #   - no two sources define a static variable or function of one name
 #     (two "static T x;" of one type would compile, as one variable),
 #     with and without TW_DEBUG, read from each source's own object;
@@ -48,10 +49,65 @@ for cc in gcc clang; do
 	done
 done
 
-if grep -E '^#define ([A-Za-z_][A-Za-z0-9_]*) \1__[0-9]+$' "$dir/timingwheel.c"; then
+if grep -E '^#define ([A-Za-z_][A-Za-z0-9_]*) tw__am_\1__[0-9]+$' "$dir/timingwheel.c"; then
 	echo "amalgamate.sh renamed the static functions above: two sources define them"
 	fail=1
 fi
+
+# The includer's names are its own: the amalgamation leaves no file-scope
+# name but a tw_ one (each file-local name of the library is a macro for
+# tw__am_NAME until its end). Its objects, with and without TW_DEBUG, have
+# no other static symbol (a function's own statics, NAME.N, are not at
+# file scope); a file that reads the system headers a server reads, then
+# includes it, then defines each of those names as a variable and as a
+# struct tag -- and the names the README's examples use (on_timeout) --
+# compiles with the project's warnings as errors.
+cat >"$dir/includer.c" <<'INCLUDER'
+#define _GNU_SOURCE
+#include <errno.h>
+#include <limits.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+#include <time.h>
+#include <unistd.h>
+#include "timingwheel.c"
+static void on_timeout(struct tw_service *svc, struct tw_service_timer *t)
+{
+	(void)svc;
+	(void)t;
+}
+INCLUDER
+sed -nE 's/^#define ([A-Za-z_][A-Za-z0-9_]*) tw__am_\1$/\1/p' "$dir/timingwheel.c" | sort -u |
+	awk '$1 != "on_timeout" { printf "static int %s __attribute__((unused));\nstruct %s { int x; };\n", $1, $1 }' \
+	>>"$dir/includer.c"
+printf 'int main(void)\n{\n\ton_timeout(NULL, NULL);\n\treturn 0;\n}\n' >>"$dir/includer.c"
+[ "$(grep -c '^struct ' "$dir/includer.c")" -gt 100 ] ||
+	{ echo "amalgamation_names: fewer than 100 file-local names renamed (amalgamate.sh)"; fail=1; }
+for cc in $used; do
+	for debug in "" -DTW_DEBUG; do
+		"$cc" "${flags[@]}" $debug -c "$dir/timingwheel.c" -o "$dir/tw.o" 2>/dev/null || continue
+		nm "$dir/tw.o" | awk '$2 ~ /^[tbdr]$/ && $3 !~ /^tw_/ && $3 !~ /\./ { print $3 }' >"$dir/left"
+		if [ -s "$dir/left" ]; then
+			cat "$dir/left"
+			echo "$cc ${debug:-(no TW_DEBUG)}: the statics above keep their names in the amalgamation"
+			fail=1
+		fi
+		log=$dir/includer-$cc${debug:+-debug}.log
+		"$cc" "${flags[@]}" $debug -I"$dir" "$dir/includer.c" -o "$dir/includer" >"$log" 2>&1 ||
+			{ head -20 "$log"; echo "$cc ${debug:-(no TW_DEBUG)}: a file that includes the amalgamation cannot use the library's private names"; fail=1; }
+	done
+done
 
 # Each source's own statics (not those of the headers it includes: those
 # are pasted in once), read from its object's symbols and debug lines.
