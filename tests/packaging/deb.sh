@@ -54,4 +54,4 @@ ver=$("$work/root/usr/bin/tw-trace" --version)
 	fail "tw-trace --version printed '$ver'"
 echo "deb: $(cd "$work" && ls ./*.deb | grep -vc dbgsym) packages built, lintian clean," \
 	"a manual page for each of the $npages public functions," \
-	"the quick start built and ran against them"
+	"the quick start built and ran against them; the packages are in $work"
