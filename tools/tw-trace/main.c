@@ -131,8 +131,11 @@ static const char help_text[] =
 "or scenario (\"FILE:LINE: message\" on stderr), or output that could not be\n"
 "written whole. man tw-trace has examples.\n";
 
-static void usage(void)
+/* What was wrong with the command line, then how to write it. */
+static void usage(const char *what, const char *arg)
 {
+	fprintf(stderr, "tw-trace: %s%s%s%s\n", what, arg ? " '" : "", arg ? arg : "",
+		arg ? "'" : "");
 	fputs("usage: tw-trace [--text [--all-buckets]|--events] SCENARIO\n"
 	      "       tw-trace --html OUT.html SCENARIO\n"
 	      "(tw-trace --help says more)\n", stderr);
@@ -182,13 +185,26 @@ int main(int argc, char **argv)
 			modes++;
 		} else if (!strcmp(argv[arg], "--all-buckets")) {
 			tr.all_buckets = true;
+		} else if (!strcmp(argv[arg], "--html")) {
+			usage("--html needs OUT.html, then the scenario", NULL);
 		} else {
-			usage();
+			usage("unknown option", argv[arg]);
 		}
 	}
-	if (arg != argc - 1 || argv[arg][0] == '-' || modes > 1 ||
-	    (tr.all_buckets && (html_path || !tr.text)))
-		usage();
+	if (argc < 2)
+		usage("no scenario given", NULL);
+	if (arg != argc - 1)
+		usage(argv[arg + 1][0] == '-' ? "options come before the scenario, not after it:"
+					      : "one scenario at a time, not also",
+		      argv[arg + 1]);
+	if (argv[arg][0] == '-')
+		usage(!strcmp(argv[arg], "--html") ? "--html needs OUT.html, then the scenario"
+						   : "no scenario after the option",
+		      !strcmp(argv[arg], "--html") ? NULL : argv[arg]);
+	if (modes > 1)
+		usage("one of --text, --events and --html", NULL);
+	if (tr.all_buckets && (html_path || !tr.text))
+		usage("--all-buckets is for --text alone", NULL);
 	tr.path = argv[arg];
 	if (tr.text)
 		tr.render = &trace_text_renderer;
