@@ -371,6 +371,7 @@ install: $(BUILD)/Makefile
 # (-asan) through timingwheel-tsan.pc or find_package(timingwheel-tsan).
 # And the checked build (TW_DEBUG): libtimingwheel-debug, timingwheel-debug.pc,
 # find_package(timingwheel-debug), which names a caller's mistake at the call.
+# A variant installs its libraries alone, and builds nothing else.
 VARIANT_FLAG_tsan = -DTW_TSAN=ON
 VARIANT_FLAG_asan = -DTW_SANITIZE=ON
 VARIANT_FLAG_debug = -DTW_DEBUG=ON
@@ -379,7 +380,7 @@ install-tsan install-asan install-debug: install-%:
 	cmake -S . -B $(BUILD)-install-$* $(WERROR) -DCMAKE_INSTALL_PREFIX=$(PREFIX) \
 	  -DTW_BUILD_TESTS=OFF -DTW_BUILD_BENCH=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 	  $(VARIANT_FLAG_$*) >/dev/null
-	cmake --build $(BUILD)-install-$* -j $(JOBS)
+	cmake --build $(BUILD)-install-$* -j $(JOBS) --target timingwheel timingwheel_shared
 	cmake --install $(BUILD)-install-$* --prefix $(PREFIX)
 
 # The configurations users are told to use (the default, -DTW_DEBUG=ON,

@@ -79,5 +79,25 @@ cmake -S "$work" -B "$work/cmake-build" -DCMAKE_PREFIX_PATH="$prefix" \
 cmake --build "$work/cmake-build" >/dev/null
 run "$work/cmake-build/threads_cmake"
 [ "$variant" != debug ] || named "$work/cmake-build/mistake_cmake"
-echo "packaging_install_variant: $pkg installed alone; a threaded program built against it with pkg-config and with find_package ran clean"
+# 3. One variant a project: a second package defining the timingwheel::
+# targets (a twin of this one under another name, as the plain library is
+# beside a variant) is refused, naming the first; the same one found again
+# is not.
+twin=$libdir/cmake/timingwheel-twin
+mkdir -p "$twin" "$work/twin"
+cp "$libdir/cmake/$pkg"/* "$twin/"
+mv "$twin/${pkg}Config.cmake" "$twin/timingwheel-twinConfig.cmake"
+mv "$twin/${pkg}ConfigVersion.cmake" "$twin/timingwheel-twinConfigVersion.cmake"
+printf '%s\n' 'cmake_minimum_required(VERSION 3.16)' 'project(tw_twin C)' \
+	"find_package($pkg REQUIRED)" "find_package($pkg REQUIRED)" \
+	'find_package(timingwheel-twin REQUIRED)' >"$work/twin/CMakeLists.txt"
+if out=$(cmake -S "$work/twin" -B "$work/twin/build" -DCMAKE_PREFIX_PATH="$prefix" 2>&1); then
+	echo "$out"
+	fail "find_package of a second variant in one project was not refused"
+fi
+grep -q "already come from find_package($pkg)" <<<"$out" ||
+	{ echo "$out"; fail "the refusal of a second variant does not name the first"; }
+rm -rf "$twin"
+
+echo "packaging_install_variant: $pkg installed alone; a threaded program built against it with pkg-config and with find_package ran clean; a second variant in the project refused"
 [ "$variant" != debug ] || echo "packaging_install_variant: and a mistake built both ways was named by the checked library"
