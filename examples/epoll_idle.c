@@ -27,6 +27,10 @@
  *
  *     epoll_idle [CONNECTIONS]     (default 200)
  *
+ * Each connection is two descriptors here: the soft limit on them is
+ * raised to what CONNECTIONS needs, up to the hard limit (ulimit -Hn);
+ * past that the run refuses with exit status 2.
+ *
  * A second part drives a manual timer service (no reaper thread) from the
  * same kind of loop: tw_service_timeout() is the epoll_wait timeout, and
  * tw_service_poll() runs what is due. A worker thread adds timers while
@@ -51,6 +55,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -305,6 +310,29 @@ static int manual_service_in_epoll(void)
 	return svc_ran == SVC_TIMERS && svc_early == 0 && fails == 0 ? 0 : 1;
 }
 
+/* Room for nconn connections, each two descriptors here (the server's
+ * end and the client's), and a few more: the soft limit raised up to the
+ * hard one where it is lower (a common default is 1024), as a server
+ * does; false where even that is too few. */
+static bool room_for(int nconn)
+{
+	rlim_t need = 2 * (rlim_t)nconn + 32;
+	struct rlimit lim;
+
+	if (getrlimit(RLIMIT_NOFILE, &lim))
+		return true; /* the accepts will say */
+	if (lim.rlim_cur >= need)
+		return true;
+	if (lim.rlim_max != RLIM_INFINITY && lim.rlim_max < need) {
+		fprintf(stderr, "epoll_idle: %d connections need about %llu file descriptors; "
+				"the limit is %llu (ulimit -n)\n",
+			nconn, (unsigned long long)need, (unsigned long long)lim.rlim_max);
+		return false;
+	}
+	lim.rlim_cur = need;
+	return setrlimit(RLIMIT_NOFILE, &lim) == 0;
+}
+
 int main(int argc, char **argv)
 {
 	int nconn = argc > 1 ? atoi(argv[1]) : 200;
@@ -318,6 +346,8 @@ int main(int argc, char **argv)
 		fprintf(stderr, "usage: epoll_idle [CONNECTIONS 1..10000]\n");
 		return 2;
 	}
+	if (!room_for(nconn))
+		return 2;
 	start = now_ms();
 	if (tw_wheel_init(&wheel, 1, 64, start, TW_MODE_EXACT))
 		die("tw_wheel_init");
