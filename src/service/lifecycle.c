@@ -494,7 +494,10 @@ static int alloc_parts(struct tw_service *svc)
 
 		list_init(&s->expired);
 		list_init(&s->handing);
-		s->reaper_sees = INT64_MIN; /* the first add kicks */
+		/* Below every due time: no add kicks a reaper that has yet
+		 * to scan (its first scan finds what was added); the scan
+		 * leaves the shard's next expiry here. */
+		s->reaper_sees = INT64_MIN;
 		s->svc = svc;
 		if (tw_wheel_init(&s->wheel, svc->cfg.tick, svc->cfg.wheel_size,
 				  now, svc->cfg.mode) != TW_OK)
