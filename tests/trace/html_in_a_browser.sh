@@ -30,7 +30,7 @@ for b in chromium chromium-browser google-chrome; do
   if command -v "$b" >/dev/null 2>&1; then browser=$b; break; fi
 done
 if [ -z "$browser" ]; then
-  exec bash "$(dirname "$0")/../support/skip.sh" "trace_html_browser: no Chromium" \
+  exec bash "$(dirname "$0")/../support/skip.sh" "trace_html_browser ($(basename "$scenario")): no Chromium" \
     "(apt-get install chromium, or make deps-all)"
 fi
 
