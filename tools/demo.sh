@@ -61,7 +61,8 @@ TEXT
 cat <<TEXT
 
    Every step, in either mode: $build/tw-trace --text $seed
-   (or --html page.html; man tw-trace says more).
+   (or --html page.html; man tw-trace says more). It prints the seed's own
+   epoch milliseconds: +0 here is $start there.
 
 3. The purgatory: produce requests with acks=all wait until every in-sync
    replica has the message, or time out (examples/produce_acks.c).
