@@ -19,6 +19,10 @@
  *
  *     io_uring_idle [CONNECTIONS]     (default 100)
  *
+ * Each connection is two descriptors here: the soft limit on them is
+ * raised to what CONNECTIONS needs, up to the hard limit (ulimit -Hn);
+ * past that the run refuses with exit status 2.
+ *
  * Exit status 0 when every connection was closed by its idle timeout, none
  * early; 1 otherwise; 77 when the kernel refuses io_uring (a sandbox may).
  */
@@ -26,10 +30,12 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -196,6 +202,29 @@ static void on_talk(struct tw_wheel *w, struct tw_timer *t)
 		tw_wheel_add(w, t, tw_wheel_now(w) + TALK_MS);
 }
 
+/* Room for n connections, each two descriptors here (the server's end
+ * and the client's), and a few more: the soft limit raised up to the
+ * hard one where it is lower (a common default is 1024), as a server
+ * does; false where even that is too few. */
+static bool room_for(int n)
+{
+	rlim_t need = 2 * (rlim_t)n + 32;
+	struct rlimit lim;
+
+	if (getrlimit(RLIMIT_NOFILE, &lim))
+		return true; /* the accepts will say */
+	if (lim.rlim_cur >= need)
+		return true;
+	if (lim.rlim_max != RLIM_INFINITY && lim.rlim_max < need) {
+		fprintf(stderr, "io_uring_idle: %d connections need about %llu file "
+				"descriptors; the limit is %llu (ulimit -n)\n",
+			n, (unsigned long long)need, (unsigned long long)lim.rlim_max);
+		return false;
+	}
+	lim.rlim_cur = need;
+	return setrlimit(RLIMIT_NOFILE, &lim) == 0;
+}
+
 int main(int argc, char **argv)
 {
 	struct sockaddr_in addr;
@@ -209,6 +238,8 @@ int main(int argc, char **argv)
 		fprintf(stderr, "usage: io_uring_idle [CONNECTIONS 1..1000]\n");
 		return 2;
 	}
+	if (!room_for(wanted))
+		return 2;
 	rc = io_uring_queue_init(256, &ring, 0);
 	if (rc < 0) {
 		fprintf(stderr, "skipped: io_uring_idle: the kernel refused "
