@@ -380,8 +380,12 @@ int tw_wheel_reschedule_range(struct tw_wheel *wheel, struct tw_timer *timer,
 
 /**
  * Move the clock to now and run every timer that is due by then, in order of
- * the tick they fire at, buckets in order of expiration (ties: the order the
- * buckets were queued). Empty stretches of time cost nothing: the clock
+ * the tick they fire at. At one tick, kafka mode runs buckets in order of
+ * expiration (ties: the order the buckets were queued, as Kafka's
+ * DelayQueue); exact mode runs them in the order they pop, a bucket of a
+ * higher level first (a windowed timer's bucket pops before its
+ * expiration, inside the window), as tw_wheel_queue_snapshot() lists
+ * them. Empty stretches of time cost nothing: the clock
  * jumps from bucket to bucket. Timers made due by callbacks during this call
  * run on the next call, in both modes (so a callback re-adding itself runs
  * once per advance and cannot loop). In kafka mode that includes a timer

@@ -121,7 +121,6 @@ int64_t tw__fire_windowed(struct tw_wheel *w, struct tw_bucket *b)
 hot_inline struct tw_bucket *window_bucket(struct tw_wheel *w, int64_t ek, int64_t lk,
 					   int64_t *number_out)
 {
-	uint64_t distance = (uint64_t)lk - (uint64_t)w->levels[0].clock;
 	/* The window holds a multiple of 2^s for each s up to the highest
 	 * bit in which ek - 1 and lk differ, and for no larger s: a level
 	 * whose shift is above that has no pop inside the window (no
@@ -129,27 +128,18 @@ hot_inline struct tw_bucket *window_bucket(struct tw_wheel *w, int64_t ek, int64
 	unsigned fits = (unsigned)(63 - __builtin_clzll((uint64_t)(ek - 1) ^ (uint64_t)lk));
 	uint32_t top = 0;
 
-	/* The first level whose range may reach lk (at 64 buckets named by
-	 * distance's bits, as insert_exact does; otherwise the first whose
-	 * too_far the distance does not reach), and the one above it: the
-	 * first may still fall short of lk, or hold no pop inside the
-	 * window where the coarser one does. A level not made yet is
-	 * weighed from the clock it would have, and made only if the
-	 * window is filed there. */
-	if (w->size == 64) {
-		top = (unsigned)(62 - __builtin_clzll(distance | 2)) / 5;
-	} else {
-		while (top + 1 < w->max_levels && !w->levels[top].unbounded &&
-		       distance >= w->levels[top].too_far)
-			top++;
-	}
-	if (top + 1 < w->max_levels)
-		top++;
-	/* No level above the one whose shift is fits / 5 (5 bits a level at
-	 * 64 buckets) has a pop in the window; the loop passes such levels
-	 * of other sizes by their shift. */
-	if (w->size == 64 && fits / 5 < top)
-		top = fits / 5;
+	/* The coarsest level that may pop inside the window, down: no level
+	 * above the one whose shift is fits / 5 (5 bits a level at 64
+	 * buckets) has a pop in the window; the loop passes such levels of
+	 * other sizes by their shift. Not only the levels up to one above
+	 * the level lk's distance names: a window near the clock that holds
+	 * the pop of a bucket of a much coarser level (one already holding
+	 * a timer whose window is the same) is filed there, with it. A level
+	 * not made yet is weighed from the clock it would have, and made
+	 * only if the window is filed there. */
+	top = w->size == 64 ? fits / 5 : w->max_levels - 1;
+	if (top > w->max_levels - 1)
+		top = w->max_levels - 1;
 	for (uint32_t i = top; i > 0; i--) {
 		struct tw_level *lv = &w->levels[i];
 		int64_t clock, last, pop, number;

@@ -230,6 +230,67 @@ static void test_window_reschedule_of_an_idle_timer_files_as_add_range(void)
 	tw_wheel_destroy(&w);
 }
 
+/* Two timers with one window, [32768, 33800] (tick 1, 64 buckets), one
+ * added at 0, the other at 32767: the first goes into level 4's bucket
+ * popping at 32768, which is still pending when the second is added
+ * close to it, and the second goes there too (the coarsest bucket that
+ * pops inside the window, not the first level whose range reaches its
+ * end, level 3, popping at 33792): one wake for both. */
+static void test_window_near_the_clock_shares_a_coarser_bucket(void)
+{
+	struct tw_wheel w;
+	struct rec far, near;
+	unsigned level, slot, level2, slot2;
+	int64_t when;
+	int wakes = 0;
+
+	tw_wheel_init(&w, 1, 64, 0, TW_MODE_EXACT);
+	rec_init(&far, 1);
+	rec_init(&near, 2);
+	CHECK_EQ(tw_wheel_add_range(&w, &far.timer, 32768, 33800), TW_OK);
+	CHECK_EQ(tw_wheel_advance(&w, 32767), 0);
+	CHECK_EQ(tw_wheel_add_range(&w, &near.timer, 32768, 33800), TW_OK);
+	CHECK_EQ(tw_timer_where(&w, &far.timer, &level, &slot), TW_OK);
+	CHECK_EQ(tw_timer_where(&w, &near.timer, &level2, &slot2), TW_OK);
+	CHECK_EQ(level, 4);
+	CHECK(level2 == level && slot2 == slot);
+	CHECK_WHEEL(&w);
+	while (tw_wheel_next_expiry(&w, &when)) {
+		CHECK(tw_wheel_advance(&w, when) >= 0);
+		wakes++;
+	}
+	CHECK_EQ(wakes, 1);
+	CHECK_EQ(far.fired_at, 32768);
+	CHECK_EQ(near.fired_at, 32768);
+	tw_wheel_destroy(&w);
+}
+
+/* At one tick exact mode runs the buckets in the order they pop, a
+ * higher level's first (wheel.h, tw_wheel_advance): an exact timer due at
+ * 96 (level 1), added first, runs after a window [90, 100] filed in the
+ * level-2 bucket that pops at 96 (it expires at 128). */
+static void test_window_at_one_tick_a_higher_level_runs_first(void)
+{
+	struct tw_wheel w;
+	struct rec exact, window;
+	unsigned level;
+
+	tw_wheel_init(&w, 1, 64, 0, TW_MODE_EXACT);
+	rec_init(&exact, 1);
+	rec_init(&window, 2);
+	reset_log();
+	CHECK_EQ(tw_wheel_add(&w, &exact.timer, 96), TW_OK);
+	CHECK_EQ(tw_wheel_add_range(&w, &window.timer, 90, 100), TW_OK);
+	CHECK_EQ(tw_timer_where(&w, &window.timer, &level, NULL), TW_OK);
+	CHECK_EQ(level, 2);
+	CHECK_EQ(tw_wheel_advance(&w, 95), 0);
+	CHECK_EQ(tw_wheel_advance(&w, 96), 2);
+	CHECK_EQ(nlog, 2);
+	CHECK_EQ(log_ids[0], 2);
+	CHECK_EQ(log_ids[1], 1);
+	tw_wheel_destroy(&w);
+}
+
 /* A window pushed along while its bucket still fires inside it does
  * not move the timer; one that leaves the bucket behind does. */
 static void test_window_reschedule_inside_stays_put(void)
@@ -559,6 +620,8 @@ int main(void)
 	RUN(test_narrow_windows_share_their_aligned_tick);
 	RUN(test_window_reset_of_an_exact_timer_stays_at_the_aligned_tick);
 	RUN(test_window_reschedule_of_an_idle_timer_files_as_add_range);
+	RUN(test_window_near_the_clock_shares_a_coarser_bucket);
+	RUN(test_window_at_one_tick_a_higher_level_runs_first);
 	RUN(test_window_reschedule_inside_stays_put);
 	RUN(test_window_reschedule_stays_for_exact_and_passed_earliest);
 	RUN(test_window_reschedule_stays_with_a_due_time_inside);
