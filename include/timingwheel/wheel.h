@@ -195,7 +195,7 @@ static inline int64_t tw_timer_due(const struct tw_timer *timer)
  *        Exact mode uses the smallest power of two >= wheel_size, at
  *        least 4 and at most 256: a wheel_size above 256 is taken as 256
  *        (a level keeps four occupancy words; 64, one word, needs 13
- *        levels for the whole int64 range, 256 needs 10). Its levels tick
+ *        levels for the whole int64 range, 256 needs 9). Its levels tick
  *        at half the interval below; tw_wheel_check() and the inspector
  *        report the size in use.
  * @param start the clock's first time
