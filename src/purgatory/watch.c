@@ -14,7 +14,6 @@
  * ones, and a pinned list is never freed.
  */
 #include "core.h"
-#include "../posix.h" /* clock_gettime: the gate's bound */
 
 pg_hot_inline struct tw_watchers *find(struct pshard *sh, uint64_t h,
 				       const void *key, size_t len)
@@ -689,14 +688,6 @@ static bool may_wait_at_gate(void)
 	return tw__pg_tls_pins == 0;
 }
 
-static int64_t gate_clock_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 /* Yield once at the gate; false when the wait that began at *since (0:
  * now) has lasted GATE_WAIT_NS. */
 static bool gate_yield(const void *key, int64_t *since)
@@ -706,7 +697,7 @@ static bool gate_yield(const void *key, int64_t *since)
 	(void)key; /* the test point's, in the test build only */
 	TW_TEST_POINT("check.gate", key);
 	sched_yield();
-	now = gate_clock_ns();
+	now = tw__svc_monotonic_ns(NULL);
 	if (!*since)
 		*since = now;
 	return now - *since < GATE_WAIT_NS;

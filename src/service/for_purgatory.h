@@ -39,4 +39,8 @@ int tw__service_add_in_range(struct tw_service *svc, struct tw_service_timer *t,
  * refused (TW_EREENTER), and so are the purgatory's. */
 bool tw__service_in_callback(void);
 
+/* The monotonic clock in nanoseconds (the service's default clock; arg
+ * unused): the purgatory's gate bounds its wait with it. */
+int64_t tw__svc_monotonic_ns(void *arg);
+
 #endif
