@@ -197,10 +197,10 @@ int main(int argc, char **argv)
 		usage(argv[arg + 1][0] == '-' ? "options come before the scenario, not after it:"
 					      : "one scenario at a time, not also",
 		      argv[arg + 1]);
+	if (!strcmp(argv[arg], "--html"))
+		usage("--html needs OUT.html, then the scenario", NULL);
 	if (argv[arg][0] == '-')
-		usage(!strcmp(argv[arg], "--html") ? "--html needs OUT.html, then the scenario"
-						   : "no scenario after the option",
-		      !strcmp(argv[arg], "--html") ? NULL : argv[arg]);
+		usage("no scenario after the option", argv[arg]);
 	if (modes > 1)
 		usage("one of --text, --events and --html", NULL);
 	if (tr.all_buckets && (html_path || !tr.text))
