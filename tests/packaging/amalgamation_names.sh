@@ -44,8 +44,19 @@ for cc in gcc clang; do
 	ran=$((ran + 1)) used="$used $cc"
 	for debug in "" -DTW_DEBUG; do
 		log=$dir/$cc${debug:+-debug}.log
-		"$cc" "${flags[@]}" $debug -c "$dir/timingwheel.c" -o "$dir/tw.o" >"$log" 2>&1 ||
-			{ cat "$log"; echo "$cc ${debug:-(no TW_DEBUG)}: the amalgamation does not compile"; fail=1; }
+		if ! "$cc" "${flags[@]}" $debug -c "$dir/timingwheel.c" -o "$dir/tw.o" >"$log" 2>&1; then
+			cat "$log"
+			echo "$cc ${debug:-(no TW_DEBUG)}: the amalgamation does not compile"
+			fail=1
+			continue
+		fi
+		# No static symbol but a tw_ one (below: the includer's names).
+		nm "$dir/tw.o" | awk '$2 ~ /^[tbdr]$/ && $3 !~ /^tw_/ && $3 !~ /\./ { print $3 }' >"$dir/left"
+		if [ -s "$dir/left" ]; then
+			cat "$dir/left"
+			echo "$cc ${debug:-(no TW_DEBUG)}: the statics above keep their names in the amalgamation"
+			fail=1
+		fi
 	done
 done
 
@@ -57,8 +68,8 @@ fi
 # The includer's names are its own: the amalgamation leaves no file-scope
 # name but a tw_ one (each file-local name of the library is a macro for
 # tw__am_NAME until its end). Its objects, with and without TW_DEBUG, have
-# no other static symbol (a function's own statics, NAME.N, are not at
-# file scope); a file that reads the system headers a server reads, then
+# no other static symbol (above; a function's own statics, NAME.N, are not
+# at file scope); a file that reads the system headers a server reads, then
 # includes it, then defines each of those names as a variable and as a
 # struct tag -- and the names the README's examples use (on_timeout) --
 # compiles with the project's warnings as errors.
@@ -96,13 +107,6 @@ printf 'int main(void)\n{\n\ton_timeout(NULL, NULL);\n\treturn 0;\n}\n' >>"$dir/
 	{ echo "amalgamation_names: fewer than 100 file-local names renamed (amalgamate.sh)"; fail=1; }
 for cc in $used; do
 	for debug in "" -DTW_DEBUG; do
-		"$cc" "${flags[@]}" $debug -c "$dir/timingwheel.c" -o "$dir/tw.o" 2>/dev/null || continue
-		nm "$dir/tw.o" | awk '$2 ~ /^[tbdr]$/ && $3 !~ /^tw_/ && $3 !~ /\./ { print $3 }' >"$dir/left"
-		if [ -s "$dir/left" ]; then
-			cat "$dir/left"
-			echo "$cc ${debug:-(no TW_DEBUG)}: the statics above keep their names in the amalgamation"
-			fail=1
-		fi
 		log=$dir/includer-$cc${debug:+-debug}.log
 		"$cc" "${flags[@]}" $debug -I"$dir" "$dir/includer.c" -o "$dir/includer" >"$log" 2>&1 ||
 			{ head -20 "$log"; echo "$cc ${debug:-(no TW_DEBUG)}: a file that includes the amalgamation cannot use the library's private names"; fail=1; }
