@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: MIT
 # Every public function's comment must say what it returns (@return or
 # @retval, unless it returns void) and from which threads it may be called
-# (@threadsafety). Doxygen checks the parameters; this checks the rest.
+# ("@par Thread safety"). Doxygen checks the parameters; this checks the rest.
 # tw__* names are the headers' own inline helpers, not the API.
 #   check-api-docs.sh include/timingwheel/*.h
 set -euo pipefail
@@ -25,7 +25,7 @@ perl -e '
       $n++;
       my @missing;
       push @missing, "a doc comment right above" if $last_doc_end != $lineno - 1;
-      push @missing, "\@threadsafety" unless $doc =~ /\@threadsafety/;
+      push @missing, "\@par Thread safety" unless $doc =~ /\@par Thread safety\n/;
       push @missing, "\@return or \@retval"
         unless $type =~ /^void\s*$/ || $doc =~ /\@(return|retval)/;
       if (@missing) { print "$file:$lineno: $name lacks ", join(", ", @missing), "\n"; $bad++; }

@@ -4,7 +4,7 @@
 # prototype in the public headers: NAME (the comment's first sentence, what
 # `man -k` prints), SYNOPSIS (the #include and the prototype), DESCRIPTION
 # (the comment's text and its @param lines), RETURN VALUE (@return,
-# @retval), THREAD SAFETY (@threadsafety) and SEE ALSO (the calls the page
+# @retval), THREAD SAFETY (@par Thread safety) and SEE ALSO (the calls the page
 # names). The build runs it (CMakeLists.txt), so every install path --
 # cmake --install, make install, the .deb -- ships the pages, and nothing
 # beyond sh and a POSIX awk (mawk, Debian's) is needed: no doxygen.
@@ -58,8 +58,8 @@ function mentions(s,    n) {
 }
 
 # A doc comment, tag by tag: the prose (paragraphs and "- " lists), then
-# each @param, @return, @retval and @threadsafety with its continuation
-# lines.
+# each @param, @return, @retval and "@par Thread safety" with its
+# continuation lines (the paragraph text starts on the line after it).
 function doc_line(line,    t, ind, b) {
 	ind = match(line, /[^ ]/) ? RSTART - 1 : 0
 	t = trim(line)
@@ -89,12 +89,12 @@ function doc_line(line,    t, ind, b) {
 		rvtext[nrv] = trim(substr(t, length(rvname[nrv]) + 1))
 		return
 	}
-	if (t ~ /^@threadsafety/) { tag = "thread"; thread = trim(substr(t, 14)); return }
+	if (t ~ /^@par Thread safety$/) { tag = "thread"; thread = ""; return }
 	if (t ~ /^@/) { tag = "other"; return }
 	if (tag == "param") { ptext[np] = ptext[np] " " t; return }
 	if (tag == "return") { ret = ret " " t; return }
 	if (tag == "retval") { rvtext[nrv] = rvtext[nrv] " " t; return }
-	if (tag == "thread") { thread = thread " " t; return }
+	if (tag == "thread") { thread = thread == "" ? t : thread " " t; return }
 	if (tag == "other") return
 	if (t == "") { if (prose != "") prose = prose "\n.PP"; item_ind = -1; return }
 	if (t ~ /^- /) {

@@ -63,7 +63,8 @@ enum tw_error {
  *         TW_SVC_RUNNING); TW_ECORRUPT names the likely mistake. Any
  *         other positive value is a count ("not an error"), and a
  *         negative value that is not a TW_E* is "unknown error".
- * @threadsafety Any thread.
+ * @par Thread safety
+ *      Any thread.
  */
 const char *tw_strerror(int err);
 

@@ -71,7 +71,8 @@ struct tw_queue_entry {
  * @param[out] out the description
  * @retval 0 success
  * @retval TW_EINVAL NULL pointer or no such level
- * @threadsafety The wheel's thread.
+ * @par Thread safety
+ *      The wheel's thread.
  */
 int tw_wheel_level_info(const struct tw_wheel *wheel, unsigned level,
 			struct tw_level_info *out);
@@ -85,11 +86,12 @@ int tw_wheel_level_info(const struct tw_wheel *wheel, unsigned level,
  *                 next changes
  * @retval 0 success
  * @retval TW_EINVAL NULL pointer, no such level or slot
- * @threadsafety The wheel's thread. From a callback of
- *               tw_wheel_advance_unordered(), the bucket that call is
- *               firing has the timers it has not reached yet set aside:
- *               its count includes them, its walk does not (they are back
- *               when the call returns; tw_wheel_advance() sets none aside).
+ * @par Thread safety
+ *      The wheel's thread. From a callback of
+ *      tw_wheel_advance_unordered(), the bucket that call is
+ *      firing has the timers it has not reached yet set aside:
+ *      its count includes them, its walk does not (they are back
+ *      when the call returns; tw_wheel_advance() sets none aside).
  */
 int tw_wheel_bucket_info(const struct tw_wheel *wheel, unsigned level,
 			 unsigned slot, struct tw_bucket_info *out);
@@ -101,7 +103,8 @@ int tw_wheel_bucket_info(const struct tw_wheel *wheel, unsigned level,
  * @param[out] out the description, as for a bucket
  * @retval 0 success
  * @retval TW_EINVAL NULL pointer
- * @threadsafety The wheel's thread.
+ * @par Thread safety
+ *      The wheel's thread.
  */
 int tw_wheel_ready_info(const struct tw_wheel *wheel,
 			struct tw_bucket_info *out);
@@ -110,7 +113,8 @@ int tw_wheel_ready_info(const struct tw_wheel *wheel,
  * Walk a bucket.
  * @param timer a timer from tw_bucket_info::first or this function
  * @return the next timer in the same bucket, in firing order, or NULL
- * @threadsafety The wheel's thread.
+ * @par Thread safety
+ *      The wheel's thread.
  */
 const struct tw_timer *tw_bucket_next(const struct tw_timer *timer);
 
@@ -121,7 +125,8 @@ const struct tw_timer *tw_bucket_next(const struct tw_timer *timer);
  * @param[out] out room for max entries, or NULL: nothing is written
  * @param max entries out can take
  * @return the queue's length (which may exceed max: call again with more)
- * @threadsafety The wheel's thread.
+ * @par Thread safety
+ *      The wheel's thread.
  */
 size_t tw_wheel_queue_snapshot(const struct tw_wheel *wheel,
 			       struct tw_queue_entry *out, size_t max);
@@ -136,7 +141,8 @@ size_t tw_wheel_queue_snapshot(const struct tw_wheel *wheel,
  * @retval 0 success
  * @retval TW_EINVAL NULL wheel or timer, or the timer is not pending in
  *         this wheel
- * @threadsafety The wheel's thread.
+ * @par Thread safety
+ *      The wheel's thread.
  */
 int tw_timer_where(const struct tw_wheel *wheel, const struct tw_timer *timer,
 		   unsigned *level, unsigned *slot);
@@ -183,7 +189,8 @@ struct tw_observer {
  * Install or remove an observer.
  * @param wheel an initialised wheel
  * @param observer the observer (it must outlive its use), or NULL to remove
- * @threadsafety The wheel's thread.
+ * @par Thread safety
+ *      The wheel's thread.
  */
 void tw_wheel_set_observer(struct tw_wheel *wheel,
 			   const struct tw_observer *observer);
@@ -201,7 +208,8 @@ void tw_wheel_set_observer(struct tw_wheel *wheel,
  * @retval 0 every invariant holds
  * @retval TW_ECORRUPT one does not, or the wheel is NULL or not initialised
  *         (why says which)
- * @threadsafety The wheel's thread, between operations (not from a callback).
+ * @par Thread safety
+ *      The wheel's thread, between operations (not from a callback).
  */
 int tw_wheel_check(const struct tw_wheel *wheel, char *why, size_t why_len);
 

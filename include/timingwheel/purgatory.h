@@ -183,7 +183,8 @@ struct tw_delayed_op {
  * @retval 0 success
  * @retval TW_EINVAL NULL op or ops, timeout <= 0, no try_complete or
  *         on_complete
- * @threadsafety The op's owner, before anyone else sees it.
+ * @par Thread safety
+ *      The op's owner, before anyone else sees it.
  */
 int tw_op_init(struct tw_delayed_op *op, int64_t timeout,
 	       const struct tw_op_ops *ops, pthread_mutex_t *lock);
@@ -206,7 +207,8 @@ int tw_op_init(struct tw_delayed_op *op, int64_t timeout,
  *         TW_ENOMEM), or completed by tw_op_force_complete(), since its
  *         tw_op_init (its timeout may be armed). A watch refused for its
  *         arguments (TW_EINVAL) did not watch it
- * @threadsafety The op's owner, before it is watched.
+ * @par Thread safety
+ *      The op's owner, before it is watched.
  */
 int tw_op_set_tolerance(struct tw_delayed_op *op, int64_t tolerance);
 
@@ -216,7 +218,8 @@ int tw_op_set_tolerance(struct tw_delayed_op *op, int64_t tolerance);
  * lock is a plain word today, so there is nothing to release; call it
  * anyway, so that a later version may keep something there.
  * @param op the operation (NULL: nothing happens)
- * @threadsafety The op's owner, once the purgatory let go of it.
+ * @par Thread safety
+ *      The op's owner, once the purgatory let go of it.
  */
 void tw_op_destroy(struct tw_delayed_op *op);
 
@@ -246,7 +249,8 @@ void tw_op_destroy(struct tw_delayed_op *op);
  * @param op the operation
  * @return true for the one caller that completed it; false for everyone
  *         else, for an op on its way to on_release, and for NULL
- * @threadsafety Any thread; usually from try_complete, under the op's lock.
+ * @par Thread safety
+ *      Any thread; usually from try_complete, under the op's lock.
  */
 bool tw_op_force_complete(struct tw_delayed_op *op);
 
@@ -255,7 +259,8 @@ bool tw_op_force_complete(struct tw_delayed_op *op);
  * failed with TW_ENOMEM claims it too).
  * @param op the operation
  * @return true once completed; false for NULL
- * @threadsafety Any thread.
+ * @par Thread safety
+ *      Any thread.
  */
 bool tw_op_is_completed(const struct tw_delayed_op *op);
 
@@ -267,7 +272,8 @@ bool tw_op_is_completed(const struct tw_delayed_op *op);
  * @param op an initialised operation
  * @return what try_complete returned; false for NULL and for an op on its
  *         way to on_release
- * @threadsafety Any thread; not while holding the op's lock.
+ * @par Thread safety
+ *      Any thread; not while holding the op's lock.
  */
 bool tw_op_safe_try_complete(struct tw_delayed_op *op);
 
@@ -291,7 +297,8 @@ struct tw_purgatory_config {
  * @retval TW_ENOMEM allocation failed
  * @retval TW_EAGAIN a thread could not start, or 2^18 - 1 services are
  *         alive at once (tw_service_create())
- * @threadsafety Any thread.
+ * @par Thread safety
+ *      Any thread.
  */
 int tw_purgatory_create(struct tw_purgatory **out,
 			const struct tw_purgatory_config *cfg);
@@ -367,7 +374,8 @@ int tw_purgatory_create(struct tw_purgatory **out,
  * but after TW_ENOMEM an entry on a list that a key check was walking
  * stays there, counted by tw_purgatory_watched(), until that check ends
  * and unlinks it: a walk in progress never loses an entry under it)
- * @threadsafety Any thread.
+ * @par Thread safety
+ *      Any thread.
  */
 int tw_purgatory_try_complete_else_watch(struct tw_purgatory *p,
 					 struct tw_delayed_op *op,
@@ -388,7 +396,8 @@ int tw_purgatory_try_complete_else_watch(struct tw_purgatory *p,
  * @param key the key
  * @param len its length, 1..TW_KEY_MAX
  * @return how many this call completed, or TW_EINVAL (NULL, bad length)
- * @threadsafety Any thread; not under an op's lock.
+ * @par Thread safety
+ *      Any thread; not under an op's lock.
  */
 int64_t tw_purgatory_check_and_complete(struct tw_purgatory *p,
 					const void *key, size_t len);
@@ -407,7 +416,8 @@ int64_t tw_purgatory_check_and_complete(struct tw_purgatory *p,
  * @param nkeys how many, at least 1
  * @return how many this call completed, or TW_EINVAL (NULL, no keys, a
  *         bad length: nothing is checked)
- * @threadsafety Any thread; not under an op's lock.
+ * @par Thread safety
+ *      Any thread; not under an op's lock.
  */
 int64_t tw_purgatory_check_and_complete_keys(struct tw_purgatory *p,
 					     const void *const *keys,
@@ -422,7 +432,8 @@ int64_t tw_purgatory_check_and_complete_keys(struct tw_purgatory *p,
  * @param len its length, 1..TW_KEY_MAX
  * @param hand_back receives each claimed op (may be NULL)
  * @return how many were handed back, or TW_EINVAL (NULL, bad length)
- * @threadsafety Any thread; not under an op's lock.
+ * @par Thread safety
+ *      Any thread; not under an op's lock.
  */
 int64_t tw_purgatory_cancel_for_key(struct tw_purgatory *p, const void *key,
 				    size_t len, tw_op_fn *hand_back);
@@ -431,7 +442,8 @@ int64_t tw_purgatory_cancel_for_key(struct tw_purgatory *p, const void *key,
  * Watch entries in the lists (Kafka's watched()).
  * @param p the purgatory
  * @return entries, completed-but-not-yet-purged included (0 for NULL)
- * @threadsafety Any thread.
+ * @par Thread safety
+ *      Any thread.
  */
 size_t tw_purgatory_watched(struct tw_purgatory *p);
 
@@ -441,14 +453,16 @@ size_t tw_purgatory_watched(struct tw_purgatory *p);
  * @return timeouts armed and not yet stopped or run (0 for NULL): an op
  *         completed just after its timeout expired is counted until that
  *         timeout has run
- * @threadsafety Any thread.
+ * @par Thread safety
+ *      Any thread.
  */
 size_t tw_purgatory_delayed(struct tw_purgatory *p);
 
 /**
  * Remove every completed entry from every list now.
  * @param p the purgatory (NULL: nothing happens)
- * @threadsafety Any thread; not under an op's lock.
+ * @par Thread safety
+ *      Any thread; not under an op's lock.
  */
 void tw_purgatory_purge(struct tw_purgatory *p);
 
@@ -462,7 +476,8 @@ void tw_purgatory_purge(struct tw_purgatory *p);
  *         (the clock went backwards), TW_EREENTER or TW_ESHUTDOWN, as
  *         tw_service_poll(); TW_EREENTER also from every callback where
  *         tw_purgatory_shutdown() is refused (nothing changes)
- * @threadsafety Any thread but the purgatory's callbacks; one poll at a time.
+ * @par Thread safety
+ *      Any thread but the purgatory's callbacks; one poll at a time.
  */
 int64_t tw_purgatory_poll(struct tw_purgatory *p);
 
@@ -482,7 +497,8 @@ int64_t tw_purgatory_poll(struct tw_purgatory *p);
  * @param[out] when the due time, in its service's clock units
  * @return false if no timeout is armed (in TW_MODE_KAFKA: nor a stopped
  *         one's bucket left to expire) (or NULL p or when)
- * @threadsafety Any thread.
+ * @par Thread safety
+ *      Any thread.
  */
 bool tw_purgatory_next_expiry(struct tw_purgatory *p, int64_t *when);
 
@@ -495,7 +511,8 @@ bool tw_purgatory_next_expiry(struct tw_purgatory *p, int64_t *when);
  *        or, by default, CLOCK_MONOTONIC in nanoseconds
  * @return -1 where tw_purgatory_next_expiry() says false (or NULL p),
  *         otherwise max(0, next expiry - now)
- * @threadsafety Any thread.
+ * @par Thread safety
+ *      Any thread.
  */
 int64_t tw_purgatory_timeout(struct tw_purgatory *p, int64_t now);
 
@@ -514,13 +531,14 @@ int64_t tw_purgatory_timeout(struct tw_purgatory *p, int64_t now);
  * @param hand_back receives each uncompleted op (may be NULL)
  * @return how many were handed back, or TW_EINVAL (NULL), or TW_EREENTER
  *         (called from a callback: nothing changes)
- * @threadsafety Any thread but a callback's: from one that a service runs
- *         (a timeout's, anything on a reaper, an executor or a poll), or
- *         one that a purgatory call runs on this thread and goes on from
- *         -- a watch's, a key check's, a cancel_for_key's, a purge's, a
- *         safe_try_complete's, a shutdown's hand_back or on_release --
- *         it is refused (TW_EREENTER), in any purgatory. The on_complete
- *         of a tw_op_force_complete() made outside those may call it.
+ * @par Thread safety
+ *      Any thread but a callback's: from one that a service runs
+ *      (a timeout's, anything on a reaper, an executor or a poll), or
+ *      one that a purgatory call runs on this thread and goes on from
+ *      -- a watch's, a key check's, a cancel_for_key's, a purge's, a
+ *      safe_try_complete's, a shutdown's hand_back or on_release --
+ *      it is refused (TW_EREENTER), in any purgatory. The on_complete
+ *      of a tw_op_force_complete() made outside those may call it.
  */
 int64_t tw_purgatory_shutdown(struct tw_purgatory *p, tw_op_fn *hand_back);
 
@@ -528,9 +546,10 @@ int64_t tw_purgatory_shutdown(struct tw_purgatory *p, tw_op_fn *hand_back);
  * Shut down if needed, then free the purgatory (ops are the caller's).
  * No call may be made on the purgatory during or after its destroy.
  * @param p the purgatory (NULL: nothing happens)
- * @threadsafety Any thread but a callback's: from one where
- *         tw_purgatory_shutdown() is refused nothing happens (the
- *         purgatory would be freed under the call that runs it).
+ * @par Thread safety
+ *      Any thread but a callback's: from one where
+ *      tw_purgatory_shutdown() is refused nothing happens (the
+ *      purgatory would be freed under the call that runs it).
  */
 void tw_purgatory_destroy(struct tw_purgatory *p);
 

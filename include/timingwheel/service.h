@@ -321,7 +321,8 @@ struct tw_service_stats {
  *         address space for some hundreds of 8 MB stacks, not 4096),
  *         or 2^18 - 1 services are alive at once (each needs an owner id
  *         no other live one holds)
- * @threadsafety Any thread.
+ * @par Thread safety
+ *      Any thread.
  */
 int tw_service_create(struct tw_service **out, const struct tw_service_config *cfg);
 
@@ -345,7 +346,8 @@ int tw_service_create(struct tw_service **out, const struct tw_service_config *c
  * mistake.)
  * @param t the timer (NULL: nothing happens)
  * @param fn its callback (add refuses a timer without one)
- * @threadsafety The timer's owner; no service is touched.
+ * @par Thread safety
+ *      The timer's owner; no service is touched.
  */
 void tw_service_timer_init(struct tw_service_timer *t, tw_service_fn *fn);
 
@@ -358,7 +360,8 @@ void tw_service_timer_init(struct tw_service_timer *t, tw_service_fn *fn);
  *               time + period (no drift; not past INT64_MAX: that run is
  *               its last); <= 0: it behaves as a one-shot (from its next
  *               add on)
- * @threadsafety The timer's owner; no service is touched.
+ * @par Thread safety
+ *      The timer's owner; no service is touched.
  */
 void tw_service_periodic_init(struct tw_service_periodic *p, tw_service_fn *fn,
 			      int64_t period);
@@ -386,7 +389,8 @@ void tw_service_periodic_init(struct tw_service_periodic *p, tw_service_fn *fn,
  *         not bound stays free for another service), or the timer is
  *         (tw_service_timer_shutdown(), as for tw_service_add(), the
  *         debug build naming it)
- * @threadsafety Any thread, callbacks included.
+ * @par Thread safety
+ *      Any thread, callbacks included.
  */
 int tw_service_timer_bind(struct tw_service *svc, struct tw_service_timer *t);
 
@@ -407,7 +411,8 @@ int tw_service_timer_bind(struct tw_service *svc, struct tw_service_timer *t);
  *         periodic callback of it runs that no cancel stopped (after a
  *         tw_service_cancel() that returned TW_SVC_RUNNING the run is
  *         its last, and a reinit is safe, as above) (nothing changed)
- * @threadsafety The timer's owner, not concurrently with an add of it.
+ * @par Thread safety
+ *      The timer's owner, not concurrently with an add of it.
  */
 int tw_service_timer_reinit(struct tw_service_timer *t, tw_service_fn *fn);
 
@@ -419,7 +424,8 @@ int tw_service_timer_reinit(struct tw_service_timer *t, tw_service_fn *fn);
  * @retval 0 done
  * @retval TW_EINVAL NULL p
  * @retval TW_EBUSY as for tw_service_timer_reinit() (nothing changed)
- * @threadsafety The timer's owner, not concurrently with an add of it.
+ * @par Thread safety
+ *      The timer's owner, not concurrently with an add of it.
  */
 int tw_service_periodic_reinit(struct tw_service_periodic *p, tw_service_fn *fn,
 			       int64_t period);
@@ -433,7 +439,8 @@ int tw_service_periodic_reinit(struct tw_service_periodic *p, tw_service_fn *fn,
  * it right after.
  * @param t an initialised timer
  * @return true while an add of it waits to run; false for NULL
- * @threadsafety Any thread.
+ * @par Thread safety
+ *      Any thread.
  */
 bool tw_service_timer_pending(const struct tw_service_timer *t);
 
@@ -457,7 +464,8 @@ bool tw_service_timer_pending(const struct tw_service_timer *t);
  *         (tw_service_timer_shutdown(); the debug build names it as the
  *         mistake it is, unless the add comes from the timer's own
  *         callback, whose re-add the teardown refuses by design)
- * @threadsafety Any thread, callbacks included.
+ * @par Thread safety
+ *      Any thread, callbacks included.
  */
 int tw_service_add(struct tw_service *svc, struct tw_service_timer *t, int64_t due);
 
@@ -469,7 +477,8 @@ int tw_service_add(struct tw_service *svc, struct tw_service_timer *t, int64_t d
  * @return as tw_service_add(), or TW_EOVERFLOW if now + delay does not fit
  *         an int64_t (past either end: a negative delay too, although it
  *         would be due now)
- * @threadsafety Any thread, callbacks included.
+ * @par Thread safety
+ *      Any thread, callbacks included.
  */
 int tw_service_add_in(struct tw_service *svc, struct tw_service_timer *t,
 		      int64_t delay);
@@ -494,7 +503,8 @@ int tw_service_add_in(struct tw_service *svc, struct tw_service_timer *t,
  * @return what a cancel would have returned (a TW_SVC_* value), after which
  *         the timer is pending at due; or an error as for tw_service_add()
  *         (then nothing changed)
- * @threadsafety Any thread, callbacks included.
+ * @par Thread safety
+ *      Any thread, callbacks included.
  */
 int tw_service_reschedule(struct tw_service *svc, struct tw_service_timer *t,
 			  int64_t due);
@@ -508,7 +518,8 @@ int tw_service_reschedule(struct tw_service *svc, struct tw_service_timer *t,
  * @param delay clock units from tw_service_now()
  * @return as tw_service_reschedule(), or TW_EOVERFLOW if now + delay does
  *         not fit an int64_t (then nothing changed)
- * @threadsafety Any thread, callbacks included.
+ * @par Thread safety
+ *      Any thread, callbacks included.
  */
 int tw_service_reschedule_in(struct tw_service *svc, struct tw_service_timer *t,
 			     int64_t delay);
@@ -539,7 +550,8 @@ int tw_service_reschedule_in(struct tw_service *svc, struct tw_service_timer *t,
  * @retval TW_EINVAL also: latest < earliest, or a window (latest >
  *         earliest) on a service in TW_MODE_KAFKA, which files timers
  *         as Kafka does (nothing changed)
- * @threadsafety Any thread, callbacks included.
+ * @par Thread safety
+ *      Any thread, callbacks included.
  */
 int tw_service_add_range(struct tw_service *svc, struct tw_service_timer *t,
 			 int64_t earliest, int64_t latest);
@@ -555,7 +567,8 @@ int tw_service_add_range(struct tw_service *svc, struct tw_service_timer *t,
  * @param earliest the first time it may run
  * @param latest the last time it may run, >= earliest
  * @return as tw_service_reschedule(); TW_EINVAL as tw_service_add_range()
- * @threadsafety Any thread, callbacks included.
+ * @par Thread safety
+ *      Any thread, callbacks included.
  */
 int tw_service_reschedule_range(struct tw_service *svc,
 				struct tw_service_timer *t, int64_t earliest,
@@ -573,7 +586,8 @@ int tw_service_reschedule_range(struct tw_service *svc,
  *         belongs to another service: the owner is set once, by the
  *         first add, so a cancel never stops another service's timer,
  *         even one whose first add races it; nothing changed)
- * @threadsafety Any thread, callbacks included.
+ * @par Thread safety
+ *      Any thread, callbacks included.
  */
 int tw_service_cancel(struct tw_service *svc, struct tw_service_timer *t);
 
@@ -612,7 +626,8 @@ int tw_service_cancel(struct tw_service *svc, struct tw_service_timer *t);
  * @param svc the service
  * @param t a timer
  * @return as tw_service_cancel(), or TW_EDEADLK (a cycle, see above)
- * @threadsafety Any thread, callbacks and hand_back included.
+ * @par Thread safety
+ *      Any thread, callbacks and hand_back included.
  */
 int tw_service_cancel_sync(struct tw_service *svc, struct tw_service_timer *t);
 
@@ -635,7 +650,8 @@ int tw_service_cancel_sync(struct tw_service *svc, struct tw_service_timer *t);
  * @return what the cancel did (enum tw_cancel_result), or TW_EINVAL
  *         (NULL), TW_EOWNER (another service's timer; nothing changed)
  *         or TW_EDEADLK
- * @threadsafety Any thread, callbacks and hand_back included.
+ * @par Thread safety
+ *      Any thread, callbacks and hand_back included.
  */
 int tw_service_timer_shutdown(struct tw_service *svc, struct tw_service_timer *t);
 
@@ -660,7 +676,8 @@ int tw_service_timer_shutdown(struct tw_service *svc, struct tw_service_timer *t
  *         its reaper polls it), TW_ERANGE (the clock went backwards;
  *         nothing changes), TW_EREENTER (from a callback) or
  *         TW_ESHUTDOWN
- * @threadsafety Any thread but the callbacks; one poll at a time.
+ * @par Thread safety
+ *      Any thread but the callbacks; one poll at a time.
  */
 int64_t tw_service_poll(struct tw_service *svc);
 
@@ -698,7 +715,8 @@ int64_t tw_service_poll(struct tw_service *svc);
  * @param arg passed to wake
  * @retval 0 done
  * @retval TW_EINVAL NULL svc, or a service with a reaper (it needs none)
- * @threadsafety Any thread, as the paragraph above says.
+ * @par Thread safety
+ *      Any thread, as the paragraph above says.
  */
 int tw_service_set_wake(struct tw_service *svc, tw_service_wake_fn *wake,
 			void *arg);
@@ -728,7 +746,8 @@ int tw_service_set_wake(struct tw_service *svc, tw_service_wake_fn *wake,
  *             clock's time when timers are due already
  * @return false if nothing is pending but what the paragraph above leaves
  *         out (or NULL svc or when; *when is then untouched)
- * @threadsafety Any thread, callbacks included.
+ * @par Thread safety
+ *      Any thread, callbacks included.
  */
 bool tw_service_next_expiry(struct tw_service *svc, int64_t *when);
 
@@ -746,7 +765,8 @@ bool tw_service_next_expiry(struct tw_service *svc, int64_t *when);
  * @param now the service's clock (tw_service_now())
  * @return -1 if nothing is pending (or NULL svc), otherwise
  *         max(0, next expiry - now), clamped to INT64_MAX
- * @threadsafety Any thread, callbacks included.
+ * @par Thread safety
+ *      Any thread, callbacks included.
  */
 int64_t tw_service_timeout(struct tw_service *svc, int64_t now);
 
@@ -757,7 +777,8 @@ int64_t tw_service_timeout(struct tw_service *svc, int64_t now);
  * last tw_service_next_expiry(), or the caller is the thread polling it
  * (from a callback the poll runs: its loop asks after the poll).
  * @param svc the service (NULL: nothing happens)
- * @threadsafety Any thread.
+ * @par Thread safety
+ *      Any thread.
  */
 void tw_service_kick(struct tw_service *svc);
 
@@ -765,7 +786,8 @@ void tw_service_kick(struct tw_service *svc);
  * Read the service's clock.
  * @param svc the service
  * @return the clock's current time, or 0 for NULL
- * @threadsafety Any thread.
+ * @par Thread safety
+ *      Any thread.
  */
 int64_t tw_service_now(const struct tw_service *svc);
 
@@ -777,7 +799,8 @@ int64_t tw_service_now(const struct tw_service *svc);
  * @param svc the service
  * @return timers pending (0 for NULL); with other threads adding and
  *         cancelling, a snapshot
- * @threadsafety Any thread (takes each shard's mutex in turn).
+ * @par Thread safety
+ *      Any thread (takes each shard's mutex in turn).
  */
 size_t tw_service_count(struct tw_service *svc);
 
@@ -785,7 +808,8 @@ size_t tw_service_count(struct tw_service *svc);
  * Read the counters.
  * @param svc the service
  * @param[out] out the counters (zeroed for a NULL svc; NULL out: nothing)
- * @threadsafety Any thread.
+ * @par Thread safety
+ *      Any thread.
  */
 void tw_service_stats(struct tw_service *svc, struct tw_service_stats *out);
 
@@ -809,7 +833,8 @@ void tw_service_stats(struct tw_service *svc, struct tw_service_stats *out);
  *         and the count of adds does not balance with the runs, stops
  *         and hand-backs. The timers it could reach were handed back all
  *         the same. (The debug build names the init at the call.)
- * @threadsafety Any thread but the callbacks.
+ * @par Thread safety
+ *      Any thread but the callbacks.
  */
 int64_t tw_service_shutdown(struct tw_service *svc,
 			    tw_service_hand_back_fn *hand_back, void *arg);
@@ -834,8 +859,9 @@ int64_t tw_service_shutdown(struct tw_service *svc,
  *         it held (as tw_service_shutdown() says: a timer initialised
  *         while pending); the debug build (TW_DEBUG) aborts instead,
  *         naming the timer when it found one
- * @threadsafety Any thread but the callbacks; nothing may use svc after
- *               (unless TW_EINVAL or TW_EREENTER).
+ * @par Thread safety
+ *      Any thread but the callbacks; nothing may use svc after
+ *      (unless TW_EINVAL or TW_EREENTER).
  */
 int tw_service_destroy(struct tw_service *svc);
 

@@ -29,14 +29,16 @@ extern "C" {
 /**
  * The version of the library loaded at run time.
  * @return (major << 16) | (minor << 8) | patch, as TW_VERSION_HEX
- * @threadsafety Any thread.
+ * @par Thread safety
+ *      Any thread.
  */
 unsigned tw_version(void);
 
 /**
  * The version of the library loaded at run time, as a string.
  * @return "major.minor.patch", a constant string, never NULL
- * @threadsafety Any thread.
+ * @par Thread safety
+ *      Any thread.
  */
 const char *tw_version_string(void);
 

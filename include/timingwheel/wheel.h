@@ -155,7 +155,8 @@ struct tw_wheel {
  * pending timer.
  * @param timer the timer (NULL: nothing happens)
  * @param fn its callback (add refuses a timer without one)
- * @threadsafety The timer's owner; no wheel is touched.
+ * @par Thread safety
+ *      The timer's owner; no wheel is touched.
  */
 void tw_timer_init(struct tw_timer *timer, tw_timer_fn *fn);
 
@@ -163,7 +164,8 @@ void tw_timer_init(struct tw_timer *timer, tw_timer_fn *fn);
  * Whether the timer is waiting in a wheel.
  * @param timer an initialised timer
  * @return true from add until it fires, is cancelled or handed back
- * @threadsafety The wheel's thread.
+ * @par Thread safety
+ *      The wheel's thread.
  */
 static inline bool tw_timer_pending(const struct tw_timer *timer)
 {
@@ -174,7 +176,8 @@ static inline bool tw_timer_pending(const struct tw_timer *timer)
  * The due time the timer was last added with.
  * @param timer an initialised timer
  * @return the absolute due time of the last add or reschedule
- * @threadsafety The wheel's thread.
+ * @par Thread safety
+ *      The wheel's thread.
  */
 static inline int64_t tw_timer_due(const struct tw_timer *timer)
 {
@@ -203,8 +206,9 @@ static inline int64_t tw_timer_due(const struct tw_timer *timer)
  * @retval 0 success
  * @retval TW_EINVAL NULL wheel, tick < 1, wheel_size out of range, unknown mode
  * @retval TW_ENOMEM allocation failed (the wheel is left unusable)
- * @threadsafety Single-threaded: the wheel and its timers belong to the
- *               thread that uses them.
+ * @par Thread safety
+ *      Single-threaded: the wheel and its timers belong to the
+ *      thread that uses them.
  */
 int tw_wheel_init(struct tw_wheel *wheel, int64_t tick, uint32_t wheel_size,
 		  int64_t start, enum tw_mode mode);
@@ -218,7 +222,8 @@ int tw_wheel_init(struct tw_wheel *wheel, int64_t tick, uint32_t wheel_size,
  * @retval TW_EREENTER called from a callback (nothing changes)
  * @retval TW_ECORRUPT a bucket list was broken (as tw_wheel_drain()); the
  *         memory is released all the same
- * @threadsafety The wheel's thread, outside callbacks.
+ * @par Thread safety
+ *      The wheel's thread, outside callbacks.
  */
 int tw_wheel_destroy(struct tw_wheel *wheel);
 
@@ -239,7 +244,8 @@ int tw_wheel_destroy(struct tw_wheel *wheel);
  *         bucket holds more timers than the wheel counts. The drain stops
  *         there rather than loop or crash, hands back the timers it took
  *         before, and leaves the wheel fit only for tw_wheel_destroy()
- * @threadsafety The wheel's thread, outside callbacks.
+ * @par Thread safety
+ *      The wheel's thread, outside callbacks.
  */
 int64_t tw_wheel_drain(struct tw_wheel *wheel, tw_timer_fn *hand_back);
 
@@ -252,7 +258,8 @@ int64_t tw_wheel_drain(struct tw_wheel *wheel, tw_timer_fn *hand_back);
  * @retval 0 success
  * @retval TW_EINVAL NULL wheel or timer, or a timer without a callback
  * @retval TW_EBUSY already pending (use tw_wheel_reschedule())
- * @threadsafety The wheel's thread; callbacks may call it.
+ * @par Thread safety
+ *      The wheel's thread; callbacks may call it.
  */
 int tw_wheel_add(struct tw_wheel *wheel, struct tw_timer *timer, int64_t due);
 
@@ -265,7 +272,8 @@ int tw_wheel_add(struct tw_wheel *wheel, struct tw_timer *timer, int64_t due);
  * @return as tw_wheel_add()
  * @retval TW_EOVERFLOW now + delay does not fit an int64_t (nothing
  *         changed; tw_service_add_in() refuses the same sums)
- * @threadsafety The wheel's thread; callbacks may call it.
+ * @par Thread safety
+ *      The wheel's thread; callbacks may call it.
  */
 int tw_wheel_add_in(struct tw_wheel *wheel, struct tw_timer *timer,
 		    int64_t delay);
@@ -282,7 +290,8 @@ int tw_wheel_add_in(struct tw_wheel *wheel, struct tw_timer *timer,
  *         running elsewhere
  * @retval TW_EINVAL NULL wheel or timer
  * @retval TW_EOWNER it is pending in another wheel (nothing changes)
- * @threadsafety The wheel's thread; callbacks may call it.
+ * @par Thread safety
+ *      The wheel's thread; callbacks may call it.
  */
 int tw_wheel_cancel(struct tw_wheel *wheel, struct tw_timer *timer);
 
@@ -302,7 +311,8 @@ int tw_wheel_cancel(struct tw_wheel *wheel, struct tw_timer *timer);
  * @retval 0 it was not pending (it is pending now)
  * @retval TW_EINVAL NULL wheel or timer, or no callback
  * @retval TW_EOWNER it is pending in another wheel (nothing changes)
- * @threadsafety The wheel's thread; callbacks may call it.
+ * @par Thread safety
+ *      The wheel's thread; callbacks may call it.
  */
 int tw_wheel_reschedule(struct tw_wheel *wheel, struct tw_timer *timer,
 			int64_t due);
@@ -338,7 +348,8 @@ int tw_wheel_reschedule(struct tw_wheel *wheel, struct tw_timer *timer,
  * @retval TW_EBUSY already pending (nothing changes)
  * @retval TW_EINVAL NULL wheel or timer, no callback, latest < earliest,
  *         or a kafka-mode wheel (nothing changes)
- * @threadsafety The wheel's thread; callbacks may call it.
+ * @par Thread safety
+ *      The wheel's thread; callbacks may call it.
  */
 int tw_wheel_add_range(struct tw_wheel *wheel, struct tw_timer *timer,
 		       int64_t earliest, int64_t latest);
@@ -373,7 +384,8 @@ int tw_wheel_add_range(struct tw_wheel *wheel, struct tw_timer *timer,
  * @retval 0 it was not pending (it is pending now)
  * @retval TW_EINVAL as tw_wheel_add_range() (nothing changes)
  * @retval TW_EOWNER it is pending in another wheel (nothing changes)
- * @threadsafety The wheel's thread; callbacks may call it.
+ * @par Thread safety
+ *      The wheel's thread; callbacks may call it.
  */
 int tw_wheel_reschedule_range(struct tw_wheel *wheel, struct tw_timer *timer,
 			      int64_t earliest, int64_t latest);
@@ -397,7 +409,8 @@ int tw_wheel_reschedule_range(struct tw_wheel *wheel, struct tw_timer *timer,
  * @return the number of callbacks run, or TW_EINVAL (NULL wheel), TW_ERANGE
  *         (now is earlier than the last advance; nothing changes) or
  *         TW_EREENTER (called from a callback)
- * @threadsafety The wheel's thread, outside callbacks.
+ * @par Thread safety
+ *      The wheel's thread, outside callbacks.
  */
 int64_t tw_wheel_advance(struct tw_wheel *wheel, int64_t now);
 
@@ -416,7 +429,8 @@ int64_t tw_wheel_advance(struct tw_wheel *wheel, int64_t now);
  * @param wheel an initialised wheel
  * @param now the clock's new time, >= the last one
  * @return as tw_wheel_advance()
- * @threadsafety The wheel's thread, outside callbacks.
+ * @par Thread safety
+ *      The wheel's thread, outside callbacks.
  */
 int64_t tw_wheel_advance_unordered(struct tw_wheel *wheel, int64_t now);
 
@@ -437,7 +451,8 @@ int64_t tw_wheel_advance_unordered(struct tw_wheel *wheel, int64_t now);
  * @param wheel an initialised wheel
  * @param[out] when the time, if anything is queued
  * @return false (and *when is left alone) if nothing is queued
- * @threadsafety The wheel's thread.
+ * @par Thread safety
+ *      The wheel's thread.
  */
 bool tw_wheel_next_expiry(const struct tw_wheel *wheel, int64_t *when);
 
@@ -447,7 +462,8 @@ bool tw_wheel_next_expiry(const struct tw_wheel *wheel, int64_t *when);
  * @param now the caller's clock
  * @return -1 if nothing is queued, otherwise max(0, next expiry - now),
  *         clamped to INT64_MAX
- * @threadsafety The wheel's thread.
+ * @par Thread safety
+ *      The wheel's thread.
  */
 int64_t tw_wheel_timeout(const struct tw_wheel *wheel, int64_t now);
 
@@ -455,7 +471,8 @@ int64_t tw_wheel_timeout(const struct tw_wheel *wheel, int64_t now);
  * The wheel's clock.
  * @param wheel an initialised wheel
  * @return the latest time given to advance (or init's start); 0 for NULL
- * @threadsafety The wheel's thread.
+ * @par Thread safety
+ *      The wheel's thread.
  */
 int64_t tw_wheel_now(const struct tw_wheel *wheel);
 
@@ -463,7 +480,8 @@ int64_t tw_wheel_now(const struct tw_wheel *wheel);
  * Pending timers.
  * @param wheel an initialised wheel
  * @return how many timers are pending (0 for NULL)
- * @threadsafety The wheel's thread.
+ * @par Thread safety
+ *      The wheel's thread.
  */
 size_t tw_wheel_count(const struct tw_wheel *wheel);
 
@@ -472,7 +490,8 @@ size_t tw_wheel_count(const struct tw_wheel *wheel);
  * @param wheel an initialised wheel
  * @return 1 after init; Kafka's overflow wheels add more on demand (0 for
  *         NULL)
- * @threadsafety The wheel's thread.
+ * @par Thread safety
+ *      The wheel's thread.
  */
 unsigned tw_wheel_levels(const struct tw_wheel *wheel);
 
