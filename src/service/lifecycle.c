@@ -139,7 +139,12 @@ _Static_assert(BATCH <= UINT16_MAX && MAX_EXECUTORS + 2 <= UINT16_MAX,
 /* Whether the service holds t now: it waits in a wheel or a list, is
  * taken and not yet claimed, or its callback runs -- its own callback
  * included: an init there wipes what keeps its runs apart (a callback
- * that wants a new callback calls reinit; one that is done may free). */
+ * that wants a new callback calls reinit; one that is done may free).
+ * Not a run the service has let go of: a shutdown's hand_back (the
+ * timer is handed back: hand_back may init it), or a callback that tore
+ * its timer down (tw_service_timer_shutdown() from it: it may free the
+ * timer as its last act, and the same address may be a new timer's,
+ * initialised by another thread while that callback returns). */
 static bool held_now(const struct tw_service *svc, const struct tw_service_timer *t,
 		     uint32_t word)
 {
@@ -147,7 +152,8 @@ static bool held_now(const struct tw_service *svc, const struct tw_service_timer
 		return true;
 	if (word_state(word) == ST_TAKEN && taken_unclaimed(svc, t))
 		return true;
-	return run_going_on(svc, t, word);
+	return run_going_on(svc, t, word) && t->runner != HAND_BACK(svc) &&
+	       !word_has(word, F_SHUT);
 }
 
 /* The debug build's table (src/debug.h) holds every timer a service may

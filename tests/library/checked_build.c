@@ -307,10 +307,66 @@ static void reuse_done_right(void)
 	free(t);
 }
 
+/* hand_back gets a timer the service no longer holds (service.h): it may
+ * initialise it. */
+static void init_in_hand_back(struct tw_service_timer *t, void *arg)
+{
+	(void)arg;
+	tw_service_timer_init(t, nothing);
+}
+
+static void init_from_hand_back(void)
+{
+	struct tw_service *svc = manual_service();
+	struct tw_service_timer t;
+
+	tw_service_timer_init(&t, nothing);
+	CHECK_EQ(tw_service_add(svc, &t, TW_S(1)), 0);
+	CHECK_EQ(tw_service_shutdown(svc, init_in_hand_back, NULL), 1);
+	tw_service_destroy(svc);
+}
+
+/* A callback that tore its timer down may free it as its last act, and
+ * the memory may then be a new timer's, initialised by another thread
+ * while that callback returns. Here the same storage plays both: to the
+ * service, that is what freed memory reused at once looks like. */
+static struct tw_service_timer torn_timer;
+static atomic_int torn_down, reused_now;
+
+static void tear_down_then_linger(struct tw_service *s, struct tw_service_timer *t)
+{
+	CHECK_EQ(tw_service_timer_shutdown(s, t), TW_SVC_RUNNING);
+	atomic_store(&torn_down, 1); /* "free(t)": its last act on it */
+	while (!atomic_load(&reused_now))
+		sched_yield();
+}
+
+static void reuse_while_the_torn_down_callback_returns(void)
+{
+	struct tw_service_config cfg = { .manual = true, .executors = 1 };
+	struct tw_service *svc = NULL;
+
+	cfg.clock.now = virtual_clock;
+	CHECK_EQ(tw_service_create(&svc, &cfg), 0);
+	tw_service_timer_init(&torn_timer, tear_down_then_linger);
+	CHECK_EQ(tw_service_add(svc, &torn_timer, TW_MS(1)), 0);
+	set_clock(TW_MS(1));
+	CHECK_EQ(tw_service_poll(svc), 1); /* to the executor */
+	while (!atomic_load(&torn_down))
+		sched_yield();
+	tw_service_timer_init(&torn_timer, nothing); /* the new timer */
+	atomic_store(&reused_now, 1);
+	CHECK_EQ(tw_service_add(svc, &torn_timer, TW_MS(5)), 0);
+	CHECK_EQ(tw_service_destroy(svc), 0);
+}
+
 static void test_reuse_done_right_is_not_a_mistake(void)
 {
 	set_clock(0);
 	EXPECT_CLEAN(reuse_done_right);
+	EXPECT_CLEAN(init_from_hand_back);
+	set_clock(0);
+	EXPECT_CLEAN(reuse_while_the_torn_down_callback_returns);
 }
 
 /* ---- a purgatory op initialised while the purgatory holds it ---- */
