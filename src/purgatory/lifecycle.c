@@ -16,8 +16,12 @@ int tw_purgatory_create(struct tw_purgatory **out,
 	int rc;
 
 	if (!out)
-		return TW_EINVAL;
+		return TW_EINVAL_BECAUSE("tw_purgatory_create", "out is NULL");
 	*out = NULL;
+	if (cfg && cfg->shards > 65536)
+		return TW_EINVAL_BECAUSE("tw_purgatory_create",
+					 "cfg.shards must be at most 65536, not %u",
+					 cfg->shards);
 	/* Its stripes are cache-line aligned: calloc promises only 16. */
 	p = aligned_alloc(_Alignof(struct tw_purgatory), sizeof(*p));
 	if (!p)
@@ -31,10 +35,6 @@ int tw_purgatory_create(struct tw_purgatory **out,
 	p->purge_flush = p->purge_interval / (2 * ENTRY_STRIPES);
 	if (p->purge_flush < 1)
 		p->purge_flush = 1;
-	if (p->nshards > 65536) {
-		free(p);
-		return TW_EINVAL;
-	}
 	pthread_mutex_init(&p->shutdown_mu, NULL);
 	p->shards = aligned_alloc(64, p->nshards * sizeof(*p->shards));
 	if (!p->shards) {
@@ -58,7 +58,13 @@ int tw_purgatory_create(struct tw_purgatory **out,
 	rc = tw_service_create(&p->svc, &scfg);
 	if (rc) {
 		tw_purgatory_destroy(p);
-		return rc;
+		/* tw_service_create said which field, as its own cfg. */
+		return rc == TW_EINVAL
+			       ? TW_EINVAL_BECAUSE("tw_purgatory_create", "%s",
+						   "cfg.service was refused (the line "
+						   "above names the field: its cfg.X "
+						   "is cfg.service.X)")
+			       : rc;
 	}
 	*out = p;
 	return TW_OK;

@@ -684,6 +684,18 @@ static void bad_arguments(void)
 	CHECK_EQ(tw_purgatory_check_and_complete(NULL, NULL, 1), TW_EINVAL);
 	CHECK_EQ(tw_purgatory_poll(NULL), TW_EINVAL);
 	CHECK_EQ(tw_purgatory_shutdown(NULL, NULL), TW_EINVAL);
+	/* A purgatory's configuration: its own fields, then its service's. */
+	{
+		struct tw_purgatory *p = NULL;
+		struct tw_purgatory_config pcfg = { .shards = 70000 };
+
+		CHECK_EQ(tw_purgatory_create(NULL, NULL), TW_EINVAL);
+		CHECK_EQ(tw_purgatory_create(&p, &pcfg), TW_EINVAL);
+		pcfg.shards = 0;
+		pcfg.service.tick = -1;
+		CHECK_EQ(tw_purgatory_create(&p, &pcfg), TW_EINVAL);
+		CHECK(p == NULL);
+	}
 }
 
 static void test_einval_says_which_argument_and_goes_on(void)
@@ -703,6 +715,10 @@ static void test_einval_says_which_argument_and_goes_on(void)
 	CHECK(strstr(out, "tw_purgatory_cancel_for_key: TW_EINVAL: the purgatory is NULL"));
 	CHECK(strstr(out, "tw_purgatory_poll: TW_EINVAL: the purgatory is NULL"));
 	CHECK(strstr(out, "tw_purgatory_shutdown: TW_EINVAL: the purgatory is NULL"));
+	CHECK(strstr(out, "tw_purgatory_create: TW_EINVAL: out is NULL"));
+	CHECK(strstr(out, "tw_purgatory_create: TW_EINVAL: cfg.shards must be at most 65536, not 70000"));
+	CHECK(strstr(out, "tw_service_create: TW_EINVAL: cfg.tick"));
+	CHECK(strstr(out, "tw_purgatory_create: TW_EINVAL: cfg.service was refused"));
 }
 
 int main(void)
