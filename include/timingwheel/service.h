@@ -406,7 +406,8 @@ int tw_service_timer_bind(struct tw_service *svc, struct tw_service_timer *t);
  * @param t an initialised timer
  * @param fn its new callback
  * @retval 0 done
- * @retval TW_EINVAL NULL t
+ * @retval TW_EINVAL NULL t, or a timer never initialised (zeroed memory,
+ *         or memory overwritten: tw_service_timer_init() prepares it)
  * @retval TW_EBUSY it is pending, expired and waiting to run, or a
  *         periodic callback of it runs that no cancel stopped (after a
  *         tw_service_cancel() that returned TW_SVC_RUNNING the run is
@@ -422,7 +423,8 @@ int tw_service_timer_reinit(struct tw_service_timer *t, tw_service_fn *fn);
  * @param fn its new callback
  * @param period as for tw_service_periodic_init()
  * @retval 0 done
- * @retval TW_EINVAL NULL p
+ * @retval TW_EINVAL NULL p, or one never initialised, as for
+ *         tw_service_timer_reinit()
  * @retval TW_EBUSY as for tw_service_timer_reinit() (nothing changed)
  * @par Thread safety
  *      The timer's owner, not concurrently with an add of it.

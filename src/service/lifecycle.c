@@ -267,6 +267,16 @@ static int reinit(struct tw_service_timer *t, tw_service_fn *fn,
 
 	if (!t)
 		return TW_EINVAL;
+	/* Never initialised (zeroed memory, or a timer wiped while a service
+	 * held it): a callback alone would let an add claim it and the
+	 * wheel refuse it, an add that returned 0 and never ran. */
+	if (t->wheel_timer.fn != tw__svc_fire)
+		return TW_EINVAL_BECAUSE(p ? "tw_service_periodic_reinit"
+					   : "tw_service_timer_reinit",
+					 "%s", "the timer was never initialised, "
+					 "or its memory was overwritten "
+					 "(tw_service_timer_init() or "
+					 "tw_service_periodic_init() prepares it)");
 	word = word_load(t);
 	svc = tw__svc_of_owner(word);
 	if (svc) {

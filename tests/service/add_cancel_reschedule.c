@@ -506,6 +506,36 @@ static void test_reschedule_without_a_callback_is_refused(void)
 	tw_service_destroy(other);
 }
 
+/* A timer never initialised (zeroed memory) is refused by reinit, which
+ * only gives a prepared timer a new callback: with a callback alone an
+ * add would have returned 0 for a timer the wheel never filed, that never
+ * ran (a shutdown then found the accounting short). Initialised, the same
+ * memory is added, runs, and reinit takes it. */
+static void test_reinit_refuses_a_timer_never_initialised(void)
+{
+	struct tw_service *svc = manual_service(0);
+	struct tw_service_stats st;
+	struct job z;
+
+	memset(&z, 0, sizeof(z));
+	CHECK_EQ(tw_service_timer_reinit(&z.t, on_run), TW_EINVAL);
+	CHECK_EQ(tw_service_periodic_reinit(&z.p, on_run, 100), TW_EINVAL);
+	CHECK_EQ(tw_service_add(svc, &z.t, 1500), TW_EINVAL); /* no callback */
+	CHECK_EQ(tw_service_count(svc), 0);
+	job_init(&z, 7, 0);
+	CHECK_EQ(tw_service_timer_reinit(&z.t, on_run), TW_OK);
+	CHECK_EQ(tw_service_add(svc, &z.t, 1500), TW_OK);
+	CHECK(tw_service_timer_pending(&z.t));
+	set_clock(1500);
+	CHECK_EQ(tw_service_poll(svc), 1);
+	CHECK_EQ(atomic_load(&z.runs), 1);
+	CHECK_EQ(tw_service_shutdown(svc, NULL, NULL), 0);
+	tw_service_stats(svc, &st);
+	CHECK_EQ(st.added, 1);
+	CHECK_EQ(st.ran, 1);
+	tw_service_destroy(svc);
+}
+
 /* Kafka mode on a virtual clock that starts below zero: a timer may run up
  * to a tick early (never more), as Kafka's; add_in with a negative delay
  * is due at once. */
@@ -562,6 +592,7 @@ int main(void)
 	RUN(test_shutdown_hands_back_pending);
 	RUN(test_bad_input);
 	RUN(test_reschedule_without_a_callback_is_refused);
+	RUN(test_reinit_refuses_a_timer_never_initialised);
 	RUN(test_kafka_mode_and_negative_times);
 	return check_report();
 }
