@@ -191,7 +191,9 @@ int tw_op_init(struct tw_delayed_op *op, int64_t timeout,
 
 /**
  * Let the op's timeout fire anywhere from timeout to timeout + tolerance
- * after its watch, never earlier (a service window: tw_service_add_range()).
+ * after its watch, never earlier (a service window: tw_service_add_range(),
+ * whose end, as every due time of the service, is rounded up to its tick:
+ * under one tick after timeout + tolerance at the latest).
  * Timeouts whose windows overlap are filed once, in one coarse bucket, and
  * expire in one wake-up of the reaper instead of cascading down the wheel
  * one by one: a broker holding many requests with long timeouts that
