@@ -51,7 +51,19 @@ for f in "$dir"/cg*.out.*; do
        /^summary:/ { s = $2 } /^totals:/ { t = $2 }
        END { if (name != "") print name, (s != "" ? s : t) }' "$f"
 done >"$dir/dumps"
-awk -v n="$n" -v out="$out" -v secs=$(( $(date +%s) - start )) '
+# The build the counts are of, from the first binary's CMake cache: a
+# count depends on the build type and the compiler (a Release build's
+# differ from the default RelWithDebInfo's in several cells).
+read -ra cmd <<<"$bench"
+cache=$(dirname "$(dirname "$(readlink -f "${cmd[0]}")")")/CMakeCache.txt
+built=""
+if [ -f "$cache" ]; then
+  type=$(sed -n 's/^CMAKE_BUILD_TYPE:STRING=//p' "$cache")
+  compiler=$(sed -n 's/^set(CMAKE_C_COMPILER_\(ID\|VERSION\) "\(.*\)")$/\2/p' \
+    "$(dirname "$cache")"/CMakeFiles/*/CMakeCCompiler.cmake 2>/dev/null | head -2 | paste -sd ' ')
+  built="${type:-no build type}${compiler:+, $compiler}"
+fi
+awk -v n="$n" -v out="$out" -v built="$built" -v secs=$(( $(date +%s) - start )) '
   FNR == NR { count[$1] = $2; next }              # library/cell instructions
   $1 != "instr" { next }
   {
@@ -88,6 +100,7 @@ awk -v n="$n" -v out="$out" -v secs=$(( $(date +%s) - start )) '
         }
       printf "csv: %s\n", out
     }
+    if (built != "") printf "built: %s\n", built
     printf "(under callgrind: %d s)\n", secs
     if (missing) { printf "instr.sh: %d cells without a dump\n", missing; exit 1 }
     if (nl == 0) { print "instr.sh: no counts (was wheel_bench built with <valgrind/callgrind.h>?)"; exit 1 }
