@@ -218,6 +218,11 @@ static inline void shard_unlock(struct shard *s)
 struct tw_service {
 	struct tw_service_config cfg;
 	uint32_t owner_bits;      /* this service's id << OWNER_SHIFT */
+	/* Calls that found the service by a timer's owner id and use it
+	 * (tw__svc_of_owner() to tw__svc_let_go()): those that take no
+	 * service, which a destroy on another thread may race. Its free
+	 * waits until none is left, after no lookup can find it. */
+	_Atomic uint32_t lookups;
 	struct shard *shards;
 	unsigned nshards;
 
@@ -553,8 +558,11 @@ static inline int tw__svc_idle_result(const struct tw_service *svc,
 		       : TW_SVC_IDLE;
 }
 
-/* lifecycle.c: the live service that owns a word's id, or NULL. */
+/* lifecycle.c: the live service that owns a word's id, or NULL; one
+ * found is kept from being freed until tw__svc_let_go(). */
 TW_HIDDEN struct tw_service *tw__svc_of_owner(uint32_t word);
+/* The end of a use that tw__svc_of_owner() began (non-NULL). */
+TW_HIDDEN void tw__svc_let_go(struct tw_service *svc);
 
 /* timer.c */
 TW_HIDDEN int tw__svc_stop_locked(struct tw_service *svc, struct shard *s,

@@ -15,6 +15,7 @@
  */
 #include "../posix.h"
 
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -75,8 +76,17 @@ struct tw_service *tw__svc_of_owner(uint32_t word)
 	pthread_mutex_lock(&ids_mu);
 	slot = registry_slot(word_owner(word) >> OWNER_SHIFT, false);
 	svc = slot ? *slot : NULL;
+	if (svc && word_shard(word) < svc->nshards)
+		atomic_fetch_add_explicit(&svc->lookups, 1, memory_order_relaxed);
+	else
+		svc = NULL;
 	pthread_mutex_unlock(&ids_mu);
-	return svc && word_shard(word) < svc->nshards ? svc : NULL;
+	return svc;
+}
+
+void tw__svc_let_go(struct tw_service *svc)
+{
+	atomic_fetch_sub_explicit(&svc->lookups, 1, memory_order_release);
 }
 
 /* An id no live service holds, registered to svc; or 0: every one is
@@ -176,7 +186,7 @@ void tw__svc_debug_step(const struct tw_service_timer *t, uint32_t from,
 
 static void refuse_init_of_held(const char *call, const struct tw_service_timer *t)
 {
-	const struct tw_service *svc;
+	struct tw_service *svc;
 	uint64_t owner;
 	uint32_t word;
 
@@ -184,8 +194,12 @@ static void refuse_init_of_held(const char *call, const struct tw_service_timer 
 		return;
 	word = word_load(t);
 	svc = tw__svc_of_owner(word);
-	if (!svc || word_owner(word) != owner || !held_now(svc, t, word))
+	if (!svc)
 		return;
+	if (word_owner(word) != owner || !held_now(svc, t, word)) {
+		tw__svc_let_go(svc);
+		return;
+	}
 	tw__debug_fail(call, t,
 		       "this timer is still held by service #%u (%s). Initialising "
 		       "it now would corrupt that service. To change its callback "
@@ -239,7 +253,8 @@ void tw_service_periodic_init(struct tw_service_periodic *p, tw_service_fn *fn,
 bool tw_service_timer_pending(const struct tw_service_timer *t)
 {
 	uint32_t word;
-	const struct tw_service *svc;
+	struct tw_service *svc;
+	bool pending;
 
 	if (!t)
 		return false;
@@ -250,7 +265,12 @@ bool tw_service_timer_pending(const struct tw_service_timer *t)
 		return false;
 	/* Taken to run: pending until the runner claims it. */
 	svc = tw__svc_of_owner(word);
-	return svc && taken_unclaimed(svc, t);
+	if (!svc)
+		return false;
+	TW_TEST_POINT("pending.found", t);
+	pending = taken_unclaimed(svc, t);
+	tw__svc_let_go(svc);
+	return pending;
 }
 
 /* Only the callback, the period, F_PERIODIC and F_SHUT change; the rest
@@ -328,6 +348,8 @@ static int reinit(struct tw_service_timer *t, tw_service_fn *fn,
 	}
 	if (s)
 		shard_unlock(s);
+	if (svc)
+		tw__svc_let_go(svc);
 	return rc;
 }
 
@@ -346,6 +368,14 @@ int tw_service_periodic_reinit(struct tw_service_periodic *p, tw_service_fn *fn,
 
 static void free_service(struct tw_service *svc)
 {
+	/* First out of the registry, then no call that found it there is
+	 * still using it: a tw_service_timer_pending() or a reinit of one
+	 * of its timers, on another thread, takes no service to keep it
+	 * alive (its timers outlive it). */
+	if (svc->owner_bits)
+		id_give_back(svc->owner_bits >> OWNER_SHIFT);
+	while (atomic_load_explicit(&svc->lookups, memory_order_acquire))
+		sched_yield();
 #ifdef TW_DEBUG
 	/* What it still held is the caller's memory again. */
 	tw__debug_forget(TW_DBG_SVC_TIMER, svc->owner_bits);
@@ -354,8 +384,6 @@ static void free_service(struct tw_service *svc)
 		if (svc->shards[i].wheel.buckets)
 			tw_wheel_destroy(&svc->shards[i].wheel);
 	}
-	if (svc->owner_bits)
-		id_give_back(svc->owner_bits >> OWNER_SHIFT);
 	free(svc->shards);
 	free(svc->runners);
 	free(svc->executors);

@@ -156,6 +156,57 @@ static void test_cancel_sync_waits_for_shutdowns_hand_back(void)
 	tw_service_destroy(svc);
 }
 
+/* ---- a question about a timer racing its service's destroy ---- */
+
+static void *pending_thread(void *arg)
+{
+	struct svc_job *sj = arg;
+
+	sj->result = tw_service_timer_pending(&sj->job->t);
+	return NULL;
+}
+
+static void *destroy_thread(void *arg)
+{
+	struct svc_job *sj = arg;
+
+	sj->result = tw_service_destroy(sj->svc);
+	return NULL;
+}
+
+/*
+ * tw_service_timer_pending() takes no service ("any thread"): for a timer
+ * whose run is over (its word still TAKEN) it finds the service by the
+ * timer's owner id and looks at its runner's slot. A destroy on another
+ * thread between that lookup and that look freed the service under it (a
+ * use after free; a crash in the release build). Parked between the two,
+ * the question must outlast the destroy that starts meanwhile.
+ */
+static void test_pending_outlasts_a_racing_destroy(void)
+{
+	struct tw_service *svc = service(true, 0);
+	struct job j;
+	struct svc_job asker = { svc, &j, -1 }, destroyer = { svc, &j, -1 };
+	struct sp_thread a, d;
+	int found;
+
+	job_init(&j);
+	set_clock(1000);
+	CHECK_EQ(tw_service_add(svc, &j.t, 1000), TW_OK);
+	CHECK_EQ(tw_service_poll(svc), 1); /* ran: its word stays TAKEN */
+	found = sp_arm("pending.found", &j.t);
+	sp_spawn(&a, pending_thread, &asker);
+	CHECK(sp_wait(found, &a.done));
+	sp_spawn(&d, destroy_thread, &destroyer);
+	/* Time for the destroy to free the service, if it does not wait. */
+	nanosleep(&(struct timespec){ 0, 50000000 }, NULL);
+	sp_release(found);
+	sp_join(&a, "pending");
+	sp_join(&d, "destroy");
+	CHECK_EQ(asker.result, 0); /* it ran: not pending */
+	CHECK_EQ(destroyer.result, TW_OK);
+}
+
 /* ---- cancel_sync on a one-executor service ---- */
 
 static void cancel_other_sync(struct tw_service *svc, struct job *self)
@@ -484,6 +535,7 @@ int main(int argc, char **argv)
 	RUN_SELECTED(test_reaper_keeps_waking_after_a_kick_at_its_loop_top);
 	RUN_SELECTED(test_a_kick_that_finds_one_pending_loses_no_timer);
 	RUN_SELECTED(test_cancel_sync_waits_for_shutdowns_hand_back);
+	RUN_SELECTED(test_pending_outlasts_a_racing_destroy);
 	RUN_SELECTED(test_cancel_sync_waits_for_a_running_callback);
 	RUN_SELECTED(test_cancel_sync_does_not_wait_for_a_readded_timer);
 	RUN_SELECTED(test_cancel_sync_of_self_unlinks_and_reports);
