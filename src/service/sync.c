@@ -106,11 +106,28 @@ static void unpost_wait(struct sync_wait *me)
 	pthread_mutex_unlock(&sync_waits_mu);
 }
 
+/* Whether one of svc's runners marks t (running it, or handing it back),
+ * and which. */
+static bool marked_by_a_runner(struct tw_service *svc,
+			       const struct tw_service_timer *t, unsigned *runner)
+{
+	for (unsigned i = 0; i < svc->nrunners; i++)
+		if (running_of(&svc->runners[i]) == t) {
+			*runner = i;
+			return true;
+		}
+	return false;
+}
+
 /*
  * Wait until t's last run is over (not the caller's own), or t was added
  * again; TW_EDEADLK instead of closing a cycle of callbacks waiting for
  * each other. A run found over clears F_RAN (settle), so later calls need
- * not look at the runner.
+ * not look at the runner. A timer initialised meanwhile -- by the
+ * hand_back this waits for, which service.h allows, and maybe added to
+ * another service since -- is no longer this service's: its word is not
+ * read again, nor settled, nor its runner taken for one of ours; the wait
+ * goes on by this service's runners' marks alone, until none names it.
  */
 int tw__svc_wait_unreferenced(struct tw_service *svc, struct tw_service_timer *t,
 			      bool shut)
@@ -133,22 +150,30 @@ int tw__svc_wait_unreferenced(struct tw_service *svc, struct tw_service_timer *t
 	    word_shard(word) >= svc->nshards)
 		return TW_OK; /* never added here: nothing to wait for */
 	s = shard_of(svc, word);
-	for (;;) {
-		unsigned runner;
-		bool going;
+	for (bool ours = true;;) {
+		unsigned runner = 0;
+		bool going, locked = ours;
 
-		shard_lock(s);
-		word = word_load(t);
-		if (word_state(word) != ST_IDLE) {
+		if (locked) {
+			shard_lock(s);
+			word = word_load(t);
+			ours = word_owner(word) && !owner_check(svc, word);
+		}
+		if (!ours) {
+			/* Initialised since (see above). */
+			going = marked_by_a_runner(svc, t, &runner);
+		} else if (word_state(word) != ST_IDLE) {
 			/* Added again since our stop: that add's now. */
 			shard_unlock(s);
 			break;
+		} else {
+			runner = t->runner;
+			going = run_going_on(svc, t, word);
+			if (!going && word_has(word, F_RAN))
+				word_set(t, word, word & ~(uint32_t)F_RAN, TR_settle);
 		}
-		runner = t->runner;
-		going = run_going_on(svc, t, word);
-		if (!going && word_has(word, F_RAN))
-			word_set(t, word, word & ~(uint32_t)F_RAN, TR_settle);
-		shard_unlock(s);
+		if (locked)
+			shard_unlock(s);
 		if (!going || (own && runner == self.runner))
 			break;
 		if (self.current && wait_closes_ring(&me, runner, &posted)) {

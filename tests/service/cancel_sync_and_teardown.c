@@ -156,6 +156,93 @@ static void test_cancel_sync_waits_for_shutdowns_hand_back(void)
 	tw_service_destroy(svc);
 }
 
+/* ---- a hand-back that gives its timer to another service ---- */
+
+static struct tw_service *other_service;
+
+/* The timer's callback on the other service: it cancels itself (a run
+ * going on: TW_SVC_RUNNING) and holds until the test lets it go. */
+static void cancel_myself_and_hold(struct tw_service *svc, struct tw_service_timer *t)
+{
+	struct job *j = tw_container_of(t, struct job, t);
+
+	atomic_store(&j->result, tw_service_cancel(svc, t));
+	atomic_store(&j->in_callback, 1);
+	while (!atomic_load(&j->go))
+		sched_yield();
+	atomic_store(&j->finished, 1);
+}
+
+/* A hand_back may initialise its timer (service.h): this one makes it
+ * the other service's, due now. */
+static void give_to_the_other_service(struct tw_service_timer *t, void *arg)
+{
+	(void)arg;
+	tw_service_timer_init(t, cancel_myself_and_hold);
+	CHECK_EQ(tw_service_add(other_service, t, 1000), TW_OK);
+}
+
+static void *shutdown_giving_thread(void *arg)
+{
+	struct svc_job *sj = arg;
+
+	sj->result = tw_service_shutdown(sj->svc, give_to_the_other_service, NULL);
+	return NULL;
+}
+
+static void *cancel_sync_thread(void *arg)
+{
+	struct svc_job *sj = arg;
+
+	sj->result = tw_service_cancel_sync(sj->svc, &sj->job->t);
+	return NULL;
+}
+
+/*
+ * A cancel_sync on A waits for A's shutdown to hand the timer back; the
+ * hand_back makes it B's, and B's callback of it runs, cancels itself and
+ * holds. The waiter must return once the hand_back has, without taking
+ * B's word for A's: it read B's runner as one of A's and cleared the
+ * mark of B's run going on, so that a cancel_sync on B returned at once,
+ * the callback still running (or, where B's runner was past A's, read
+ * beyond A's runners).
+ */
+static void test_cancel_sync_leaves_a_timer_handed_to_another_service_alone(void)
+{
+	struct tw_service *a = service(true, 0);
+	struct job j;
+	struct svc_job down = { a, &j, -1 }, on_a = { a, &j, -1 }, on_b;
+	struct sp_thread s, x, y;
+	int at_hand_back, at_wait;
+
+	other_service = service(false, 1);
+	job_init(&j);
+	CHECK_EQ(tw_service_add(a, &j.t, 5000), TW_OK);
+	at_hand_back = sp_arm("shutdown.hand_back", &j.t);
+	sp_spawn(&s, shutdown_giving_thread, &down);
+	CHECK(sp_wait(at_hand_back, &s.done));
+	at_wait = sp_arm("cancel_sync.wait", &j.t);
+	sp_spawn(&x, cancel_sync_thread, &on_a);
+	CHECK(sp_wait(at_wait, &x.done)); /* it waits for the hand-back */
+	sp_release(at_hand_back);
+	WAIT_FOR(atomic_load(&j.in_callback), "the other service never ran the timer");
+	sp_join(&s, "shutdown");
+	sp_release(at_wait);
+	sp_join(&x, "cancel_sync on A");
+	CHECK_EQ(on_a.result, TW_SVC_IDLE); /* handed back */
+	on_b = (struct svc_job){ other_service, &j, -1 };
+	sp_spawn(&y, cancel_sync_thread, &on_b);
+	nanosleep(&(struct timespec){ 0, 50000000 }, NULL);
+	CHECK(!atomic_load(&y.done)); /* it waits for the callback */
+	atomic_store(&j.go, 1);
+	sp_join(&y, "cancel_sync on B");
+	CHECK_EQ(on_b.result, TW_SVC_RUNNING);
+	CHECK_EQ(atomic_load(&j.result), TW_SVC_RUNNING);
+	CHECK_EQ(down.result, 1);
+	tw_service_destroy(other_service);
+	tw_service_destroy(a);
+}
+
 /* ---- a question about a timer racing its service's destroy ---- */
 
 static void *pending_thread(void *arg)
@@ -536,6 +623,7 @@ int main(int argc, char **argv)
 	RUN_SELECTED(test_a_kick_that_finds_one_pending_loses_no_timer);
 	RUN_SELECTED(test_cancel_sync_waits_for_shutdowns_hand_back);
 	RUN_SELECTED(test_pending_outlasts_a_racing_destroy);
+	RUN_SELECTED(test_cancel_sync_leaves_a_timer_handed_to_another_service_alone);
 	RUN_SELECTED(test_cancel_sync_waits_for_a_running_callback);
 	RUN_SELECTED(test_cancel_sync_does_not_wait_for_a_readded_timer);
 	RUN_SELECTED(test_cancel_sync_of_self_unlinks_and_reports);
