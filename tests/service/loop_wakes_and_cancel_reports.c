@@ -352,6 +352,29 @@ static void test_a_claim_a_cancel_beat_is_no_run(void)
 	shut_down_balanced(svc, 0);
 }
 
+/* A cancel or cancel_sync on another thread, and what it returned. */
+struct cancel_call {
+	struct tw_service *svc;
+	struct tw_service_timer *t;
+	atomic_int result;
+};
+
+static void *cancel_call(void *arg)
+{
+	struct cancel_call *c = arg;
+
+	atomic_store(&c->result, tw_service_cancel(c->svc, c->t));
+	return NULL;
+}
+
+static void *cancel_sync_call(void *arg)
+{
+	struct cancel_call *c = arg;
+
+	atomic_store(&c->result, tw_service_cancel_sync(c->svc, c->t));
+	return NULL;
+}
+
 /* Told by the test when the callback may return. */
 static atomic_int callback_go;
 
@@ -374,9 +397,12 @@ static void wait_for_go(struct tw_service *svc, struct job *self)
 static void test_a_claimed_slot_is_a_run(void)
 {
 	struct tw_service *svc = service(true, 1);
+	struct cancel_call call = { svc, NULL, -1000 };
+	struct sp_thread th;
 	struct job j;
-	int claimed;
+	int claimed, waiting;
 
+	call.t = &j.t;
 	job_init(&j);
 	j.action = wait_for_go;
 	atomic_store(&callback_go, 0);
@@ -392,36 +418,21 @@ static void test_a_claimed_slot_is_a_run(void)
 	CHECK_EQ(tw_service_poll(svc), 0); /* deferred to the run's end */
 	CHECK_EQ(tw_service_cancel(svc, &j.t), TW_SVC_STOPPED);
 	CHECK_EQ(tw_service_cancel(svc, &j.t), TW_SVC_RUNNING);
+	/* It waits for the run: the callback is let go only once the
+	 * cancel_sync waits, or a run over first would make it IDLE. */
+	waiting = sp_arm("cancel_sync.wait", &j.t);
+	sp_spawn(&th, cancel_sync_call, &call);
+	CHECK(sp_wait(waiting, &th.done));
 	atomic_store(&callback_go, 1);
-	/* It waits for the run. */
-	CHECK_EQ(tw_service_cancel_sync(svc, &j.t), TW_SVC_RUNNING);
+	sp_release(waiting);
+	sp_join(&th, "cancel_sync");
+	CHECK_EQ(atomic_load(&call.result), TW_SVC_RUNNING);
+	CHECK_EQ(atomic_load(&j.finished), 1);
 	CHECK_EQ(atomic_load(&j.runs), 1);
 	shut_down_balanced(svc, 0);
 }
 
 /* ---- the same two promises, at the edges of a run ---- */
-
-struct cancel_call {
-	struct tw_service *svc;
-	struct tw_service_timer *t;
-	atomic_int result;
-};
-
-static void *cancel_call(void *arg)
-{
-	struct cancel_call *c = arg;
-
-	atomic_store(&c->result, tw_service_cancel(c->svc, c->t));
-	return NULL;
-}
-
-static void *cancel_sync_call(void *arg)
-{
-	struct cancel_call *c = arg;
-
-	atomic_store(&c->result, tw_service_cancel_sync(c->svc, c->t));
-	return NULL;
-}
 
 /*
  * A cancel decides under the shard's mutex, from the state word and the
