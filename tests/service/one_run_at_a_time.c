@@ -288,11 +288,14 @@ static void test_an_add_from_another_thread_during_a_run_is_deferred(void)
 	WAIT_FOR(atomic_load(&r.started) == 2, "the deferred add never ran");
 	CHECK_EQ(atomic_load(&r.again), 1);
 	CHECK_EQ(atomic_load(&r.finished), 1); /* run 1 was over */
+	sp_on("run.over", &j->p.timer, note_over, &r); /* run 2's end */
 	atomic_store(&r.go, 2);
 	WAIT_FOR(atomic_load(&r.finished) == 2, "run 2 never returned");
 	CHECK_EQ(atomic_load(&r.overlaps), 0);
 	CHECK(pthread_equal(r.thread[0], r.thread[1]));
 	CHECK_EQ(r.at[1], 1000);
+	/* The run's end, not only its callback's last store (below). */
+	WAIT_FOR(atomic_load(&r.over) == 1, "run 2 never ended");
 	CHECK_EQ(tw_service_cancel_sync(svc, &j->p.timer), TW_SVC_IDLE);
 	sp_forget("run.again", &j->p.timer);
 	free(j);
@@ -849,6 +852,7 @@ static void hog_and_other(bool periodic)
 	CHECK_EQ(tw_service_poll(svc), 1);
 	if (periodic) {
 		WAIT_FOR(atomic_load(&hog.runs) == 2, "the hog's run 2 never came");
+		wait_for_the_rearm(svc); /* run 2 over: not RUNNING */
 		CHECK_EQ(tw_service_cancel_sync(svc, ht), TW_SVC_STOPPED);
 	} else {
 		WAIT_FOR(atomic_load(&hog.runs) == HOG_RUNS, "the hog's runs stopped");
