@@ -802,7 +802,9 @@ int64_t tw_service_now(const struct tw_service *svc);
  * @return timers pending (0 for NULL); with other threads adding and
  *         cancelling, a snapshot
  * @par Thread safety
- *      Any thread (takes each shard's mutex in turn).
+ *      Any thread (takes each shard's mutex in turn, and sums its wheel's
+ *      buckets under it, as tw_wheel_count() does: for statistics, not
+ *      for every operation).
  */
 size_t tw_service_count(struct tw_service *svc);
 

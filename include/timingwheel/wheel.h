@@ -120,7 +120,8 @@ enum tw_mode {
 struct tw_wheel {
 	int64_t tick;             /**< time units per level-1 bucket */
 	int64_t now;              /**< the latest time given to advance */
-	size_t count;             /**< pending timers */
+	size_t count;             /**< checked build: pending timers (a
+				       release build keeps no count) */
 	struct tw_level *levels;  /**< [max_levels], the first nlevels in use */
 	struct tw_bucket *buckets;/**< [max_levels * size + 3]: the levels', two
 				       ready lists, drain's hand-back list */
@@ -477,7 +478,10 @@ int64_t tw_wheel_timeout(const struct tw_wheel *wheel, int64_t now);
 int64_t tw_wheel_now(const struct tw_wheel *wheel);
 
 /**
- * Pending timers.
+ * Pending timers: the sum of the buckets' counts, O(levels in use x
+ * wheel_size) (at most 835 buckets with the default 64 a level), so that
+ * no add, cancel or fire pays for a running count. For statistics and
+ * tests; an event loop asks tw_wheel_next_expiry() when to wake.
  * @param wheel an initialised wheel
  * @return how many timers are pending (0 for NULL)
  * @par Thread safety

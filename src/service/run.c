@@ -293,7 +293,7 @@ size_t tw__svc_take_run(struct tw_wheel *w, struct tw_bucket *b, int64_t due_by)
 		}
 		n = len - r->len;
 		r->len = len;
-		tw__wheel_cut_run(w, b, l, n);
+		tw__wheel_cut_run(b, l, n);
 		return n;
 	}
 	/* Onto the expired list (expire()'s second case: for the executors,
@@ -329,7 +329,7 @@ size_t tw__svc_take_run(struct tw_wheel *w, struct tw_bucket *b, int64_t due_by)
 	if (n) {
 		struct tw_link *tail = s->expired.prev;
 
-		tw__wheel_cut_run(w, b, l, n);
+		tw__wheel_cut_run(b, l, n);
 		first->prev = tail;
 		tail->next = first;
 		last->next = &s->expired;

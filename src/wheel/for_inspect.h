@@ -60,6 +60,7 @@ int64_t tw__level_clock_time(const struct tw_wheel *w,
 void tw__wheel_fast_levels(struct tw_wheel *w);
 struct tw_bucket *tw__ready_list(const struct tw_wheel *w, unsigned which);
 struct tw_bucket *tw__hand_back_list(const struct tw_wheel *w);
+size_t tw__pending_sum(const struct tw_wheel *w);
 unsigned tw__bucket_level(const struct tw_wheel *w, const struct tw_bucket *b);
 bool tw__bucket_queued(const struct tw_wheel *w, const struct tw_bucket *b);
 unsigned tw__bucket_slot(const struct tw_wheel *w, const struct tw_bucket *b);

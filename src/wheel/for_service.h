@@ -94,6 +94,7 @@ static inline void tw__wheel_taken(struct tw_wheel *w, struct tw_timer *t)
 {
 	t->bucket = NULL;
 #ifdef TW_DEBUG
+	w->count--;
 	tw__debug_set(TW_DBG_WHEEL_TIMER, t, false, (uintptr_t)w);
 #else
 	(void)w;
@@ -101,14 +102,13 @@ static inline void tw__wheel_taken(struct tw_wheel *w, struct tw_timer *t)
 }
 
 /* The n timers taken off b's front, rest the first one left (b's head if
- * none is): out of b and of the wheel's count. */
-static inline void tw__wheel_cut_run(struct tw_wheel *w, struct tw_bucket *b,
-				     struct tw_link *rest, size_t n)
+ * none is): out of b, and so of tw_wheel_count(). */
+static inline void tw__wheel_cut_run(struct tw_bucket *b, struct tw_link *rest,
+				     size_t n)
 {
 	b->head.next = rest;
 	rest->prev = &b->head;
 	b->count -= n;
-	w->count -= n;
 	if (b->count == 0)
 		b->min_key = INT64_MAX;
 }

@@ -594,8 +594,15 @@ int tw_wheel_check(const struct tw_wheel *w, char *why, size_t why_len)
 			total += w->levels[li].slots[slot].count;
 		}
 	}
+	/* Levels not in use hold nothing: tw_wheel_count() does not look
+	 * there. */
+	if (total != tw__pending_sum(w))
+		BROKEN("%zu timers in buckets but %zu in the levels in use and "
+		       "the lists", total, tw__pending_sum(w));
+#ifdef TW_DEBUG
 	if (total != w->count)
 		BROKEN("count %zu but %zu timers in buckets", w->count, total);
+#endif
 	if (why && why_len)
 		why[0] = '\0';
 	return TW_OK;

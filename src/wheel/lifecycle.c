@@ -215,7 +215,7 @@ static int64_t drain_checked(struct tw_wheel *w, tw_timer_fn *hand_back,
 		return TW_EREENTER;
 	nbuckets = (size_t)w->max_levels * w->size + 2; /* levels and ready */
 	held = tw__hand_back_list(w);
-	expected = w->count;
+	expected = tw__pending_sum(w);
 	w->queue_len = 0;
 	for (size_t i = 0; i < nbuckets && !*broken; i++) {
 		struct tw_bucket *b = &w->buckets[i];
@@ -265,7 +265,6 @@ static int64_t drain_checked(struct tw_wheel *w, tw_timer_fn *hand_back,
 		struct tw_timer *t = list_timer(held->head.next);
 
 		bucket_take(held, t);
-		w->count--;
 		debug_pending(w, t, false);
 		n++;
 		if (hand_back)
@@ -273,7 +272,14 @@ static int64_t drain_checked(struct tw_wheel *w, tw_timer_fn *hand_back,
 	}
 	w->advancing = 0;
 	if (*broken) {
-		w->count = 0; /* what is left cannot be walked */
+		/* What is left cannot be walked: counted as nothing, so that
+		 * the destroy's drain stops at the first timer it meets
+		 * without reading it, and tw_wheel_count() says 0. */
+		for (size_t i = 0; i < nbuckets + 1; i++)
+			w->buckets[i].count = 0;
+#ifdef TW_DEBUG
+		w->count = 0;
+#endif
 		return TW_ECORRUPT;
 	}
 	return n;

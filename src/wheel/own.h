@@ -172,15 +172,22 @@ static inline void bucket_take(struct tw_bucket *b, struct tw_timer *t)
  * so that tw_timer_init() on one is named at the call instead of crashing
  * a later advance in the bucket list it broke. (A service's timers are
  * in it too; their init is tw_service_timer_init(), which the service's
- * own table checks.) */
-static inline void debug_pending(const struct tw_wheel *w,
-				 const struct tw_timer *t, bool pending)
+ * own table checks.) It also keeps w->count, the running count that
+ * tw_wheel_check() holds the buckets' sum to (I7): a release build
+ * keeps none (tw_wheel_count() sums the buckets), so that no add,
+ * cancel or fire stores to the wheel's count. */
+static inline void debug_pending(struct tw_wheel *w, const struct tw_timer *t,
+				 bool pending)
 {
+	if (pending)
+		w->count++;
+	else
+		w->count--;
 	tw__debug_set(TW_DBG_WHEEL_TIMER, t, pending, (uintptr_t)w);
 }
 #else
-static inline void debug_pending(const struct tw_wheel *w,
-				 const struct tw_timer *t, bool pending)
+static inline void debug_pending(struct tw_wheel *w, const struct tw_timer *t,
+				 bool pending)
 {
 	(void)w;
 	(void)t;
@@ -453,7 +460,6 @@ hot_inline void place_new(struct tw_wheel *w, struct tw_timer *t, int64_t due)
 	struct tw_level *levels = w->levels;
 	int64_t key;
 
-	w->count++;
 	debug_pending(w, t, true);
 	if (__builtin_expect(due > w->now, 1) &&
 	    file_exact(levels, levels->fast_levels, w, t, due, 6))
@@ -500,7 +506,6 @@ hot_inline void unlink_pending(struct tw_wheel *w, struct tw_timer *t)
 	struct tw_bucket *b = t->bucket;
 	struct tw_link *next = t->link.next, *prev = t->link.prev;
 
-	w->count--;
 	debug_pending(w, t, false);
 	prev->next = next;
 	next->prev = prev;
@@ -545,7 +550,6 @@ hot_inline void take_first(struct tw_bucket *b, struct tw_timer *t,
 
 static inline void fire(struct tw_wheel *w, struct tw_timer *t)
 {
-	w->count--;
 	debug_pending(w, t, false);
 	notify(w, TW_EV_FIRED, 0, 0, w->now, t);
 	t->fn(w, t);

@@ -612,11 +612,29 @@ int64_t tw_wheel_now(const struct tw_wheel *w)
 	return w->now;
 }
 
+/* The pending timers are what the buckets hold: the levels' in use, the
+ * two ready lists and the drain's hand-back list (a timer set aside by an
+ * advance stays counted in its bucket). Summed on demand, not kept as a
+ * running count, which would cost every add, cancel and fire a store to
+ * the wheel; the checked build keeps one too (own.h, debug_pending) and
+ * tw_wheel_check() holds this sum to it (I7). */
+size_t tw__pending_sum(const struct tw_wheel *w)
+{
+	size_t in_levels = (size_t)w->nlevels * w->size;
+	size_t lists = (size_t)w->max_levels * w->size, n = 0;
+
+	for (size_t i = 0; i < in_levels; i++)
+		n += w->buckets[i].count;
+	for (size_t i = lists; i < lists + 3; i++)
+		n += w->buckets[i].count;
+	return n;
+}
+
 size_t tw_wheel_count(const struct tw_wheel *w)
 {
-	if (!w)
+	if (!w || !w->buckets)
 		return 0;
-	return w->count;
+	return tw__pending_sum(w);
 }
 
 unsigned tw_wheel_levels(const struct tw_wheel *w)

@@ -62,7 +62,6 @@
  * add per call site, with a kafka half that could never run there). */
 hot_inline void file_new_exact(struct tw_wheel *w, struct tw_timer *t, int64_t key)
 {
-	w->count++;
 	debug_pending(w, t, true);
 	if (t->due <= w->now)
 		place_ready(w, t);
@@ -194,7 +193,6 @@ hot_inline struct tw_bucket *window_bucket_for(struct tw_wheel *w, int64_t earli
 static void file_windowed(struct tw_wheel *w, struct tw_timer *t, struct tw_bucket *b,
 			  int64_t number)
 {
-	w->count++;
 	debug_pending(w, t, true);
 	bucket_put_first(w, &w->levels[b->level - 1], b, t, number);
 }

@@ -461,6 +461,8 @@ static void test_a_timer_initialised_again_and_added_again(void)
 		/* Stopped at t[1], whose successor does not lead back. */
 		CHECK_EQ(handed_back, 1);
 		CHECK(!tw_timer_pending(&t[0]));
+		/* What is left is not walked again: counted as nothing. */
+		CHECK_EQ(tw_wheel_count(&w), 0);
 		CHECK_EQ(tw_wheel_destroy(&w), TW_ECORRUPT);
 	}
 #endif

@@ -329,6 +329,83 @@ static void test_unordered_advance_runs_each_due_timer_once(void)
 	}
 }
 
+/* tw_wheel_count() from inside the wheel's callbacks: a fired timer is
+ * no longer counted, the rest are, wherever an advance has them (a bucket
+ * being fired, a level's timers moving down, a drain's hand-back list). */
+#define COUNTED 300
+static struct tw_timer counted[COUNTED];
+static int64_t pending_now; /* what the test knows is pending */
+static uint64_t count_rng;
+static int count_fires;
+
+static void check_count_then_act(struct tw_wheel *w, struct tw_timer *t)
+{
+	int64_t other = test_rand_below(&count_rng, COUNTED);
+
+	(void)t;
+	pending_now--;
+	count_fires++;
+	CHECK_EQ((int64_t)tw_wheel_count(w), pending_now);
+	/* Now and then a cancel of another timer, or an add of one. */
+	if (count_fires % 5 == 0 && tw_timer_pending(&counted[other])) {
+		CHECK_EQ(tw_wheel_cancel(w, &counted[other]), 1);
+		pending_now--;
+	} else if (count_fires % 7 == 0 && !tw_timer_pending(&counted[other])) {
+		CHECK_EQ(tw_wheel_add(w, &counted[other],
+				      tw_wheel_now(w) + 1 +
+					      test_rand_below(&count_rng, 3000)), 0);
+		pending_now++;
+	}
+	CHECK_EQ((int64_t)tw_wheel_count(w), pending_now);
+}
+
+static void hand_back_counted(struct tw_wheel *w, struct tw_timer *t)
+{
+	(void)t;
+	pending_now--;
+	CHECK_EQ((int64_t)tw_wheel_count(w), pending_now);
+}
+
+static void test_count_inside_callbacks(void)
+{
+	for (int mode = TW_MODE_EXACT; mode <= TW_MODE_KAFKA; mode++) {
+		struct tw_wheel w;
+		int64_t now = 0;
+
+		count_rng = test_rand_seed(7 + (uint64_t)mode);
+		count_fires = 0;
+		CHECK_EQ(tw_wheel_init(&w, 1, 8, 0, (enum tw_mode)mode), 0);
+		for (int i = 0; i < COUNTED; i++) {
+			tw_timer_init(&counted[i], check_count_then_act);
+			/* Clustered, so that buckets hold several and drain. */
+			CHECK_EQ(tw_wheel_add(&w, &counted[i],
+					      1 + test_rand_below(&count_rng, 40) * 97),
+				 0);
+		}
+		pending_now = COUNTED;
+		CHECK_EQ((int64_t)tw_wheel_count(&w), pending_now);
+		while (now < 2500) {
+			now += 1 + test_rand_below(&count_rng, 60);
+			if (mode == TW_MODE_EXACT && now % 3 == 0)
+				CHECK(tw_wheel_advance_unordered(&w, now) >= 0);
+			else
+				CHECK(tw_wheel_advance(&w, now) >= 0);
+			CHECK_EQ((int64_t)tw_wheel_count(&w), pending_now);
+			CHECK_WHEEL(&w);
+		}
+		CHECK(count_fires > 100);
+		CHECK(pending_now > 0);
+		{
+			int64_t before = pending_now;
+
+			CHECK_EQ(tw_wheel_drain(&w, hand_back_counted), before);
+		}
+		CHECK_EQ(pending_now, 0);
+		CHECK_EQ(tw_wheel_count(&w), 0);
+		tw_wheel_destroy(&w);
+	}
+}
+
 int main(void)
 {
 	RUN(test_callback_cancels_timer_in_same_batch);
@@ -341,5 +418,6 @@ int main(void)
 	RUN(test_a_buckets_timers_fire_in_the_order_filed);
 	RUN(test_fires_in_tick_order_across_buckets_and_levels);
 	RUN(test_unordered_advance_runs_each_due_timer_once);
+	RUN(test_count_inside_callbacks);
 	return check_report();
 }

@@ -75,12 +75,16 @@ static void test_wheel_level_damage(void)
 	memset(&f.w, 0xab, sizeof(f.w));
 	EXPECT_BROKEN(&f.w, "not initialised");
 	setup(&f);
+#ifdef TW_DEBUG
+	/* The checked build's running count, held to the buckets' sum (a
+	 * release build keeps none: tw_wheel_count() is that sum). */
 	f.w.count++;
 	EXPECT_BROKEN(&f.w, "count 6 but 5 timers");
-	CHECK_EQ(tw_wheel_check(&f.w, NULL, 0), TW_ECORRUPT); /* no description */
 	f.w.count--;
+#endif
 	f.w.advancing = 1;
 	EXPECT_BROKEN(&f.w, "inside a callback");
+	CHECK_EQ(tw_wheel_check(&f.w, NULL, 0), TW_ECORRUPT); /* no description */
 	f.w.advancing = 0;
 	n = f.w.nlevels;
 	f.w.nlevels = 0;
