@@ -250,27 +250,51 @@ void tw_service_periodic_init(struct tw_service_periodic *p, tw_service_fn *fn,
 	word_init(&p->timer, period > 0);
 }
 
+/* Taken to run, the timer is pending until its runner claims it: its
+ * runner's slot says. The runner and the slot's place are read under the
+ * shard's mutex, with the word looked at again there: since the look
+ * without it, the timer may have been added again and have expired for
+ * the executors, its place then an index in their ring, not a batch slot
+ * (a read past the runner), or it may be another service's. */
 bool tw_service_timer_pending(const struct tw_service_timer *t)
 {
-	uint32_t word;
-	struct tw_service *svc;
-	bool pending;
-
 	if (!t)
 		return false;
-	word = word_load(t);
-	if (word_waits(word))
-		return true;
-	if (word_state(word) != ST_TAKEN)
-		return false;
-	/* Taken to run: pending until the runner claims it. */
-	svc = tw__svc_of_owner(word);
-	if (!svc)
-		return false;
-	TW_TEST_POINT("pending.found", t);
-	pending = taken_unclaimed(svc, t);
-	tw__svc_let_go(svc);
-	return pending;
+	for (;;) {
+		uint32_t word = word_load(t), again;
+		struct tw_service *svc;
+		struct shard *s;
+		bool same;
+
+		if (word_waits(word))
+			return true;
+		if (word_state(word) != ST_TAKEN)
+			return false;
+		svc = tw__svc_of_owner(word);
+		if (!svc)
+			return false;
+		TW_TEST_POINT("pending.found", t);
+		if (word_shard(word) >= svc->nshards) {
+			tw__svc_let_go(svc); /* not a word the service wrote */
+			return false;
+		}
+		s = shard_of(svc, word);
+		shard_lock(s);
+		again = word_load(t);
+		same = word_state(again) == ST_TAKEN &&
+		       word_owner(again) == word_owner(word) &&
+		       word_shard(again) == word_shard(word);
+		if (same) {
+			bool pending = taken_unclaimed(svc, t);
+
+			shard_unlock(s);
+			tw__svc_let_go(svc);
+			return pending;
+		}
+		shard_unlock(s);
+		tw__svc_let_go(svc);
+		/* Added again, or another service's: look again. */
+	}
 }
 
 /* Only the callback, the period, F_PERIODIC and F_SHUT change; the rest

@@ -32,8 +32,8 @@
  * on a word without an owner. Every other change is made under the mutex
  * of the timer's shard, by a plain (relaxed) atomic store: whoever needs
  * the word to decide something holds that mutex, and the few readers
- * without it (tw_service_timer_pending(), the owner checks that come
- * before taking the mutex) read a snapshot. The runner that claims a
+ * without it (tw_service_timer_pending()'s first look, the owner checks
+ * that come before taking the mutex) read a snapshot. The runner that claims a
  * taken timer does so in its own batch slot, not in the word
  * (run.c): the word needs no atomic read-modify-write after the claim.
  *

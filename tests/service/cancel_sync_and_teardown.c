@@ -294,6 +294,44 @@ static void test_pending_outlasts_a_racing_destroy(void)
 	CHECK_EQ(destroyer.result, TW_OK);
 }
 
+/*
+ * The same question, its timer added again and expired meanwhile: parked
+ * at that point, the timer's run over (word TAKEN), it is added again and
+ * polled while the only executor is held at the end of the last run, so
+ * it waits in the executors' queue (QUEUED), its place an index in their
+ * ring. The question must say pending, from the word read again under the
+ * shard's mutex (read without it, the place was taken for a batch slot:
+ * false, or a read past the runner).
+ */
+static void test_pending_of_a_timer_added_again_while_asked(void)
+{
+	struct tw_service *svc = service(true, 1);
+	struct job j;
+	struct svc_job asker = { svc, &j, -1 };
+	struct sp_thread a;
+	int over, found;
+
+	job_init(&j);
+	set_clock(1000);
+	CHECK_EQ(tw_service_add(svc, &j.t, 1000), TW_OK);
+	over = sp_arm("run.over", &j.t);
+	CHECK_EQ(tw_service_poll(svc), 1);
+	CHECK(sp_wait(over, NULL)); /* ran; the executor held */
+	found = sp_arm("pending.found", &j.t);
+	sp_spawn(&a, pending_thread, &asker);
+	CHECK(sp_wait(found, &a.done));
+	CHECK_EQ(tw_service_add(svc, &j.t, 1000), TW_OK);
+	CHECK_EQ(tw_service_poll(svc), 1); /* queued for the held executor */
+	sp_release(found);
+	sp_join(&a, "pending");
+	CHECK_EQ(asker.result, 1);
+	sp_release(over);
+	WAIT_FOR(atomic_load(&j.runs) == 2, "the add again never ran");
+	CHECK_EQ(tw_service_cancel_sync(svc, &j.t), TW_SVC_IDLE);
+	CHECK_EQ(tw_service_shutdown(svc, NULL, NULL), 0);
+	tw_service_destroy(svc);
+}
+
 /* ---- cancel_sync on a one-executor service ---- */
 
 static void cancel_other_sync(struct tw_service *svc, struct job *self)
@@ -623,6 +661,7 @@ int main(int argc, char **argv)
 	RUN_SELECTED(test_a_kick_that_finds_one_pending_loses_no_timer);
 	RUN_SELECTED(test_cancel_sync_waits_for_shutdowns_hand_back);
 	RUN_SELECTED(test_pending_outlasts_a_racing_destroy);
+	RUN_SELECTED(test_pending_of_a_timer_added_again_while_asked);
 	RUN_SELECTED(test_cancel_sync_leaves_a_timer_handed_to_another_service_alone);
 	RUN_SELECTED(test_cancel_sync_waits_for_a_running_callback);
 	RUN_SELECTED(test_cancel_sync_does_not_wait_for_a_readded_timer);
