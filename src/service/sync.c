@@ -141,16 +141,19 @@ int tw__svc_wait_unreferenced(struct tw_service *svc, struct tw_service_timer *t
 	bool own = self.current == t && self.current_svc == svc;
 	struct sync_wait me = { NULL, self.current_svc, self.runner, svc, t, 0 };
 	uint32_t word = word_load(t);
-	struct shard *s;
-	bool posted = false;
+	struct shard *s = NULL;
+	bool posted = false, ours;
 	int rc = TW_OK;
 
 	(void)shut;
-	if (!word_owner(word) || owner_check(svc, word) ||
-	    word_shard(word) >= svc->nshards)
-		return TW_OK; /* never added here: nothing to wait for */
-	s = shard_of(svc, word);
-	for (bool ours = true;;) {
+	/* The cancel before this found the timer ours: a word that is not
+	 * ours now was initialised since, maybe by the hand_back this is to
+	 * wait for (a timer never added here has no runner's mark either). */
+	ours = word_owner(word) && !owner_check(svc, word) &&
+	       word_shard(word) < svc->nshards;
+	if (ours)
+		s = shard_of(svc, word);
+	for (;;) {
 		unsigned runner = 0;
 		bool going, locked = ours;
 

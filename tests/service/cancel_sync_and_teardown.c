@@ -243,6 +243,87 @@ static void test_cancel_sync_leaves_a_timer_handed_to_another_service_alone(void
 	tw_service_destroy(a);
 }
 
+/* A hand_back that initialises its timer (and, told so, adds it to the
+ * other service, due later), then holds until the test lets it return. */
+static atomic_int reinit_and_add, reinitialised, hand_back_go, hand_back_over;
+
+static void reinit_then_hold(struct tw_service_timer *t, void *arg)
+{
+	(void)arg;
+	tw_service_timer_init(t, job_run);
+	if (atomic_load(&reinit_and_add))
+		CHECK_EQ(tw_service_add(other_service, t, 9000), TW_OK);
+	atomic_store(&reinitialised, 1);
+	while (!atomic_load(&hand_back_go))
+		sched_yield();
+	atomic_store(&hand_back_over, 1);
+}
+
+static void *shutdown_reinit_thread(void *arg)
+{
+	struct svc_job *sj = arg;
+
+	sj->result = tw_service_shutdown(sj->svc, reinit_then_hold, NULL);
+	return NULL;
+}
+
+static void *cancel_sync_then_look(void *arg)
+{
+	struct svc_job *sj = arg;
+
+	sj->result = tw_service_cancel_sync(sj->svc, &sj->job->t);
+	atomic_store(&sj->job->finished, atomic_load(&hand_back_over));
+	return NULL;
+}
+
+/*
+ * The same wait, the hand_back's init (and add elsewhere) made before the
+ * waiter's first look: parked between its cancel (IDLE: being handed
+ * back) and its wait, the cancel_sync finds the word no longer its
+ * service's, which it took for a timer never added there and returned,
+ * the hand_back still running. It must wait by its service's runners'
+ * marks as it does when the init comes during the wait.
+ */
+static void test_cancel_sync_waits_for_a_hand_back_that_initialises_its_timer(void)
+{
+	for (int add = 0; add <= 1; add++) {
+		struct tw_service *a = service(true, 0);
+		struct job j;
+		struct svc_job down = { a, &j, -1 }, on_a = { a, &j, -1 };
+		struct sp_thread s, x;
+		int at_hand_back, cancelled, at_wait;
+
+		other_service = service(true, 0);
+		atomic_store(&reinit_and_add, add);
+		atomic_store(&reinitialised, 0);
+		atomic_store(&hand_back_go, 0);
+		atomic_store(&hand_back_over, 0);
+		job_init(&j);
+		CHECK_EQ(tw_service_add(a, &j.t, 5000), TW_OK);
+		at_hand_back = sp_arm("shutdown.hand_back", &j.t);
+		sp_spawn(&s, shutdown_reinit_thread, &down);
+		CHECK(sp_wait(at_hand_back, &s.done));
+		cancelled = sp_arm("cancel_sync.cancelled", &j.t);
+		sp_spawn(&x, cancel_sync_then_look, &on_a);
+		CHECK(sp_wait(cancelled, &x.done));
+		sp_release(at_hand_back);
+		WAIT_FOR(atomic_load(&reinitialised), "the hand_back never ran");
+		at_wait = sp_arm("cancel_sync.wait", &j.t);
+		sp_release(cancelled);
+		CHECK(sp_wait(at_wait, &x.done)); /* it waits: the hand_back runs */
+		atomic_store(&hand_back_go, 1);
+		sp_release(at_wait);
+		sp_join(&s, "shutdown");
+		sp_join(&x, "cancel_sync");
+		CHECK_EQ(on_a.result, TW_SVC_IDLE);
+		CHECK_EQ(atomic_load(&j.finished), 1); /* after the hand_back */
+		CHECK_EQ(down.result, 1);
+		CHECK_EQ(tw_service_shutdown(other_service, NULL, NULL), add);
+		tw_service_destroy(other_service);
+		tw_service_destroy(a);
+	}
+}
+
 /* ---- a question about a timer racing its service's destroy ---- */
 
 static void *pending_thread(void *arg)
@@ -663,6 +744,7 @@ int main(int argc, char **argv)
 	RUN_SELECTED(test_pending_outlasts_a_racing_destroy);
 	RUN_SELECTED(test_pending_of_a_timer_added_again_while_asked);
 	RUN_SELECTED(test_cancel_sync_leaves_a_timer_handed_to_another_service_alone);
+	RUN_SELECTED(test_cancel_sync_waits_for_a_hand_back_that_initialises_its_timer);
 	RUN_SELECTED(test_cancel_sync_waits_for_a_running_callback);
 	RUN_SELECTED(test_cancel_sync_does_not_wait_for_a_readded_timer);
 	RUN_SELECTED(test_cancel_sync_of_self_unlinks_and_reports);
