@@ -503,8 +503,12 @@ static int add_or_reschedule_in(struct tw_service *svc,
 	int rc;
 
 	(void)call; /* TW_EINVAL_BECAUSE drops its arguments in release */
-	if (!svc)
-		return TW_EINVAL_BECAUSE(call, "%s", "the service is NULL");
+	/* A NULL argument before the sum: bad-input.md's TW_EINVAL whatever
+	 * the delay. */
+	if (!svc || !t)
+		return TW_EINVAL_BECAUSE(call, "%s",
+					 !svc ? "the service is NULL"
+					      : "the timer is NULL");
 	rc = due_in(svc, delay, &due);
 	return rc ? rc : add_or_reschedule(svc, t, due, 0, reschedule, call);
 }

@@ -335,8 +335,9 @@ hot_inline int wheel_add_in(struct tw_wheel *w, struct tw_timer *t, int64_t dela
 {
 	int64_t due;
 
-	if (!w)
-		return TW_EINVAL;
+	/* The arguments first: bad-input.md's TW_EINVAL whatever the delay. */
+	if (!w || !w->levels || !t || !t->fn)
+		return TW_EINVAL_BECAUSE("tw_wheel_add_in", "%s", bad_wheel_call(w, t));
 	/* Refused, not clamped: a clamped due time is one the caller did
 	 * not ask for, and tw_service_add_in() refuses the same sum. */
 	if ((delay > 0 && w->now > INT64_MAX - delay) ||

@@ -150,6 +150,9 @@ static void test_service_bad_input(void)
 	CHECK_EQ(tw_service_add_in(svc, &no_fn, 5), TW_EINVAL);
 	CHECK_EQ(tw_service_cancel(svc, &t), TW_SVC_STOPPED);
 	CHECK_EQ(tw_service_add_in(svc, &t, INT64_MAX), TW_EOVERFLOW); /* overflow */
+	/* A NULL timer is TW_EINVAL before the sum is looked at. */
+	CHECK_EQ(tw_service_add_in(svc, NULL, INT64_MAX), TW_EINVAL);
+	CHECK_EQ(tw_service_reschedule_in(svc, NULL, INT64_MAX), TW_EINVAL);
 	CHECK_EQ(tw_service_add(svc, &t, INT64_MAX), 0);         /* the end of time is fine */
 	CHECK_EQ(tw_service_poll(svc), 0);
 	atomic_store(&virtual_now, 4);                             /* backwards */

@@ -172,6 +172,9 @@ static void test_uninitialised_wheel_refused_by_every_call(void)
 	CHECK(!tw_timer_pending(&t));
 	CHECK_EQ(tw_wheel_init(&w, 1, 64, 100, TW_MODE_EXACT), 0);
 	CHECK_EQ(tw_wheel_add_in(&w, &no_fn, 5), TW_EINVAL);
+	/* A bad timer is TW_EINVAL before a sum that overflows is looked at. */
+	CHECK_EQ(tw_wheel_add_in(&w, NULL, INT64_MAX), TW_EINVAL);
+	CHECK_EQ(tw_wheel_add_in(&w, &no_fn, INT64_MAX), TW_EINVAL);
 	CHECK_EQ(tw_wheel_add_range(&w, &no_fn, 200, 300), TW_EINVAL);
 	CHECK_EQ(tw_wheel_reschedule_range(&w, &no_fn, 200, 300), TW_EINVAL);
 	CHECK_EQ(tw_wheel_advance_unordered(&w, 99), TW_ERANGE);
