@@ -158,7 +158,15 @@ typedef void tw_service_hand_back_fn(struct tw_service_timer *t, void *arg);
  *  lock of the service's held; it must not call into the service. */
 typedef void tw_service_wake_fn(void *arg);
 
-/** What cancel found (non-negative results). */
+/**
+ * What cancel found (non-negative results). A run starts when its runner
+ * takes the expired timer to call its callback, an instant before the
+ * call (for an add made during the timer's run, or a periodic timer due
+ * again, as soon as that run returns): from then on a cancel says
+ * TW_SVC_RUNNING (or stops an add made since: TW_SVC_STOPPED, the run
+ * going on), tw_service_timer_pending() says false, and an add waits for
+ * the run's end.
+ */
 enum tw_cancel_result {
 	TW_SVC_IDLE = 0,    /**< not pending: never added, already ran, or
 			         already stopped; nothing was changed */
@@ -334,7 +342,9 @@ int tw_service_create(struct tw_service **out, const struct tw_service_config *c
  * returned, its callback returned with nothing added since, shutdown
  * handed it back, or a plain tw_service_cancel() returned TW_SVC_STOPPED
  * or TW_SVC_IDLE for a timer whose callback cannot be running -- one
- * that has not run since its add, or whose last run you saw return. A
+ * that has not run since its add, or whose last run you saw return --
+ * and that no shutdown is handing back: a cancel says TW_SVC_IDLE from
+ * the moment shutdown takes the timer, before its hand_back is called. A
  * cancel during a run stops an add made during that run and returns
  * TW_SVC_STOPPED while the callback still runs: only cancel_sync and
  * timer_shutdown wait for it). Not on a pending timer, nor while its
@@ -459,7 +469,8 @@ bool tw_service_timer_pending(const struct tw_service_timer *t);
  * @param due absolute due time in clock units
  * @retval 0 success
  * @retval TW_EINVAL NULL svc or t, or no callback
- * @retval TW_EBUSY already pending, or expired and waiting to run
+ * @retval TW_EBUSY already pending, or expired and waiting to run (not
+ *         once its run started: enum tw_cancel_result)
  * @retval TW_EOWNER it belongs to another service (one destroyed since
  *         included, within the limit tw_service_destroy() gives)
  * @retval TW_ESHUTDOWN the service is shut down, or the timer is
@@ -822,9 +833,13 @@ void tw_service_stats(struct tw_service *svc, struct tw_service_stats *out);
  * executors run what already expired and exit, then hand every timer that
  * is still pending to hand_back, on this thread, one at a time. hand_back
  * runs like a callback: shutdown from it is refused, a cancel_sync of the
- * timer it holds waits until it returned. A timer not handed back yet is
- * still pending: a cancel (from hand_back or any thread) stops it, and
- * then it is not handed back.
+ * timer it holds waits until it returned. A timer is handed back when
+ * shutdown takes it, under its shard's mutex, an instant before its
+ * hand_back is called; until then it is still pending: a cancel (from
+ * hand_back or any thread) stops it, and then it is not handed back.
+ * From the take on, a cancel says TW_SVC_IDLE (that add ended in the
+ * hand-back) and tw_service_timer_pending() false: only cancel_sync and
+ * tw_service_timer_shutdown() wait for the hand_back to return.
  * @param svc the service
  * @param hand_back receives each pending timer (may be NULL)
  * @param arg passed to hand_back

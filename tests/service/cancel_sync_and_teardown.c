@@ -141,6 +141,10 @@ static void test_cancel_sync_waits_for_shutdowns_hand_back(void)
 	at_hand_back = sp_arm("shutdown.hand_back", &j.t);
 	sp_spawn(&s, shutdown_thread, &down);
 	CHECK(sp_wait(at_hand_back, &s.done));
+	/* Taken for its hand_back (service.h): that add has ended, and a
+	 * plain cancel and pending say so; the hand_back still comes. */
+	CHECK_EQ(tw_service_cancel(svc, &j.t), TW_SVC_IDLE);
+	CHECK(!tw_service_timer_pending(&j.t));
 	at_wait = sp_arm("cancel_sync.wait", &j.t);
 	sp_spawn(&c, cancel_sync_then_free, &canceller);
 	/* It waits: a return at once would free the timer under shutdown. */

@@ -432,6 +432,54 @@ static void test_a_claimed_slot_is_a_run(void)
 	shut_down_balanced(svc, 0);
 }
 
+/* Adds its timer again, due now, on its first run (deferred to the run's
+ * end, which starts the next run at once). */
+static void readd_due_now(struct tw_service *svc, struct job *self)
+{
+	if (atomic_load(&self->runs) == 1)
+		CHECK_EQ(tw_service_add(svc, &self->t, 1000), TW_OK);
+}
+
+/*
+ * service.h, enum tw_cancel_result: a run starts when its runner takes
+ * the timer, an instant before the call -- for an add made during the
+ * timer's run, as soon as that run returns. Forced: the executor parks
+ * between run 1's end, which took the deferred add's run, and run 2's
+ * call ("run.over" with run 1 returned). The run has started: pending
+ * says false, a cancel RUNNING, an add waits for the run's end (a cancel
+ * stops it: STOPPED); run 2 runs once, and nothing after it.
+ */
+static void test_an_add_during_its_run_starts_its_run_at_the_runs_end(void)
+{
+	struct tw_service *svc = service(true, 1);
+	struct job j;
+	int over;
+
+	job_init(&j);
+	j.action = readd_due_now;
+	CHECK_EQ(tw_service_add(svc, &j.t, 1000), TW_OK);
+	over = sp_arm("run.over", &j.t);
+	CHECK_EQ(tw_service_poll(svc), 1);
+	CHECK(sp_wait(over, NULL));
+	CHECK_EQ(atomic_load(&j.runs), 1);
+	CHECK_EQ(atomic_load(&j.finished), 1); /* run 1 returned */
+	CHECK(!tw_service_timer_pending(&j.t));
+	CHECK_EQ(tw_service_cancel(svc, &j.t), TW_SVC_RUNNING);
+	CHECK_EQ(tw_service_add(svc, &j.t, 1000), TW_OK); /* after run 2 */
+	CHECK_EQ(tw_service_cancel(svc, &j.t), TW_SVC_STOPPED);
+	sp_release(over);
+	{
+		/* RUNNING, or IDLE if run 2 was over first: either way over. */
+		int rc = tw_service_cancel_sync(svc, &j.t);
+
+		CHECK(rc == TW_SVC_RUNNING || rc == TW_SVC_IDLE);
+	}
+	CHECK_EQ(atomic_load(&j.runs), 2);
+	CHECK_EQ(tw_service_poll(svc), 0);
+	shut_down_balanced(svc, 0);
+	CHECK_EQ(atomic_load(&j.runs), 2);
+}
+
 /* ---- the same two promises, at the edges of a run ---- */
 
 /*
@@ -586,6 +634,7 @@ int main(int argc, char **argv)
 	RUN_SELECTED(test_a_timer_stopped_in_an_executors_batch_is_no_run);
 	RUN_SELECTED(test_a_claim_a_cancel_beat_is_no_run);
 	RUN_SELECTED(test_a_claimed_slot_is_a_run);
+	RUN_SELECTED(test_an_add_during_its_run_starts_its_run_at_the_runs_end);
 	RUN_SELECTED(test_cancel_sync_returns_when_the_callback_adds_its_timer_again);
 	RUN_SELECTED(test_a_cancel_after_a_lost_claim_is_no_run);
 	RUN_SELECTED(test_a_rearms_wake_comes_after_its_run);
