@@ -33,8 +33,8 @@
  * of the timer's shard, by a plain (relaxed) atomic store: whoever needs
  * the word to decide something holds that mutex, and the few readers
  * without it (tw_service_timer_pending()'s first look, the owner checks
- * that come before taking the mutex) read a snapshot. The runner that claims a
- * taken timer does so in its own batch slot, not in the word
+ * that come before taking the mutex) read a snapshot. The runner that
+ * claims a taken timer does so in its own batch slot, not in the word
  * (run.c): the word needs no atomic read-modify-write after the claim.
  *
  * The transitions (from -> to; a flag not named is kept):

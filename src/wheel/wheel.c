@@ -91,12 +91,12 @@
  *     division when the tick is 1 (times already in ticks), one otherwise.
  *     Kafka mode: a division per level walked and a heap push when a
  *     bucket turns non-empty. The owner check reads the bucket, whose line
- *     the bucket's count update needs anyway (an address range test instead was
- *     measured 5-10 % slower: more instructions in a loop bound by cache
- *     misses leave fewer misses in flight). No allocation: tw_wheel_init() allocates every level's
- *     buckets (and kafka mode's queue) up front; a level is still
- *     "created" lazily in Kafka's sense (its clock is fixed when it is
- *     first needed).
+ *     the bucket's count update needs anyway (an address range test
+ *     instead was measured 5-10 % slower: more instructions in a loop
+ *     bound by cache misses leave fewer misses in flight). No allocation:
+ *     tw_wheel_init() allocates every level's buckets (and kafka mode's
+ *     queue) up front; a level is still "created" lazily in Kafka's sense
+ *     (its clock is fixed when it is first needed).
  *   count: O(levels in use * size), the buckets' counts summed: no add,
  *     cancel or fire keeps a running count (the checked build does).
  *   advance: exact mode O(buckets popped * levels / 64 + timers moved or
