@@ -37,6 +37,11 @@
  * hand_back, and a failed one in on_release too). It runs with no lock
  * the purgatory took held: not the purgatory's own, and not the op's lock,
  * own or shared (the purgatory lets go of them first, purges included).
+ * One exception: a purgatory call made from a shutdown's hand_back that
+ * lets go of an op's last reference runs that on_release there, under
+ * the shutdown's own lock, which a second tw_purgatory_shutdown() waits
+ * for; do not call shutdown holding a lock an on_release takes while
+ * another thread's shutdown may be handing back.
  * Only a lock that a caller holds around its own call may be held then:
  * a tw_op_force_complete() from outside, under a shared lock, may run
  * on_release of the op it completes under that lock. on_release may call
@@ -526,7 +531,9 @@ int64_t tw_purgatory_timeout(struct tw_purgatory *p, int64_t now);
  * on_release (when the purgatory's last reference goes): free it there,
  * not in hand_back. That is during this call, or, for an op on a key
  * that a check on another thread is walking meanwhile, when that check
- * returns; never later.
+ * returns, or, for an op that a tw_op_force_complete() or
+ * tw_op_safe_try_complete() on another thread holds meanwhile (each
+ * holds a reference of its own), when that call returns; never later.
  * It allocates nothing, so it cannot fail for want of memory, however
  * many ops are watched or armed.
  * @param p the purgatory
@@ -546,7 +553,10 @@ int64_t tw_purgatory_shutdown(struct tw_purgatory *p, tw_op_fn *hand_back);
 
 /**
  * Shut down if needed, then free the purgatory (ops are the caller's).
- * No call may be made on the purgatory during or after its destroy.
+ * No call may be made on the purgatory during or after its destroy, nor
+ * on one of its ops: a tw_op_force_complete() or
+ * tw_op_safe_try_complete() on another thread must have returned before
+ * the destroy starts (each may use the purgatory until it returns).
  * @param p the purgatory (NULL: nothing happens)
  * @par Thread safety
  *      Any thread but a callback's: from one where

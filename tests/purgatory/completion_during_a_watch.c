@@ -180,6 +180,51 @@ static void test_a_safe_try_that_looked_before_the_watch_releases_unlocked(void)
 	pthread_mutex_destroy(&mu);
 }
 
+/* ---- shutdown against a completion from outside ---- */
+
+static atomic_int ops_handed_back;
+
+static void count_handed_op(struct tw_delayed_op *op)
+{
+	(void)op;
+	atomic_fetch_add(&ops_handed_back, 1);
+}
+
+/*
+ * purgatory.h, tw_purgatory_shutdown(): a handed-back op that a
+ * tw_op_force_complete() on another thread holds meanwhile (a reference
+ * of its own) gets its on_release when that call returns, not during the
+ * shutdown; tw_purgatory_destroy() waits for no such call, so it comes
+ * after. Forced: the force parks holding its reference
+ * ("force_complete.held"); shutdown claims the watched op and hands it
+ * back; the force, let go, finds it claimed and drops the last reference.
+ */
+static void test_a_force_holding_a_handed_back_op_releases_it_on_return(void)
+{
+	struct tw_purgatory *p = manual_purgatory_purging(0);
+	struct gop o;
+	struct sp_thread forcer;
+	int held;
+
+	atomic_store(&ops_handed_back, 0);
+	gop_init(&o, p, "topic-0", NULL);
+	CHECK_EQ(gop_watch(&o), 0); /* not ready: watched */
+	held = sp_arm("force_complete.held", &o.op);
+	sp_spawn(&forcer, force_thread_result, &o);
+	CHECK(sp_wait(held, &forcer.done));
+	CHECK_EQ(tw_purgatory_shutdown(p, count_handed_op), 1);
+	CHECK_EQ(atomic_load(&ops_handed_back), 1);
+	CHECK_EQ(atomic_load(&o.releases), 0); /* the force's reference */
+	sp_release(held);
+	sp_join(&forcer, "the force");
+	CHECK_EQ(atomic_load(&o.try_go), 2); /* claimed by the shutdown */
+	CHECK_EQ(atomic_load(&o.completes), 0);
+	CHECK_EQ(atomic_load(&o.releases), 1);
+	tw_purgatory_destroy(p);
+	CHECK_EQ(atomic_load(&o.releases), 1);
+	tw_op_destroy(&o.op);
+}
+
 /*
  * The other half: a force_complete that takes the op for never watched
  * (no reference, no on_release) while a watch that already passed its
@@ -520,6 +565,7 @@ int main(int argc, char **argv)
 	RUN_IF(test_a_force_before_the_watch_claims_refuses_the_watch);
 	RUN_IF(test_a_refused_kafka_watch_gives_its_claim_to_a_waiting_force);
 	RUN_IF(test_a_safe_try_that_looked_before_the_watch_releases_unlocked);
+	RUN_IF(test_a_force_holding_a_handed_back_op_releases_it_on_return);
 	RUN_IF(test_a_failed_watch_never_completes_its_op);
 	RUN_IF(test_a_failed_watch_waits_for_no_key_check);
 #ifdef TW_DEBUG
