@@ -180,7 +180,8 @@ int main(int argc, char **argv)
 			modes++;
 		} else if (!strcmp(argv[arg], "--text")) {
 			modes++;
-		} else if (!strcmp(argv[arg], "--html") && arg + 2 < argc) {
+		} else if (!strcmp(argv[arg], "--html") && arg + 2 < argc &&
+			   argv[arg + 1][0] != '-') {
 			html_path = argv[++arg];
 			modes++;
 		} else if (!strcmp(argv[arg], "--all-buckets")) {

@@ -90,13 +90,16 @@ static int64_t need_i64(struct trace *tr, const char *s, const char *what)
 	return v;
 }
 
-static int64_t add_sat(int64_t a, int64_t b)
+/* now + delay, which must fit in 64 bits, as tw_wheel_add_in() refuses
+ * a sum past either end (TW_EOVERFLOW). */
+static int64_t from_now(struct trace *tr, const char *delay)
 {
-	if (b > 0 && a > INT64_MAX - b)
-		return INT64_MAX;
-	if (b < 0 && a < INT64_MIN - b)
-		return INT64_MIN;
-	return a + b;
+	int64_t now = tw_wheel_now(&tr->wheel), d = need_i64(tr, delay, "delay");
+
+	if ((d > 0 && now > INT64_MAX - d) || (d < 0 && now < INT64_MIN - d))
+		trace_die(tr, "now + delay: %" PRId64 " + %" PRId64
+			" does not fit in 64 bits", now, d);
+	return now + d;
 }
 
 /* "@T" is absolute, anything else a delay from now. */
@@ -104,7 +107,7 @@ static int64_t parse_due(struct trace *tr, const char *s)
 {
 	if (s && s[0] == '@')
 		return need_i64(tr, s + 1, "due time");
-	return add_sat(tw_wheel_now(&tr->wheel), need_i64(tr, s, "delay"));
+	return from_now(tr, s);
 }
 
 /* ---- commands ---- */
@@ -282,8 +285,7 @@ static void cmd_advance(struct trace *tr, char **argv, int argc)
 	if (argc != 2)
 		trace_die(tr, "usage: advance TIME|+DELAY");
 	if (argv[1][0] == '+')
-		now = add_sat(tw_wheel_now(&tr->wheel),
-			      need_i64(tr, argv[1] + 1, "delay"));
+		now = from_now(tr, argv[1] + 1);
 	else
 		now = need_i64(tr, argv[1], "time");
 	if (now < tw_wheel_now(&tr->wheel))
@@ -395,21 +397,37 @@ static void run_line(struct trace *tr, char *line)
 		tr->render->draw(tr);
 }
 
+/* The next line of f into line (its newline kept), a byte at a time: a
+ * NUL byte in it, which a string would end at, is refused wherever it
+ * is, the last line without its newline included. False at the end. */
+static bool read_line(struct trace *tr, FILE *f, char *line, size_t size)
+{
+	size_t len = 0;
+	int c;
+
+	while ((c = getc(f)) != EOF) {
+		if (c == '\0')
+			trace_die(tr, "a NUL byte in the line");
+		if (len + 1 >= size)
+			trace_die(tr, "line too long");
+		line[len++] = (char)c;
+		if (c == '\n')
+			break;
+	}
+	line[len] = '\0';
+	return len > 0;
+}
+
 void trace_replay(struct trace *tr, FILE *f)
 {
 	char line[4096];
 
-	while (fgets(line, sizeof(line), f)) {
-		size_t len = strlen(line);
-
+	for (;;) {
 		tr->line++;
-		/* fgets stops at a newline, not at a NUL: a line holding a
-		 * NUL reads as shorter than it is. */
-		if (len + 1 < sizeof(line) && !feof(f) &&
-		    (len == 0 || line[len - 1] != '\n'))
-			trace_die(tr, "a NUL byte in the line");
-		if (!strchr(line, '\n') && !feof(f))
-			trace_die(tr, "line too long");
+		if (!read_line(tr, f, line, sizeof(line))) {
+			tr->line--;
+			return;
+		}
 		run_line(tr, line);
 	}
 }
