@@ -325,7 +325,7 @@ cold_local void notify_placed(const struct tw_wheel *w,
 cold_local void place_ready(struct tw_wheel *w, struct tw_timer *t)
 {
 	bucket_append(tw__ready_list(w, w->ready_cur), t);
-	notify(w, TW_EV_READY, TW_LEVEL_READY, 0, w->now, t);
+	notify(w, TW_EV_READY, TW_LEVEL_READY, 0, 0, t); /* names no time */
 }
 
 /* A timer just appended with a key at or before its bucket's min_key:

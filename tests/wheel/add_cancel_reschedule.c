@@ -306,6 +306,46 @@ static void test_clock_jumps_over_empty_time(void)
 	tw_wheel_destroy(&w);
 }
 
+/* The last TW_EV_READY event seen. */
+static struct tw_event ready_seen;
+static int nready;
+static void keep_ready(void *arg, const struct tw_wheel *w,
+		       const struct tw_event *ev)
+{
+	(void)arg;
+	(void)w;
+	if (ev->kind == TW_EV_READY) {
+		ready_seen = *ev;
+		nready++;
+	}
+}
+
+/* A timer due when added is told as ready with its level
+ * (TW_LEVEL_READY) and itself, and the fields the kind does not name 0
+ * (inspect.h), in both modes. */
+static void test_ready_event_names_the_timer_alone(void)
+{
+	static const struct tw_observer obs = { keep_ready, NULL };
+
+	for (int mode = 0; mode < 2; mode++) {
+		struct tw_wheel w;
+		struct rec a;
+
+		tw_wheel_init(&w, 1, 16, 12345, (enum tw_mode)mode);
+		tw_wheel_set_observer(&w, &obs);
+		rec_init(&a, 1);
+		nready = 0;
+		CHECK_EQ(tw_wheel_add(&w, &a.timer, 12000), TW_OK);
+		CHECK_EQ(nready, 1);
+		CHECK_EQ(ready_seen.level, TW_LEVEL_READY);
+		CHECK_EQ(ready_seen.slot, 0);
+		CHECK_EQ(ready_seen.time, 0);
+		CHECK(ready_seen.timer == &a.timer);
+		CHECK_EQ(tw_wheel_advance(&w, 12345), 1);
+		tw_wheel_destroy(&w);
+	}
+}
+
 /* Counts timers moved or placed per advance. */
 static long moves;
 static void count_moves(void *arg, const struct tw_wheel *w,
@@ -524,6 +564,7 @@ int main(void)
 	RUN(test_reschedule_within_its_bucket_stays_put);
 	RUN(test_reset_later_stays_put_and_fires_on_time);
 	RUN(test_clock_jumps_over_empty_time);
+	RUN(test_ready_event_names_the_timer_alone);
 	RUN(test_exact_mode_spreads_cascades_over_time);
 	RUN(test_exact_drain_shares_follow_the_ticks_an_advance_covers);
 	RUN(test_exact_next_expiry_wakes_only_to_fire);
