@@ -132,6 +132,7 @@
 #include "../list.h"
 #include "../lock.h"
 #include "../test_point.h"
+#include "../wheel/for_inspect.h"
 #include "../wheel/for_service.h"
 #include "bell.h"
 #include "for_purgatory.h"
@@ -160,10 +161,15 @@ struct runner {
 	_Alignas(64) _Atomic(struct tw_service_timer *) running;
 	_Atomic(struct tw_service_timer *) slot[BATCH];
 	tw_service_fn *fn[BATCH];     /* each timer's callback when taken */
-	/* and its F_PERIODIC bit then (non-zero: it re-arms after): a word,
-	 * as the slots and callbacks are, so that one index walks the
-	 * three and the run keeps its timer in a register. */
+	/* and its state word then, whose F_PERIODIC says whether it
+	 * re-arms after: a pointer-sized word, as the slots and callbacks
+	 * are, so that one index walks the three and the run keeps its
+	 * timer in a register. */
 	uintptr_t periodic[BATCH];
+	/* The periodic[] words of the batch or'ed: without F_PERIODIC when
+	 * none of its timers re-arms, the common batch, which then runs
+	 * without asking each run about a re-arm (run.c, run_batch). */
+	uintptr_t periodic_any;
 	unsigned len;
 	unsigned index;               /* in svc->runners */
 	/* Written by this runner, read by stats. */
@@ -181,6 +187,13 @@ struct shard {
 	/* The earliest time the reaper will look at this shard again, as it
 	 * last saw it: an add that ends before it kicks the reaper. */
 	int64_t reaper_sees;
+	/* The wheel's unit on the service's clock (its_due() and the
+	 * helpers beside it): the service's tick in exact mode, whose
+	 * wheel counts in ticks, 1 in kafka mode, whose wheel keeps the
+	 * service's time; and the time the wheel was last advanced to (or
+	 * created at), on the service's clock. Written under mu. */
+	int64_t unit;
+	int64_t advanced_to;
 	bool closed;              /* shutdown began: adds refused */
 	bool posted;              /* on the executors' work list */
 	/* The scanner's runner while it advances this wheel and runs what
@@ -202,6 +215,75 @@ struct shard {
 	_Atomic uint64_t added, stopped, moved;
 	struct tw_service *svc;
 };
+
+/*
+ * The shards' wheels' time. In exact mode a shard's wheel counts in the
+ * service's ticks, with a tick of 1: a due time is filed under its key,
+ * ceil(due / tick), the first tick boundary at or after it, as a wheel
+ * with the service's tick files it, and the wheel is advanced to
+ * floor(now / tick). A wheel whose times are its keys tells a timer due
+ * by a compare and moves it down with no division -- an idiv a move on a
+ * wheel with the service's tick -- and takes the short paths a tick of 1
+ * has (make bench-instr-service: an expired timer 100.3 instructions
+ * through a wheel with the service's 1 ms tick on its nanosecond clock,
+ * 85.4 through one in ticks). The one thing a wheel with the service's
+ * tick tells apart inside a tick -- a time at or before the latest one it
+ * was advanced to is due now, whatever its key -- the service keeps: such
+ * a time is filed at the wheel's clock (its_due()), and the wheel's "now"
+ * is told as that latest time (service_time()). Kafka mode's wheel keeps
+ * the service's time and tick: Kafka's floor keys are its own arithmetic.
+ */
+static inline int64_t its_due(const struct shard *s, int64_t due)
+{
+	if (s->unit == 1)
+		return due;
+	if (due <= s->advanced_to)
+		return s->wheel.now;
+	return tw__ceil_div(due, s->unit);
+}
+
+/* What an advance to now (the service's clock) advances the wheel to:
+ * floor(now / tick), but at INT64_MAX ceil, as a wheel with the service's
+ * tick makes its end of time the key of a timer due at INT64_MAX. */
+static inline int64_t wheel_now_of(const struct shard *s, int64_t now)
+{
+	if (s->unit == 1)
+		return now;
+	return now == INT64_MAX ? tw__ceil_div(now, s->unit)
+				: tw__floor_div(now, s->unit);
+}
+
+/* A time the wheel names (its next expiry) on the service's clock:
+ * key * tick, saturated, and never before the latest time the wheel was
+ * advanced to, which is what such a wheel says of a timer due now. */
+static inline int64_t service_time(const struct shard *s, int64_t when)
+{
+	if (s->unit == 1)
+		return when;
+	if (when > INT64_MAX / s->unit)
+		return INT64_MAX;
+	when = when < INT64_MIN / s->unit ? INT64_MIN : when * s->unit;
+	return when < s->advanced_to ? s->advanced_to : when;
+}
+
+/* Advance s's wheel to now (the service's clock), under mu. */
+static inline int64_t advance_wheel(struct shard *s, int64_t now)
+{
+	if (now > s->advanced_to)
+		s->advanced_to = now;
+	return tw_wheel_advance(&s->wheel, wheel_now_of(s, now));
+}
+
+/* s's wheel's next expiry on the service's clock, under mu. */
+static inline bool wheel_next_expiry(const struct shard *s, int64_t *when)
+{
+	int64_t key;
+
+	if (!tw_wheel_next_expiry(&s->wheel, &key))
+		return false;
+	*when = service_time(s, key);
+	return true;
+}
 
 /* A shard's lock (lock.h): held for a few lines by every add, cancel,
  * reschedule and batch, and never waited on with a condition variable. */
@@ -313,8 +395,8 @@ struct tw__svc_thread {
 	unsigned runner;
 	/* Whether the run's end re-arms the periodic timer it runs: a cancel
 	 * of the timer from that callback says no, so that the callback may
-	 * free the timer as its last act. Non-zero: yes (a batch's
-	 * periodic[] word, stored as it is). */
+	 * free the timer as its last act. Non-zero: yes (F_PERIODIC of a
+	 * batch's periodic[] word). */
 	uintptr_t rearm;
 	struct tw_service *scanning; /* the service it scans for */
 };

@@ -567,8 +567,12 @@ static int alloc_parts(struct tw_service *svc)
 		 * leaves the shard's next expiry here. */
 		s->reaper_sees = INT64_MIN;
 		s->svc = svc;
-		if (tw_wheel_init(&s->wheel, svc->cfg.tick, svc->cfg.wheel_size,
-				  now, svc->cfg.mode) != TW_OK)
+		/* In ticks in exact mode (core.h, its_due()). */
+		s->unit = svc->cfg.mode == TW_MODE_EXACT ? svc->cfg.tick : 1;
+		s->advanced_to = now;
+		if (tw_wheel_init(&s->wheel, svc->cfg.tick / s->unit,
+				  svc->cfg.wheel_size, wheel_now_of(s, now),
+				  svc->cfg.mode) != TW_OK)
 			return TW_ENOMEM;
 		/* Its due runs are taken whole (exact mode's level 1). */
 		tw__wheel_set_taker(&s->wheel, tw__svc_take_run);

@@ -23,7 +23,9 @@
  */
 #include "../posix.h"
 
+#include <stddef.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "core.h"
@@ -146,9 +148,10 @@ int tw_service_set_wake(struct tw_service *svc, tw_service_wake_fn *wake,
 static void run_batch(struct tw_service *svc, unsigned ri);
 
 /* Under the shard's mutex: t (word) into runner ri's batch r at place n
- * (TAKEN); the caller counts r->len. Its callback is read now, while a
- * reinit cannot change it under a run that has started. Inlined into the
- * two loops that take. */
+ * (TAKEN); the caller counts r->len and or's word into r->periodic_any.
+ * Its callback is read now, while a reinit cannot change it under a run
+ * that has started. Inlined into expire() and take_batch_as();
+ * tw__svc_take_run() makes the same stores in its own order. */
 svc_hot_inline void
 take_slot(struct runner *r, unsigned ri, unsigned n, struct tw_service_timer *t,
 	  uint32_t word)
@@ -156,8 +159,38 @@ take_slot(struct runner *r, unsigned ri, unsigned n, struct tw_service_timer *t,
 	t->runner = (uint16_t)ri;
 	t->place = (uint16_t)n;
 	r->fn[n] = callback_of(t);
-	r->periodic[n] = word & F_PERIODIC;
+	r->periodic[n] = word;
 	slot_store(r, n, t);
+}
+
+/* A timer's runner and place as one 32-bit word, as they lie side by side
+ * in it (whatever the byte order), so that a loop that takes a run stores
+ * both at once and counts the place up in the word by
+ * runner_place(0, 1). */
+static inline uint32_t runner_place(unsigned runner, unsigned place)
+{
+	struct { uint16_t runner, place; } both = { (uint16_t)runner, (uint16_t)place };
+	uint32_t word;
+
+	memcpy(&word, &both, sizeof(word));
+	return word;
+}
+
+_Static_assert(offsetof(struct tw_service_timer, place) ==
+		       offsetof(struct tw_service_timer, runner) + sizeof(uint16_t),
+	       "a timer's place follows its runner");
+
+static inline unsigned place_of(uint32_t word)
+{
+	struct { uint16_t runner, place; } both;
+
+	memcpy(&both, &word, sizeof(word));
+	return both.place;
+}
+
+static inline void set_runner_place(struct tw_service_timer *t, uint32_t word)
+{
+	memcpy(&t->runner, &word, sizeof(word));
 }
 
 svc_hot_inline void
@@ -204,6 +237,7 @@ svc_hot_inline bool expire(struct shard *s, struct tw_service_timer *t)
 
 		if (n < BATCH) {
 			r->len = n + 1;
+			r->periodic_any |= word;
 			take_slot(r, r->index, n, t, word);
 			word_set_two(t, word, word_with(word, ST_QUEUED, 0, 0),
 				     word_with(word, ST_TAKEN, F_RAN, 0), TR_expire,
@@ -275,24 +309,41 @@ size_t tw__svc_take_run(struct tw_wheel *w, struct tw_bucket *b, int64_t due_by)
 
 	if (r && r->len < BATCH) {
 		/* Into the scanner's batch (expire()'s first case), its
-		 * length and index kept in registers for the run. */
-		unsigned len = r->len, ri = r->index;
+		 * length and index kept in registers for the run: the
+		 * place counted in the word of runner and place that each
+		 * timer takes in one store (take_slot()'s two). */
+		size_t len = r->len;
+		unsigned ri = r->index;
+		uint32_t where = runner_place(ri, (unsigned)len),
+			 full = runner_place(ri, BATCH);
+		const uint32_t next_place = runner_place(0, 1);
+		uintptr_t periodic_any = 0;
 
 		while (l != head && (t = take_front(w, l, due_by, &next)) != NULL) {
 			uint32_t word = word_load(t);
 
-			take_slot(r, ri, len, t, word);
+			periodic_any |= word;
+			set_runner_place(t, where);
+			r->fn[len] = callback_of(t);
+			r->periodic[len] = word;
+			atomic_store_explicit(&r->slot[len], t, memory_order_relaxed);
 			word_set_two(t, word, word_with(word, ST_QUEUED, 0, 0),
 				     word_with(word, ST_TAKEN, F_RAN, 0), TR_expire,
 				     TR_take);
 			l = next;
-			if (++len == BATCH) {
+			len++;
+			where += next_place;
+			if (where == full) {
 				tw__wheel_ask_stop(w);
 				break;
 			}
 		}
+		/* The length from the word, not from len: the loop then
+		 * keeps one index, which its stores address through. */
+		len = place_of(where);
 		n = len - r->len;
-		r->len = len;
+		r->len = (unsigned)len;
+		r->periodic_any |= periodic_any;
 		tw__wheel_cut_run(b, l, n);
 		return n;
 	}
@@ -370,6 +421,7 @@ svc_hot_inline unsigned take_batch_as(struct tw_service *svc, struct shard *s,
 	/* Read once: the loop's stores through timers could alias them. */
 	_Atomic(struct tw_service_timer *) *ahead = svc->ahead;
 	uint32_t mask = svc->ahead_mask;
+	uintptr_t periodic_any = 0;
 	unsigned n = 0;
 
 	if (ring && link != head) {
@@ -390,14 +442,18 @@ svc_hot_inline unsigned take_batch_as(struct tw_service *svc, struct shard *s,
 		else
 			__builtin_prefetch(next, 1); /* take writes it */
 #endif
+		uint32_t word = word_load(t);
+
 		link->next = link->prev = NULL; /* off the list, as unlinked */
-		take(r, ri, n, t, word_load(t));
+		periodic_any |= word;
+		take(r, ri, n, t, word);
 		n++;
 		link = next;
 	}
 	head->next = link;
 	link->prev = head;
 	r->len = n;
+	r->periodic_any |= periodic_any;
 	bump(&s->nexpired, -(int64_t)n);
 	return n;
 }
@@ -405,6 +461,11 @@ svc_hot_inline unsigned take_batch_as(struct tw_service *svc, struct shard *s,
 static unsigned take_batch(struct tw_service *svc, struct shard *s, unsigned ri,
 			   unsigned most)
 {
+	/* Nothing waits: the common case of the scanner without executors,
+	 * whose batches the advance fills (its list is only what an
+	 * advance could not stop for). */
+	if (s->expired.next == &s->expired)
+		return 0;
 	return svc->ahead ? take_batch_as(svc, s, ri, most, true)
 			  : take_batch_as(svc, s, ri, most, false);
 }
@@ -636,7 +697,7 @@ run_lost(struct tw_service *svc, unsigned ri, struct tw_service_timer *t)
  * executor's batch, the scanner's), so that the loop asks neither per
  * timer. */
 svc_hot_inline void run_batch_as(struct tw_service *svc, unsigned ri,
-				 bool executors, bool caller)
+				 bool executors, bool caller, bool periodic)
 {
 	struct runner *r = &svc->runners[ri];
 	struct tw__svc_thread *self = &THIS_THREAD;
@@ -644,6 +705,10 @@ svc_hot_inline void run_batch_as(struct tw_service *svc, unsigned ri,
 
 	self->current_svc = svc;
 	self->runner = ri;
+	/* A batch with no periodic timer: no run re-arms (a cancel from a
+	 * callback only ever clears rearm). */
+	if (!periodic)
+		self->rearm = 0;
 	for (unsigned i = 0; i < len; i++) {
 		struct tw_service_timer *t = slot_load(r, i);
 		tw_service_fn *fn;
@@ -661,13 +726,14 @@ svc_hot_inline void run_batch_as(struct tw_service *svc, unsigned ri,
 		TW_TEST_POINT("run.claimed", t);
 		fn = r->fn[i];
 		self->current = t;
-		self->rearm = r->periodic[i];
+		if (periodic)
+			self->rearm = r->periodic[i] & F_PERIODIC;
 		fn(svc, t); /* a one-shot timer may be freed from here on */
 		self->current = NULL;
 		bump(&r->ran, 1);
 		if (caller)
 			bump(&r->caller_ran, 1);
-		if (self->rearm) {
+		if (periodic && self->rearm) {
 			run_on(svc, ri, t);
 			continue;
 		}
@@ -687,38 +753,56 @@ svc_hot_inline void run_batch_as(struct tw_service *svc, unsigned ri,
 	}
 	self->current_svc = NULL;
 	r->len = 0;
+	r->periodic_any = 0;
 }
 
 /* Each copy a function of its own, so that each loop has the registers
  * to itself (inlined side by side, the loop without executors spilled
  * its timer around the callback). caller: the scanner's batch with
- * executors (the queue's overflow), whose runs caller_ran counts too. */
+ * executors (the queue's overflow), whose runs caller_ran counts too.
+ * The copies without a periodic timer in the batch (periodic_any 0, the
+ * common batch) neither store nor test a re-arm per run. */
 static __attribute__((noinline)) void run_batch_alone(struct tw_service *svc,
 						      unsigned ri)
 {
-	run_batch_as(svc, ri, false, false);
+	run_batch_as(svc, ri, false, false, false);
+}
+
+static __attribute__((noinline)) void run_batch_alone_periodic(struct tw_service *svc,
+							       unsigned ri)
+{
+	run_batch_as(svc, ri, false, false, true);
 }
 
 static __attribute__((noinline)) void run_batch_executor(struct tw_service *svc,
 							 unsigned ri)
 {
-	run_batch_as(svc, ri, true, false);
+	run_batch_as(svc, ri, true, false, false);
 }
 
+static __attribute__((noinline)) void run_batch_executor_periodic(struct tw_service *svc,
+								  unsigned ri)
+{
+	run_batch_as(svc, ri, true, false, true);
+}
+
+/* The queue's overflow: rare, one copy. */
 static __attribute__((noinline)) void run_batch_overflow(struct tw_service *svc,
 							 unsigned ri)
 {
-	run_batch_as(svc, ri, true, true);
+	run_batch_as(svc, ri, true, true, true);
 }
 
 static void run_batch(struct tw_service *svc, unsigned ri)
 {
+	bool periodic = svc->runners[ri].periodic_any & F_PERIODIC;
+
 	if (!svc->nexecutors)
-		run_batch_alone(svc, ri);
+		(periodic ? run_batch_alone_periodic : run_batch_alone)(svc, ri);
 	else if (ri == SCANNER(svc))
 		run_batch_overflow(svc, ri);
 	else
-		run_batch_executor(svc, ri);
+		(periodic ? run_batch_executor_periodic : run_batch_executor)(svc, ri);
 }
 
 /* ---- the executors' work list ---- */
@@ -843,7 +927,7 @@ static int64_t scan_shard(struct tw_service *svc, struct shard *s, int64_t now,
 			int64_t fired;
 
 			s->direct = &svc->runners[me];
-			fired = tw_wheel_advance(&s->wheel, now);
+			fired = advance_wheel(s, now);
 			s->direct = NULL;
 			if (fired > 0)
 				n += fired;
@@ -859,7 +943,7 @@ static int64_t scan_shard(struct tw_service *svc, struct shard *s, int64_t now,
 				shard_lock(s);
 			}
 		} while (stopped);
-		*next = tw_wheel_next_expiry(&s->wheel, &when) ? when : INT64_MAX;
+		*next = wheel_next_expiry(s, &when) ? when : INT64_MAX;
 		if (reaper)
 			s->reaper_sees = *next;
 		shard_unlock(s);
@@ -877,7 +961,7 @@ static int64_t scan_shard(struct tw_service *svc, struct shard *s, int64_t now,
 			s->direct = &svc->runners[me];
 		else if (capacity - waits <= UINT64_MAX - before)
 			s->spill_at = before + (capacity - waits);
-		fired = tw_wheel_advance(&s->wheel, now);
+		fired = advance_wheel(s, now);
 		s->direct = NULL;
 		s->spill_at = 0;
 		if (fired > 0)
@@ -898,7 +982,7 @@ static int64_t scan_shard(struct tw_service *svc, struct shard *s, int64_t now,
 		if (!stopped)
 			break;
 	}
-	*next = tw_wheel_next_expiry(&s->wheel, &when) ? when : INT64_MAX;
+	*next = wheel_next_expiry(s, &when) ? when : INT64_MAX;
 	if (reaper)
 		s->reaper_sees = *next;
 	for (;;) {
@@ -1062,7 +1146,7 @@ bool tw_service_next_expiry(struct tw_service *svc, int64_t *when)
 		int64_t w;
 
 		shard_lock(s);
-		if (tw_wheel_next_expiry(&s->wheel, &w) && (!any || w < *when)) {
+		if (wheel_next_expiry(s, &w) && (!any || w < *when)) {
 			*when = w;
 			any = true;
 		}

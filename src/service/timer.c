@@ -117,7 +117,7 @@ lower_reaper_sees_to_next(struct tw_service *svc, struct shard *s, bool *kick)
 {
 	int64_t when;
 
-	if (tw_wheel_next_expiry(&s->wheel, &when))
+	if (wheel_next_expiry(s, &when))
 		lower_reaper_sees(svc, s, when, kick);
 }
 
@@ -151,9 +151,10 @@ link_pending(struct tw_service *svc, struct shard *s,
 	word_set(t, word, word_with(word, ST_PENDING, 0, run_going ? 0 : F_RAN), tr);
 	if (slack) {
 		end = tw__svc_window_end(svc, due, slack);
-		tw_wheel_add_range(&s->wheel, &t->wheel_timer, due, end);
+		tw_wheel_add_range(&s->wheel, &t->wheel_timer, its_due(s, due),
+				   its_due(s, end));
 	} else {
-		tw_wheel_add(&s->wheel, &t->wheel_timer, due);
+		tw_wheel_add(&s->wheel, &t->wheel_timer, its_due(s, due));
 	}
 	if (tr != TR_place) /* a deferred add was counted when deferred */
 		bump(&s->added, 1);
@@ -212,9 +213,10 @@ reschedule_pending(struct tw_service *svc, struct shard *s,
 	set_grid(t, word, due);
 	if (slack) {
 		end = tw__svc_window_end(svc, due, slack);
-		tw_wheel_reschedule_range(&s->wheel, &t->wheel_timer, due, end);
+		tw_wheel_reschedule_range(&s->wheel, &t->wheel_timer,
+					  its_due(s, due), its_due(s, end));
 	} else {
-		tw_wheel_reschedule(&s->wheel, &t->wheel_timer, due);
+		tw_wheel_reschedule(&s->wheel, &t->wheel_timer, its_due(s, due));
 	}
 	bump(&s->moved, 1);
 	lower_reaper_sees_after_filing(svc, s, t, end, kick);

@@ -2,7 +2,7 @@
 /*
  * An event loop that sleeps tw_service_timeout() and then polls misses
  * nothing and runs nothing early, on a manual service and a virtual
- * clock.
+ * clock; a time the service has reached is due at once.
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -195,6 +195,46 @@ static void run_event_loop(uint64_t seed, uint32_t wheel_size)
 			(unsigned long long)seed, (unsigned)wheel_size);
 }
 
+/* A time the service has reached is due at once, whatever its tick: an
+ * add, a reschedule or a window at or before the latest time a poll read
+ * runs at the next poll, even one that reads the same time, and the
+ * service's next expiry is that time; a time after it, in the same tick,
+ * waits for the tick. (Exact mode's wheels count in ticks: 1003 and 1006
+ * are both in the tick that ends at 1010, and only the first has been
+ * reached at 1005.) */
+static void test_a_time_the_service_reached_is_due_at_once(void)
+{
+	struct tw_service *svc = service(true, 0); /* tick 10, clock 1000 */
+	struct job j[5];
+	int64_t when = 0;
+
+	for (int i = 0; i < 5; i++)
+		job_init(&j[i], i, 0);
+	set_clock(1005);
+	CHECK_EQ(tw_service_poll(svc), 0); /* the service reads 1005 */
+	CHECK_EQ(tw_service_add(svc, &j[0].t, 1003), TW_OK);
+	CHECK_EQ(tw_service_add(svc, &j[1].t, 1005), TW_OK);
+	CHECK_EQ(tw_service_add(svc, &j[2].t, 2000), TW_OK);
+	CHECK_EQ(tw_service_reschedule(svc, &j[2].t, 1004), TW_SVC_STOPPED);
+	CHECK_EQ(tw_service_add_range(svc, &j[3].t, 1001, 1004), TW_OK);
+	CHECK_EQ(tw_service_add(svc, &j[4].t, 1006), TW_OK);
+	CHECK(tw_service_next_expiry(svc, &when));
+	CHECK_EQ(when, 1005);
+	CHECK_EQ(tw_service_timeout(svc, 1005), 0);
+	CHECK_EQ(tw_service_poll(svc), 4); /* at 1005 still */
+	for (int i = 0; i < 4; i++)
+		CHECK_EQ(atomic_load(&j[i].runs), 1);
+	CHECK_EQ(atomic_load(&j[4].runs), 0);
+	CHECK(tw_service_next_expiry(svc, &when));
+	CHECK_EQ(when, 1010);
+	set_clock(1009);
+	CHECK_EQ(tw_service_poll(svc), 0);
+	set_clock(1010);
+	CHECK_EQ(tw_service_poll(svc), 1);
+	CHECK_EQ(atomic_load(&j[4].runs), 1);
+	tw_service_destroy(svc);
+}
+
 static void test_an_event_loop_sleeping_the_timeout_misses_nothing(void)
 {
 	int64_t when = 7;
@@ -208,6 +248,7 @@ static void test_an_event_loop_sleeping_the_timeout_misses_nothing(void)
 
 int main(void)
 {
+	RUN(test_a_time_the_service_reached_is_due_at_once);
 	RUN(test_an_event_loop_sleeping_the_timeout_misses_nothing);
 	return check_report();
 }

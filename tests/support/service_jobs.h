@@ -27,7 +27,9 @@ struct job {
 	int id;
 	atomic_int runs;
 	int64_t ran_at;   /* clock at the last run */
-	int64_t due_seen; /* due time at the last run */
+	int64_t due_seen; /* periodic jobs: its period's due time at the
+			     last run (the grid, which the wheel's own
+			     due time, in ticks, does not keep) */
 	void (*action)(struct tw_service *svc, struct job *self);
 	struct job *other;
 	int result;
@@ -44,7 +46,7 @@ static inline void on_run(struct tw_service *svc, struct tw_service_timer *t)
 	if (n < 256)
 		order[n] = j->id;
 	j->ran_at = tw_service_now(svc);
-	j->due_seen = t->wheel_timer.due;
+	j->due_seen = j->p.due; /* one-shot jobs: 0, from job_init */
 	atomic_fetch_add(&j->runs, 1);
 	if (j->action)
 		j->action(svc, j);
