@@ -190,10 +190,8 @@ struct shard {
 	/* The wheel's unit on the service's clock (its_due() and the
 	 * helpers beside it): the service's tick in exact mode, whose
 	 * wheel counts in ticks, 1 in kafka mode, whose wheel keeps the
-	 * service's time; and the time the wheel was last advanced to (or
-	 * created at), on the service's clock. Written under mu. */
+	 * service's time. */
 	int64_t unit;
-	int64_t advanced_to;
 	bool closed;              /* shutdown began: adds refused */
 	bool posted;              /* on the executors' work list */
 	/* The scanner's runner while it advances this wheel and runs what
@@ -215,75 +213,6 @@ struct shard {
 	_Atomic uint64_t added, stopped, moved;
 	struct tw_service *svc;
 };
-
-/*
- * The shards' wheels' time. In exact mode a shard's wheel counts in the
- * service's ticks, with a tick of 1: a due time is filed under its key,
- * ceil(due / tick), the first tick boundary at or after it, as a wheel
- * with the service's tick files it, and the wheel is advanced to
- * floor(now / tick). A wheel whose times are its keys tells a timer due
- * by a compare and moves it down with no division -- an idiv a move on a
- * wheel with the service's tick -- and takes the short paths a tick of 1
- * has (make bench-instr-service: an expired timer 100.3 instructions
- * through a wheel with the service's 1 ms tick on its nanosecond clock,
- * 85.4 through one in ticks). The one thing a wheel with the service's
- * tick tells apart inside a tick -- a time at or before the latest one it
- * was advanced to is due now, whatever its key -- the service keeps: such
- * a time is filed at the wheel's clock (its_due()), and the wheel's "now"
- * is told as that latest time (service_time()). Kafka mode's wheel keeps
- * the service's time and tick: Kafka's floor keys are its own arithmetic.
- */
-static inline int64_t its_due(const struct shard *s, int64_t due)
-{
-	if (s->unit == 1)
-		return due;
-	if (due <= s->advanced_to)
-		return s->wheel.now;
-	return tw__ceil_div(due, s->unit);
-}
-
-/* What an advance to now (the service's clock) advances the wheel to:
- * floor(now / tick), but at INT64_MAX ceil, as a wheel with the service's
- * tick makes its end of time the key of a timer due at INT64_MAX. */
-static inline int64_t wheel_now_of(const struct shard *s, int64_t now)
-{
-	if (s->unit == 1)
-		return now;
-	return now == INT64_MAX ? tw__ceil_div(now, s->unit)
-				: tw__floor_div(now, s->unit);
-}
-
-/* A time the wheel names (its next expiry) on the service's clock:
- * key * tick, saturated, and never before the latest time the wheel was
- * advanced to, which is what such a wheel says of a timer due now. */
-static inline int64_t service_time(const struct shard *s, int64_t when)
-{
-	if (s->unit == 1)
-		return when;
-	if (when > INT64_MAX / s->unit)
-		return INT64_MAX;
-	when = when < INT64_MIN / s->unit ? INT64_MIN : when * s->unit;
-	return when < s->advanced_to ? s->advanced_to : when;
-}
-
-/* Advance s's wheel to now (the service's clock), under mu. */
-static inline int64_t advance_wheel(struct shard *s, int64_t now)
-{
-	if (now > s->advanced_to)
-		s->advanced_to = now;
-	return tw_wheel_advance(&s->wheel, wheel_now_of(s, now));
-}
-
-/* s's wheel's next expiry on the service's clock, under mu. */
-static inline bool wheel_next_expiry(const struct shard *s, int64_t *when)
-{
-	int64_t key;
-
-	if (!tw_wheel_next_expiry(&s->wheel, &key))
-		return false;
-	*when = service_time(s, key);
-	return true;
-}
 
 /* A shard's lock (lock.h): held for a few lines by every add, cancel,
  * reschedule and batch, and never waited on with a condition variable. */
@@ -449,6 +378,86 @@ static inline uint64_t exchange_u64(_Atomic uint64_t *p, uint64_t v)
 static inline void bump(_Atomic uint64_t *c, int64_t by)
 {
 	store_u64(c, load_u64(c) + (uint64_t)by);
+}
+
+/*
+ * The shards' wheels' time. In exact mode a shard's wheel counts in the
+ * service's ticks, with a tick of 1: a due time is filed under its key,
+ * ceil(due / tick), the first tick boundary at or after it, as a wheel
+ * with the service's tick files it, and the wheel is advanced to
+ * floor(now / tick). A wheel whose times are its keys tells a timer due
+ * by a compare and moves it down with no division -- an idiv a move on a
+ * wheel with the service's tick -- and takes the short paths a tick of 1
+ * has (make bench-instr-service: an expired timer 100.3 instructions
+ * through a wheel with the service's 1 ms tick on its nanosecond clock,
+ * 85.4 through one in ticks). What service.h promises of a time the
+ * service has reached -- it is due at once, and the next expiry of what
+ * is due is the service's latest time -- is kept with that latest time
+ * (svc->latest), not the shard's: a due time at or before it is filed at
+ * the wheel's clock, due at the shard's next advance, though the shard's
+ * wheel was last advanced to an earlier time (a callback that moved the
+ * clock while a poll went from shard to shard), and the wheel's "now" is
+ * told as that latest time (service_time()). Kafka mode's wheel keeps the
+ * service's time and tick: Kafka's floor keys are its own arithmetic, and
+ * a bucket fires from its start, so a time the service reached runs at
+ * the next poll there as well.
+ */
+static inline int64_t service_latest(const struct shard *s)
+{
+	return (int64_t)load_u64(&s->svc->latest);
+}
+
+static inline int64_t its_due(const struct shard *s, int64_t due)
+{
+	if (s->unit == 1)
+		return due;
+	if (due <= service_latest(s))
+		return s->wheel.now;
+	return tw__ceil_div(due, s->unit);
+}
+
+/* What an advance to now (the service's clock) advances the wheel to:
+ * floor(now / tick), but at INT64_MAX ceil, as a wheel with the service's
+ * tick makes its end of time the key of a timer due at INT64_MAX. */
+static inline int64_t wheel_now_of(const struct shard *s, int64_t now)
+{
+	if (s->unit == 1)
+		return now;
+	return now == INT64_MAX ? tw__ceil_div(now, s->unit)
+				: tw__floor_div(now, s->unit);
+}
+
+/* A time the wheel names (its next expiry) on the service's clock:
+ * key * tick, saturated, and never before the service's latest time,
+ * which is what is said of a timer due now. */
+static inline int64_t service_time(const struct shard *s, int64_t when)
+{
+	int64_t latest;
+
+	if (s->unit == 1)
+		return when;
+	if (when > INT64_MAX / s->unit)
+		return INT64_MAX;
+	when = when < INT64_MIN / s->unit ? INT64_MIN : when * s->unit;
+	latest = service_latest(s);
+	return when < latest ? latest : when;
+}
+
+/* Advance s's wheel to now (the service's clock), under mu. */
+static inline int64_t advance_wheel(struct shard *s, int64_t now)
+{
+	return tw_wheel_advance(&s->wheel, wheel_now_of(s, now));
+}
+
+/* s's wheel's next expiry on the service's clock, under mu. */
+static inline bool wheel_next_expiry(const struct shard *s, int64_t *when)
+{
+	int64_t key;
+
+	if (!tw_wheel_next_expiry(&s->wheel, &key))
+		return false;
+	*when = service_time(s, key);
+	return true;
 }
 
 static inline int64_t clock_now(const struct tw_service *svc)

@@ -569,7 +569,6 @@ static int alloc_parts(struct tw_service *svc)
 		s->svc = svc;
 		/* In ticks in exact mode (core.h, its_due()). */
 		s->unit = svc->cfg.mode == TW_MODE_EXACT ? svc->cfg.tick : 1;
-		s->advanced_to = now;
 		if (tw_wheel_init(&s->wheel, svc->cfg.tick / s->unit,
 				  svc->cfg.wheel_size, wheel_now_of(s, now),
 				  svc->cfg.mode) != TW_OK)

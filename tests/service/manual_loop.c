@@ -235,6 +235,47 @@ static void test_a_time_the_service_reached_is_due_at_once(void)
 	tw_service_destroy(svc);
 }
 
+static void act_move_clock_to_115(struct tw_service *svc, struct job *self)
+{
+	(void)svc;
+	(void)self;
+	set_clock(115); /* the callback took 15 */
+}
+
+/* The same when the time was reached by a later shard of the poll: shard
+ * 0 is advanced at 100, its callback moves the clock to 115, and shard 1
+ * reads 115. A timer added to shard 0 due at 112 is due at once (the
+ * service's time is 115), though shard 0's wheel was last advanced to
+ * 100: it runs at the next poll, and the next expiry is 115. */
+static void test_a_time_a_later_shard_read_is_due_at_once(void)
+{
+	struct tw_service_config cfg = { .tick = 10, .shards = 2, .manual = true,
+					 .clock.now = virtual_clock };
+	struct tw_service *svc = NULL;
+	struct job mover, late;
+	int64_t when = 0;
+
+	set_clock(100);
+	CHECK_EQ(tw_service_create(&svc, &cfg), TW_OK);
+	job_init(&mover, 0, 0);
+	job_init(&late, 1, 0);
+	mover.action = act_move_clock_to_115;
+	CHECK_EQ(tw_service_add(svc, &mover.t, 100), TW_OK);
+	CHECK_EQ(tw_service_poll(svc), 1);
+	CHECK_EQ(tw_service_now(svc), 115);
+	set_clock(114);
+	CHECK_EQ(tw_service_poll(svc), TW_ERANGE); /* the service is at 115 */
+	set_clock(115);
+	CHECK_EQ(tw_service_add(svc, &late.t, 112), TW_OK); /* mover's shard */
+	CHECK(tw_service_next_expiry(svc, &when));
+	CHECK_EQ(when, 115);
+	CHECK_EQ(tw_service_timeout(svc, 115), 0);
+	CHECK_EQ(tw_service_poll(svc), 1);
+	CHECK_EQ(atomic_load(&late.runs), 1);
+	CHECK_EQ(late.ran_at, 115);
+	tw_service_destroy(svc);
+}
+
 static void test_an_event_loop_sleeping_the_timeout_misses_nothing(void)
 {
 	int64_t when = 7;
@@ -249,6 +290,7 @@ static void test_an_event_loop_sleeping_the_timeout_misses_nothing(void)
 int main(void)
 {
 	RUN(test_a_time_the_service_reached_is_due_at_once);
+	RUN(test_a_time_a_later_shard_read_is_due_at_once);
 	RUN(test_an_event_loop_sleeping_the_timeout_misses_nothing);
 	return check_report();
 }
