@@ -596,7 +596,7 @@ static inline struct tw_service_timer *slot_load(struct runner *r, unsigned i)
 	return atomic_load_explicit(&r->slot[i], memory_order_acquire);
 }
 
-static inline void slot_store(struct runner *r, unsigned i,
+static inline void slot_store(struct runner *r, size_t i,
 			      struct tw_service_timer *t)
 {
 	atomic_store_explicit(&r->slot[i], t, memory_order_relaxed);

@@ -326,7 +326,7 @@ size_t tw__svc_take_run(struct tw_wheel *w, struct tw_bucket *b, int64_t due_by)
 			set_runner_place(t, where);
 			r->fn[len] = callback_of(t);
 			r->periodic[len] = word;
-			atomic_store_explicit(&r->slot[len], t, memory_order_relaxed);
+			slot_store(r, len, t);
 			word_set_two(t, word, word_with(word, ST_QUEUED, 0, 0),
 				     word_with(word, ST_TAKEN, F_RAN, 0), TR_expire,
 				     TR_take);
