@@ -429,17 +429,18 @@ static inline int64_t wheel_now_of(const struct shard *s, int64_t now)
 
 /* A time the wheel names (its next expiry) on the service's clock:
  * key * tick, saturated, and never before the service's latest time,
- * which is what is said of a timer due now. */
+ * which is what is said of a timer due now -- with a unit of 1 too (kafka
+ * mode, or a tick of 1), where a shard's wheel last advanced before a
+ * callback moved the clock names its own older time. */
 static inline int64_t service_time(const struct shard *s, int64_t when)
 {
-	int64_t latest;
+	int64_t latest = service_latest(s);
 
-	if (s->unit == 1)
-		return when;
-	if (when > INT64_MAX / s->unit)
-		return INT64_MAX;
-	when = when < INT64_MIN / s->unit ? INT64_MIN : when * s->unit;
-	latest = service_latest(s);
+	if (s->unit != 1) {
+		if (when > INT64_MAX / s->unit)
+			return INT64_MAX;
+		when = when < INT64_MIN / s->unit ? INT64_MIN : when * s->unit;
+	}
 	return when < latest ? latest : when;
 }
 

@@ -246,14 +246,16 @@ static void act_move_clock_to_115(struct tw_service *svc, struct job *self)
  * 0 is advanced at 100, its callback moves the clock to 115, and shard 1
  * reads 115. A timer added to shard 0 due at 112 is due at once (the
  * service's time is 115), though shard 0's wheel was last advanced to
- * 100: it runs at the next poll, and the next expiry is 115. */
-static void test_a_time_a_later_shard_read_is_due_at_once(void)
+ * 100: it runs at the next poll, and the next expiry is 115 -- in both
+ * modes, with a tick of 10 and of 1 (a wheel in the service's own time). */
+static void a_later_shard_read(enum tw_mode mode, int64_t tick)
 {
-	struct tw_service_config cfg = { .tick = 10, .shards = 2, .manual = true,
-					 .clock.now = virtual_clock };
+	struct tw_service_config cfg = { .tick = tick, .shards = 2, .manual = true,
+					 .mode = mode, .clock.now = virtual_clock };
 	struct tw_service *svc = NULL;
 	struct job mover, late;
 	int64_t when = 0;
+	int failures_before = check_failures;
 
 	set_clock(100);
 	CHECK_EQ(tw_service_create(&svc, &cfg), TW_OK);
@@ -274,6 +276,17 @@ static void test_a_time_a_later_shard_read_is_due_at_once(void)
 	CHECK_EQ(atomic_load(&late.runs), 1);
 	CHECK_EQ(late.ran_at, 115);
 	tw_service_destroy(svc);
+	if (check_failures != failures_before)
+		fprintf(stderr, "  in %s mode, tick %lld\n",
+			mode == TW_MODE_KAFKA ? "kafka" : "exact", (long long)tick);
+}
+
+static void test_a_time_a_later_shard_read_is_due_at_once(void)
+{
+	a_later_shard_read(TW_MODE_EXACT, 10);
+	a_later_shard_read(TW_MODE_EXACT, 1);
+	a_later_shard_read(TW_MODE_KAFKA, 10);
+	a_later_shard_read(TW_MODE_KAFKA, 1);
 }
 
 static void test_an_event_loop_sleeping_the_timeout_misses_nothing(void)
