@@ -27,7 +27,8 @@
  * timeout, tw_op_safe_try_complete()), never in tw_op_force_complete(),
  * which may run under your lock: ops completed only by
  * tw_op_force_complete() from outside are purged at the next of those
- * calls, or by tw_purgatory_purge(). So an operation's
+ * calls that it accepts (one refused -- TW_EBUSY, TW_EINVAL -- changes
+ * nothing, and purges nothing), or by tw_purgatory_purge(). So an operation's
  * memory may still be referenced after it completed; on_release(op) (if
  * its struct tw_op_ops has one) says when the purgatory holds no
  * reference any more, and from then on the caller may free it. It runs

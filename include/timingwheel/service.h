@@ -266,7 +266,8 @@ struct tw_service_config {
 				       default): none, the reaper thread runs
 				       every callback itself, so a slow
 				       callback delays every timer behind it
-				       (they run late, never early) and a
+				       (they run late, in exact mode never
+				       early) and a
 				       callback that blocks stops the service.
 				       Give executors when callbacks may
 				       block or take long. An executor takes
@@ -681,7 +682,9 @@ int tw_service_timer_shutdown(struct tw_service *svc, struct tw_service_timer *t
  * 1,000, it runs in a poll at 2,000 or later, never in one at 1,500) --
  * unless the service's time had already reached its due time when it was
  * added (a poll read the clock at 1,500 or later before the add): such a
- * timer is due at once and runs at the next poll, whatever that reads.
+ * timer is due at once and runs at the next poll that runs anything,
+ * whatever time that reads (one whose clock reads behind the service's
+ * time returns TW_ERANGE and changes nothing).
  * @param svc the service
  * @return how many were dispatched (expired by this poll: run here or
  *         queued for the executors, one a callback stops before its turn
@@ -739,8 +742,9 @@ int tw_service_set_wake(struct tw_service *svc, tw_service_wake_fn *wake,
  * loop (tw_wheel_next_expiry() of the service's wheel). Never later than
  * the earliest pending timer's due time, or the end of its window, each
  * rounded up to its tick (under one tick after it): a loop that sleeps
- * until then and polls misses
- * nothing and runs nothing early (the poll never does). It may be earlier
+ * until then and polls misses nothing, and in exact mode runs nothing
+ * early (the poll never does; kafka mode's buckets fire at their start,
+ * up to a tick early, as its answer says). It may be earlier
  * (a bucket of a higher level only moves its timers down, a cancelled
  * timer's bucket still expires); the loop then polls and asks again.
  *

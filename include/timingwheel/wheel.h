@@ -418,15 +418,15 @@ int64_t tw_wheel_advance(struct tw_wheel *wheel, int64_t now);
 /**
  * tw_wheel_advance() without its order: every timer due by now runs, once,
  * but in no promised order among those not already due before the call
- * (those run first, as in tw_wheel_advance()). Never early, under one tick
- * late, callbacks as in tw_wheel_advance(). For a clock that jumps -- an
- * event loop that slept through many ticks, a batch job, a test -- it is
- * much cheaper: a bucket whose whole range has passed fires where it is,
+ * (those run first, as in tw_wheel_advance()). In exact mode never early,
+ * under one tick late; callbacks as in tw_wheel_advance(). For a clock
+ * that jumps -- an event loop that slept through many ticks, a batch job,
+ * a test -- it is much cheaper: a bucket whose whole range has passed fires where it is,
  * where the ordered advance files each of its timers down level by level
  * to sort them (in exact mode at 64 buckets, about 3.5 moves per timer in a
  * one-jump expiry of timers spread over 3 h; docs/performance.md has the
  * figures). Stepping tick by tick, both cost the same. In kafka mode it is
- * tw_wheel_advance().
+ * tw_wheel_advance(), early firing included.
  * @param wheel an initialised wheel
  * @param now the clock's new time, >= the last one
  * @return as tw_wheel_advance()
