@@ -120,7 +120,13 @@ const struct tw_timer *tw_bucket_next(const struct tw_timer *timer);
 
 /**
  * Copy the bucket queue, in the order it will be popped: its first max
- * buckets, with no allocation (O(queue length x log max)).
+ * buckets, with no allocation (exact mode: O(buckets x log max); kafka
+ * mode, which polls a copy of its heap kept for this: O(queue length + max
+ * x log queue length)). In kafka mode buckets of equal expiration are
+ * listed as the heap as it stands pops them; an advance that moves a
+ * timer down a level between two of those pops offers a bucket to the
+ * heap, which can change the order of the ties left, as in Kafka's
+ * DelayQueue.
  * @param wheel an initialised wheel
  * @param[out] out room for max entries, or NULL: nothing is written
  * @param max entries out can take

@@ -103,8 +103,8 @@ enum tw_mode {
 	/** Kafka's TimingWheel bit for bit: buckets fire at their start, so a
 	 *  timer may run up to one tick early; the clock only moves to the
 	 *  expirations of the buckets it pops. Buckets of equal expiration
-	 *  pop first in, first out, one order of the several Java's
-	 *  DelayQueue may give them. For reproducing Kafka. */
+	 *  pop in the order Kafka's DelayQueue (a Java PriorityQueue) pops
+	 *  them for the same adds and advances. For reproducing Kafka. */
 	TW_MODE_KAFKA = 1
 };
 
@@ -127,9 +127,10 @@ struct tw_wheel {
 				       ready lists, drain's hand-back list */
 	struct tw_bucket **queue; /**< kafka mode: binary heap of buckets by
 				       expiration, then each bucket's place
-				       in it (exact mode: NULL) */
+				       in it, then room for a copy of the
+				       heap (exact mode: NULL) */
 	size_t queue_len;         /**< kafka mode: buckets in the queue */
-	uint64_t queue_seq;       /**< kafka mode: FIFO among equal expirations */
+	uint64_t queue_seq;       /**< kafka mode: buckets queued so far */
 	int64_t upper_pop;        /**< exact mode: no bucket above level 1
 				       pops, and no drain ends, before this
 				       tick (a bound) */
@@ -394,8 +395,8 @@ int tw_wheel_reschedule_range(struct tw_wheel *wheel, struct tw_timer *timer,
 /**
  * Move the clock to now and run every timer that is due by then, in order of
  * the tick they fire at. At one tick, kafka mode runs buckets in order of
- * expiration (ties: the order the buckets were queued, as Kafka's
- * DelayQueue); exact mode runs them in the order they pop, a bucket of a
+ * expiration (ties: the order Kafka's DelayQueue, a Java PriorityQueue,
+ * pops them in); exact mode runs them in the order they pop, a bucket of a
  * higher level first (a windowed timer's bucket pops before its
  * expiration, inside the window), as tw_wheel_queue_snapshot() lists
  * them. Empty stretches of time cost nothing: the clock

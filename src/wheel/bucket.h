@@ -55,7 +55,8 @@ _Static_assert(sizeof(void *) != 8 || sizeof(struct tw_bucket) == 64,
  * that the mode that has no queue does not carry 16 bytes of it in every
  * bucket. */
 struct tw_queue_place {
-	uint64_t seq;  /* when it entered the queue: FIFO among equal pops */
+	uint64_t seq;  /* when it entered the queue (the checker's bound; no
+			  order: ties pop as Java's heap pops them) */
 	size_t index;  /* its position in the heap, or TW_NOT_QUEUED */
 };
 
@@ -76,6 +77,18 @@ static inline struct tw_queue_place *tw__queue_place(const struct tw_wheel *w,
 		       tw__queue_heap_bytes((size_t)w->max_levels * w->size);
 
 	return (struct tw_queue_place *)(void *)places + (b - w->buckets);
+}
+
+/* Kafka mode only: room for a copy of the heap after the places, which
+ * tw_wheel_queue_snapshot() polls to list the queue in the order it pops
+ * (no allocation when inspecting). */
+static inline struct tw_bucket **tw__queue_scratch(const struct tw_wheel *w)
+{
+	size_t nbuckets = (size_t)w->max_levels * w->size;
+	char *places = (char *)w->queue + tw__queue_heap_bytes(nbuckets);
+
+	return (struct tw_bucket **)(void *)(places +
+					      nbuckets * sizeof(struct tw_queue_place));
 }
 
 /* A timer service's taker of due runs (for_service.h). */

@@ -19,7 +19,7 @@ static void sift_up(struct tw_wheel *w, size_t i)
 	while (i > 0) {
 		size_t parent = (i - 1) / 2;
 
-		if (!bq_before(w, b, w->queue[parent]))
+		if (!bq_before(b, w->queue[parent]))
 			break;
 		heap_set(w, i, w->queue[parent]);
 		i = parent;
@@ -37,9 +37,9 @@ static void sift_down(struct tw_wheel *w, size_t i)
 
 		if (child >= n)
 			break;
-		if (child + 1 < n && bq_before(w, w->queue[child + 1], w->queue[child]))
+		if (child + 1 < n && bq_before(w->queue[child + 1], w->queue[child]))
 			child++;
-		if (!bq_before(w, w->queue[child], b))
+		if (!bq_before(w->queue[child], b))
 			break;
 		heap_set(w, i, w->queue[child]);
 		i = child;
@@ -65,6 +65,37 @@ struct tw_bucket *tw__bq_pop(struct tw_wheel *w)
 	return top;
 }
 
+/* A poll of heap[0..*n), a copy of the queue's heap (inspect.c's
+ * snapshot): what tw__bq_pop() would pop, the copy left as the queue would
+ * be (its last bucket moved to the root and sifted down, as sift_down()
+ * sifts), so that polls of the copy pop in the queue's own order. The
+ * queue and its places are not touched. */
+struct tw_bucket *tw__bq_poll_copy(struct tw_bucket **heap, size_t *n)
+{
+	struct tw_bucket *top, *last;
+	size_t i = 0;
+
+	if (!*n)
+		return NULL;
+	top = heap[0];
+	last = heap[--*n];
+	for (;;) {
+		size_t child = 2 * i + 1;
+
+		if (child >= *n)
+			break;
+		if (child + 1 < *n && bq_before(heap[child + 1], heap[child]))
+			child++;
+		if (!bq_before(heap[child], last))
+			break;
+		heap[i] = heap[child];
+		i = child;
+	}
+	if (*n)
+		heap[i] = last;
+	return top;
+}
+
 void tw__bq_remove(struct tw_wheel *w, struct tw_bucket *b)
 {
 	struct tw_queue_place *p = tw__queue_place(w, b);
@@ -76,7 +107,7 @@ void tw__bq_remove(struct tw_wheel *w, struct tw_bucket *b)
 		return;
 	heap_set(w, i, last);
 	/* The moved bucket may belong above or below its new position. */
-	if (i > 0 && bq_before(w, last, w->queue[(i - 1) / 2]))
+	if (i > 0 && bq_before(last, w->queue[(i - 1) / 2]))
 		sift_up(w, i);
 	else
 		sift_down(w, i);

@@ -9,6 +9,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <limits.h>
+#include <string.h>
 
 #include "bucket_queue.h"
 #include "../list.h"
@@ -94,18 +95,18 @@ const struct tw_timer *tw_bucket_next(const struct tw_timer *t)
 					: list_timer((struct tw_link *)next);
 }
 
-/* Whether bucket a pops before bucket b: kafka mode by the heap's order
- * (pop time, then first queued); exact mode, which keeps no heap, by the
- * order advance pops its occupancy bits (pop time; at equal times the
- * levels above level 1 first, lowest first, as advance_exact's tie rules
- * say). A strict order: no two queued buckets tie. */
+/* Whether bucket a pops before bucket b in exact mode, which keeps no
+ * heap: by the order advance pops its occupancy bits (pop time; at equal
+ * times the levels above level 1 first, lowest first, as advance_exact's
+ * tie rules say). A strict order: no two queued buckets tie. (Kafka mode's
+ * ties pop as its heap pops them, which no order of two buckets says:
+ * the snapshot polls a copy of the heap.) */
 static bool pops_before(const struct tw_wheel *w, const struct tw_bucket *a,
 			const struct tw_bucket *b)
 {
 	unsigned al, bl;
 
-	if (w->mode == TW_MODE_KAFKA)
-		return bq_before(w, a, b);
+	(void)w;
 	if (a->pop_at != b->pop_at)
 		return a->pop_at < b->pop_at;
 	al = a->level == 1 ? UINT_MAX : a->level;
@@ -177,10 +178,12 @@ static void snapshot_offer(const struct tw_wheel *w, const struct tw_bucket *b,
 	}
 }
 
-/* The first max buckets of the queue, found and sorted in the caller's
- * out (a heap of the max that pop first, whose root is the one of them
- * that pops last): no memory of the library's own, as inspecting a wheel
- * allocates nothing. O(queue length x log max). */
+/* The first max buckets of the queue in the order they pop. Kafka mode:
+ * polls of a copy of its heap, in the room tw_wheel_init() set aside for
+ * it (O(queue length + max x log queue length)). Exact mode: found and
+ * sorted in the caller's out (a heap of the max that pop first, whose root
+ * is the one of them that pops last; O(buckets x log max)). Inspecting a
+ * wheel allocates nothing. */
 size_t tw_wheel_queue_snapshot(const struct tw_wheel *w,
 			       struct tw_queue_entry *out, size_t max)
 {
@@ -191,9 +194,16 @@ size_t tw_wheel_queue_snapshot(const struct tw_wheel *w,
 	if (!out)
 		max = 0;
 	if (w->mode == TW_MODE_KAFKA) {
-		n = w->queue_len;
-		for (size_t i = 0; i < n && max; i++)
-			snapshot_offer(w, w->queue[i], out, max, &kept);
+		struct tw_bucket **copy = tw__queue_scratch(w);
+		size_t left = w->queue_len;
+
+		n = left;
+		if (max) {
+			memcpy(copy, w->queue, left * sizeof(*copy));
+			for (size_t i = 0; i < max && left; i++)
+				entry_of(w, tw__bq_poll_copy(copy, &left), &out[i]);
+		}
+		return n;
 	} else {
 		size_t nbuckets = (size_t)w->max_levels * w->size;
 
@@ -526,7 +536,7 @@ static int check_queue(const struct tw_wheel *w, char *why, size_t why_len)
 
 		if (tw__queue_place(w, b)->index != i || !b->has_expiration)
 			BROKEN("queue entry %zu inconsistent", i);
-		if (i > 0 && bq_before(w, b, w->queue[(i - 1) / 2]))
+		if (i > 0 && bq_before(b, w->queue[(i - 1) / 2]))
 			BROKEN("queue is not a heap at %zu", i);
 	}
 	return TW_OK;

@@ -7,7 +7,8 @@
  * What it owns. Filing a timer the way Kafka does -- floor(due / tick),
  * the first level whose range holds it, any wheel_size (a level's slot is
  * a division, not a mask) -- and the loop that pops buckets off the queue
- * (src/bucket_queue.c, a binary heap on (pop time, queue order)).
+ * (src/bucket_queue.c, a binary heap on the pop time that sifts as Java's
+ * PriorityQueue does, so that ties pop in Kafka's order).
  *
  * The bucket queue. Nothing ticks. In kafka mode every bucket that holds
  * timers is in a priority queue keyed by its expiration (Kafka's DelayQueue
@@ -37,11 +38,12 @@
  *     expiration ...021000. task4..6 share level 2 bucket 1 (...024000).
  *   task7 (...027558) needs level 3: tick 9000, currentTime ...012000,
  *     bucket 2, expiration ...021000.
- *   The queue now holds ...021000 three times (L1#0, L2#0, L3#2), ...022000
- *   and ...024000. Advancing to ...021000 pops all three: task1 fires (at
- *   ...021000, 558 ms before its due time — Kafka's buckets fire at their
- *   start), task3 drops to level 1 bucket 2 (...023000) and task7 to level 2
- *   bucket 2 (...027000). Then one bucket a second: ...022000 ... ...027000.
+ *   The queue now holds ...021000 three times, ...022000 and ...024000.
+ *   Advancing to ...021000 pops all three, in the heap's order (L1#0, L3#2,
+ *   L2#0): task1 fires (at ...021000, 558 ms before its due time — Kafka's
+ *   buckets fire at their start), task7 drops to level 2 bucket 2
+ *   (...027000) and task3 to level 1 bucket 2 (...023000). Then one bucket
+ *   a second: ...022000 ... ...027000.
  */
 #include "own.h"
 

@@ -128,10 +128,12 @@ int tw_wheel_init(struct tw_wheel *w, int64_t tick, uint32_t wheel_size,
 	bucket_bytes = (nbuckets + 3) * sizeof(*w->buckets);
 	w->buckets = aligned_alloc(64, (bucket_bytes + 63) / 64 * 64);
 	/* Only kafka mode keeps Kafka's bucket queue (exact mode: bitmaps):
-	 * the heap, then each level bucket's place in it. */
+	 * the heap, then each level bucket's place in it, then the room
+	 * tw_wheel_queue_snapshot() copies the heap into. */
 	w->queue = mode == TW_MODE_KAFKA
 			   ? calloc(1, tw__queue_heap_bytes(nbuckets) +
-					       nbuckets * sizeof(struct tw_queue_place))
+					       nbuckets * (sizeof(struct tw_queue_place) +
+							   sizeof(struct tw_bucket *)))
 			   : NULL;
 	if (!w->levels || !w->buckets || (mode == TW_MODE_KAFKA && !w->queue)) {
 		free(w->levels);

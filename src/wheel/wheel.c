@@ -125,7 +125,7 @@
  *      are queued (Kafka leaves a bucket emptied by cancel queued until it
  *      expires, and so does kafka mode); a queued bucket's pop time is its
  *      expiration, minus one level tick on early-cascade levels;
- *   I4 kafka mode: the queue is a heap on (pop time, queue order); exact
+ *   I4 kafka mode: the queue is a heap on the pop time; exact
  *      mode: a level's occupancy bit s is set iff slots[s] is queued, no
  *      timer's key is below its bucket's min_key, and no bucket above
  *      level 1 pops (nor drain ends) before upper_pop;

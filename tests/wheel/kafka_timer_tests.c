@@ -284,6 +284,126 @@ static void test_bucket_remaining_delay(void)
 	}
 }
 
+/* Buckets of equal expiration pop as Kafka's DelayQueue, a Java
+ * PriorityQueue, pops them for the same offers and polls: not first in,
+ * first out. Tick 1, size 2, from 0, the heap by hand:
+ *   t1 due 4: a level-3 bucket at 4 (A)         heap [A]
+ *   t2 due 2: a level-2 bucket at 2 (D)         heap [D, A]
+ *   advance 2: D pops, t2 runs                  heap [A]
+ *   t3 due 3: a level-1 bucket at 3 (F)         heap [F, A]
+ *   t4 due 4: a level-2 bucket at 4 (B)         heap [F, A, B]
+ *   advance 3: F pops, t3 runs; B, moved to the root, stays there (a tie
+ *   with A sifts nothing)                       heap [B, A]
+ *   t5 due 4: a level-1 bucket at 4 (C)         heap [B, A, C]
+ *   advance 4: B pops (t4), C moves to the root and stays, C pops (t5),
+ *   then A (t1). First in, first out would run t1, t4, t5. */
+static void test_equal_expirations_pop_as_javas_heap(void)
+{
+	static const int want[] = { 2, 3, 4, 5, 1 };
+	struct tw_wheel w;
+	struct task t[6];
+	struct tw_queue_entry q[4];
+
+	tw_wheel_init(&w, 1, 2, 0, TW_MODE_KAFKA);
+	for (int i = 1; i <= 5; i++)
+		task_init(&t[i], i);
+	norder = 0;
+	tw_wheel_add(&w, &t[1].timer, 4);
+	tw_wheel_add(&w, &t[2].timer, 2);
+	CHECK_EQ(tw_wheel_advance(&w, 2), 1);
+	tw_wheel_add(&w, &t[3].timer, 3);
+	tw_wheel_add(&w, &t[4].timer, 4);
+	CHECK_EQ(tw_wheel_advance(&w, 3), 1);
+	tw_wheel_add(&w, &t[5].timer, 4);
+	/* The snapshot lists them in that order too. */
+	CHECK_EQ(tw_wheel_queue_snapshot(&w, q, 4), 3);
+	CHECK_EQ(q[0].level, 2);
+	CHECK_EQ(q[1].level, 1);
+	CHECK_EQ(q[2].level, 3);
+	CHECK_EQ(tw_wheel_advance(&w, 4), 3);
+	CHECK_EQ(norder, 5);
+	for (int i = 0; i < 5 && i < norder; i++)
+		CHECK_EQ(order[i], want[i]);
+	tw_wheel_destroy(&w);
+}
+
+struct pops {
+	unsigned level[64], slot[64];
+	size_t n;
+};
+
+static void note_pop(void *arg, const struct tw_wheel *w, const struct tw_event *e)
+{
+	struct pops *p = arg;
+
+	(void)w;
+	if (e->kind == TW_EV_POPPED && p->n < 64) {
+		p->level[p->n] = e->level;
+		p->slot[p->n] = e->slot;
+		p->n++;
+	}
+}
+
+/* The queue's snapshot lists its buckets in the order they pop, ties
+ * included, when the advance files nothing between its pops (a timer
+ * that moves a level down is offered to the heap there, which can reorder
+ * the ties left, in Kafka as here). Tick 1, size 2: each step adds up
+ * to three timers, each due at the next multiple of m (m one of 8, 16, 32
+ * and 64), at whatever level that distance gives (each files at its due
+ * time: the level that takes the next multiple of m from its own clock
+ * has a span that divides m), and one due next tick; the advance to the
+ * earliest expiration fires every timer it pops, and
+ * pops the snapshot's buckets of that expiration in the snapshot's
+ * order. */
+static void test_the_snapshot_lists_ties_in_the_order_they_pop(void)
+{
+	static struct task t[400];
+	uint64_t rng = 7;
+	int ties = 0;
+
+	for (int round = 0; round < 40; round++) {
+		struct tw_wheel w;
+		struct tw_queue_entry q[64];
+		struct pops p = { { 0 }, { 0 }, 0 };
+		struct tw_observer obs = { note_pop, &p };
+		int added = 0;
+		int64_t now = 0;
+
+		CHECK_EQ(tw_wheel_init(&w, 1, 2, 0, TW_MODE_KAFKA), TW_OK);
+		tw_wheel_set_observer(&w, &obs);
+		while (added < 400 - 4) {
+			size_t len, k = 0;
+
+			rng = rng * 6364136223846793005ULL + 1442695040888963407ULL;
+			for (int a = 0; a < (int)((rng >> 40) % 4); a++) {
+				int64_t m = (int64_t)8 << ((rng >> (44 + 2 * a)) & 3);
+
+				task_init(&t[added], added);
+				CHECK_EQ(tw_wheel_add(&w, &t[added++].timer,
+						      (now / m + 1) * m),
+					 TW_OK);
+			}
+			task_init(&t[added], added);
+			CHECK_EQ(tw_wheel_add(&w, &t[added++].timer, now + 1), TW_OK);
+			len = tw_wheel_queue_snapshot(&w, q, 64);
+			CHECK(len > 0 && len <= 64);
+			while (k < len && q[k].expiration == q[0].expiration)
+				k++;
+			ties += k > 1;
+			p.n = 0;
+			now = q[0].expiration;
+			CHECK(tw_wheel_advance(&w, now) > 0);
+			CHECK_EQ(p.n, k);
+			for (size_t i = 0; i < k && i < p.n; i++) {
+				CHECK_EQ(p.level[i], q[i].level);
+				CHECK_EQ(p.slot[i], q[i].slot);
+			}
+		}
+		tw_wheel_destroy(&w);
+	}
+	CHECK(ties > 20); /* the test met ties */
+}
+
 int main(void)
 {
 	RUN(test_valid_task_is_added_and_queued);
@@ -295,5 +415,7 @@ int main(void)
 	RUN(test_all_tasks_expire_once_never_early);
 	RUN(test_moving_between_lists_keeps_the_count);
 	RUN(test_bucket_remaining_delay);
+	RUN(test_equal_expirations_pop_as_javas_heap);
+	RUN(test_the_snapshot_lists_ties_in_the_order_they_pop);
 	return check_report();
 }

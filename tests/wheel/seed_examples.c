@@ -120,7 +120,12 @@ static void test_seed001_adds(void)
 	CHECK_EQ(tw_wheel_levels(&w), 3);
 	check_level(&w, 3, 9000, B + 12000); /* 14:40:12 */
 	check_where(&w, &t[7], 3, 2, B + 21000);
-	QUEUE(&w, { B + 21000, 1, 0 }, { B + 21000, 2, 0 }, { B + 21000, 3, 2 },
+	/* The three buckets at 21 s pop as Kafka's DelayQueue (a Java
+	 * PriorityQueue) pops them: L1#0; then L3#2, queued last, which
+	 * rose above L1#1 (22 s) when it was offered and takes the root
+	 * when L1#0 pops (the left child wins a tie); then L2#0. The seed
+	 * re-files task7 before task3; its table lists the ties by level. */
+	QUEUE(&w, { B + 21000, 1, 0 }, { B + 21000, 3, 2 }, { B + 21000, 2, 0 },
 	      { B + 22000, 1, 1 }, { B + 24000, 2, 1 });
 	CHECK_EQ(tw_wheel_count(&w), 7);
 	CHECK_WHEEL(&w);
