@@ -164,7 +164,12 @@ byte running[NR];             /* each runner's mark */
 bit again[NR];                /* its RUN_AGAIN tag */
 bit closed;                   /* shutdown began (shard closed) */
 bit reaper_sees_pending;      /* the reaper saw a pending timer (it will
-				 wake on its own); else an add must kick */
+				 wake on its own: run.c's wait_until()
+				 sleeps until the timer's time, and for one
+				 at the end of time until the clock can read
+				 INT64_MAX); else an add must kick: every
+				 add, one due at INT64_MAX too (timer.c's
+				 reaper_idle), as times are not modelled */
 bit kicked, stop_reaper;
 byte waiting_on[NR];          /* cancel_sync waits of callbacks: the
 				 timer the callback of runner r waits for */

@@ -187,6 +187,11 @@ struct shard {
 	/* The earliest time the reaper will look at this shard again, as it
 	 * last saw it: an add that ends before it kicks the reaper. */
 	int64_t reaper_sees;
+	/* The reaper saw nothing pending here (reaper_sees is then
+	 * INT64_MAX, and it sleeps until kicked): an add at INT64_MAX, which
+	 * ends before no reaper_sees, kicks it too, as the end of time is
+	 * due when an injected clock reads it (run.c, wait_until()). */
+	bool reaper_idle;
 	/* The wheel's unit on the service's clock (its_due() and the
 	 * helpers beside it): the service's tick in exact mode, whose
 	 * wheel counts in ticks, 1 in kafka mode, whose wheel keeps the

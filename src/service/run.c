@@ -906,10 +906,10 @@ void *tw__svc_executor_main(void *arg)
  * the advance expires it; with executors what expires goes on their list
  * and the shard on their work list until queue_capacity timers wait, and
  * the scanner runs the rest itself the same way (back-pressure). *next
- * gets the shard's next expiry, which the reaper leaves in reaper_sees.
- */
+ * gets the shard's next expiry, which the reaper leaves in reaper_sees
+ * (INT64_MAX with *pending false: nothing is). */
 static int64_t scan_shard(struct tw_service *svc, struct shard *s, int64_t now,
-			  int64_t *next, bool reaper)
+			  int64_t *next, bool *pending, bool reaper)
 {
 	int64_t n = 0, when;
 	unsigned me = SCANNER(svc);
@@ -943,9 +943,12 @@ static int64_t scan_shard(struct tw_service *svc, struct shard *s, int64_t now,
 				shard_lock(s);
 			}
 		} while (stopped);
-		*next = wheel_next_expiry(s, &when) ? when : INT64_MAX;
-		if (reaper)
+		*pending = wheel_next_expiry(s, &when);
+		*next = *pending ? when : INT64_MAX;
+		if (reaper) {
 			s->reaper_sees = *next;
+			s->reaper_idle = !*pending;
+		}
 		shard_unlock(s);
 		return n;
 	}
@@ -982,9 +985,12 @@ static int64_t scan_shard(struct tw_service *svc, struct shard *s, int64_t now,
 		if (!stopped)
 			break;
 	}
-	*next = wheel_next_expiry(s, &when) ? when : INT64_MAX;
-	if (reaper)
+	*pending = wheel_next_expiry(s, &when);
+	*next = *pending ? when : INT64_MAX;
+	if (reaper) {
 		s->reaper_sees = *next;
+		s->reaper_idle = !*pending;
+	}
 	for (;;) {
 		/* What a wheel that could not stop put on the list past the
 		 * capacity (which may be as large as SIZE_MAX: compared, not
@@ -1007,21 +1013,26 @@ static int64_t scan_shard(struct tw_service *svc, struct shard *s, int64_t now,
 }
 
 /* Every shard, each at a fresh time from the clock (callbacks run here
- * take time); the earliest next expiry in *next. */
+ * take time); the earliest next expiry in *next, and in *pending whether
+ * any timer is (*next is INT64_MAX both when none is and when the first
+ * is due at the end of time). */
 static int64_t scan(struct tw_service *svc, int64_t now, int64_t *next,
-		    bool reaper)
+		    bool *pending, bool reaper)
 {
 	int64_t n = 0;
 
 	*next = INT64_MAX;
+	*pending = false;
 	for (unsigned i = 0; i < svc->nshards; i++) {
 		int64_t when;
+		bool any;
 
 		if (i)
 			now = tw__svc_read_clock(svc);
-		n += scan_shard(svc, &svc->shards[i], now, &when, reaper);
+		n += scan_shard(svc, &svc->shards[i], now, &when, &any, reaper);
 		if (when < *next)
 			*next = when;
+		*pending |= any;
 	}
 	return n;
 }
@@ -1043,12 +1054,15 @@ static void reaper_decided(struct tw_service *svc, int64_t sleep_ns)
 
 /* Under reaper_mu: sleep until next on the service's clock, from a
  * time that went through the latest-time rule (a time behind would
- * make the sleep too long). */
-static void wait_until(struct tw_service *svc, int64_t next)
+ * make the sleep too long). Until kicked when nothing is pending; a timer
+ * pending at the end of time (due at INT64_MAX, or a tick boundary past
+ * it) is due when an injected clock reads INT64_MAX, so the reaper looks
+ * at the clock then, an hour at a time at most. */
+static void wait_until(struct tw_service *svc, int64_t next, bool pending)
 {
 	int64_t now, rel;
 
-	if (next == INT64_MAX) {
+	if (next == INT64_MAX && !pending) {
 		reaper_decided(svc, -1);
 		tw__bell_wait(&svc->reaper_bell, &svc->reaper_mu, -1);
 		return;
@@ -1074,6 +1088,7 @@ void *tw__svc_reaper_main(void *arg)
 	THIS_THREAD.scanning = svc;
 	for (;;) {
 		int64_t next;
+		bool pending;
 
 		TW_TEST_POINT("reaper.loop_top", svc);
 		pthread_mutex_lock(&svc->reaper_mu);
@@ -1085,11 +1100,11 @@ void *tw__svc_reaper_main(void *arg)
 		pthread_mutex_unlock(&svc->reaper_mu);
 		TW_TEST_POINT("reaper.cleared", svc);
 
-		scan(svc, tw__svc_read_clock(svc), &next, true);
+		scan(svc, tw__svc_read_clock(svc), &next, &pending, true);
 
 		pthread_mutex_lock(&svc->reaper_mu);
 		if (!svc->kicked && !svc->stop_reaper)
-			wait_until(svc, next);
+			wait_until(svc, next, pending);
 		pthread_mutex_unlock(&svc->reaper_mu);
 		bump(&svc->wakeups, 1);
 	}
@@ -1100,6 +1115,7 @@ void *tw__svc_reaper_main(void *arg)
 int64_t tw_service_poll(struct tw_service *svc)
 {
 	int64_t now, n, next;
+	bool pending;
 
 	if (!svc)
 		return TW_EINVAL_BECAUSE("tw_service_poll", "%s",
@@ -1126,7 +1142,7 @@ int64_t tw_service_poll(struct tw_service *svc)
 	}
 	store_u64(&svc->latest, (uint64_t)now);
 	THIS_THREAD.scanning = svc;
-	n = scan(svc, now, &next, false);
+	n = scan(svc, now, &next, &pending, false);
 	THIS_THREAD.scanning = NULL;
 	pthread_mutex_unlock(&svc->scan_mu);
 	return n;

@@ -105,6 +105,10 @@ lower_reaper_sees(struct tw_service *svc, struct shard *s,
 		s->reaper_sees = end;
 		*kick = true;
 		TW_TEST_POINT("add.kicks", svc);
+	} else if (__builtin_expect(end == INT64_MAX, 0) && s->reaper_idle) {
+		s->reaper_idle = false;
+		*kick = true;
+		TW_TEST_POINT("add.kicks", svc);
 	}
 }
 

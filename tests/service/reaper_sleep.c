@@ -370,6 +370,49 @@ static void test_a_clock_behind_changes_no_sleep(void)
 	tw_service_destroy(svc);
 }
 
+/* A timer pending at the end of time (due at INT64_MAX, or at a tick
+ * boundary past it) is due when an injected clock reads INT64_MAX
+ * (service.h lets a clock start anywhere; purgatory.h times an op out
+ * there). A reaper that saw nothing pending sleeps until kicked, so the
+ * first add due at INT64_MAX kicks it, and the next one does not; seeing
+ * such a timer, it sleeps until the clock can read INT64_MAX (an hour at
+ * a time at most), and runs it then. With ticks of 1 ns and of 1 s, and a
+ * clock that reads INT64_MAX from the start. */
+static void end_of_time(int64_t start, int64_t tick)
+{
+	struct tw_service *svc = reaper_service(start, tick);
+	struct job end[2];
+	int kicks;
+
+	job_init(&end[0]);
+	job_init(&end[1]);
+	CHECK_EQ(next_decision(svc), -1); /* nothing pending: until kicked */
+	kicks = atomic_load(&add_kicks);
+	CHECK_EQ(tw_service_add(svc, &end[0].t, INT64_MAX), TW_OK);
+	CHECK_EQ(atomic_load(&add_kicks), kicks + 1);
+	CHECK_EQ(tw_service_add(svc, &end[1].t, INT64_MAX), TW_OK);
+	if (start < INT64_MAX) {
+		CHECK_EQ(atomic_load(&add_kicks), kicks + 1);
+		CHECK_EQ(next_decision(svc), INT64_MAX - start);
+		CHECK_EQ(atomic_load(&end[0].runs), 0);
+		atomic_store(&virtual_now, INT64_MAX);
+	}
+	CHECK_EQ(next_decision(svc), -1); /* both run: nothing is pending */
+	CHECK(all_ran(end, 2));
+	CHECK_EQ(atomic_load(&end[0].ran_at), INT64_MAX);
+	CHECK_EQ(atomic_load(&end[1].ran_at), INT64_MAX);
+	CHECK_EQ(tw_service_shutdown(svc, NULL, NULL), 0);
+	tw_service_destroy(svc);
+}
+
+static void test_a_timer_at_the_end_of_time_runs_when_the_clock_reads_it(void)
+{
+	end_of_time(INT64_MAX - TW_MS(200), 1);
+	end_of_time(INT64_MAX - TW_MS(200), TW_S(1));
+	end_of_time(INT64_MAX, 1);
+	end_of_time(INT64_MAX, TW_S(1));
+}
+
 int main(void)
 {
 	tw__test_set_hook(hook);
@@ -379,5 +422,6 @@ int main(void)
 	RUN(test_an_add_that_makes_a_bucket_drain_in_shares_kicks);
 	RUN(test_reaper_sleeps_with_a_clock_near_int64_min);
 	RUN(test_a_clock_behind_changes_no_sleep);
+	RUN(test_a_timer_at_the_end_of_time_runs_when_the_clock_reads_it);
 	return check_report();
 }
