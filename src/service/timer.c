@@ -103,9 +103,12 @@ lower_reaper_sees(struct tw_service *svc, struct shard *s,
 	if (end < s->reaper_sees &&
 	    (end = tw__svc_runs_by(svc, end)) < s->reaper_sees) {
 		s->reaper_sees = end;
+		s->reaper_idle = false;
 		*kick = true;
 		TW_TEST_POINT("add.kicks", svc);
-	} else if (__builtin_expect(end == INT64_MAX, 0) && s->reaper_idle) {
+	} else if (__builtin_expect(end == s->reaper_sees, 0) && s->reaper_idle) {
+		/* Due at INT64_MAX, where an idle reaper's reaper_sees is:
+		 * the one compare above decides both. */
 		s->reaper_idle = false;
 		*kick = true;
 		TW_TEST_POINT("add.kicks", svc);
