@@ -27,20 +27,29 @@ static void sift_up(struct tw_wheel *w, size_t i)
 	heap_set(w, i, b);
 }
 
+/* One step of a sift down of b, at i of heap[0..n): the child that moves
+ * up into i, or 0 where b comes to rest. Java's siftDown: the right child
+ * only when strictly earlier than the left, and it only when strictly
+ * earlier than b -- the rule that makes ties pop in Kafka's order, here
+ * once for the queue and its snapshot's copy. */
+static size_t sift_down_step(struct tw_bucket *const *heap, size_t n, size_t i,
+			     const struct tw_bucket *b)
+{
+	size_t child = 2 * i + 1;
+
+	if (child >= n)
+		return 0;
+	if (child + 1 < n && bq_before(heap[child + 1], heap[child]))
+		child++;
+	return bq_before(heap[child], b) ? child : 0;
+}
+
 static void sift_down(struct tw_wheel *w, size_t i)
 {
 	struct tw_bucket *b = w->queue[i];
-	size_t n = w->queue_len;
+	size_t child;
 
-	for (;;) {
-		size_t child = 2 * i + 1;
-
-		if (child >= n)
-			break;
-		if (child + 1 < n && bq_before(w->queue[child + 1], w->queue[child]))
-			child++;
-		if (!bq_before(w->queue[child], b))
-			break;
+	while ((child = sift_down_step(w->queue, w->queue_len, i, b))) {
 		heap_set(w, i, w->queue[child]);
 		i = child;
 	}
@@ -67,27 +76,19 @@ struct tw_bucket *tw__bq_pop(struct tw_wheel *w)
 
 /* A poll of heap[0..*n), a copy of the queue's heap (inspect.c's
  * snapshot): what tw__bq_pop() would pop, the copy left as the queue would
- * be (its last bucket moved to the root and sifted down, as sift_down()
- * sifts), so that polls of the copy pop in the queue's own order. The
+ * be (its last bucket moved to the root and sifted down, a step at a time
+ * as sift_down() takes them), so that polls of the copy pop in the queue's own order. The
  * queue and its places are not touched. */
 struct tw_bucket *tw__bq_poll_copy(struct tw_bucket **heap, size_t *n)
 {
 	struct tw_bucket *top, *last;
-	size_t i = 0;
+	size_t i = 0, child;
 
 	if (!*n)
 		return NULL;
 	top = heap[0];
 	last = heap[--*n];
-	for (;;) {
-		size_t child = 2 * i + 1;
-
-		if (child >= *n)
-			break;
-		if (child + 1 < *n && bq_before(heap[child + 1], heap[child]))
-			child++;
-		if (!bq_before(heap[child], last))
-			break;
+	while ((child = sift_down_step(heap, *n, i, last))) {
 		heap[i] = heap[child];
 		i = child;
 	}

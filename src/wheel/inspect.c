@@ -101,12 +101,10 @@ const struct tw_timer *tw_bucket_next(const struct tw_timer *t)
  * tie rules say). A strict order: no two queued buckets tie. (Kafka mode's
  * ties pop as its heap pops them, which no order of two buckets says:
  * the snapshot polls a copy of the heap.) */
-static bool pops_before(const struct tw_wheel *w, const struct tw_bucket *a,
-			const struct tw_bucket *b)
+static bool pops_before(const struct tw_bucket *a, const struct tw_bucket *b)
 {
 	unsigned al, bl;
 
-	(void)w;
 	if (a->pop_at != b->pop_at)
 		return a->pop_at < b->pop_at;
 	al = a->level == 1 ? UINT_MAX : a->level;
@@ -148,7 +146,7 @@ static void snapshot_sift_down(const struct tw_wheel *w,
 		size_t last = i, child = 2 * i + 1;
 
 		for (size_t c = child; c < child + 2 && c < n; c++)
-			if (pops_before(w, bucket_of(w, &out[last]), bucket_of(w, &out[c])))
+			if (pops_before(bucket_of(w, &out[last]), bucket_of(w, &out[c])))
 				last = c;
 		if (last == i)
 			return;
@@ -167,12 +165,12 @@ static void snapshot_offer(const struct tw_wheel *w, const struct tw_bucket *b,
 		size_t c = (*kept)++;
 
 		entry_of(w, b, &out[c]);
-		while (c > 0 && pops_before(w, bucket_of(w, &out[(c - 1) / 2]),
+		while (c > 0 && pops_before(bucket_of(w, &out[(c - 1) / 2]),
 					    bucket_of(w, &out[c]))) {
 			swap_entries(&out[c], &out[(c - 1) / 2]);
 			c = (c - 1) / 2;
 		}
-	} else if (pops_before(w, b, bucket_of(w, &out[0]))) {
+	} else if (pops_before(b, bucket_of(w, &out[0]))) {
 		entry_of(w, b, &out[0]);
 		snapshot_sift_down(w, out, *kept);
 	}
