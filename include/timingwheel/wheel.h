@@ -70,7 +70,8 @@ struct tw_observer; /* inspect.h */
  * the same advance: cancelled or moved later, they do not run in it; a
  * reschedule that keeps a timer where it fires, as
  * tw_wheel_reschedule_range() does when the window holds its firing, leaves
- * it to run in it).
+ * it to run in it). Its calls take effect at once, in both modes: in
+ * kafka mode that is where the wheel and Kafka part (TW_MODE_KAFKA).
  * @param wheel the wheel that ran it; tw_wheel_now() is the advance's time
  * @param timer the timer that expired
  */
@@ -104,7 +105,18 @@ enum tw_mode {
 	 *  timer may run up to one tick early; the clock only moves to the
 	 *  expirations of the buckets it pops. Buckets of equal expiration
 	 *  pop in the order Kafka's DelayQueue (a Java PriorityQueue) pops
-	 *  them for the same adds and advances. For reproducing Kafka. */
+	 *  them for the same adds and advances. For reproducing Kafka.
+	 *  "Bit for bit" is for adds, cancels, reschedules and advances made
+	 *  between advances, at times Kafka takes: a callback's calls take
+	 *  effect at once, inside the advance, where Kafka's SystemTimer
+	 *  runs a task on an executor thread whose add waits for the whole
+	 *  pass (and whose cancel of a timer in the bucket being flushed
+	 *  waits for that flush), so after a callback's call the two may
+	 *  differ; negative times are floored (Java's % truncates toward
+	 *  zero); and past the due times where Kafka's next overflow
+	 *  level's tick would pass the largest long (Kafka divides by zero
+	 *  there), the wheel goes on with levels Kafka cannot make, the
+	 *  last of them unbounded. */
 	TW_MODE_KAFKA = 1
 };
 
