@@ -201,7 +201,8 @@ if [ "$what" = all ] || [ "$what" = mutants ]; then
 	# files a deferred add without waking a manual loop, 14 a full batch
 	# run with the mutex let go in the middle of the advance, 15 a timer
 	# taken past a full queue naming an executor as its runner, 16 the
-	# scanning thread running a due deferred add again at once; the
+	# scanning thread running a due deferred add again at once, 17 a
+	# ring's TW_EDEADLK hiding the add its cancel stopped; the
 	# purgatory's 2 no check after watching, 4 shutdown not waiting for
 	# calls in flight, 9 force_complete's late reference, 10 the timeout
 	# handed back to nobody, 14 a failed watch taking back an entry
@@ -235,7 +236,7 @@ if [ "$what" = all ] || [ "$what" = mutants ]; then
 	for m in "service 3 1" "service 3 2" "service 3 3" "service 2 4" \
 		 "service 2 5" "service 4 6" "service 1 7" "service 4 8" \
 		 "service 5 9" "service 6 10" "service 2 11" "service 4 12" "service 9 13" \
-		 "service 10 14" "service 14 15" "service 14 16" \
+		 "service 10 14" "service 14 15" "service 14 16" "service 5 17" \
 		 "purgatory 1 2" "purgatory 2 4" \
 		 "purgatory 3 9" "purgatory 4 10" "purgatory 5 14" "purgatory 6 17" \
 		 "purgatory 3 18" "purgatory 7 19" \

@@ -50,7 +50,9 @@
  *     from another thread on one executor, or from the callback itself
  *     while another thread adds it (a deferred add the teardown stops).
  *   5 two callbacks on two executors cancel_sync each other (a ring):
- *     one gets TW_EDEADLK, nobody hangs.
+ *     one gets TW_EDEADLK, nobody hangs; another thread may add both
+ *     again during their runs, and a ring's answer then still tells its
+ *     caller of the add its cancel stopped (TW_EDEADLK_STOPPED).
  *   6 shutdown's hand-back: a hand_back cancel_syncs the other pending
  *     timer while another thread cancel_syncs and frees the first.
  *   7 a batch of two on the scanner (no executors): the first callback
@@ -108,6 +110,8 @@
  *     (or a period that came during the run) again at once, as an
  *     executor's does (a callback that adds its own timer due keeps a
  *     poll going)
+ *  17 a ring's TW_EDEADLK that hides the add its cancel stopped (no
+ *     caller learns how that add ended)
  */
 
 #ifndef SCEN
@@ -131,6 +135,7 @@
 #define R_STOPPED 1
 #define R_RUNNING 2
 #define R_EDEADLK 3
+#define R_EDEADLK_STOPPED 4 /* a ring, where the stop ended an add */
 
 /* Runners: executors 0 .. NE-1, the scanner SC, shutdown's hand-back HB. */
 #if SCEN == 3 || SCEN == 5
@@ -671,7 +676,16 @@ inline cancel_sync(t, down, me, res) {
 			closes_ring(me, t, ring);
 			sync_mu = NONE;
 			if
-			:: ring -> res = R_EDEADLK; break
+			:: ring ->
+				/* the caller still learns of the add the
+				 * stop ended */
+				if
+#if MUT != 17
+				:: res == R_STOPPED -> res = R_EDEADLK_STOPPED
+#endif
+				:: else -> res = R_EDEADLK
+				fi;
+				break
 			:: else -> skip
 			fi
 		:: else -> skip
@@ -706,6 +720,8 @@ bit readd9 = 1;
 #endif
 #if SCEN == 5
 byte r5[NT];
+bit added5;     /* the adder is done (or chose not to add) */
+byte learned5;  /* stops the callbacks' callers learned of */
 #endif
 #if SCEN == 7
 byte r7;
@@ -726,7 +742,7 @@ inline callback(t, r) {
 		      * once another thread has added it meanwhile */
 		(added1);
 		cancel_sync(t, 1, r, res2);
-		assert(res2 != R_EDEADLK);
+		assert(res2 != R_EDEADLK && res2 != R_EDEADLK_STOPPED);
 		tm[t].freed = 1
 	:: else -> skip
 	fi
@@ -742,7 +758,12 @@ inline callback(t, r) {
 	:: true -> skip
 	fi
 #elif SCEN == 5
+	(added5);
 	cancel_sync(1 - t, 0, r, res2);
+	if
+	:: res2 == R_STOPPED || res2 == R_EDEADLK_STOPPED -> learned5++
+	:: else -> skip
+	fi;
 	r5[t] = res2
 #elif SCEN == 14
 	if
@@ -974,15 +995,33 @@ init {
 #endif
 
 #if SCEN == 5
+/* Until nothing is pending, deferred or running (a deferred add is filed
+ * at its run's end). */
 proctype scanner()
 {
 	LOCALS;
 	lock(); expire_some(); unlock();
 	do
 	:: tm[0].st == PENDING || tm[1].st == PENDING -> lock(); expire_some(); unlock()
-	:: else -> break
+	:: tm[0].st != PENDING && tm[1].st != PENDING &&
+	   tm[0].st != DEFERRED && tm[1].st != DEFERRED &&
+	   !tm[0].inrun && !tm[1].inrun && added5 -> break
 	od;
 	done++
+}
+
+/* Adds each timer again while both run (deferred behind its run), so
+ * that each callback's cancel_sync stops an add; or adds nothing. */
+proctype adder()
+{
+	LOCALS;
+	if
+	:: tm[0].inrun && tm[1].inrun ->
+		add(0, 0, res); assert(res == 0);
+		add(1, 0, res); assert(res == 0)
+	:: true -> skip
+	fi;
+	added5 = 1
 }
 
 init {
@@ -992,7 +1031,7 @@ init {
 		r5[0] = NONE; r5[1] = NONE;
 		tm[0].st = PENDING; tm[0].adds = 1;
 		tm[1].st = PENDING; tm[1].adds = 1;
-		run executor(0); run executor(1); run scanner()
+		run executor(0); run executor(1); run scanner(); run adder()
 	}
 	/* each callback ran (and got its answer), or was stopped by the
 	 * other's cancel_sync before its run */
@@ -1001,7 +1040,9 @@ init {
 	closed = 1;
 	(done == 3);
 	assert(tm[0].adds == tm[0].runs + tm[0].stopped);
-	assert(tm[1].adds == tm[1].runs + tm[1].stopped)
+	assert(tm[1].adds == tm[1].runs + tm[1].stopped);
+	/* every stop reached a caller: a ring's answer does not hide it */
+	assert(learned5 == tm[0].stopped + tm[1].stopped)
 }
 #endif
 

@@ -59,6 +59,9 @@ const char *tw_strerror(int err)
 		return "could not start a thread";
 	case TW_EDEADLK:
 		return "cancel_sync would close a cycle of waits";
+	case TW_EDEADLK_STOPPED:
+		return "cancel_sync would close a cycle of waits; its cancel "
+		       "stopped an add, which will not run";
 	default:
 		return err > 0 ? "not an error (a count)" : "unknown error";
 	}

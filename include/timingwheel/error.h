@@ -47,9 +47,13 @@ enum tw_error {
 			       nothing changed) */
 	TW_ESHUTDOWN = -9,/**< the service or the purgatory is shut down */
 	TW_EAGAIN = -10,  /**< a thread could not be started */
-	TW_EDEADLK = -11  /**< cancel_sync would close a cycle of waits (callbacks
+	TW_EDEADLK = -11, /**< cancel_sync would close a cycle of waits (callbacks
 			       that cancel_sync each other); from a timer's own
 			       callback cancel_sync returns TW_SVC_RUNNING */
+	TW_EDEADLK_STOPPED = -12 /**< TW_EDEADLK, where the cancel the call
+			       made first stopped an add: that add will not
+			       run (count it as TW_SVC_STOPPED), and the
+			       call did not wait */
 };
 
 /**

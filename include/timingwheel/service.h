@@ -301,7 +301,8 @@ struct tw_service_stats {
 	uint64_t added;           /**< successful adds (incl. reschedules, re-arms) */
 	uint64_t ran;             /**< callbacks run */
 	uint64_t stopped;         /**< adds that ended without running: a
-				       cancel that returned TW_SVC_STOPPED, or
+				       cancel that returned TW_SVC_STOPPED (or
+				       a cancel_sync TW_EDEADLK_STOPPED), or
 				       a reschedule of a timer that was still
 				       pending (its earlier add ends there), so
 				       that added == ran + stopped + handed_back
@@ -622,9 +623,12 @@ int tw_service_cancel(struct tw_service *svc, struct tw_service_timer *t);
  *   - A cycle -- callbacks of timers A and B cancel_sync B and A at the
  *     same time, or any longer ring, of one service or across several
  *     (and hand_back functions in it) -- would wait for ever. At least
- *     one of the callbacks in it gets TW_EDEADLK instead (its cancel took
- *     effect; the other callback may still run, so the timer may not be
- *     freed yet). Cycles through the caller's own locks are the caller's
+ *     one of the callbacks in it gets TW_EDEADLK instead, or
+ *     TW_EDEADLK_STOPPED where its cancel stopped an add (made during the
+ *     run it would wait for): count that add as ended, as after
+ *     TW_SVC_STOPPED. Either way its cancel took effect, and the call did
+ *     not wait: the other callback may still run, so the timer may not be
+ *     freed yet. Cycles through the caller's own locks are the caller's
  *     to avoid, as with the kernel's del_timer_sync().
  *   - If the timer is added again while this call waits -- by another
  *     thread, or by the very callback it waits for -- the call returns:
@@ -639,7 +643,8 @@ int tw_service_cancel(struct tw_service *svc, struct tw_service_timer *t);
  *     back.
  * @param svc the service
  * @param t a timer
- * @return as tw_service_cancel(), or TW_EDEADLK (a cycle, see above)
+ * @return as tw_service_cancel(), or TW_EDEADLK or TW_EDEADLK_STOPPED (a
+ *         cycle, see above)
  * @par Thread safety
  *      Any thread, callbacks and hand_back included.
  */
@@ -662,8 +667,8 @@ int tw_service_cancel_sync(struct tw_service *svc, struct tw_service_timer *t);
  * @param svc the service
  * @param t a timer
  * @return what the cancel did (enum tw_cancel_result), or TW_EINVAL
- *         (NULL), TW_EOWNER (another service's timer; nothing changed)
- *         or TW_EDEADLK
+ *         (NULL), TW_EOWNER (another service's timer; nothing changed),
+ *         TW_EDEADLK or TW_EDEADLK_STOPPED
  * @par Thread safety
  *      Any thread, callbacks and hand_back included.
  */

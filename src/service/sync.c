@@ -211,6 +211,10 @@ static int stop_and_wait(struct tw_service *svc, struct tw_service_timer *t,
 		return result;
 	TW_TEST_POINT("cancel_sync.cancelled", t);
 	rc = tw__svc_wait_unreferenced(svc, t, shut);
+	/* A ring does not hide the stop: the caller counts the add it
+	 * ended, as it would a TW_SVC_STOPPED, and knows not to free. */
+	if (rc == TW_EDEADLK && result == TW_SVC_STOPPED)
+		return TW_EDEADLK_STOPPED;
 	return rc ? rc : result;
 }
 

@@ -18,8 +18,8 @@ static void test_error_strings(void)
 {
 	static const int codes[] = { TW_OK, TW_EINVAL, TW_ENOMEM, TW_EBUSY,
 		TW_ERANGE, TW_EOWNER, TW_EREENTER, TW_ECORRUPT, TW_EOVERFLOW,
-		TW_ESHUTDOWN, TW_EAGAIN, TW_EDEADLK, TW_SVC_STOPPED,
-		TW_SVC_RUNNING };
+		TW_ESHUTDOWN, TW_EAGAIN, TW_EDEADLK, TW_EDEADLK_STOPPED,
+		TW_SVC_STOPPED, TW_SVC_RUNNING };
 	const size_t n = sizeof(codes) / sizeof(codes[0]);
 
 	for (size_t i = 0; i < n; i++) {
@@ -32,6 +32,8 @@ static void test_error_strings(void)
 	CHECK(TW_SVC_IDLE == 0 && TW_SVC_STOPPED == 1);
 	CHECK(strstr(tw_strerror(TW_SVC_STOPPED), "stopped") != NULL);
 	CHECK(strstr(tw_strerror(TW_EDEADLK), "cycle") != NULL);
+	CHECK(strstr(tw_strerror(TW_EDEADLK_STOPPED), "cycle") != NULL);
+	CHECK(strstr(tw_strerror(TW_EDEADLK_STOPPED), "stopped") != NULL);
 	/* A text true for every layer that returns the code: TW_EOWNER
 	 * comes from the wheel's calls and the service's, TW_ESHUTDOWN
 	 * from the service's and the purgatory's. */
@@ -41,7 +43,7 @@ static void test_error_strings(void)
 	CHECK(strstr(tw_strerror(TW_ESHUTDOWN), "purgatory") != NULL);
 	CHECK(strcmp(tw_strerror(3), "not an error (a count)") == 0);
 	CHECK(strcmp(tw_strerror(INT32_MAX), "not an error (a count)") == 0);
-	CHECK(strcmp(tw_strerror(TW_EDEADLK - 1), "unknown error") == 0);
+	CHECK(strcmp(tw_strerror(TW_EDEADLK_STOPPED - 1), "unknown error") == 0);
 	CHECK(strcmp(tw_strerror(INT32_MIN), "unknown error") == 0);
 }
 

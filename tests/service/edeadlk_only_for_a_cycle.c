@@ -19,7 +19,7 @@
  * cycle, and no TW_EDEADLK. Each step happens in the same order every
  * run, whatever the machine's load.
  *
- * The second test is a false ring through another waiter: a ring check
+ * The third test is a false ring through another waiter: a ring check
  * that follows a waiting callback's record to the timer it waits for must
  * look at who runs that timer now, not at who ran it when the waiter last
  * looked -- the executor that ran it, whose run has ended since, and
@@ -232,11 +232,60 @@ static void test_cancel_sync_through_a_waiter_whose_target_ran(void)
 	CHECK_EQ(tw_service_destroy(svc), TW_OK);
 }
 
+/*
+ * A ring does not hide a stop. a and b run on the two executors, each
+ * held at its gate; another thread adds each again during its run (the
+ * add waits for the run's end). Then each callback cancel_syncs the
+ * other: its cancel stops the other's waiting add, and its wait would
+ * close a ring. Whichever sees the ring answers TW_EDEADLK_STOPPED, not
+ * TW_EDEADLK: every add ends in a run or in a stop its caller was told
+ * of (the other caller, which waited, gets TW_SVC_STOPPED).
+ */
+static void test_a_ring_tells_of_the_add_its_cancel_stopped(void)
+{
+	struct tw_service *svc = service(true, 2);
+	struct tw_service_stats st;
+	struct job a, b;
+	atomic_int gate = 0;
+	int ra, rb;
+
+	job_init(&a);
+	job_init(&b);
+	a.gate = b.gate = &gate;
+	a.other = &b;
+	b.other = &a;
+	CHECK_EQ(tw_service_add(svc, &a.t, 1010), TW_OK);
+	CHECK_EQ(tw_service_add(svc, &b.t, 1010), TW_OK);
+	atomic_store(&virtual_now, 1010);
+	CHECK_EQ(tw_service_poll(svc), 2);
+	CHECK(wait_flag(&a.started));
+	CHECK(wait_flag(&b.started));
+	CHECK_EQ(tw_service_add(svc, &a.t, 5000), TW_OK);
+	CHECK_EQ(tw_service_add(svc, &b.t, 5000), TW_OK);
+	atomic_store(&gate, 1);
+	CHECK(wait_flag(&a.done));
+	CHECK(wait_flag(&b.done));
+	ra = atomic_load(&a.result);
+	rb = atomic_load(&b.result);
+	CHECK(ra == TW_EDEADLK_STOPPED || rb == TW_EDEADLK_STOPPED);
+	CHECK(ra == TW_EDEADLK_STOPPED || ra == TW_SVC_STOPPED);
+	CHECK(rb == TW_EDEADLK_STOPPED || rb == TW_SVC_STOPPED);
+	CHECK_EQ(tw_service_shutdown(svc, NULL, NULL), 0);
+	CHECK_EQ(atomic_load(&a.runs), 1);
+	CHECK_EQ(atomic_load(&b.runs), 1);
+	tw_service_stats(svc, &st);
+	CHECK_EQ(st.added, 4);
+	CHECK_EQ(st.ran, 2);
+	CHECK_EQ(st.stopped, 2);
+	CHECK_EQ(tw_service_destroy(svc), TW_OK);
+}
+
 int main(void)
 {
 	sp_install();
 	RUN(test_cancel_sync_from_the_scanner_stops_what_an_executor_took);
 	RUN(test_cancel_sync_from_the_scanner_beats_an_executors_claim);
 	RUN(test_cancel_sync_through_a_waiter_whose_target_ran);
+	RUN(test_a_ring_tells_of_the_add_its_cancel_stopped);
 	return check_report();
 }
