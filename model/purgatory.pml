@@ -693,8 +693,9 @@ proctype tcew()
 		fi
 	:: else -> skip
 	fi;
-	in_flight--;
+	/* the stripe is let go last: shutdown waits for the put too */
 	op_put();
+	in_flight--;
 	tcew_result = done;
 out:
 	skip

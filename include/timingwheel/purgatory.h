@@ -28,7 +28,8 @@
  * which may run under your lock: ops completed only by
  * tw_op_force_complete() from outside are purged at the next of those
  * calls that it accepts (one refused -- TW_EBUSY, TW_EINVAL -- changes
- * nothing, and purges nothing), or by tw_purgatory_purge(). So an operation's
+ * nothing, and purges nothing; a watch that fails with TW_ENOMEM purges
+ * nothing either), or by tw_purgatory_purge(). So an operation's
  * memory may still be referenced after it completed; on_release(op) (if
  * its struct tw_op_ops has one) says when the purgatory holds no
  * reference any more, and from then on the caller may free it. It runs
@@ -531,10 +532,13 @@ int64_t tw_purgatory_timeout(struct tw_purgatory *p, int64_t now);
  * waiting for timeouts that are running. A handed-back op still gets its
  * on_release (when the purgatory's last reference goes): free it there,
  * not in hand_back. That is during this call, or, for an op on a key
- * that a check on another thread is walking meanwhile, when that check
- * returns, or, for an op that a tw_op_force_complete() or
- * tw_op_safe_try_complete() on another thread holds meanwhile (each
- * holds a reference of its own), when that call returns; never later.
+ * whose list a key check or a tw_purgatory_cancel_for_key() on another
+ * thread holds meanwhile (walking it, or handing back what it claimed),
+ * when the last of those calls returns, or, for an op that a
+ * tw_op_force_complete() or tw_op_safe_try_complete() on another thread
+ * holds meanwhile (each holds a reference of its own), when that call
+ * returns; never later. A try_complete_else_watch under way is waited
+ * for to its end, the purge it may make included.
  * It allocates nothing, so it cannot fail for want of memory, however
  * many ops are watched or armed.
  * @param p the purgatory

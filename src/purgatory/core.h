@@ -216,11 +216,13 @@ _Static_assert(offsetof(struct pshard, watched) + sizeof(atomic_size_t) <= 64,
  * and unlink, cost more than the pins save). Each thread counts on its
  * own stripe (two threads may share one: the counts are atomic), and a
  * reader sums the stripes:
- *   active       calls of try_complete_else_watch in progress. Shutdown
- *                sets closing, then waits for every stripe to reach zero:
- *                an op that passed the closing check is then on its
- *                lists, or completed, before shutdown walks them (else it
- *                would be neither, and lost);
+ *   active       calls of try_complete_else_watch in progress, to their
+ *                last put and purge. Shutdown sets closing, then waits
+ *                for every stripe to reach zero: an op that passed the
+ *                closing check is then on its lists, or completed, before
+ *                shutdown walks them (else it would be neither, and
+ *                lost), and no watch still walks the lists or holds a
+ *                reference once shutdown returns;
  *   delayed      timeouts armed less those stopped or run (a stripe may
  *                go below zero: one thread arms, another stops);
  *   completions  completions of watched ops not yet added to

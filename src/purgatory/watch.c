@@ -485,13 +485,18 @@ int tw_purgatory_try_complete_else_watch(struct tw_purgatory *p,
 	}
 	if (!done && !OP_LOAD(op->completed))
 		arm_timeout(p, op);
-	leave(stripe);
 	/* Until this put, another thread's completion cannot release the op
 	 * (purgatory.h: it may be released once the call returns). */
 	TW_TEST_POINT("watch.armed", op);
 	op_put(op);
 	calling_end();
 	pg_maybe_purge(p);
+	/* Last: shutdown waits for the call up to here, its put (the op's
+	 * release, once shutdown hands it back) and its purge (a walk of
+	 * every list, in memory a destroy after shutdown frees) included.
+	 * An on_release the purge runs is inside the purge's own call, so
+	 * it cannot start the shutdown that would wait for this one. */
+	leave(stripe);
 	return done ? 1 : 0;
 }
 

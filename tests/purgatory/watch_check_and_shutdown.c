@@ -335,6 +335,43 @@ static void test_purgatory_shutdown_waits_for_a_watch_in_flight(void)
 	tw_op_destroy(&o.op);
 }
 
+/*
+ * A watch's last steps -- the put of its own reference, which releases
+ * an op that shutdown has handed back, and the purge it may make, a walk
+ * of every list -- belong to the call shutdown waits for. Shutdown let
+ * go of the watch before them: it returned with an op it handed back not
+ * yet released, and a destroy after it freed the purgatory under the
+ * purge (ASan: a use after free in the walk).
+ */
+static void test_purgatory_shutdown_waits_for_a_watchs_last_steps(void)
+{
+	struct tw_purgatory *p = manual_purgatory();
+	struct pop o;
+	struct watcher w = { p, &o, -1000 };
+	struct pshut s = { p, -1000 };
+	struct sp_thread wt, st;
+	int armed, waiting;
+
+	pop_init(&o);
+	armed = sp_arm("watch.armed", &o.op);
+	sp_spawn(&wt, watch_thread, &w);
+	CHECK(sp_wait(armed, &wt.done));
+	waiting = sp_arm("purgatory.shutdown.wait", p);
+	sp_spawn(&st, purgatory_shutdown_thread, &s);
+	/* it waits for the watch: it must not finish first */
+	CHECK(sp_wait(waiting, &st.done));
+	sp_release(armed);
+	sp_join(&wt, "try_complete_else_watch");
+	sp_release(waiting);
+	sp_join(&st, "purgatory shutdown");
+	CHECK_EQ(w.result, 0);
+	CHECK_EQ(s.result, 1);
+	CHECK_EQ(atomic_load(&o.handed), 1);
+	CHECK_EQ(atomic_load(&o.releases), 1); /* before shutdown returned */
+	tw_purgatory_destroy(p);
+	tw_op_destroy(&o.op);
+}
+
 struct forcer {
 	struct pop *o;
 	int releases_seen_at_complete;
@@ -443,6 +480,7 @@ int main(void)
 	RUN(test_a_completion_before_a_failed_watchs_claim_makes_it_watched);
 	RUN(test_one_watch_per_init);
 	RUN(test_purgatory_shutdown_waits_for_a_watch_in_flight);
+	RUN(test_purgatory_shutdown_waits_for_a_watchs_last_steps);
 	RUN(test_force_complete_holds_the_op_across_its_claim);
 	RUN(test_purgatory_shutdown_drops_the_reference_of_a_claimed_ops_timeout);
 	return check_report();
