@@ -123,7 +123,9 @@ static inline TW__CONSTEXPR int64_t tw__duration_of(long double x, int64_t per)
  * work, each argument evaluated once: an integer exactly, and a constant
  * expression where it is one (an enum's value, a static assertion); a
  * fraction rounded to the nearest nanosecond (TW_S(1.5) is 1,500,000,000,
- * and TW_MS(0.3) 300,000, though 0.3 is a hair under 0.3 in binary). The
+ * and TW_MS(0.3) 300,000, though 0.3 is a hair under 0.3 in binary) --
+ * but by TW_NS, which takes whole nanoseconds and truncates a fraction
+ * towards zero as a cast does (TW_NS(1.5) is 1). The
  * result is an int64_t and overflows above 292 years. (In C, a fraction's
  * duration is an inline function's result, not a constant expression;
  * before C11, which has no _Generic, a fraction is truncated towards zero
@@ -767,7 +769,9 @@ int tw_service_set_wake(struct tw_service *svc, tw_service_wake_fn *wake,
  * @param[out] when the due time, in clock units; the service's latest
  *             clock's time when timers are due already
  * @return false if nothing is pending but what the paragraph above leaves
- *         out (or NULL svc or when; *when is then untouched)
+ *         out, and, in TW_MODE_KAFKA, no bucket that held a timer since
+ *         cancelled is still to expire (or NULL svc or when; *when is
+ *         then untouched)
  * @par Thread safety
  *      Any thread, callbacks included.
  */
@@ -785,7 +789,8 @@ bool tw_service_next_expiry(struct tw_service *svc, int64_t *when);
  * it would spin on polls that find nothing.
  * @param svc the service
  * @param now the service's clock (tw_service_now())
- * @return -1 if nothing is pending (or NULL svc), otherwise
+ * @return -1 where tw_service_next_expiry() says false (or NULL svc),
+ *         otherwise
  *         max(0, next expiry - now), clamped to INT64_MAX
  * @par Thread safety
  *      Any thread, callbacks included.
