@@ -299,28 +299,27 @@ static void *purgatory_shutdown_thread(void *arg)
 	return NULL;
 }
 
-/*
- * An op that passed the "closing" check and watched after shutdown had
- * walked the lists would never be completed, expired or handed back.
- * Shutdown waits for such calls to finish before it walks.
- */
-static void test_purgatory_shutdown_waits_for_a_watch_in_flight(void)
+/* A watch parked at point; shutdown on another thread must wait for it
+ * (park at its wait, not finish) until the watch returns. Then the op,
+ * watched, is handed back, and released before shutdown returned. */
+static void shutdown_waits_for_a_watch_parked_at(const char *point)
 {
 	struct tw_purgatory *p = manual_purgatory();
 	struct pop o;
 	struct watcher w = { p, &o, -1000 };
 	struct pshut s = { p, -1000 };
 	struct sp_thread wt, st;
-	int open, waiting;
+	int parked, waiting;
 
 	pop_init(&o);
-	open = sp_arm("watch.open", &o.op);
+	parked = sp_arm(point, &o.op);
 	sp_spawn(&wt, watch_thread, &w);
-	CHECK(sp_wait(open, &wt.done));
+	CHECK(sp_wait(parked, &wt.done));
 	waiting = sp_arm("purgatory.shutdown.wait", p);
 	sp_spawn(&st, purgatory_shutdown_thread, &s);
-	sp_wait(waiting, &st.done); /* it waits: it must not just finish */
-	sp_release(open);
+	/* it waits for the watch: it must not finish first */
+	CHECK(sp_wait(waiting, &st.done));
+	sp_release(parked);
 	sp_join(&wt, "try_complete_else_watch");
 	sp_release(waiting);
 	sp_join(&st, "purgatory shutdown");
@@ -330,9 +329,19 @@ static void test_purgatory_shutdown_waits_for_a_watch_in_flight(void)
 	CHECK(tw_op_is_completed(&o.op));
 	CHECK_EQ(atomic_load(&o.completes), 0);
 	CHECK_EQ(tw_purgatory_delayed(p), 0);
-	tw_purgatory_destroy(p);
 	CHECK_EQ(atomic_load(&o.releases), 1);
+	tw_purgatory_destroy(p);
 	tw_op_destroy(&o.op);
+}
+
+/*
+ * An op that passed the "closing" check and watched after shutdown had
+ * walked the lists would never be completed, expired or handed back.
+ * Shutdown waits for such calls to finish before it walks.
+ */
+static void test_purgatory_shutdown_waits_for_a_watch_in_flight(void)
+{
+	shutdown_waits_for_a_watch_parked_at("watch.open");
 }
 
 /*
@@ -345,31 +354,7 @@ static void test_purgatory_shutdown_waits_for_a_watch_in_flight(void)
  */
 static void test_purgatory_shutdown_waits_for_a_watchs_last_steps(void)
 {
-	struct tw_purgatory *p = manual_purgatory();
-	struct pop o;
-	struct watcher w = { p, &o, -1000 };
-	struct pshut s = { p, -1000 };
-	struct sp_thread wt, st;
-	int armed, waiting;
-
-	pop_init(&o);
-	armed = sp_arm("watch.armed", &o.op);
-	sp_spawn(&wt, watch_thread, &w);
-	CHECK(sp_wait(armed, &wt.done));
-	waiting = sp_arm("purgatory.shutdown.wait", p);
-	sp_spawn(&st, purgatory_shutdown_thread, &s);
-	/* it waits for the watch: it must not finish first */
-	CHECK(sp_wait(waiting, &st.done));
-	sp_release(armed);
-	sp_join(&wt, "try_complete_else_watch");
-	sp_release(waiting);
-	sp_join(&st, "purgatory shutdown");
-	CHECK_EQ(w.result, 0);
-	CHECK_EQ(s.result, 1);
-	CHECK_EQ(atomic_load(&o.handed), 1);
-	CHECK_EQ(atomic_load(&o.releases), 1); /* before shutdown returned */
-	tw_purgatory_destroy(p);
-	tw_op_destroy(&o.op);
+	shutdown_waits_for_a_watch_parked_at("watch.armed");
 }
 
 struct forcer {
