@@ -609,14 +609,17 @@ inline run_batch(r) {
 /* ---- cancel_sync and timer_shutdown ---- */
 
 /* Under sync_mu: whether the wait of the callback on runner me for t
- * closes a ring (sync.c's closes_ring, for the runners of one service). */
+ * closes a ring (sync.c's closes_ring, for the runners of one service).
+ * A target added again since its waiter's stop is no edge: that waiter
+ * returns at its next look. */
 inline closes_ring(me, t, ring) {
 	cur = t; hops = 0; ring = 0;
 	do
 	:: hops > NR -> break
 	:: else ->
 		if
-		:: !(tm[cur].ran && running[tm[cur].runner] == cur) -> break
+		:: !(tm[cur].ran && running[tm[cur].runner] == cur) ||
+		   tm[cur].st != IDLE -> break
 		:: tm[cur].runner == me -> ring = 1; break
 		:: else ->
 			holder = tm[cur].runner;

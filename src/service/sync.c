@@ -42,12 +42,28 @@ struct sync_wait {
 static pthread_mutex_t sync_waits_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct sync_wait *sync_waits;
 
+/* Whether a waiter's stop of t has been followed by an add of t in its
+ * service (t pending, or running again): that waiter returns at its
+ * next look. A timer initialised since (by a hand_back) is waited for by
+ * its runner's mark alone (tw__svc_wait_unreferenced), so it says no. */
+static bool added_since(const struct tw_service *svc,
+			const struct tw_service_timer *t)
+{
+	uint32_t word = word_load(t);
+
+	return word_owner(word) && !owner_check(svc, word) &&
+	       word_state(word) != ST_IDLE;
+}
+
 /*
  * Under sync_waits_mu: whether me's wait closes a ring. Follow it: the
  * runner that runs me's target, the record of the thread that is that
  * runner, the runner that runs what it waits for, ... until a runner is
  * me's own. Each hop is looked at now: a target no longer marked by its
- * runner is no edge (its waiter returns at its next look). A service on
+ * runner is no edge (its waiter returns at its next look), nor is one
+ * added again since its waiter's stop (pending, or running again: the
+ * waiter returns at its next look too, as service.h promises, though its
+ * record still names the runner). A service on
  * the path is alive, as a thread waits in it or runs one of its
  * callbacks, and a posted target may not be freed while its waiter is
  * inside the call.
@@ -60,7 +76,8 @@ static bool closes_ring(const struct sync_wait *me)
 		const struct sync_wait *r;
 
 		if (running_of(&cur->target_svc->runners[cur->target_runner]) !=
-		    cur->target)
+			    cur->target ||
+		    added_since(cur->target_svc, cur->target))
 			return false;
 		if (cur->target_svc == me->run_svc &&
 		    cur->target_runner == me->run_runner)

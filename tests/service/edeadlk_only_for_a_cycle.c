@@ -280,6 +280,58 @@ static void test_a_ring_tells_of_the_add_its_cancel_stopped(void)
 	CHECK_EQ(tw_service_destroy(svc), TW_OK);
 }
 
+/*
+ * A waiter whose wait an add ended is no edge of a ring, though it has
+ * not looked again yet. s runs on one executor, held at its gate; a's
+ * callback, on the other, cancel_syncs s and is parked about to wait
+ * (its record posted: s, on that executor). Another thread adds s again
+ * during its run -- a's wait is over (service.h: the call returns) --
+ * and then s's callback cancel_syncs a. a's record still names s on the
+ * executor that runs s, and s's own runner is the end of that path, but
+ * s is pending again: no ring, and s's call waits for a's callback, which
+ * returns at its next look, instead of answering TW_EDEADLK.
+ */
+static void test_a_wait_an_add_ended_closes_no_ring(void)
+{
+	struct tw_service *svc = service(true, 2);
+	struct tw_service_stats st;
+	struct job s, a;
+	atomic_int gate = 0;
+	int parked, s_waits;
+
+	job_init(&s);
+	job_init(&a);
+	s.gate = &gate;
+	a.other = &s;
+	CHECK_EQ(tw_service_add(svc, &s.t, 1010), TW_OK);
+	CHECK_EQ(tw_service_add(svc, &a.t, 1020), TW_OK);
+	atomic_store(&virtual_now, 1010);
+	CHECK_EQ(tw_service_poll(svc), 1);
+	CHECK(wait_flag(&s.started));
+	parked = sp_arm("cancel_sync.wait", &s.t);
+	atomic_store(&virtual_now, 1020);
+	CHECK_EQ(tw_service_poll(svc), 1);
+	CHECK(sp_wait(parked, &a.done)); /* a is about to wait for s */
+	CHECK_EQ(tw_service_add(svc, &s.t, 5000), TW_OK); /* behind its run */
+	s.other = &a;
+	s_waits = sp_arm("cancel_sync.wait", &a.t);
+	atomic_store(&gate, 1);
+	/* s's call comes to wait for a: no TW_EDEADLK first */
+	CHECK(sp_wait(s_waits, &s.done));
+	sp_release(parked);
+	sp_release(s_waits);
+	CHECK(wait_flag(&a.done));
+	CHECK(wait_flag(&s.done));
+	CHECK_EQ(atomic_load(&a.result), TW_SVC_RUNNING);
+	CHECK_EQ(atomic_load(&s.result), TW_SVC_RUNNING);
+	CHECK_EQ(tw_service_shutdown(svc, NULL, NULL), 1); /* s's second add */
+	CHECK_EQ(atomic_load(&s.runs), 1);
+	CHECK_EQ(atomic_load(&a.runs), 1);
+	tw_service_stats(svc, &st);
+	CHECK_EQ(st.added, st.ran + st.stopped + st.handed_back);
+	CHECK_EQ(tw_service_destroy(svc), TW_OK);
+}
+
 int main(void)
 {
 	sp_install();
@@ -287,5 +339,6 @@ int main(void)
 	RUN(test_cancel_sync_from_the_scanner_beats_an_executors_claim);
 	RUN(test_cancel_sync_through_a_waiter_whose_target_ran);
 	RUN(test_a_ring_tells_of_the_add_its_cancel_stopped);
+	RUN(test_a_wait_an_add_ended_closes_no_ring);
 	return check_report();
 }
