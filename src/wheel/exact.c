@@ -591,6 +591,15 @@ hot_inline size_t drain_run_level1(struct tw_wheel *w, struct tw_bucket *b, size
 	return n - left;
 }
 
+/* Level 2's bucket (of 64 buckets of 32 ticks) for tick key: its slot
+ * is bits 5 to 10 of the key, and a bucket is 64 bytes, so its offset in
+ * the array is those bits shifted up once (a lea), with no bucket number
+ * computed. */
+hot_inline struct tw_bucket *bucket_of_tick(struct tw_bucket *slots, uint64_t key)
+{
+	return (struct tw_bucket *)((char *)slots + ((key & (63u << 5)) << 1));
+}
+
 /* The front of a drain of level 3 into level 2, as drain_run_level1() is
  * of level 2: the run of timers that each go into level 2's bucket for
  * their key, or, one due at a level-2 pop, first in the bucket popping
@@ -608,9 +617,14 @@ hot_inline size_t drain_run(struct tw_wheel *w, struct tw_bucket *b, size_t n,
 	struct tw_bucket *slots = below->slots;
 	const uint64_t clock = (uint64_t)levels[0].clock;
 	const uint64_t bclock = (uint64_t)below->clock;
+	/* The first tick of level 2's bucket at its clock: a key's bucket
+	 * is one of the level's 64 if the key is fewer than 64 << 5 ticks
+	 * past it, the test on the key itself (no bucket number). */
+	const uint64_t bstart = bclock << 5;
 	/* The bucket of a level-2 pop is one of the level's 64 from its
 	 * clock on whose start ((number - 1) << 5) is an int64 tick: its
-	 * number less than pops past bclock, one compare for both. */
+	 * number less than pops past bclock, one compare for both, made on
+	 * the key's distance from bstart (a multiple of 32 there). */
 	const uint64_t max_number = (uint64_t)(INT64_MAX >> 5);
 	const uint64_t pops = max_number - bclock < 63 ? max_number - bclock + 1 : 64;
 	struct tw_link *l = b->head.next;
@@ -625,7 +639,7 @@ hot_inline size_t drain_run(struct tw_wheel *w, struct tw_bucket *b, size_t n,
 		n = b->count;
 	while (taken < n) {
 		struct tw_timer *t = list_timer(l);
-		uint64_t key = (uint64_t)t->due, number;
+		uint64_t key = (uint64_t)t->due;
 		struct tw_bucket *nb;
 
 		/* Level 2 takes distances from 64 on (below it, level 1)
@@ -637,12 +651,12 @@ hot_inline size_t drain_run(struct tw_wheel *w, struct tw_bucket *b, size_t n,
 			 * then, as move_exact() files it; else (that bucket
 			 * a lap ahead, or draining), by its key as any
 			 * other. */
-			number = (uint64_t)shift_floor((int64_t)key, 5) + 1;
-			if (number - bclock < pops &&
-			    !(nb = &slots[number & 63])->draining) {
+			if (key + 32 - bstart < pops << 5 &&
+			    !(nb = bucket_of_tick(slots, key + 32))->draining) {
 				l = l->next;
 				prefetch(l);
-				put_first_moved(w, below, nb, t, (int64_t)number,
+				put_first_moved(w, below, nb, t,
+						shift_floor((int64_t)key, 5) + 1,
 						(int64_t)key);
 				taken++;
 				continue;
@@ -652,8 +666,7 @@ hot_inline size_t drain_run(struct tw_wheel *w, struct tw_bucket *b, size_t n,
 			if (pops < 64)
 				break;
 		}
-		number = (uint64_t)shift_floor((int64_t)key, 5);
-		if (__builtin_expect(number - bclock >= 64, 0)) {
+		if (__builtin_expect(key - bstart >= 64 << 5, 0)) {
 			if (!far)
 				break;
 			l = refile_first(w, b, l, taken);
@@ -664,9 +677,10 @@ hot_inline size_t drain_run(struct tw_wheel *w, struct tw_bucket *b, size_t n,
 		}
 		l = l->next;
 		prefetch(l);
-		nb = &slots[number & 63];
+		nb = bucket_of_tick(slots, key);
 		if (__builtin_expect(append_moved(nb, t) == &nb->head, 0))
-			bucket_fill(w, below, nb, (int64_t)number, (int64_t)key);
+			bucket_fill(w, below, nb, shift_floor((int64_t)key, 5),
+				    (int64_t)key);
 		else if ((int64_t)key < nb->min_key)
 			nb->min_key = (int64_t)key;
 		taken++;
