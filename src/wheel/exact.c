@@ -592,12 +592,12 @@ hot_inline size_t drain_run_level1(struct tw_wheel *w, struct tw_bucket *b, size
 }
 
 /* Level 2's bucket (of 64 buckets of 32 ticks) for tick key: its slot
- * is bits 5 to 10 of the key, and a bucket is 64 bytes, so its offset in
- * the array is those bits shifted up once (a lea), with no bucket number
- * computed. */
+ * is bits 5 to 10 of the key, and a bucket is 64 bytes, so the compiler
+ * makes its offset in the array those bits shifted up once (a lea), with
+ * no bucket number computed. */
 hot_inline struct tw_bucket *bucket_of_tick(struct tw_bucket *slots, uint64_t key)
 {
-	return (struct tw_bucket *)((char *)slots + ((key & (63u << 5)) << 1));
+	return &slots[(key & (63u << 5)) >> 5];
 }
 
 /* The front of a drain of level 3 into level 2, as drain_run_level1() is
