@@ -402,10 +402,12 @@ static inline void bump(_Atomic uint64_t *c, int64_t by)
  * the wheel's clock, due at the shard's next advance, though the shard's
  * wheel was last advanced to an earlier time (a callback that moved the
  * clock while a poll went from shard to shard), and the wheel's "now" is
- * told as that latest time (service_time()). Kafka mode's wheel keeps the
- * service's time and tick: Kafka's floor keys are its own arithmetic, and
- * a bucket fires from its start, so a time the service reached runs at
- * the next poll there as well.
+ * told as that latest time (service_time()). With a tick of 1 too: a
+ * window [105, 400] in a wheel last advanced to 100 would be filed at a
+ * tick inside it, though the service's time is 115. Kafka mode's wheel
+ * keeps the service's time and tick: Kafka's floor keys are its own
+ * arithmetic, and a bucket fires from its start, so a time the service
+ * reached runs at the next poll there as well (it has no windows).
  */
 static inline int64_t service_latest(const struct shard *s)
 {
@@ -414,11 +416,15 @@ static inline int64_t service_latest(const struct shard *s)
 
 static inline int64_t its_due(const struct shard *s, int64_t due)
 {
-	if (s->unit == 1)
+	/* Kafka mode files by the service's time, as Kafka does. */
+	if (s->unit == 1 && s->wheel.mode == TW_MODE_KAFKA)
 		return due;
+	/* Exact mode, a tick of 1 included: a window's earliest after the
+	 * lagging wheel's clock would be filed at a tick of the wheel's
+	 * own choosing inside the window, not due at once. */
 	if (due <= service_latest(s))
 		return s->wheel.now;
-	return tw__ceil_div(due, s->unit);
+	return s->unit == 1 ? due : tw__ceil_div(due, s->unit);
 }
 
 /* What an advance to now (the service's clock) advances the wheel to:

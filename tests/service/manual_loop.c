@@ -247,20 +247,26 @@ static void act_move_clock_to_115(struct tw_service *svc, struct job *self)
  * reads 115. A timer added to shard 0 due at 112 is due at once (the
  * service's time is 115), though shard 0's wheel was last advanced to
  * 100: it runs at the next poll, and the next expiry is 115 -- in both
- * modes, with a tick of 10 and of 1 (a wheel in the service's own time). */
+ * modes, with a tick of 10 and of 1 (a wheel in the service's own time).
+ * So is a window there whose earliest the service reached, added or
+ * rescheduled (exact mode: kafka mode has no windows), where shard 0's
+ * wheel, at 100, would file [105, 400] at a tick of its own inside it. */
 static void a_later_shard_read(enum tw_mode mode, int64_t tick)
 {
 	struct tw_service_config cfg = { .tick = tick, .shards = 2, .manual = true,
 					 .mode = mode, .clock.now = virtual_clock };
 	struct tw_service *svc = NULL;
-	struct job mover, late;
+	struct job mover, late, win, moved;
 	int64_t when = 0;
 	int failures_before = check_failures;
+	bool windows = mode == TW_MODE_EXACT;
 
 	set_clock(100);
 	CHECK_EQ(tw_service_create(&svc, &cfg), TW_OK);
 	job_init(&mover, 0, 0);
 	job_init(&late, 1, 0);
+	job_init(&win, 2, 0);
+	job_init(&moved, 3, 0);
 	mover.action = act_move_clock_to_115;
 	CHECK_EQ(tw_service_add(svc, &mover.t, 100), TW_OK);
 	CHECK_EQ(tw_service_poll(svc), 1);
@@ -269,12 +275,23 @@ static void a_later_shard_read(enum tw_mode mode, int64_t tick)
 	CHECK_EQ(tw_service_poll(svc), TW_ERANGE); /* the service is at 115 */
 	set_clock(115);
 	CHECK_EQ(tw_service_add(svc, &late.t, 112), TW_OK); /* mover's shard */
+	if (windows) {
+		CHECK_EQ(tw_service_add_range(svc, &win.t, 105, 400), TW_OK);
+		CHECK_EQ(tw_service_reschedule_range(svc, &moved.t, 105, 400),
+			 TW_SVC_IDLE);
+	}
 	CHECK(tw_service_next_expiry(svc, &when));
 	CHECK_EQ(when, 115);
 	CHECK_EQ(tw_service_timeout(svc, 115), 0);
-	CHECK_EQ(tw_service_poll(svc), 1);
+	CHECK_EQ(tw_service_poll(svc), windows ? 3 : 1);
 	CHECK_EQ(atomic_load(&late.runs), 1);
 	CHECK_EQ(late.ran_at, 115);
+	if (windows) {
+		CHECK_EQ(atomic_load(&win.runs), 1);
+		CHECK_EQ(win.ran_at, 115);
+		CHECK_EQ(atomic_load(&moved.runs), 1);
+		CHECK_EQ(moved.ran_at, 115);
+	}
 	tw_service_destroy(svc);
 	if (check_failures != failures_before)
 		fprintf(stderr, "  in %s mode, tick %lld\n",
