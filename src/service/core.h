@@ -488,16 +488,20 @@ static inline struct shard *shard_of(struct tw_service *svc, uint32_t word)
 }
 
 /* The end of a window of slack ticks from due (saturating): what the
- * wheel is asked for, and what a kick compares with the reaper's sleep. */
+ * wheel is asked for, and what a kick compares with the reaper's sleep.
+ * The width in uint64: a window from a negative due may be wider than
+ * INT64_MAX and still end inside int64 (at latest, where the add's
+ * rounding down put it: a window only narrows). */
 static inline int64_t tw__svc_window_end(const struct tw_service *svc,
 					 int64_t due, uint32_t slack)
 {
-	int64_t width;
+	uint64_t width;
 
-	if (__builtin_mul_overflow((int64_t)slack, svc->cfg.tick, &width) ||
-	    due > INT64_MAX - width)
+	if (__builtin_mul_overflow((uint64_t)slack, (uint64_t)svc->cfg.tick,
+				   &width) ||
+	    width > (uint64_t)INT64_MAX - (uint64_t)due)
 		return INT64_MAX;
-	return due + width;
+	return (int64_t)((uint64_t)due + width);
 }
 
 /* The time the reaper must look at a shard by, for a timer whose window

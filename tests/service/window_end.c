@@ -11,7 +11,8 @@
  * the timer ran. Windows at random (seeded), on ticks from 1 to 1000,
  * on both sides of 0, and one whose end falls inside a tick
  * ([520291, 607583] at a tick of 1000 runs at 608000, 417 after latest,
- * which a promise of "no later than latest" would break).
+ * which a promise of "no later than latest" would break), and one wider
+ * than INT64_MAX.
  */
 #include <stdint.h>
 #include <string.h>
@@ -112,9 +113,45 @@ static void test_windows_end_under_one_tick_after_latest(void)
 	}
 }
 
+/* A window wider than INT64_MAX (its ends on both sides of 0), of whole
+ * ticks: it ends at latest, not at INT64_MAX. A timer pending after it
+ * and rescheduled into it does not stay where it was: it runs inside the
+ * window, and next_expiry is never after latest. (Tick 2^32, so that the
+ * window is 2^31 ticks, within the 2^32 - 1 a window keeps.) */
+static void test_a_window_wider_than_int64_max_ends_at_latest(void)
+{
+	const int64_t tick = INT64_C(1) << 32, start = -(INT64_C(1) << 62);
+	const int64_t earliest = start + (INT64_C(1) << 40);
+	const int64_t latest = (INT64_C(1) << 62) + (INT64_C(1) << 40);
+	struct tw_service_config cfg = { 0 };
+	struct tw_service *svc = NULL;
+	struct tw_service_timer t;
+	int64_t when = INT64_MIN;
+
+	cfg.tick = tick;
+	cfg.manual = true;
+	cfg.clock.now = virtual_clock;
+	set_clock(start);
+	ran_at = INT64_MIN;
+	runs = 0;
+	CHECK_EQ(tw_service_create(&svc, &cfg), TW_OK);
+	tw_service_timer_init(&t, record_run);
+	CHECK_EQ(tw_service_add(svc, &t, latest + (INT64_C(1) << 40)), TW_OK);
+	CHECK_EQ(tw_service_reschedule_range(svc, &t, earliest, latest),
+		 TW_SVC_STOPPED);
+	CHECK(tw_service_next_expiry(svc, &when));
+	CHECK(when <= latest);
+	set_clock(latest);
+	CHECK(tw_service_poll(svc) >= 0);
+	CHECK_EQ(runs, 1);
+	CHECK(ran_at >= earliest && ran_at <= latest);
+	CHECK_EQ(tw_service_destroy(svc), TW_OK);
+}
+
 int main(void)
 {
 	RUN(test_window_end_inside_a_tick);
+	RUN(test_a_window_wider_than_int64_max_ends_at_latest);
 	RUN(test_windows_end_under_one_tick_after_latest);
 	return check_report();
 }
