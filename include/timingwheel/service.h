@@ -691,7 +691,10 @@ int tw_service_timer_shutdown(struct tw_service *svc, struct tw_service_timer *t
  * added (a poll read the clock at 1,500 or later before the add): such a
  * timer is due at once and runs at the next poll that runs anything,
  * whatever time that reads (one whose clock reads behind the service's
- * time returns TW_ERANGE and changes nothing).
+ * time returns TW_ERANGE and changes nothing). A window's due time is its
+ * earliest; tw_service_reschedule_range() does not move a pending timer
+ * whose bucket still fires inside the new window, reached or not (it
+ * runs when its bucket fires).
  * @param svc the service
  * @return how many were dispatched (expired by this poll: run here or
  *         queued for the executors, one a callback stops before its turn
@@ -821,8 +824,9 @@ int64_t tw_service_now(const struct tw_service *svc);
 /**
  * Timers waiting in the shards' wheels for their due time. Not counted,
  * though tw_service_timer_pending() says true for them: a timer that has
- * expired and waits to run, and an add made during its timer's run that
- * waits for that run's end.
+ * expired and waits to run, and an add made during its timer's run on an
+ * executor, which waits for that run's end (with no executors such an
+ * add is filed in the wheel at once, and counted).
  * @param svc the service
  * @return timers pending (0 for NULL); with other threads adding and
  *         cancelling, a snapshot
