@@ -54,10 +54,12 @@
  * Thread-safety: every function may be called from any thread, callbacks
  * included, except tw_purgatory_shutdown() and tw_purgatory_poll()
  * (TW_EREENTER) and tw_purgatory_destroy() (nothing happens) from a
- * callback the purgatory runs, and those whose page says "not under an
- * op's lock" from code holding one. An operation's try_complete runs
- * under its lock (its own, or one the caller shares between operations),
- * never on two threads at once.
+ * callback the purgatory runs, those whose page says "not under an
+ * op's lock" from code holding one, tw_purgatory_try_complete_else_watch()
+ * under its own op's lock (unless that lock is recursive) and
+ * tw_purgatory_shutdown() under any op's lock. An operation's
+ * try_complete runs under its lock (its own, or one the caller shares
+ * between operations), never on two threads at once.
  */
 #ifndef TIMINGWHEEL_PURGATORY_H
 #define TIMINGWHEEL_PURGATORY_H
@@ -344,12 +346,16 @@ int tw_purgatory_create(struct tw_purgatory **out,
  *         linked: if nothing else held it, its on_release has run too by
  *         the time this returns (an op freed there must not be touched
  *         after 1). By the second: its entries, linked by this call, stay
- *         on the keys' lists until a check of those keys or a purge takes
- *         them off, and on_release runs then
+ *         on the keys' lists until a check of those keys, a purge, a
+ *         tw_purgatory_cancel_for_key() of one of them or the shutdown
+ *         takes them off, and on_release runs then
  * @retval 0 it waits
  * @retval TW_EINVAL a NULL pointer, no keys or more than
  *         TW_WATCH_KEYS_MAX, a key empty or too long, an
- *         op already completed (by a force_complete before its watch), a
+ *         op already completed by a tw_op_force_complete() before its
+ *         watch, or being completed by one under way on another thread
+ *         (tw_op_is_completed() may say false an instant longer, and its
+ *         on_complete runs on that thread), a
  *         tolerance (tw_op_set_tolerance()) on a kafka-mode purgatory
  * @retval TW_EBUSY the op was watched since its tw_op_init: an op is
  *         watched once per tw_op_init (a second watch, racing the first or
@@ -378,13 +384,18 @@ int tw_purgatory_create(struct tw_purgatory **out,
  *         return, free the op or initialise it again only in on_release
  *         (the debug build, TW_DEBUG, stops at a tw_op_init before it and
  *         names this case). Watch it again only after a new tw_op_init
- * @retval TW_ESHUTDOWN the purgatory is shut down
+ * @retval TW_ESHUTDOWN the purgatory is shut down (whatever else the call
+ *         would have answered, TW_EBUSY included)
  * (on an error the op's timeout is not armed, and the op is on no list --
  * but after TW_ENOMEM an entry on a list that a key check was walking
  * stays there, counted by tw_purgatory_watched(), until that check ends
  * and unlinks it: a walk in progress never loses an entry under it)
  * @par Thread safety
- *      Any thread.
+ *      Any thread, but not under op's lock (op->lock): the call takes it
+ *      for both checks, and a pthread mutex taken twice by one thread
+ *      waits for ever -- nor from the on_complete of an op that shares
+ *      that lock, which runs under it. A recursive lock
+ *      (PTHREAD_MUTEX_RECURSIVE, as Kafka's ReentrantLock) may be held.
  */
 int tw_purgatory_try_complete_else_watch(struct tw_purgatory *p,
 					 struct tw_delayed_op *op,
@@ -412,13 +423,19 @@ int64_t tw_purgatory_check_and_complete(struct tw_purgatory *p,
 					const void *key, size_t len);
 
 /**
- * tw_purgatory_check_and_complete() of each of nkeys keys, as if called
- * for each in turn, in one call: a request that touched several keys (a
- * produce to several partitions) checks them together. The keys' lists
- * are walked side by side, an entry of each in turn, so that the cache
- * misses of walking one list (each entry's address is in the one before)
- * overlap with the others' (up to four keys at a time). A key may appear
- * twice; an op watching several of the keys completes once.
+ * tw_purgatory_check_and_complete() of each of nkeys keys in one call: a
+ * request that touched several keys (a produce to several partitions)
+ * checks them together. The keys' lists are walked side by side, an entry
+ * of each in turn, so that the cache misses of walking one list (each
+ * entry's address is in the one before) overlap with the others' (up to
+ * four keys at a time, each list as it was when its four began). A key
+ * may appear twice; an op watching several of the keys completes once.
+ * It completes what calls for each key in turn would, but for an op whose
+ * condition this call's own completions make true (an on_complete that
+ * readies another op) or that is watched meanwhile: one whose entry its
+ * key's walk had passed, or linked after that walk began, waits for the
+ * next check of its keys, where calls in turn might have completed it.
+ * Check such keys again after the call.
  * @param p the purgatory
  * @param keys the keys
  * @param lens their lengths, each 1..TW_KEY_MAX
@@ -468,7 +485,10 @@ size_t tw_purgatory_watched(struct tw_purgatory *p);
 size_t tw_purgatory_delayed(struct tw_purgatory *p);
 
 /**
- * Remove every completed entry from every list now.
+ * Remove every completed entry from every list now, but for a list a key
+ * check is walking (this thread's own check too, when called from its
+ * may_complete): its completed entries stay until a check of that key or
+ * a later purge takes them off.
  * @param p the purgatory (NULL: nothing happens)
  * @par Thread safety
  *      Any thread; not under an op's lock.
@@ -481,7 +501,8 @@ void tw_purgatory_purge(struct tw_purgatory *p);
  * in tests, or driven from an event loop, which sleeps for
  * tw_purgatory_timeout() between polls).
  * @param p the purgatory
- * @return how many timeouts were dispatched, or TW_EINVAL (NULL), TW_ERANGE
+ * @return how many timeouts were dispatched, or TW_EINVAL (NULL, or a
+ *         purgatory with a reaper: it polls itself), TW_ERANGE
  *         (the clock went backwards), TW_EREENTER or TW_ESHUTDOWN, as
  *         tw_service_poll(); TW_EREENTER also from every callback where
  *         tw_purgatory_shutdown() is refused (nothing changes)
@@ -546,7 +567,9 @@ int64_t tw_purgatory_timeout(struct tw_purgatory *p, int64_t now);
  * @return how many were handed back, or TW_EINVAL (NULL), or TW_EREENTER
  *         (called from a callback: nothing changes)
  * @par Thread safety
- *      Any thread but a callback's: from one that a service runs
+ *      Any thread that holds no op's lock (it waits for a watch under
+ *      way, which may be waiting for that lock), but not a callback's:
+ *      from one that a service runs
  *      (a timeout's, anything on a reaper, an executor or a poll), or
  *      one that a purgatory call runs on this thread and goes on from
  *      -- a watch's, a key check's, a cancel_for_key's, a purge's, a
