@@ -416,15 +416,16 @@ static inline int64_t service_latest(const struct shard *s)
 
 static inline int64_t its_due(const struct shard *s, int64_t due)
 {
+	if (s->unit != 1)
+		return due <= service_latest(s) ? s->wheel.now
+						: tw__ceil_div(due, s->unit);
 	/* Kafka mode files by the service's time, as Kafka does. */
-	if (s->unit == 1 && s->wheel.mode == TW_MODE_KAFKA)
+	if (s->wheel.mode == TW_MODE_KAFKA)
 		return due;
-	/* Exact mode, a tick of 1 included: a window's earliest after the
+	/* Exact mode with a tick of 1: a window's earliest after the
 	 * lagging wheel's clock would be filed at a tick of the wheel's
 	 * own choosing inside the window, not due at once. */
-	if (due <= service_latest(s))
-		return s->wheel.now;
-	return s->unit == 1 ? due : tw__ceil_div(due, s->unit);
+	return due <= service_latest(s) ? s->wheel.now : due;
 }
 
 /* What an advance to now (the service's clock) advances the wheel to:
