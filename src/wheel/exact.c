@@ -566,10 +566,13 @@ hot_inline size_t drain_run_level1(struct tw_wheel *w, struct tw_bucket *b, size
 {
 	struct tw_level *levels = w->levels;
 	struct tw_bucket *slots = levels->slots;
-	const uint64_t first = (uint64_t)levels->clock + 1;
+	/* -(clock + 1): a key's distance past the first tick level 1
+	 * takes is one add (a lea), not a copy and a subtraction. */
+	uint64_t minus_first = -((uint64_t)levels->clock + 1);
 	struct tw_link *l = b->head.next;
 	size_t left;
 
+	hide_from_folding(minus_first);
 	/* The list holds b->count timers: n of them, or all. */
 	if (n > b->count)
 		n = b->count;
@@ -578,7 +581,7 @@ hot_inline size_t drain_run_level1(struct tw_wheel *w, struct tw_bucket *b, size
 		uint64_t key = (uint64_t)t->due;
 		struct tw_bucket *nb;
 
-		if (key - first >= 63)
+		if (key + minus_first >= 63)
 			break;
 		l = l->next;
 		prefetch(l);
@@ -617,10 +620,11 @@ hot_inline size_t drain_run(struct tw_wheel *w, struct tw_bucket *b, size_t n,
 	struct tw_bucket *slots = below->slots;
 	const uint64_t clock = (uint64_t)levels[0].clock;
 	const uint64_t bclock = (uint64_t)below->clock;
-	/* The first tick of level 2's bucket at its clock: a key's bucket
-	 * is one of the level's 64 if the key is fewer than 64 << 5 ticks
-	 * past it, the test on the key itself (no bucket number). */
-	const uint64_t bstart = bclock << 5;
+	/* Minus the first tick of level 2's bucket at its clock (bstart):
+	 * a key's bucket is one of the level's 64 if the key is fewer than
+	 * 64 << 5 ticks past bstart, the test on the key itself (no bucket
+	 * number), its distance one add (a lea). */
+	uint64_t minus_bstart = -(bclock << 5);
 	/* The bucket of a level-2 pop is one of the level's 64 from its
 	 * clock on whose start ((number - 1) << 5) is an int64 tick: its
 	 * number less than pops past bclock, one compare for both, made on
@@ -631,6 +635,8 @@ hot_inline size_t drain_run(struct tw_wheel *w, struct tw_bucket *b, size_t n,
 	/* taken: the timers moved since the last cut off b's front (the
 	 * end's, or refile_first's); done: those before it. */
 	size_t taken = 0, done = 0;
+
+	hide_from_folding(minus_bstart);
 
 	/* The list holds b->count timers: n of them, or all (one that
 	 * refile_first() puts back in b goes behind them: none is met
@@ -651,7 +657,7 @@ hot_inline size_t drain_run(struct tw_wheel *w, struct tw_bucket *b, size_t n,
 			 * then, as move_exact() files it; else (that bucket
 			 * a lap ahead, or draining), by its key as any
 			 * other. */
-			if (key + 32 - bstart < pops << 5 &&
+			if (key + 32 + minus_bstart < pops << 5 &&
 			    !(nb = bucket_of_tick(slots, key + 32))->draining) {
 				l = l->next;
 				prefetch(l);
@@ -666,7 +672,7 @@ hot_inline size_t drain_run(struct tw_wheel *w, struct tw_bucket *b, size_t n,
 			if (pops < 64)
 				break;
 		}
-		if (__builtin_expect(key - bstart >= 64 << 5, 0)) {
+		if (__builtin_expect(key + minus_bstart >= 64 << 5, 0)) {
 			if (!far)
 				break;
 			l = refile_first(w, b, l, taken);

@@ -67,6 +67,16 @@
 #define compiler_barrier() ((void)0)
 #endif
 
+/* x (a variable) as a value the compiler cannot see through, so that it
+ * keeps it as written: a loop's key + minus_first is then one lea, where
+ * gcc turned the negation back into a copy and two subtractions a timer
+ * (it emits no instruction). */
+#if defined(__GNUC__)
+#define hide_from_folding(x) __asm__("" : "+r"(x))
+#else
+#define hide_from_folding(x) ((void)0)
+#endif
+
 /* Out of line, but not cold: gcc moves the code that leads to a cold
  * call into the function's cold part, and with bucket_first_key that
  * was the add's whole common path (the instructions the same, laid out
