@@ -56,8 +56,8 @@
  * (TW_EREENTER) and tw_purgatory_destroy() (nothing happens) from a
  * callback the purgatory runs, those whose page says "not under an
  * op's lock" from code holding one, tw_purgatory_try_complete_else_watch()
- * under its own op's lock (unless that lock is recursive) and
- * tw_purgatory_shutdown() under any op's lock. An operation's
+ * under its own op's lock and tw_purgatory_shutdown() under any op's
+ * lock. An operation's
  * try_complete runs under its lock (its own, or one the caller shares
  * between operations), never on two threads at once.
  */
@@ -394,8 +394,9 @@ int tw_purgatory_create(struct tw_purgatory **out,
  *      Any thread, but not under op's lock (op->lock): the call takes it
  *      for both checks, and a pthread mutex taken twice by one thread
  *      waits for ever -- nor from the on_complete of an op that shares
- *      that lock, which runs under it. A recursive lock
- *      (PTHREAD_MUTEX_RECURSIVE, as Kafka's ReentrantLock) may be held.
+ *      that lock, which runs under it. (A recursive lock would not wait,
+ *      but the call may run on_release, which may free the op and its
+ *      lock, before it returns.)
  */
 int tw_purgatory_try_complete_else_watch(struct tw_purgatory *p,
 					 struct tw_delayed_op *op,
