@@ -17,18 +17,19 @@
  * itself, however many executors there are: an expiry that comes due while
  * a run of the same timer is under way -- an add or a reschedule made
  * during the run, from any thread or from the callback, or a periodic
- * re-arm due before the run returned -- waits for that run to return and
- * then runs on the same thread (late by what was left of the run, never
- * early). Two exceptions, where it runs at the next scan instead: where
- * that thread is the one that polls the service (or its reaper, running
- * callbacks itself because the executors' queue is full), so that no
- * callback keeps a poll going; and where other expired timers wait for
- * an executor, so that it goes behind them and a timer that keeps coming
- * due during its own run (a callback that adds it again due at once, a
- * period shorter than its run) never holds an executor from the rest. A
- * callback need not be reentrant, and what it does to its own timer
- * (re-add, reschedule, cancel, free) is never raced by a second run of
- * it. (Linux keeps a re-armed timer on the CPU where its callback runs
+ * re-arm, either due before the run returned -- waits for that run to
+ * return and then runs on the same thread (late by what was left of the
+ * run, never early). One due after the run returned runs when it comes
+ * due, on whichever thread takes it. Two exceptions, where it runs at the
+ * next scan instead: where that thread is the one that polls the service
+ * (or its reaper, running callbacks itself because the executors' queue is
+ * full), so that no callback keeps a poll going; and where other expired
+ * timers wait for an executor, so that it goes behind them and a timer
+ * that keeps coming due during its own run (a callback that adds it again
+ * due at once, a period shorter than its run) never holds an executor from
+ * the rest. A callback need not be reentrant, and what it does to its own
+ * timer (re-add, reschedule, cancel, free) is never raced by a second run
+ * of it. (Linux keeps a re-armed timer on the CPU where its callback runs
  * for the same reason; Java's ScheduledThreadPoolExecutor: "will not
  * concurrently execute".)
  *
@@ -848,8 +849,10 @@ void tw_service_stats(struct tw_service *svc, struct tw_service_stats *out);
 
 /**
  * Stop accepting adds (TW_ESHUTDOWN from then on), stop the reaper, let the
- * executors run what already expired and exit, then hand every timer that
- * is still pending to hand_back, on this thread, one at a time. hand_back
+ * executors run what already expired (what a scan took out of its wheel:
+ * one due by the clock but not yet taken is still pending) and exit, then
+ * hand every timer that is still pending to hand_back, on this thread, one
+ * at a time. hand_back
  * runs like a callback: shutdown from it is refused, a cancel_sync of the
  * timer it holds waits until it returned. A timer is handed back when
  * shutdown takes it, under its shard's mutex, an instant before its
