@@ -27,13 +27,17 @@ extern "C" {
 #endif
 
 /** The level tw_timer_where() reports for a timer that is due and waits for
- *  the next advance. */
+ *  the next advance (from a callback: or for the advance under way to run
+ *  it). */
 #define TW_LEVEL_READY 0u
 
 /** One level of the wheel (Kafka's TimingWheel). */
 struct tw_level_info {
 	int64_t tick;         /**< time covered by one bucket */
-	int64_t current_time; /**< the level's clock, a multiple of tick */
+	int64_t current_time; /**< the level's clock, a multiple of tick;
+				   INT64_MAX once an exact-mode wheel has
+				   reached its end of time (advanced to
+				   INT64_MAX) */
 	int64_t interval;     /**< tick * wheel_size: range is [current_time,
 				   current_time + interval) */
 	bool unbounded;       /**< the top level: covers everything beyond */
@@ -52,7 +56,9 @@ struct tw_bucket_info {
 	int64_t pops_at;      /**< when it leaves the queue: its expiration,
 				   or, on an early-cascade level (exact mode),
 				   one tick of that level before, so that its
-				   timers move down before any is due */
+				   timers move down before any is due (for a
+				   bucket that left it, draining: its
+				   expiration, queued false) */
 };
 
 /** One entry of the bucket queue (Kafka's DelayQueue). */
@@ -81,7 +87,8 @@ int tw_wheel_level_info(const struct tw_wheel *wheel, unsigned level,
  * Describe a bucket.
  * @param wheel an initialised wheel
  * @param level 1..tw_wheel_levels()
- * @param slot 0..wheel_size-1
+ * @param slot 0..wheel_size-1, the size in use (exact mode's power of
+ *        two: tw_wheel_init())
  * @param[out] out the description; out->first stays valid until the wheel
  *                 next changes
  * @retval 0 success
@@ -104,7 +111,11 @@ int tw_wheel_bucket_info(const struct tw_wheel *wheel, unsigned level,
  * @retval 0 success
  * @retval TW_EINVAL NULL pointer
  * @par Thread safety
- *      The wheel's thread.
+ *      The wheel's thread. From a callback of an advance, the timers
+ *      that advance found due and has not run yet are set aside: they
+ *      run in it, and tw_wheel_count() and tw_timer_where()
+ *      (TW_LEVEL_READY) count them, but this call describes only
+ *      those due for the next advance (filed by the callbacks).
  */
 int tw_wheel_ready_info(const struct tw_wheel *wheel,
 			struct tw_bucket_info *out);

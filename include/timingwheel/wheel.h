@@ -377,7 +377,9 @@ int tw_wheel_add_range(struct tw_wheel *wheel, struct tw_timer *timer,
  * while its bucket expires by the window's end, due at the window's most
  * aligned tick from that expiration on (the bucket re-files it when it
  * expires, as tw_wheel_reschedule() leaves a timer pushed later), so that
- * timers pushed along together still fire together; pushed to a window
+ * timers pushed along together still fire together (one in a bucket
+ * already popped and draining down is filed again at once, to fire
+ * when it would have); pushed to a window
  * whose earliest has passed, it stays at its own tick if that is inside
  * (its due time, if outside the window, moved to the nearer edge).
  * Otherwise a pending timer moves: to the next advance where the window's
@@ -449,19 +451,22 @@ int64_t tw_wheel_advance(struct tw_wheel *wheel, int64_t now);
 int64_t tw_wheel_advance_unordered(struct tw_wheel *wheel, int64_t now);
 
 /**
- * When advance next has work to do: the expiration of the earliest bucket
- * (a higher-level bucket only moves its timers down, so this is never later
- * than the next timer, sometimes earlier), or the current time if timers are
- * already due or that expiration has passed (in kafka mode a bucket may be
- * filed behind the clock, which lags the caller's time). An add can make
- * it earlier than the added timer's due time: in exact mode a bucket of
- * more than 2,048 timers moves them down in shares, from a time before its
- * first is due, and this names that time. A thread that sleeps until the
- * answer and wakes early only for adds due before it (as a reaper might)
- * sleeps through that time and moves such a bucket in one advance, its
- * first timers late by as long as that takes; asking again after a
- * batch of adds avoids it (tw_service asks when a bucket grows past
- * 2,048 timers).
+ * When advance next has work to do. Kafka mode: the expiration of the
+ * earliest bucket (a higher-level bucket only moves its timers down, so
+ * this is never later than the next timer, sometimes earlier). Exact mode:
+ * the earliest tick a timer may fire at (each queued bucket's smallest due
+ * tick since it last emptied, a lower bound a cancel leaves), or where a
+ * big bucket starts to move down (below); an advance before it may move
+ * timers down but fires nothing. Either: the current time if timers are
+ * already due or that time has passed (in kafka mode a bucket may be filed
+ * behind the clock, which lags the caller's time). An add can make it
+ * earlier than the added timer's due time: in exact mode a bucket of more
+ * than 2,048 timers moves them down in shares, from a time before its first
+ * is due, and this names that time. A thread that sleeps until the answer
+ * and wakes early only for adds due before it (as a reaper might) sleeps
+ * through that time and moves such a bucket in one advance, its first
+ * timers late by as long as that takes; asking again after a batch of adds
+ * avoids it (tw_service asks when a bucket grows past 2,048 timers).
  * @param wheel an initialised wheel
  * @param[out] when the time, if anything is queued
  * @return false (and *when is left alone) if nothing is queued
