@@ -383,12 +383,16 @@ hot_inline int64_t move_each(struct tw_wheel *w, struct tw_bucket *b, bool tick1
 		if (l == &b->head)
 			break;
 		t = list_timer(l);
-		next = l->next;
-		prefetch(next);
-		b->head.next = next;
-		next->prev = &b->head;
-		b->count--;
-		if (t->due <= due_by) {
+		/* A run of due timers, each out of b and fired; the list's
+		 * first timer read again after each (a callback may have
+		 * cancelled the next ones) and tested at the run's foot, so
+		 * that a fire jumps back to no shared test. */
+		while (t->due <= due_by) {
+			next = l->next;
+			prefetch(next);
+			b->head.next = next;
+			next->prev = &b->head;
+			b->count--;
 			t->bucket = NULL;
 			fire(w, t);
 			fired++;
@@ -399,8 +403,16 @@ hot_inline int64_t move_each(struct tw_wheel *w, struct tw_bucket *b, bool tick1
 				w->stopping = TW_STOPPED;
 				return fired;
 			}
-			continue;
+			l = b->head.next;
+			if (l == &b->head)
+				goto empty;
+			t = list_timer(l);
 		}
+		next = l->next;
+		prefetch(next);
+		b->head.next = next;
+		next->prev = &b->head;
+		b->count--;
 		key = tick1 ? t->due : tw__ceil_div(t->due, w->tick);
 		if ((uint64_t)key - (uint64_t)clock - 1 < mask0) {
 			file_level1(w, levels, &slots0[(uint64_t)key & mask0], t, key, false);
@@ -411,6 +423,7 @@ hot_inline int64_t move_each(struct tw_wheel *w, struct tw_bucket *b, bool tick1
 			continue;
 		insert_exact(w, t, key);
 	}
+empty:
 	/* Empty now (nothing is filed into a popped bucket: its keys are
 	 * for the levels below), so no key is below INT64_MAX. */
 	b->min_key = INT64_MAX;
@@ -553,15 +566,50 @@ refile_first(struct tw_wheel *w, struct tw_bucket *b, struct tw_link *l, size_t 
 	return next;
 }
 
+/* bucket_fill() of lv's bucket b for a mover that has just filled it
+ * with t, the bucket's number t's key >> shift; not marked cold, unlike
+ * bucket_fill(): gcc lays the code after a cold call out as cold too,
+ * which put the second timer of each round of drain_run_level1() and
+ * drain_run() out of the function's hot code. */
+static __attribute__((noinline)) void fill_moved(struct tw_wheel *w, struct tw_level *lv,
+						 struct tw_bucket *b,
+						 const struct tw_timer *t, unsigned shift)
+{
+	fill_bucket(w, lv, b, shift_floor(t->due, shift), t->due);
+}
+
+/* One timer of drain_run_level1()'s run: *l's into level 1's bucket for
+ * its key, *l then its successor; false, with nothing done, for one
+ * level 1 cannot take. */
+hot_inline bool level1_take(struct tw_wheel *w, struct tw_level *levels,
+			    struct tw_bucket *slots, uint64_t minus_first,
+			    struct tw_link **l)
+{
+	struct tw_timer *t = list_timer(*l);
+	uint64_t key = (uint64_t)t->due;
+	struct tw_bucket *nb;
+
+	if (__builtin_expect(key + minus_first >= 63, 0))
+		return false;
+	*l = (*l)->next;
+	prefetch(*l);
+	nb = &slots[key & 63];
+	if (__builtin_expect(append_moved(nb, t) == &nb->head, 0))
+		fill_moved(w, levels, nb, t, 0);
+	return true;
+}
+
 /* The front of a drain of level 2 into level 1 at 64 buckets, a tick of
  * 1 and no observer (fast_levels): the run of timers due 1 to 63 ticks
  * ahead, each into level 1's bucket for its key, with nothing else to
  * decide. Stops at the first timer that needs more (move_exact() takes
  * it), after n timers, or at the end; cuts the run off b at once.
- * Returns how many it moved. The loop counts down what it may still move
- * and compares each key with the first tick level 1 takes, both set up
- * once, and reads a key again only where a bucket fills (rare), so that
- * no register keeps it. */
+ * Returns how many it moved. It compares each key with the first tick
+ * level 1 takes, set up once, and reads a key again only where a bucket
+ * fills (rare), so that no register keeps it; it moves two timers a
+ * round (level1_take() twice), so that one count down serves both and
+ * the link read for the next timer needs no copy into the register the
+ * loop began with. */
 hot_inline size_t drain_run_level1(struct tw_wheel *w, struct tw_bucket *b, size_t n)
 {
 	struct tw_level *levels = w->levels;
@@ -570,28 +618,28 @@ hot_inline size_t drain_run_level1(struct tw_wheel *w, struct tw_bucket *b, size
 	 * takes is one add (a lea), not a copy and a subtraction. */
 	uint64_t minus_first = -((uint64_t)levels->clock + 1);
 	struct tw_link *l = b->head.next;
-	size_t left;
+	size_t pairs, moved;
 
 	hide_from_folding(minus_first);
 	/* The list holds b->count timers: n of them, or all. */
 	if (n > b->count)
 		n = b->count;
-	for (left = n; left; left--) {
-		struct tw_timer *t = list_timer(l);
-		uint64_t key = (uint64_t)t->due;
-		struct tw_bucket *nb;
-
-		if (key + minus_first >= 63)
-			break;
-		l = l->next;
-		prefetch(l);
-		nb = &slots[key & 63];
-		if (__builtin_expect(append_moved(nb, t) == &nb->head, 0))
-			bucket_fill(w, levels, nb, t->due, t->due);
+	for (pairs = n / 2; pairs; pairs--) {
+		if (!level1_take(w, levels, slots, minus_first, &l)) {
+			moved = 0;
+			goto stop;
+		}
+		if (!level1_take(w, levels, slots, minus_first, &l)) {
+			moved = 1;
+			goto stop;
+		}
 	}
-	if (left != n)
-		bucket_cut(b, l, n - left);
-	return n - left;
+	moved = (n & 1) && level1_take(w, levels, slots, minus_first, &l);
+stop:
+	moved += 2 * (n / 2 - pairs);
+	if (moved)
+		bucket_cut(b, l, moved);
+	return moved;
 }
 
 /* Level 2's bucket (of 64 buckets of 32 ticks) for tick key: its slot
@@ -603,15 +651,61 @@ hot_inline struct tw_bucket *bucket_of_tick(struct tw_bucket *slots, uint64_t ke
 	return &slots[(key & (63u << 5)) >> 5];
 }
 
+/* One timer of drain_run()'s run: *l's into level 2's bucket for its key,
+ * or, due at a level-2 pop, first in the bucket popping then, as
+ * move_exact() files it; *l then its successor. False, with nothing
+ * done, for one that needs more: out of level 2's buckets, near the end
+ * of the int64 range or, not far, for level 1. */
+hot_inline bool level2_take(struct tw_wheel *w, struct tw_level *below,
+			    struct tw_bucket *slots, uint64_t clock,
+			    uint64_t minus_bstart, uint64_t pops, bool far,
+			    struct tw_link **l)
+{
+	struct tw_timer *t = list_timer(*l);
+	uint64_t key = (uint64_t)t->due;
+	struct tw_bucket *nb;
+
+	/* Level 2 takes distances from 64 on (below it, level 1) in its
+	 * buckets ahead of its clock. */
+	if (!far && key - clock - 64 >= (uint64_t)1 << 62)
+		return false;
+	if (__builtin_expect(!(key & 31), 0)) {
+		/* Due at a level-2 pop: first in the bucket popping then;
+		 * else (that bucket a lap ahead, or draining), by its key
+		 * as any other. */
+		if (key + 32 + minus_bstart < pops << 5 &&
+		    !(nb = bucket_of_tick(slots, key + 32))->draining) {
+			*l = (*l)->next;
+			prefetch(*l);
+			put_first_moved(w, below, nb, t, shift_floor((int64_t)key, 5) + 1,
+					(int64_t)key);
+			return true;
+		}
+		/* Near the end of the int64 range: move_exact() knows. */
+		if (pops < 64)
+			return false;
+	}
+	if (__builtin_expect(key + minus_bstart >= 64 << 5, 0))
+		return false;
+	*l = (*l)->next;
+	prefetch(*l);
+	nb = bucket_of_tick(slots, key);
+	if (__builtin_expect(append_moved(nb, t) == &nb->head, 0))
+		fill_moved(w, below, nb, t, 5);
+	else if ((int64_t)key < nb->min_key)
+		nb->min_key = (int64_t)key;
+	return true;
+}
+
 /* The front of a drain of level 3 into level 2, as drain_run_level1() is
  * of level 2: the run of timers that each go into level 2's bucket for
- * their key, or, one due at a level-2 pop, first in the bucket popping
- * then, as move_exact() files it. far: every timer of b is 64 ticks or
- * more ahead (the caller knows it from b's expiration), so none is for
- * level 1, and one level 2 cannot take is filed by its key here
- * (refile_first), not by a call of move_exact(). Idle timeouts 30 s out
- * come down this way, then through drain_run_level1() (make
- * bench-instr's idle-expire). */
+ * their key (level2_take(), two a round), or, one due at a level-2 pop,
+ * first in the bucket popping then, as move_exact() files it. far:
+ * every timer of b is 64 ticks or more ahead (the caller knows it from
+ * b's expiration), so none is for level 1, and one level 2 cannot take
+ * is filed by its key here (refile_first), not by a call of
+ * move_exact(). Idle timeouts 30 s out come down this way, then through
+ * drain_run_level1() (make bench-instr's idle-expire). */
 hot_inline size_t drain_run(struct tw_wheel *w, struct tw_bucket *b, size_t n,
 			    bool far)
 {
@@ -644,52 +738,40 @@ hot_inline size_t drain_run(struct tw_wheel *w, struct tw_bucket *b, size_t n,
 	if (n > b->count)
 		n = b->count;
 	while (taken < n) {
-		struct tw_timer *t = list_timer(l);
-		uint64_t key = (uint64_t)t->due;
-		struct tw_bucket *nb;
+		const size_t rounds = (n - taken) / 2;
+		size_t left, odd;
+		struct tw_timer *t;
 
-		/* Level 2 takes distances from 64 on (below it, level 1)
-		 * in its buckets ahead of its clock. */
-		if (!far && key - clock - 64 >= (uint64_t)1 << 62)
-			break;
-		if (__builtin_expect(!(key & 31), 0)) {
-			/* Due at a level-2 pop: first in the bucket popping
-			 * then, as move_exact() files it; else (that bucket
-			 * a lap ahead, or draining), by its key as any
-			 * other. */
-			if (key + 32 + minus_bstart < pops << 5 &&
-			    !(nb = bucket_of_tick(slots, key + 32))->draining) {
-				l = l->next;
-				prefetch(l);
-				put_first_moved(w, below, nb, t,
-						shift_floor((int64_t)key, 5) + 1,
-						(int64_t)key);
-				taken++;
-				continue;
+		/* Two a round: as in drain_run_level1(). */
+		for (left = rounds; left; left--) {
+			if (!level2_take(w, below, slots, clock, minus_bstart, pops, far, &l)) {
+				odd = 0;
+				goto stopped;
 			}
-			/* Near the end of the int64 range: move_exact()
-			 * knows. */
-			if (pops < 64)
-				break;
+			if (!level2_take(w, below, slots, clock, minus_bstart, pops, far, &l)) {
+				odd = 1;
+				goto stopped;
+			}
 		}
-		if (__builtin_expect(key + minus_bstart >= 64 << 5, 0)) {
-			if (!far)
-				break;
-			l = refile_first(w, b, l, taken);
-			done += taken + 1;
-			n -= taken + 1;
-			taken = 0;
-			continue;
-		}
-		l = l->next;
-		prefetch(l);
-		nb = bucket_of_tick(slots, key);
-		if (__builtin_expect(append_moved(nb, t) == &nb->head, 0))
-			bucket_fill(w, below, nb, shift_floor((int64_t)key, 5),
-				    (int64_t)key);
-		else if ((int64_t)key < nb->min_key)
-			nb->min_key = (int64_t)key;
-		taken++;
+		/* The last of an odd number. */
+		if (taken + 2 * rounds < n &&
+		    level2_take(w, below, slots, clock, minus_bstart, pops, far, &l))
+			taken++;
+		taken += 2 * rounds;
+		break;
+	stopped:
+		taken += 2 * (rounds - left) + odd;
+		/* One level 2 cannot take, met by a far drain: filed by its
+		 * key, and the run goes on past it (not one due at a pop near
+		 * the end of the int64 range: move_exact() knows). */
+		t = list_timer(l);
+		if (!far || (uint64_t)t->due + minus_bstart < 64 << 5 ||
+		    (!(t->due & 31) && pops < 64))
+			break;
+		l = refile_first(w, b, l, taken);
+		done += taken + 1;
+		n -= taken + 1;
+		taken = 0;
 	}
 	if (taken)
 		bucket_cut(b, l, taken);
