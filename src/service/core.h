@@ -149,6 +149,12 @@
  * (a batch is taken and run by one thread), many enough that the lock is
  * a small part of an expiry. */
 #define BATCH 64
+/* The scanner's first batch of a shard's scan without executors, each
+ * next one twice as large up to BATCH: the first callback of a wake runs
+ * after FIRST_BATCH timers are taken, not 64, each a cache miss (the
+ * reaper's lateness: the first callback after a tick boundary 20-30 us
+ * earlier, docs/service.md), for a few more lock holds a scan. */
+#define FIRST_BATCH 8
 #define MAX_EXECUTORS 4096
 
 /* running's low bit: an add came during the run and waits for its end. */
@@ -171,6 +177,10 @@ struct runner {
 	 * without asking each run about a re-arm (run.c, run_batch). */
 	uintptr_t periodic_any;
 	unsigned len;
+	/* The most an expiry puts into the batch directly (s->direct):
+	 * BATCH, less in the scanner's first batches of a scan without
+	 * executors (FIRST_BATCH). */
+	unsigned cap;
 	unsigned index;               /* in svc->runners */
 	/* Written by this runner, read by stats. */
 	_Atomic uint64_t ran, caller_ran;

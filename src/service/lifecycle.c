@@ -554,8 +554,10 @@ static int alloc_parts(struct tw_service *svc)
 		return TW_ENOMEM;
 	}
 	memset(svc->runners, 0, svc->nrunners * sizeof(*svc->runners));
-	for (unsigned i = 0; i < svc->nrunners; i++)
+	for (unsigned i = 0; i < svc->nrunners; i++) {
 		svc->runners[i].index = i;
+		svc->runners[i].cap = BATCH;
+	}
 	memset(svc->shards, 0, svc->nshards * sizeof(*svc->shards));
 	for (unsigned i = 0; i < svc->nshards; i++) {
 		struct shard *s = &svc->shards[i];

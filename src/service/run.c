@@ -235,7 +235,7 @@ svc_hot_inline bool expire(struct shard *s, struct tw_service_timer *t)
 		 * word. */
 		unsigned n = r->len;
 
-		if (n < BATCH) {
+		if (n < r->cap) {
 			r->len = n + 1;
 			r->periodic_any |= word;
 			take_slot(r, r->index, n, t, word);
@@ -244,7 +244,7 @@ svc_hot_inline bool expire(struct shard *s, struct tw_service_timer *t)
 				     TR_take);
 			/* A full batch runs before the wheel fires more:
 			 * the advance stops here (scan_shard goes on). */
-			if (n + 1 == BATCH) {
+			if (n + 1 == r->cap) {
 				tw__wheel_ask_stop(&s->wheel);
 				return true;
 			}
@@ -307,7 +307,7 @@ size_t tw__svc_take_run(struct tw_wheel *w, struct tw_bucket *b, int64_t due_by)
 	struct tw_service_timer *t;
 	size_t n = 0;
 
-	if (r && r->len < BATCH) {
+	if (r && r->len < r->cap) {
 		/* Into the scanner's batch (expire()'s first case), its
 		 * length and index kept in registers for the run: the
 		 * place counted in the word of runner and place that each
@@ -315,7 +315,7 @@ size_t tw__svc_take_run(struct tw_wheel *w, struct tw_bucket *b, int64_t due_by)
 		size_t len = r->len;
 		unsigned ri = r->index;
 		uint32_t where = runner_place(ri, (unsigned)len),
-			 full = runner_place(ri, BATCH);
+			 full = runner_place(ri, r->cap);
 		const uint32_t next_place = runner_place(0, 1);
 		uintptr_t periodic_any = 0;
 
@@ -920,13 +920,16 @@ static int64_t scan_shard(struct tw_service *svc, struct shard *s, int64_t now,
 		/* The scanner runs what expires as it expires (tw__svc_fire):
 		 * an advance fills a batch and stops (for_service.h), the
 		 * batch runs with the mutex let go, and the advance goes on,
-		 * so that each timer's line is loaded once. */
+		 * so that each timer's line is loaded once. The first batch
+		 * is small (FIRST_BATCH), each next one twice as large. */
+		struct runner *r = &svc->runners[me];
 		bool stopped;
 
+		r->cap = FIRST_BATCH;
 		do {
 			int64_t fired;
 
-			s->direct = &svc->runners[me];
+			s->direct = r;
 			fired = advance_wheel(s, now);
 			s->direct = NULL;
 			if (fired > 0)
@@ -936,11 +939,12 @@ static int64_t scan_shard(struct tw_service *svc, struct shard *s, int64_t now,
 			 * the expired list (an advance stops only in a
 			 * level-1 bucket or between pops), a batch a lock
 			 * hold, oldest first. */
-			while (svc->runners[me].len || take_batch(svc, s, me, BATCH)) {
+			while (r->len || take_batch(svc, s, me, r->cap)) {
 				shard_unlock(s);
 				TW_TEST_POINT("scan.batch", svc);
 				run_batch(svc, me);
 				shard_lock(s);
+				r->cap = r->cap < BATCH / 2 ? r->cap * 2 : BATCH;
 			}
 		} while (stopped);
 		*pending = wheel_next_expiry(s, &when);

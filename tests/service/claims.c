@@ -336,7 +336,9 @@ static int poll_parked_at_a_batch(struct tw_service *svc, struct shard *s,
  * take; a window rescheduled there from another thread, off a timer
  * still to run (still in the wheel: the advance stopped at the first
  * batch, so the poll expired one fewer), is filed in a whole wheel, runs
- * in no batch of the poll and never before its start.
+ * in no batch of the poll and never before its start. The scan's first
+ * batch holds FIRST_BATCH timers, so that its first callback waits for
+ * that many takes, not BATCH.
  */
 static void test_a_full_batch_runs_after_the_advance(void)
 {
@@ -358,6 +360,7 @@ static void test_a_full_batch_runs_after_the_advance(void)
 	s = &svc->shards[word_shard(word_load(&j[0].t))];
 	atomic_store(&virtual_now, 1700);
 	batch = poll_parked_at_a_batch(svc, s, &poller, &p, NULL);
+	CHECK_EQ(svc->runners[SCANNER(svc)].len, FIRST_BATCH);
 	/* The last timer, not in the first batch: moved to [3000, 3500]. */
 	CHECK_EQ(tw_service_reschedule_range(svc, &j[N - 1].t, 3000, 3500),
 		 TW_SVC_STOPPED);
