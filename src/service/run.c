@@ -27,6 +27,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#ifdef __linux__
+#include <sys/prctl.h>
+#endif
 
 #include "core.h"
 
@@ -1089,6 +1092,13 @@ void *tw__svc_reaper_main(void *arg)
 {
 	struct tw_service *svc = arg;
 
+#ifdef __linux__
+	/* Its sleeps end at the tick its timers fire at: with no timer
+	 * slack, not Linux's default 50 us that the kernel may add to each
+	 * to wake it with others (the lateness of every timer it runs,
+	 * docs/service.md). It sleeps once a due tick, slack or none. */
+	(void)prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
+#endif
 	THIS_THREAD.scanning = svc;
 	for (;;) {
 		int64_t next;

@@ -24,6 +24,9 @@
 #include <stdatomic.h>
 #include <string.h>
 #include <time.h>
+#ifdef __linux__
+#include <sys/prctl.h>
+#endif
 
 #include "check.h"
 #include "test_point.h"
@@ -413,6 +416,40 @@ static void test_a_timer_at_the_end_of_time_runs_when_the_clock_reads_it(void)
 	end_of_time(INT64_MAX, TW_S(1));
 }
 
+#ifdef __linux__
+static atomic_long reaper_slack = -1;
+
+static void note_slack(struct tw_service *svc, struct tw_service_timer *t)
+{
+	(void)svc;
+	(void)t;
+	atomic_store(&reaper_slack, (long)prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0));
+}
+
+/* The reaper sleeps to the tick it fires at with a timer slack of 1 ns,
+ * not Linux's default 50 us: a callback run on it (no executors, the
+ * real clock) reads its thread's slack. */
+static void test_the_reaper_sleeps_with_no_timer_slack(void)
+{
+	struct tw_service_config cfg = { 0 };
+	struct tw_service *svc;
+	struct tw_service_timer t;
+	struct timespec now, pause = { 0, 1000000 };
+
+	CHECK_EQ(tw_service_create(&svc, &cfg), TW_OK);
+	tw_service_timer_init(&t, note_slack);
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	CHECK_EQ(tw_service_add(svc, &t, (int64_t)now.tv_sec * 1000000000 +
+						  now.tv_nsec + 1000000),
+		 TW_OK);
+	for (int i = 0; i < 10000 && atomic_load(&reaper_slack) < 0; i++)
+		nanosleep(&pause, NULL);
+	CHECK_EQ(atomic_load(&reaper_slack), 1);
+	CHECK_EQ(tw_service_shutdown(svc, NULL, NULL), 0);
+	tw_service_destroy(svc);
+}
+#endif
+
 int main(void)
 {
 	tw__test_set_hook(hook);
@@ -423,5 +460,8 @@ int main(void)
 	RUN(test_reaper_sleeps_with_a_clock_near_int64_min);
 	RUN(test_a_clock_behind_changes_no_sleep);
 	RUN(test_a_timer_at_the_end_of_time_runs_when_the_clock_reads_it);
+#ifdef __linux__
+	RUN(test_the_reaper_sleeps_with_no_timer_slack);
+#endif
 	return check_report();
 }
