@@ -2,8 +2,9 @@
 /**
  * @file
  * The timer service: Kafka's SystemTimer in C. Add, cancel and reschedule
- * from any thread; a reaper thread sleeps until the next bucket is due and
- * hands expired timers to a pool of executor threads (or runs them itself).
+ * from any thread; a reaper thread sleeps until the next bucket is due (on
+ * Linux with a timer slack of 1 ns: PR_SET_TIMERSLACK) and hands expired
+ * timers to a pool of executor threads (or runs them itself).
  *
  * Exactly once. Every timer added ends in exactly one of three ways, and the
  * caller learns which:
