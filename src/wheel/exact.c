@@ -358,6 +358,18 @@ hot_inline int64_t move_exact(struct tw_wheel *w, struct tw_bucket *b, size_t n,
 	return fired;
 }
 
+/* b's front link l out of b, its successor (prefetched) first now, and
+ * counted out; move_each() leaves b's min_key to its end. */
+hot_inline void unlink_front(struct tw_bucket *b, struct tw_link *l)
+{
+	struct tw_link *next = l->next;
+
+	prefetch(next);
+	b->head.next = next;
+	next->prev = &b->head;
+	b->count--;
+}
+
 /* A popped bucket moved at once (a level 1 bucket firing, or one above
  * small enough to move in one step): move_exact() one timer at a time,
  * each out of b before it fires or is filed, as most of them fire.
@@ -375,7 +387,7 @@ hot_inline int64_t move_each(struct tw_wheel *w, struct tw_bucket *b, bool tick1
 	int64_t fired = 0;
 
 	for (;;) {
-		struct tw_link *l = b->head.next, *next;
+		struct tw_link *l = b->head.next;
 		struct tw_timer *t;
 		int64_t key;
 		uint32_t fast;
@@ -388,11 +400,7 @@ hot_inline int64_t move_each(struct tw_wheel *w, struct tw_bucket *b, bool tick1
 		 * cancelled the next ones) and tested at the run's foot, so
 		 * that a fire jumps back to no shared test. */
 		while (t->due <= due_by) {
-			next = l->next;
-			prefetch(next);
-			b->head.next = next;
-			next->prev = &b->head;
-			b->count--;
+			unlink_front(b, l);
 			t->bucket = NULL;
 			fire(w, t);
 			fired++;
@@ -408,11 +416,7 @@ hot_inline int64_t move_each(struct tw_wheel *w, struct tw_bucket *b, bool tick1
 				goto empty;
 			t = list_timer(l);
 		}
-		next = l->next;
-		prefetch(next);
-		b->head.next = next;
-		next->prev = &b->head;
-		b->count--;
+		unlink_front(b, l);
 		key = tick1 ? t->due : tw__ceil_div(t->due, w->tick);
 		if ((uint64_t)key - (uint64_t)clock - 1 < mask0) {
 			file_level1(w, levels, &slots0[(uint64_t)key & mask0], t, key, false);
