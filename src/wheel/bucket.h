@@ -145,7 +145,10 @@ struct tw_level {
 	/* Level 1's only: a timer service's wheel's taker of the due runs
 	 * of its level-1 buckets (for_service.h), else NULL. */
 	tw__wheel_take_fn *take_run;
-	uint64_t padding_[1];
+	/* Level 1's only: an advance leaves the drains' shares to
+	 * tw__wheel_run_drains() (for_service.h), and it left them. */
+	bool defer_drains, drains_owed;
+	uint8_t padding_[6];
 };
 
 _Static_assert(sizeof(void *) != 8 || sizeof(struct tw_level) == 128,

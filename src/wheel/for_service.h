@@ -48,6 +48,34 @@ static inline void tw__wheel_allow_stops(struct tw_wheel *w)
 	w->levels[0].stoppable = true;
 }
 
+/*
+ * Drains' shares run apart from the advance. An exact-mode advance ends
+ * with each drain's share for the time it covers: timers moved down a
+ * level, each a cache miss with a million pending (about 165 us a tick
+ * with 500 due a tick, under the service's shard mutex). A service with
+ * executors wants the fired run in an executor's hands first: where
+ * tw__wheel_defer_drains() asked it, the advance leaves the shares owed
+ * (tw__wheel_drains_owed), and tw__wheel_run_drains() moves them later,
+ * as the advance would have (what fires then is counted there). Between
+ * the two the wheel is whole and every call works on it; next_expiry may
+ * name an earlier time than it will after the shares, never a later one
+ * (a drain's deadline is never owed: the advance meets it). An advance
+ * that comes first takes the owed shares into its own (a share is in
+ * proportion to the time since the last). Exact mode only (kafka mode
+ * has no drains). tests/wheel/big_buckets.c checks both.
+ */
+int64_t tw__wheel_run_drains(struct tw_wheel *w);
+
+static inline void tw__wheel_defer_drains(struct tw_wheel *w, bool defer)
+{
+	w->levels[0].defer_drains = defer;
+}
+
+static inline bool tw__wheel_drains_owed(const struct tw_wheel *w)
+{
+	return w->levels[0].drains_owed;
+}
+
 static inline void tw__wheel_ask_stop(struct tw_wheel *w)
 {
 	w->stopping |= TW_STOP_ASKED;

@@ -10,10 +10,13 @@
  * where it fires without another move; a one-jump advance fires the
  * due timers of the bucket it ends inside where they are; and an event
  * loop sleeping until next_expiry wakes for every 2048 timers a big
- * bucket's drain moves, whatever level 1 holds.
+ * bucket's drain moves, whatever level 1 holds. The first of these also
+ * with the drains' shares left owed after each advance, as a service's
+ * wheel with executors has them.
  */
 
 #include "wheel_recs.h"
+#include "wheel/for_service.h"
 
 enum { N = 3000 };
 
@@ -33,6 +36,8 @@ static uint64_t rng;
 static int64_t prev_limit; /* the last advance's tick before this one */
 static int64_t cur_limit;
 static int observer_events;
+static bool deferring;  /* the wheel leaves the drains' shares owed */
+static int owed;        /* advances that left them owed */
 
 static int64_t pick(int64_t bound)
 {
@@ -123,6 +128,35 @@ static void advance(struct tw_wheel *w, int64_t now, bool unordered)
 		tw_wheel_advance_unordered(w, now);
 	else
 		tw_wheel_advance(w, now);
+	if (tw__wheel_drains_owed(w)) {
+		/* As a service with executors leaves them: other threads'
+		 * calls come on the whole wheel, next_expiry is never after
+		 * a pending timer's last tick, and then the shares move,
+		 * their fires checked as the advance's. */
+		int64_t when = 0;
+
+		owed++;
+		CHECK_WHEEL(w);
+		for (int k = pick(4) ? 0 : 3; k > 0; k--) {
+			struct btimer *b = &bt[pick(N)];
+
+			/* Pending ones only: the scenario ends when none is. */
+			if (!b->pending)
+				continue;
+			if (pick(3)) {
+				CHECK_EQ(tw_wheel_cancel(w, &b->timer), 1);
+				b->pending = false;
+			} else {
+				file_timer(w, b, true);
+			}
+			CHECK_WHEEL(w);
+		}
+		if (tw_wheel_next_expiry(w, &when))
+			for (int i = 0; i < N; i++)
+				CHECK(!bt[i].pending || when <= bt[i].last_key);
+		tw__wheel_run_drains(w);
+		CHECK(!tw__wheel_drains_owed(w));
+	}
 	prev_limit = now;
 	CHECK_WHEEL(w);
 }
@@ -139,6 +173,7 @@ static void run_scenario(uint64_t seed, bool observed)
 	CHECK_EQ(tw_wheel_init(&w, 1, 64, 0, TW_MODE_EXACT), TW_OK);
 	if (observed)
 		tw_wheel_set_observer(&w, &counter);
+	tw__wheel_defer_drains(&w, deferring);
 	for (int i = 0; i < N; i++) {
 		memset(&bt[i], 0, sizeof(bt[i]));
 		bt[i].id = i;
@@ -201,6 +236,20 @@ static void test_big_buckets_fire_in_time(void)
 static void test_big_buckets_fire_in_time_observed(void)
 {
 	run_scenario(7, true);
+}
+
+/* The same where each advance leaves the drains' shares owed, as a
+ * timer service's wheel with executors does (wheel/for_service.h), with
+ * calls between it and the shares: the same times, and the invariants
+ * hold in between. */
+static void test_big_buckets_fire_in_time_drains_deferred(void)
+{
+	deferring = true;
+	owed = 0;
+	for (uint64_t seed = 8; seed <= 10; seed++)
+		run_scenario(seed, seed == 10);
+	deferring = false;
+	CHECK(owed > 100);
 }
 
 static int placed[2];
@@ -455,6 +504,7 @@ int main(void)
 {
 	RUN(test_big_buckets_fire_in_time);
 	RUN(test_big_buckets_fire_in_time_observed);
+	RUN(test_big_buckets_fire_in_time_drains_deferred);
 	RUN(test_drain_files_a_timer_due_at_a_pop_there);
 	RUN(test_drain_files_a_timer_due_at_a_pop_there_quietly);
 	RUN(test_unordered_jump_fires_inside_the_bucket_it_ends_in);
