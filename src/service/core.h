@@ -275,6 +275,9 @@ struct tw_service {
 	pthread_mutex_t reaper_mu;
 	struct tw__bell reaper_bell;
 	bool kicked, stop_reaper;
+	/* The reaper's own: a scan left a shard's drains' shares owed
+	 * (run.c, drain_pass). */
+	bool drains_left;
 	/* A manual service's wake-up (tw_service_set_wake, under
 	 * reaper_mu): armed by each tw_service_next_expiry(), used by the
 	 * first add after it (wake_armed 1: armed). */

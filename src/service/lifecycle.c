@@ -577,6 +577,10 @@ static int alloc_parts(struct tw_service *svc)
 			return TW_ENOMEM;
 		/* Its due runs are taken whole (exact mode's level 1). */
 		tw__wheel_set_taker(&s->wheel, tw__svc_take_run);
+		/* With executors the reaper moves the drains' shares after
+		 * they have taken what fired (run.c, drain_pass). */
+		if (svc->nexecutors)
+			tw__wheel_defer_drains(&s->wheel, true);
 	}
 	return TW_OK;
 }

@@ -992,6 +992,12 @@ static int64_t scan_shard(struct tw_service *svc, struct shard *s, int64_t now,
 		if (!stopped)
 			break;
 	}
+	/* The drains' shares (exact mode): the reaper leaves them for its
+	 * drain_pass() while executors take what fired; otherwise now. */
+	if (reaper && load_u64(&s->nexpired))
+		svc->drains_left |= tw__wheel_drains_owed(&s->wheel);
+	else if (tw__wheel_run_drains(&s->wheel) > 0 && !list_empty(&s->expired))
+		posted |= post(svc, s);
 	*pending = wheel_next_expiry(s, &when);
 	*next = *pending ? when : INT64_MAX;
 	if (reaper) {
@@ -1045,6 +1051,60 @@ static int64_t scan(struct tw_service *svc, int64_t now, int64_t *next,
 }
 
 #define MAX_SLEEP_NS (3600 * 1000000000LL)
+
+/* How long the reaper leaves the drains' shares to the executors' takes
+ * at most: a quarter of a tick, and never more than this. */
+#define DRAIN_WAIT_NS 250000
+
+/*
+ * The drains' shares a scan left owed (exact mode, with executors: the
+ * wheel's tw__wheel_defer_drains). An advance ends with them, a level's
+ * timers moved down, each a cache miss -- about 165 us a tick with 500
+ * timers due a tick among a million -- and with the shard's mutex held:
+ * an executor woken for what fired met that mutex and waited for them
+ * all (the first callback after a tick boundary a median 432-458 us
+ * late, 267-272 us with the shares moved here; docs/service.md, The
+ * reaper). So the reaper waits a little (DRAIN_WAIT_NS, a quarter of a
+ * tick at most; less if a kick or shutdown comes, none if the executors
+ * have taken everything already) and then moves them. *next and *pending
+ * become the shards' next expiry after the shares, which reaper_sees
+ * keeps per shard. A timer the shares fire (none but one a stays-put
+ * reschedule left behind) goes to the executors as an advance's does.
+ */
+static void drain_pass(struct tw_service *svc, int64_t *next, bool *pending)
+{
+	int64_t wait = svc->cfg.tick / 4;
+
+	if (!svc->drains_left)
+		return;
+	svc->drains_left = false;
+	if (wait > DRAIN_WAIT_NS)
+		wait = DRAIN_WAIT_NS;
+	pthread_mutex_lock(&svc->reaper_mu);
+	if (!svc->kicked && !svc->stop_reaper && wait > 0 && waiting(svc))
+		tw__bell_wait(&svc->reaper_bell, &svc->reaper_mu, wait);
+	pthread_mutex_unlock(&svc->reaper_mu);
+	TW_TEST_POINT("reaper.drains", svc);
+	*next = INT64_MAX;
+	*pending = false;
+	for (unsigned i = 0; i < svc->nshards; i++) {
+		struct shard *s = &svc->shards[i];
+		bool posted = false, any;
+		int64_t when;
+
+		shard_lock(s);
+		if (tw__wheel_run_drains(&s->wheel) > 0 && !list_empty(&s->expired))
+			posted = post(svc, s);
+		any = wheel_next_expiry(s, &when);
+		s->reaper_sees = any ? when : INT64_MAX;
+		s->reaper_idle = !any;
+		shard_unlock(s);
+		if (any && when < *next)
+			*next = when;
+		*pending |= any;
+		wake_executor(svc, &posted);
+	}
+}
 
 /* Tests see the reaper's decision at "reaper.sleeping", before it sleeps:
  * what it chose is exact, how often a busy machine woke it is not. */
@@ -1115,6 +1175,8 @@ void *tw__svc_reaper_main(void *arg)
 		TW_TEST_POINT("reaper.cleared", svc);
 
 		scan(svc, tw__svc_read_clock(svc), &next, &pending, true);
+		if (svc->nexecutors)
+			drain_pass(svc, &next, &pending);
 
 		pthread_mutex_lock(&svc->reaper_mu);
 		if (!svc->kicked && !svc->stop_reaper)

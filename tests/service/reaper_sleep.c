@@ -29,6 +29,7 @@
 #endif
 
 #include "check.h"
+#include "service/core.h"
 #include "test_point.h"
 #include "virtual_clock.h"
 
@@ -41,6 +42,10 @@ static uint64_t scans_begun;      /* "reaper.cleared": a scan is to start */
 static uint64_t decided_after;    /* scans_begun at the last decision */
 static atomic_int add_kicks;      /* "add.kicks": an add kicked the reaper */
 static int64_t decided_ns;        /* that decision's sleep */
+/* "reaper.drains": the reaper is to move the drains' shares its scan left
+ * owed. With hold_drains set, the first time it comes with shares owed it
+ * waits there (parked) until hold_drains is cleared. */
+static bool hold_drains, parked;
 
 /* The clock of the test of a time behind: on the reaper's second read
  * after a scan begins (the one it sleeps from; the scan of its one shard
@@ -70,6 +75,21 @@ static void hook(const char *point, const void *obj)
 			atomic_store(&reads_to_behind, 2);
 	} else if (strcmp(point, "add.kicks") == 0) {
 		atomic_fetch_add(&add_kicks, 1);
+	} else if (strcmp(point, "reaper.drains") == 0) {
+		struct shard *s = &((struct tw_service *)(uintptr_t)obj)->shards[0];
+		bool owed;
+
+		shard_lock(s);
+		owed = tw__wheel_drains_owed(&s->wheel);
+		shard_unlock(s);
+		pthread_mutex_lock(&seen_mu);
+		if (owed && hold_drains) {
+			parked = true;
+			pthread_cond_broadcast(&seen_cv);
+			while (hold_drains)
+				pthread_cond_wait(&seen_cv, &seen_mu);
+		}
+		pthread_mutex_unlock(&seen_mu);
 	} else if (strcmp(point, "reaper.sleeping") == 0) {
 		pthread_mutex_lock(&seen_mu);
 		decided_after = scans_begun;
@@ -95,10 +115,12 @@ static int64_t next_decision(struct tw_service *svc)
 	clock_gettime(CLOCK_REALTIME, &until);
 	until.tv_sec += 60; /* a guard against a hang */
 	pthread_mutex_lock(&seen_mu);
-	while (decided_after <= before)
+	while (decided_after <= before && !parked)
 		if (pthread_cond_timedwait(&seen_cv, &seen_mu, &until))
 			break;
-	if (decided_after > before)
+	if (parked)
+		ns = -3;
+	else if (decided_after > before)
 		ns = decided_ns;
 	pthread_mutex_unlock(&seen_mu);
 	return ns;
@@ -327,6 +349,76 @@ static void test_an_add_that_makes_a_bucket_drain_in_shares_kicks(void)
 	tw_service_destroy(svc);
 }
 
+/* With an executor, a tick's run is the executor's before the reaper
+ * moves the drains' shares (wheel/for_service.h): its scan leaves them
+ * owed, and while the reaper is held where it is to move them, the
+ * executor runs every timer due by then. 300 timers due at 1 s fill a
+ * bucket that drains in shares, and one timer is due every millisecond
+ * before it; the reaper is held the first time it has shares owed, and
+ * the shares move after. Every timer runs once, never early, the 300 at
+ * their tick. */
+static void test_an_executor_has_the_run_before_the_drains_shares(void)
+{
+	enum { MANY = 300, STEPS = 100 };
+	static struct job j[MANY], step[STEPS];
+	int64_t start = TW_S(1000), due = start + TW_MS(1000), now, ns;
+	struct tw_service *svc = reaper_service(start, TW_MS(1));
+	struct shard *s = &svc->shards[0];
+	bool owed;
+	int ran = 0, due_by_now = 0;
+
+	for (int i = 0; i < MANY; i++) {
+		job_init(&j[i]);
+		CHECK_EQ(tw_service_add(svc, &j[i].t, due), TW_OK);
+	}
+	for (int k = 0; k < STEPS; k++) {
+		job_init(&step[k]);
+		CHECK_EQ(tw_service_add(svc, &step[k].t, due - TW_MS(STEPS - k)),
+			 TW_OK);
+	}
+	pthread_mutex_lock(&seen_mu);
+	hold_drains = true;
+	parked = false;
+	pthread_mutex_unlock(&seen_mu);
+	ns = next_decision(svc);
+	for (int wakes = 0; ns >= 0 && wakes < 2000; wakes++) {
+		atomic_fetch_add(&virtual_now, ns);
+		ns = next_decision(svc);
+	}
+	CHECK_EQ(ns, -3); /* parked at "reaper.drains" with shares owed */
+	now = atomic_load(&virtual_now);
+	for (int k = 0; k < STEPS; k++)
+		if (due - TW_MS(STEPS - k) <= now)
+			due_by_now++;
+	CHECK(due_by_now > 0);
+	CHECK(all_ran(step, due_by_now));
+	shard_lock(s);
+	owed = tw__wheel_drains_owed(&s->wheel);
+	shard_unlock(s);
+	CHECK(owed);
+	pthread_mutex_lock(&seen_mu);
+	hold_drains = false;
+	parked = false;
+	pthread_cond_broadcast(&seen_cv);
+	pthread_mutex_unlock(&seen_mu);
+	CHECK(follow_the_reaper(svc, 5000) > 0);
+	CHECK(all_ran(j, MANY));
+	CHECK(all_ran(step, STEPS));
+	for (int i = 0; i < MANY; i++) {
+		ran += atomic_load(&j[i].runs);
+		CHECK_EQ(atomic_load(&j[i].ran_at), due);
+	}
+	/* Never early; the test may have moved the clock on before the
+	 * executor ran one (the last tick's stay: nothing moves it after). */
+	for (int k = 0; k < STEPS; k++) {
+		ran += atomic_load(&step[k].runs);
+		CHECK(atomic_load(&step[k].ran_at) >= due - TW_MS(STEPS - k));
+	}
+	CHECK_EQ(ran, MANY + STEPS);
+	CHECK_EQ(tw_service_shutdown(svc, NULL, NULL), 0);
+	tw_service_destroy(svc);
+}
+
 /* An injected clock near INT64_MIN and a timer half way to INT64_MAX:
  * next - now does not fit an int64_t. Overflowed into a negative "due
  * already", it would make the reaper spin; the reaper sleeps its
@@ -457,6 +549,7 @@ int main(void)
 	RUN(test_reaper_sleeps_and_is_woken_by_earlier_add);
 	RUN(test_an_add_in_the_tick_the_reaper_wakes_for_does_not_kick);
 	RUN(test_an_add_that_makes_a_bucket_drain_in_shares_kicks);
+	RUN(test_an_executor_has_the_run_before_the_drains_shares);
 	RUN(test_reaper_sleeps_with_a_clock_near_int64_min);
 	RUN(test_a_clock_behind_changes_no_sleep);
 	RUN(test_a_timer_at_the_end_of_time_runs_when_the_clock_reads_it);
