@@ -304,11 +304,47 @@ static void on_fire(struct tw_wheel *w, struct tw_timer *t)
 
 static int64_t model_count(void);
 
+/* Up to two calls on the wheel between the parts of an advance, as
+ * another thread of the service makes them between its batches or
+ * before the drains' shares, each followed by the checker: an add, a
+ * cancel or a windowed add, and with kinds 4 also a next_expiry. What
+ * they make due waits for the next advance (ready), as a callback's
+ * does. Whether any came. */
+static bool calls_between(int64_t kinds)
+{
+	bool any = false;
+
+	for (int k = (int)rnd_range(3); k > 0; k--) {
+		struct mtimer *m = &timers[rnd_range(NTIMERS)];
+		int64_t when = 0;
+
+		any = true;
+		switch (rnd_range(kinds)) {
+		case 0:
+			model_add(m, random_due(), m->pending);
+			break;
+		case 1:
+			model_cancel(m);
+			break;
+		case 3:
+			CHECK_EQ(tw_wheel_next_expiry(&wheel, &when),
+				 model_count() > 0);
+			break;
+		default:
+			model_add_range(m, random_due(), random_width(),
+					m->pending);
+			break;
+		}
+		CHECK_WHEEL(&wheel);
+	}
+	return any;
+}
+
 static void model_advance(int64_t now)
 {
 	int64_t rc, expected_min = 0, expected_max = 0;
 	bool drained = false; /* handed back while stopped */
-	bool touched = false; /* called while stopped */
+	bool touched = false; /* called between its parts */
 
 	cur_limit = limit_of(now);
 	for (int i = 0; i < NTIMERS; i++) {
@@ -353,24 +389,7 @@ static void model_advance(int64_t now)
 		/* Calls while stopped, as another thread of the service
 		 * makes them between its batches: what they make due waits
 		 * for the next advance (ready), as a callback's does. */
-		for (int k = (int)rnd_range(3); k > 0; k--) {
-			struct mtimer *m = &timers[rnd_range(NTIMERS)];
-
-			touched = true;
-			switch (rnd_range(3)) {
-			case 0:
-				model_add(m, random_due(), m->pending);
-				break;
-			case 1:
-				model_cancel(m);
-				break;
-			default:
-				model_add_range(m, random_due(), random_width(),
-						m->pending);
-				break;
-			}
-			CHECK_WHEEL(&wheel);
-		}
+		touched |= calls_between(3);
 		in_advance = true;
 		rc += unordered ? tw_wheel_advance_unordered(&wheel, now)
 				: tw_wheel_advance(&wheel, now);
@@ -383,29 +402,7 @@ static void model_advance(int64_t now)
 		owed_drains++;
 		in_advance = false;
 		CHECK_WHEEL(&wheel);
-		for (int k = (int)rnd_range(3); k > 0; k--) {
-			struct mtimer *m = &timers[rnd_range(NTIMERS)];
-			int64_t when = 0;
-
-			touched = true;
-			switch (rnd_range(4)) {
-			case 0:
-				model_add(m, random_due(), m->pending);
-				break;
-			case 1:
-				model_cancel(m);
-				break;
-			case 2:
-				CHECK_EQ(tw_wheel_next_expiry(&wheel, &when),
-					 model_count() > 0);
-				break;
-			default:
-				model_add_range(m, random_due(), random_width(),
-						m->pending);
-				break;
-			}
-			CHECK_WHEEL(&wheel);
-		}
+		touched |= calls_between(4);
 		in_advance = true;
 		rc += tw__wheel_run_drains(&wheel);
 		CHECK(!tw__wheel_drains_owed(&wheel));
