@@ -1068,8 +1068,8 @@ static int64_t scan(struct tw_service *svc, int64_t now, int64_t *next,
  * tick at most; less if a kick or shutdown comes, none if the executors
  * have taken everything already) and then moves them. *next and *pending
  * become the shards' next expiry after the shares, which reaper_sees
- * keeps per shard. A timer the shares fire (none but one a stays-put
- * reschedule left behind) goes to the executors as an advance's does.
+ * keeps per shard. A timer the shares fire (the wheel's moves rarely
+ * fire one) goes to the executors as an advance's does.
  */
 static void drain_pass(struct tw_service *svc, int64_t *next, bool *pending)
 {
