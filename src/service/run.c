@@ -903,6 +903,22 @@ void *tw__svc_executor_main(void *arg)
 
 /* ---- scanning ---- */
 
+/* Under s->mu: whether a timer is pending in s, and in *next its next
+ * expiry (INT64_MAX if none), which the reaper (reaper) leaves in
+ * reaper_sees for the adds to compare with. */
+static bool shard_next(struct shard *s, bool reaper, int64_t *next)
+{
+	int64_t when;
+	bool pending = wheel_next_expiry(s, &when);
+
+	*next = pending ? when : INT64_MAX;
+	if (reaper) {
+		s->reaper_sees = *next;
+		s->reaper_idle = !pending;
+	}
+	return pending;
+}
+
 /*
  * Advance shard s to now under its mutex and deal with what expired:
  * without executors the scanner runs it all, a batch per lock hold, as
@@ -914,7 +930,7 @@ void *tw__svc_executor_main(void *arg)
 static int64_t scan_shard(struct tw_service *svc, struct shard *s, int64_t now,
 			  int64_t *next, bool *pending, bool reaper)
 {
-	int64_t n = 0, when;
+	int64_t n = 0;
 	unsigned me = SCANNER(svc);
 	bool posted = false; /* an executor to wake once s->mu is let go */
 
@@ -950,12 +966,7 @@ static int64_t scan_shard(struct tw_service *svc, struct shard *s, int64_t now,
 				r->cap = r->cap < BATCH / 2 ? r->cap * 2 : BATCH;
 			}
 		} while (stopped);
-		*pending = wheel_next_expiry(s, &when);
-		*next = *pending ? when : INT64_MAX;
-		if (reaper) {
-			s->reaper_sees = *next;
-			s->reaper_idle = !*pending;
-		}
+		*pending = shard_next(s, reaper, next);
 		shard_unlock(s);
 		return n;
 	}
@@ -998,12 +1009,7 @@ static int64_t scan_shard(struct tw_service *svc, struct shard *s, int64_t now,
 		svc->drains_left |= tw__wheel_drains_owed(&s->wheel);
 	else if (tw__wheel_run_drains(&s->wheel) > 0 && !list_empty(&s->expired))
 		posted |= post(svc, s);
-	*pending = wheel_next_expiry(s, &when);
-	*next = *pending ? when : INT64_MAX;
-	if (reaper) {
-		s->reaper_sees = *next;
-		s->reaper_idle = !*pending;
-	}
+	*pending = shard_next(s, reaper, next);
 	for (;;) {
 		/* What a wheel that could not stop put on the list past the
 		 * capacity (which may be as large as SIZE_MAX: compared, not
@@ -1095,9 +1101,7 @@ static void drain_pass(struct tw_service *svc, int64_t *next, bool *pending)
 		shard_lock(s);
 		if (tw__wheel_run_drains(&s->wheel) > 0 && !list_empty(&s->expired))
 			posted = post(svc, s);
-		any = wheel_next_expiry(s, &when);
-		s->reaper_sees = any ? when : INT64_MAX;
-		s->reaper_idle = !any;
+		any = shard_next(s, true, &when);
 		shard_unlock(s);
 		if (any && when < *next)
 			*next = when;
