@@ -427,18 +427,43 @@ static inline int64_t service_latest(const struct shard *s)
 	return (int64_t)load_u64(&s->svc->latest);
 }
 
-static inline int64_t its_due(const struct shard *s, int64_t due)
+/* its_due() against a reading of latest the caller made. */
+static inline int64_t its_due_at(const struct shard *s, int64_t due,
+				 int64_t latest)
 {
 	if (s->unit != 1)
-		return due <= service_latest(s) ? s->wheel.now
-						: tw__ceil_div(due, s->unit);
+		return due <= latest ? s->wheel.now : tw__ceil_div(due, s->unit);
 	/* Kafka mode files by the service's time, as Kafka does. */
 	if (s->wheel.mode == TW_MODE_KAFKA)
 		return due;
 	/* Exact mode with a tick of 1: a window's earliest after the
 	 * lagging wheel's clock would be filed at a tick of the wheel's
 	 * own choosing inside the window, not due at once. */
-	return due <= service_latest(s) ? s->wheel.now : due;
+	return due <= latest ? s->wheel.now : due;
+}
+
+static inline int64_t its_due(const struct shard *s, int64_t due)
+{
+	return its_due_at(s, due, service_latest(s));
+}
+
+/* A window [due, end] on the wheel's keys, in *first and *last, both
+ * against one reading of latest. The scanner moves latest before it
+ * takes this shard's mutex, so two readings may fall on either side of
+ * its store: due after the first, end at or before the second, and the
+ * window would end (at the wheel's clock) before it begins -- which the
+ * wheel refuses, leaving a timer the service calls pending in no
+ * bucket, never to run. One reading keeps first <= last: a time after
+ * latest keys at or after the tick latest is in, which the wheel's
+ * clock has not passed. */
+static inline void its_window(const struct shard *s, int64_t due, int64_t end,
+			      int64_t *first, int64_t *last)
+{
+	int64_t latest = service_latest(s);
+
+	TW_TEST_POINT("file.window", s);
+	*first = its_due_at(s, due, latest);
+	*last = its_due_at(s, end, latest);
 }
 
 /* What an advance to now (the service's clock) advances the wheel to:

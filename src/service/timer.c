@@ -157,9 +157,11 @@ link_pending(struct tw_service *svc, struct shard *s,
 	 * across its call: under the mutex the order is not seen. */
 	word_set(t, word, word_with(word, ST_PENDING, 0, run_going ? 0 : F_RAN), tr);
 	if (slack) {
+		int64_t first, last;
+
 		end = tw__svc_window_end(svc, due, slack);
-		tw_wheel_add_range(&s->wheel, &t->wheel_timer, its_due(s, due),
-				   its_due(s, end));
+		its_window(s, due, end, &first, &last);
+		tw_wheel_add_range(&s->wheel, &t->wheel_timer, first, last);
 	} else {
 		tw_wheel_add(&s->wheel, &t->wheel_timer, its_due(s, due));
 	}
@@ -219,9 +221,11 @@ reschedule_pending(struct tw_service *svc, struct shard *s,
 	t->slack = slack;
 	set_grid(t, word, due);
 	if (slack) {
+		int64_t first, last;
+
 		end = tw__svc_window_end(svc, due, slack);
-		tw_wheel_reschedule_range(&s->wheel, &t->wheel_timer,
-					  its_due(s, due), its_due(s, end));
+		its_window(s, due, end, &first, &last);
+		tw_wheel_reschedule_range(&s->wheel, &t->wheel_timer, first, last);
 	} else {
 		tw_wheel_reschedule(&s->wheel, &t->wheel_timer, its_due(s, due));
 	}
