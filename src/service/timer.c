@@ -27,6 +27,8 @@
 #include "../posix.h"
 
 #include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
 
 #include "core.h"
 
@@ -138,6 +140,31 @@ lower_reaper_sees_after_filing(struct tw_service *svc, struct shard *s,
 		lower_reaper_sees_to_next(svc, s, kick);
 }
 
+/* The wheel refuses a filing only for what the service never asks (a
+ * window that ends before it begins, a timer already in a bucket): a
+ * refusal is the service's own bug, and would leave a timer its word
+ * calls PENDING in no bucket, never to run. The debug and test-point
+ * builds stop there, saying so; the shipped build does not test. */
+#if defined(TW_DEBUG) || defined(TW_TEST_HOOKS)
+static __attribute__((noinline, cold)) void
+refused(int rc, const struct tw_service_timer *t, int64_t first, int64_t last)
+{
+	fprintf(stderr, "timingwheel: the wheel refused (%d) to file service "
+		"timer %p at [%lld, %lld]: a bug in the service, not the "
+		"caller's\n", rc, (const void *)t, (long long)first,
+		(long long)last);
+	abort();
+}
+#define FILED(rc, t, first, last)                                       \
+	do {                                                            \
+		int filed_rc_ = (rc);                                   \
+		if (filed_rc_ < 0)                                      \
+			refused(filed_rc_, t, first, last);             \
+	} while (0)
+#else
+#define FILED(rc, t, first, last) ((void)(rc))
+#endif
+
 /* Link t (word: IDLE) in its shard's wheel at due with a window of slack
  * ticks: PENDING. F_RAN stays while the run it names goes on (a
  * cancel_sync still has to wait for it). Inlined: an add's common case
@@ -161,9 +188,12 @@ link_pending(struct tw_service *svc, struct shard *s,
 
 		end = tw__svc_window_end(svc, due, slack);
 		its_window(s, due, end, &first, &last);
-		tw_wheel_add_range(&s->wheel, &t->wheel_timer, first, last);
+		FILED(tw_wheel_add_range(&s->wheel, &t->wheel_timer, first, last),
+		      t, first, last);
 	} else {
-		tw_wheel_add(&s->wheel, &t->wheel_timer, its_due(s, due));
+		int64_t at = its_due(s, due);
+
+		FILED(tw_wheel_add(&s->wheel, &t->wheel_timer, at), t, at, at);
 	}
 	if (tr != TR_place) /* a deferred add was counted when deferred */
 		bump(&s->added, 1);
@@ -225,9 +255,12 @@ reschedule_pending(struct tw_service *svc, struct shard *s,
 
 		end = tw__svc_window_end(svc, due, slack);
 		its_window(s, due, end, &first, &last);
-		tw_wheel_reschedule_range(&s->wheel, &t->wheel_timer, first, last);
+		FILED(tw_wheel_reschedule_range(&s->wheel, &t->wheel_timer,
+						first, last), t, first, last);
 	} else {
-		tw_wheel_reschedule(&s->wheel, &t->wheel_timer, its_due(s, due));
+		int64_t at = its_due(s, due);
+
+		FILED(tw_wheel_reschedule(&s->wheel, &t->wheel_timer, at), t, at, at);
 	}
 	bump(&s->moved, 1);
 	lower_reaper_sees_after_filing(svc, s, t, end, kick);
