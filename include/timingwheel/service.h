@@ -690,13 +690,14 @@ int tw_service_timer_shutdown(struct tw_service *svc, struct tw_service_timer *t
  * is its due time rounded up to its tick (due at 1,500 with a tick of
  * 1,000, it runs in a poll at 2,000 or later, never in one at 1,500) --
  * unless the service's time had already reached its due time when it was
- * added (a poll read the clock at 1,500 or later before the add): such a
- * timer is due at once and runs at the next poll that runs anything,
- * whatever time that reads (one whose clock reads behind the service's
- * time returns TW_ERANGE and changes nothing). A window's due time is its
- * earliest; tw_service_reschedule_range() does not move a pending timer
- * whose bucket still fires inside the new window, reached or not (it
- * runs when its bucket fires).
+ * added (a poll that read the clock at 1,500 or later returned before the
+ * add began; a poll under way during the add may not have made the time
+ * it read the service's yet): such a timer is due at once and runs at the
+ * next poll that runs anything, whatever time that reads (one whose clock
+ * reads behind the service's time returns TW_ERANGE and changes nothing).
+ * A window's due time is its earliest; tw_service_reschedule_range() does
+ * not move a pending timer whose bucket still fires inside the new window,
+ * reached or not (it runs when its bucket fires).
  * @param svc the service
  * @return how many were dispatched (expired by this poll: run here or
  *         queued for the executors, one a callback stops before its turn
