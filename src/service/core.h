@@ -442,9 +442,9 @@ static inline int64_t its_due_at(const struct shard *s, int64_t due,
 	return due <= latest ? s->wheel.now : due;
 }
 
-/* The unit's test first, then latest read: its_due_at()'s own order
- * with the read hoisted costs an add two instructions (make
- * bench-instr-service). */
+/* The unit tested before latest is read: written as its_due_at(s, due,
+ * service_latest(s)), the read first, an add costs two instructions more
+ * (make bench-instr-service). */
 static inline int64_t its_due(const struct shard *s, int64_t due)
 {
 	if (s->unit != 1)
@@ -460,8 +460,8 @@ static inline int64_t its_due(const struct shard *s, int64_t due)
  * window would end (at the wheel's clock) before it begins -- which the
  * wheel refuses, leaving a timer the service calls pending in no
  * bucket, never to run. One reading keeps first <= last: a time after
- * latest keys at or after the tick latest is in, which the wheel's
- * clock has not passed. */
+ * latest keys after the tick latest is in, which the wheel's clock has
+ * not passed. */
 static inline void its_window(const struct shard *s, int64_t due, int64_t end,
 			      int64_t *first, int64_t *last)
 {
