@@ -7,9 +7,10 @@
  * it read the time for its window ("file.window", the mutex held), a
  * poll on another thread stores a time past the window's end and waits
  * for the mutex; released, the add must file its window as of one time,
- * and the poll must run the timer (service.h: an add that returned
- * before a poll began, due by its clock, has run when it returns; here
- * the poll began during the add, and its time is past the window).
+ * and the poll, which advances the shard after the add let go of it,
+ * must run the timer: its time is past the window's end. (service.h lets
+ * an add made during a poll run at the next poll instead; in this order
+ * the poll finds it filed. What matters is that some poll runs it.)
  * Filed with its earliest read before the store and its end read after,
  * the window ended at the wheel's clock before it began: the wheel
  * refused it, the timer stayed PENDING in no bucket and never ran (a
