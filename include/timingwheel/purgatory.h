@@ -385,7 +385,9 @@ int tw_purgatory_create(struct tw_purgatory **out,
  *         (the debug build, TW_DEBUG, stops at a tw_op_init before it and
  *         names this case). Watch it again only after a new tw_op_init
  * @retval TW_ESHUTDOWN the purgatory is shut down (whatever else the call
- *         would have answered, TW_EBUSY included)
+ *         would have answered, TW_EBUSY included -- but for bad arguments,
+ *         checked first: a NULL pointer, no keys or more than
+ *         TW_WATCH_KEYS_MAX, a key empty or too long get TW_EINVAL)
  * (on an error the op's timeout is not armed, and the op is on no list --
  * but after TW_ENOMEM an entry on a list that a key check was walking
  * stays there, counted by tw_purgatory_watched(), until that check ends

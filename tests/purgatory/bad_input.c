@@ -137,6 +137,14 @@ static void test_purgatory_bad_input(void)
 	CHECK_EQ(tw_purgatory_shutdown(p, NULL), 0);
 	CHECK_EQ(tw_purgatory_try_complete_else_watch(p, &bad.base, keys, lens, 1, bad.watch),
 		 TW_ESHUTDOWN);
+	/* Bad arguments are checked first: an empty key is TW_EINVAL,
+	 * shut down or not (purgatory.h). */
+	{
+		const size_t empty = 0;
+
+		CHECK_EQ(tw_purgatory_try_complete_else_watch(p, &bad.base, keys, &empty, 1,
+							      bad.watch), TW_EINVAL);
+	}
 	CHECK_EQ(tw_purgatory_delayed(p), 0);
 	tw_purgatory_destroy(p);
 	tw_op_destroy(&bystander.base);
