@@ -33,19 +33,6 @@
 #include "forced_jobs.h"
 #include "service/core.h"
 
-struct poll_call {
-	struct tw_service *svc;
-	int64_t result;
-};
-
-static void *poll_main(void *arg)
-{
-	struct poll_call *p = arg;
-
-	p->result = tw_service_poll(p->svc);
-	return NULL;
-}
-
 struct window_call {
 	struct tw_service *svc;
 	struct job *job;
@@ -73,7 +60,7 @@ static void window_during_a_poll(bool reschedule, int64_t from, int64_t to)
 	struct tw_service_config cfg = { 0 };
 	struct tw_service *svc = NULL;
 	struct window_call call = { 0 };
-	struct poll_call poll = { 0 };
+	struct poller poll = { NULL, 0 };
 	struct sp_thread filer, poller;
 	struct job j;
 	int parked;
@@ -96,7 +83,7 @@ static void window_during_a_poll(bool reschedule, int64_t from, int64_t to)
 	/* The poll stores its time, then waits for the shard's mutex. */
 	set_clock(c0 + 70);
 	poll.svc = svc;
-	sp_spawn(&poller, poll_main, &poll);
+	sp_spawn(&poller, poll_thread, &poll);
 	WAIT_FOR((int64_t)load_u64(&svc->latest) == c0 + 70, "the poll's time");
 	sp_release(parked);
 	sp_join(&filer, "the windowed call");
@@ -153,7 +140,7 @@ static void add_in_the_gap(bool after)
 {
 	struct tw_service_config cfg = { 0 };
 	struct tw_service *svc = NULL;
-	struct poll_call poll = { 0 };
+	struct poller poll = { NULL, 0 };
 	struct sp_thread poller;
 	int64_t when = 0;
 	struct job j;
@@ -177,7 +164,7 @@ static void add_in_the_gap(bool after)
 		CHECK_EQ(tw_service_poll(svc), 1);
 	} else {
 		atomic_store(&gap.park, 1);
-		sp_spawn(&poller, poll_main, &poll);
+		sp_spawn(&poller, poll_thread, &poll);
 		CHECK_EQ(sem_wait(&gap.parked), 0);
 		CHECK_EQ(tw_service_add(svc, &j.t, 1500), TW_OK);
 		CHECK_EQ(sem_post(&gap.go), 0);
